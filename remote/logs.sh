@@ -1,0 +1,35 @@
+#!/bin/sh
+# rsk logs: a bounded tail of a job's stdout or stderr, for jobs this project launched.
+#   logs.sh PROJECT JOBID STREAM MAXBYTES     STREAM is stdout or stderr
+# Prints @@log (state of the run) and @@chunk lines (base64, at most MAXBYTES in all).
+set -eu
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+main() {
+    rsk_start
+    [ $# -eq 4 ] || rsk_fail "$RSK_E_USAGE" usage "usage: logs.sh PROJECT JOBID STREAM MAXBYTES"
+    rsk_need_token project "$1"
+    rsk_is_uint "$2" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number"
+    case $3 in stdout | stderr) ;; *) rsk_fail "$RSK_E_USAGE" bad-stream "stream is stdout or stderr" ;; esac
+    rsk_is_uint "$4" || rsk_fail "$RSK_E_USAGE" usage "MAXBYTES must be a number"
+    jf=$(rsk_journal_file "$1")
+    line=$(grep -E " ev=(accepted|reconciled) .* job=$2( |\$)" "$jf" 2>/dev/null | tail -n 1 || true)
+    [ -n "$line" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
+    rid=$(rsk_field "$line" rid)
+    run="$RSK_ROOT/runs/$1/$rid"
+    started=no
+    ended=''
+    [ ! -f "$run/started" ] || started=yes
+    [ ! -f "$run/ended" ] || ended=$(cat "$run/ended")
+    size=0
+    [ ! -f "$run/$3" ] || size=$(wc -c <"$run/$3" | tr -d ' ')
+    rsk_emit log "rid=$rid" "started=$started" "ended=$(rsk_b64 "$ended")" "size=$size"
+    if [ -f "$run/$3" ]; then
+        tail -c "$4" "$run/$3" | base64 | tr -d '\n' | fold -w 4000 | while IFS= read -r chunk || [ -n "$chunk" ]; do
+            rsk_emit chunk "$chunk"
+        done
+    fi
+}
+
+main "$@"

@@ -1,0 +1,118 @@
+#!/bin/sh
+# rsk cluster policy: the rules the cluster itself enforces, whatever the local ledger says.
+# The policy file is $RSK_ROOT/policy.conf, "key = value" lines, "#" comments:
+#   partitions        allowed partitions, space separated, or *           default *
+#   accounts          allowed accounts (an empty account is always ok), or *  default *
+#   max_gpus          GPUs per node, per job                               default none
+#   max_cpus          CPUs per node, per job                               default none
+#   max_mem_mb        memory per node in MB, per job                       default none
+#   max_nodes         nodes per job                                        default none
+#   max_time_min      time limit per job, minutes                          default none
+#   max_active_jobs   pending + running rsk jobs per project               default 100
+#   default_time_min  time limit when a request gives none                 default 60
+#   default_mem_mb    memory per node when a request gives none            default 1024
+# Sourced by submit.sh; run directly ("policy.sh show") it prints the effective policy.
+set -eu
+
+rsk_policy_file() { printf '%s/policy.conf' "$RSK_ROOT"; }
+
+rsk_policy_load() { # sets P_* and RSK_POLICY_DIGEST
+    P_partitions='*'
+    P_accounts='*'
+    P_max_gpus=''
+    P_max_cpus=''
+    P_max_mem_mb=''
+    P_max_nodes=''
+    P_max_time_min=''
+    P_max_active_jobs=100
+    P_default_time_min=60
+    P_default_mem_mb=1024
+    rsk_pf=$(rsk_policy_file)
+    if [ ! -f "$rsk_pf" ]; then
+        RSK_POLICY_DIGEST=default-1
+        RSK_POLICY_SOURCE=default
+        return 0
+    fi
+    RSK_POLICY_DIGEST=$(rsk_sha256 <"$rsk_pf")
+    RSK_POLICY_SOURCE='file'
+    while IFS= read -r rsk_pl || [ -n "$rsk_pl" ]; do
+        rsk_pl=${rsk_pl%%#*}
+        case $rsk_pl in *=*) ;; *) continue ;; esac
+        rsk_pk=$(printf '%s' "${rsk_pl%%=*}" | tr -d ' \t')
+        rsk_pv=$(printf '%s' "${rsk_pl#*=}" | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
+        case $rsk_pk in
+            partitions | accounts) ;;
+            max_gpus | max_cpus | max_mem_mb | max_nodes | max_time_min | max_active_jobs \
+                | default_time_min | default_mem_mb)
+                [ -z "$rsk_pv" ] || rsk_is_uint "$rsk_pv" || rsk_fail "$RSK_E_POLICY" bad-policy \
+                    "policy.conf: $rsk_pk must be a whole number, not '$rsk_pv'" ;;
+            *) rsk_fail "$RSK_E_POLICY" bad-policy "policy.conf: unknown key '$rsk_pk'" ;;
+        esac
+        eval "P_$rsk_pk=\$rsk_pv" # rsk_pk is one of the fixed names checked above
+    done <"$rsk_pf"
+}
+
+rsk_in_list() { # rsk_in_list WORD LIST: LIST is space separated or *
+    [ "$2" = '*' ] && return 0
+    for rsk_w in $2; do
+        [ "$rsk_w" = "$1" ] && return 0
+    done
+    return 1
+}
+
+# rsk_policy_check PARTITION ACCOUNT NODES CPUS MEM_MB GPUS TIME_MIN
+# sets RSK_VERDICT (allow|refuse) and RSK_REASONS (one reason a line)
+rsk_policy_check() {
+    RSK_REASONS=''
+    rsk_in_list "$1" "$P_partitions" || RSK_REASONS="${RSK_REASONS}partition $1 is not allowed (allowed: $P_partitions)
+"
+    if [ -n "$2" ] && ! rsk_in_list "$2" "$P_accounts"; then
+        RSK_REASONS="${RSK_REASONS}account $2 is not allowed (allowed: $P_accounts)
+"
+    fi
+    rsk_ceiling nodes "$3" "$P_max_nodes"
+    rsk_ceiling "cpus per node" "$4" "$P_max_cpus"
+    rsk_ceiling "memory per node (MB)" "$5" "$P_max_mem_mb"
+    rsk_ceiling "gpus per node" "$6" "$P_max_gpus"
+    rsk_ceiling "time limit (min)" "$7" "$P_max_time_min"
+    if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse; fi
+}
+
+rsk_ceiling() { # rsk_ceiling WHAT VALUE MAX
+    if [ -n "$3" ] && [ "$2" -gt "$3" ]; then
+        RSK_REASONS="${RSK_REASONS}$1 $2 exceeds the ceiling $3
+"
+    fi
+}
+
+rsk_policy_emit() { # @@policy lines: the verdict and each reason
+    rsk_emit policy "verdict=$RSK_VERDICT" "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST" \
+        "max_active_jobs=$P_max_active_jobs" "default_time_min=$P_default_time_min" \
+        "default_mem_mb=$P_default_mem_mb"
+    printf '%s' "$RSK_REASONS" | while IFS= read -r rsk_r; do
+        rsk_emit policy-reason "msg=$(rsk_b64 "$rsk_r")"
+    done
+}
+
+rsk_policy_show() {
+    rsk_policy_load
+    for rsk_k in partitions accounts max_gpus max_cpus max_mem_mb max_nodes max_time_min \
+        max_active_jobs default_time_min default_mem_mb; do
+        rsk_v=''
+        eval "rsk_v=\$P_$rsk_k"
+        rsk_emit policy-rule "key=$rsk_k" "value=$(rsk_b64 "$rsk_v")"
+    done
+    rsk_emit policy "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST"
+}
+
+case $0 in
+    */policy.sh | policy.sh)
+        # shellcheck source=lib.sh
+        . "$(dirname "$0")/lib.sh"
+        rsk_start
+        case ${1:-show} in
+            show) rsk_policy_show ;;
+            *) rsk_fail "$RSK_E_USAGE" usage "usage: policy.sh show" ;;
+        esac
+        ;;
+esac

@@ -1,0 +1,30 @@
+# shellcheck shell=sh disable=SC2154  # rsk_run and rsk_limit are set by the generated header
+# rsk job wrapper body: submit.sh writes rsk_run and rsk_limit, then this file, then the
+# command as base64 words decoded by rsk_arg, then "rsk_main "$@"".
+# Markers in $rsk_run: "started" (job, node, time) and "ended" (rc, signal, time).
+rsk_arg() { rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x}; }
+rsk_stamp() { date -u +%s; }
+rsk_on_signal() {
+    rsk_sig=$1
+    [ -z "${rsk_child:-}" ] || kill -"$1" "$rsk_child" 2>/dev/null
+}
+rsk_main() {
+    rsk_t0=$(rsk_stamp)
+    printf 'job=%s node=%s t=%s\n' "${SLURM_JOB_ID:-}" "$(hostname)" "$rsk_t0" >"$rsk_run/started.tmp" \
+        && mv "$rsk_run/started.tmp" "$rsk_run/started"
+    rsk_sig=''
+    trap 'rsk_on_signal TERM' TERM
+    trap 'rsk_on_signal INT' INT
+    trap 'rsk_on_signal USR1' USR1
+    "$@" 0<&0 &
+    rsk_child=$!
+    rsk_rc=0
+    wait "$rsk_child" || rsk_rc=$?
+    while kill -0 "$rsk_child" 2>/dev/null; do
+        wait "$rsk_child" && rsk_rc=0 || rsk_rc=$?
+    done
+    rsk_t1=$(rsk_stamp)
+    printf 'rc=%s sig=%s t=%s elapsed=%s limit=%s\n' "$rsk_rc" "${rsk_sig:-none}" "$rsk_t1" \
+        "$((rsk_t1 - rsk_t0))" "$rsk_limit" >"$rsk_run/ended.tmp" && mv "$rsk_run/ended.tmp" "$rsk_run/ended"
+    exit "$rsk_rc"
+}

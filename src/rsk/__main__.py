@@ -1,0 +1,3 @@
+from rsk.cli.app import main
+
+main()

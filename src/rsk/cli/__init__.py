@@ -1,0 +1,1 @@
+"""rsk's command line: the only package that imports typer and rich."""

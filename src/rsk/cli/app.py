@@ -1,0 +1,80 @@
+"""The rsk command: wires the command groups and maps every error to its exit code in one place."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from rsk import __version__
+from rsk.cli import cluster_cmds, launch_cmd, ledger_cmds
+
+app = typer.Typer(
+    name="rsk",
+    help=(
+        "Run agents' work on remote Slurm clusters while a human keeps a hand on the budget.\n\n"
+        "Agents: `rsk launch` (never sbatch), `rsk wait`, `rsk status`, `rsk logs`. "
+        "Humans: `rsk approvals`, `rsk approve`, `rsk deny`, `rsk grant`."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"rsk {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """rsk: plans bound on the cluster, a ledger of approvals and grants, a journal that never submits twice."""
+
+
+launch_cmd.register(app)
+ledger_cmds.register(app)
+cluster_cmds.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from rsk.errors import Exit, RskError
+
+    args = sys.argv[1:] if argv is None else argv
+    want_json = "--json" in args
+    try:
+        app(args=args, prog_name="rsk", standalone_mode=False)
+    except RskError as exc:
+        if want_json:
+            from rsk.cli.common import print_json
+
+            print_json(exc.to_json())
+        from rsk.cli.common import err
+
+        console = err()
+        console.print(f"error: {exc.message}", markup=False)
+        if exc.hint:
+            console.print(f"hint: {exc.hint}", markup=False)
+        raise SystemExit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        raise SystemExit(int(Exit.INTERRUPTED)) from None
+    except typer.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except typer.Abort:
+        sys.stderr.write("aborted\n")
+        raise SystemExit(int(Exit.INTERRUPTED)) from None
+    except Exception as exc:  # click usage errors carry their own exit code (2)
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code) from None
+        raise

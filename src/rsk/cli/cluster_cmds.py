@@ -1,0 +1,85 @@
+"""Commands that read the cluster: journal, logs, targets."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target
+
+
+def register(app: typer.Typer) -> None:
+    app.command("journal", help="Show the project's attempt journal on the cluster (intent, outcome, ...).")(journal)
+    app.command("logs", help="Show a bounded tail of a job's stdout or stderr.")(logs)
+    app.command("targets", help="List the targets rsk can find.")(targets)
+
+
+def journal(
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    after: Annotated[int, typer.Option(min=0, help="Only events after this cursor (line number).")] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.jobs import journal as read_journal
+    from rsk.paths import resolve_project
+
+    j = read_journal(resolve_target(target), resolve_project(project), after)
+    if json_out:
+        print_json(j)
+        return
+    o = out()
+    if not j.events:
+        o.print(f"no journal events for project {j.project} on {j.target}", markup=False)
+    for e in j.events:
+        extra = " ".join(
+            s for s in (f"job={e.job_id}" if e.job_id else "", f"code={e.code}" if e.code else "",
+                        f"msg={e.message!r}" if e.message else "") if s
+        )
+        o.print(f"{e.n:>5} {e.t} {e.event:<10} {e.request_id} plan={e.plan_hash[:12]} {extra}".rstrip(),
+                markup=False)
+    o.print(f"cursor {j.cursor}", markup=False)
+
+
+def logs(
+    job: Annotated[str, typer.Argument(help="Job id (as rsk launch printed it).")],
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    stream: Annotated[str, typer.Option(help="stdout or stderr.")] = "stdout",
+    tail: Annotated[int, typer.Option(min=1, max=16 * 1024 * 1024, help="At most this many bytes.")] = 65536,
+    follow: Annotated[bool, typer.Option(help="Poll until the job ends (at most --timeout seconds).")] = False,
+    timeout: Annotated[float, typer.Option(min=1, help="With --follow: give up after this many seconds.")] = 600,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.errors import UsageError
+    from rsk.jobs import logs as read_logs
+    from rsk.paths import resolve_project
+
+    if stream not in ("stdout", "stderr"):
+        raise UsageError("--stream is stdout or stderr")
+    result = read_logs(
+        resolve_target(target), resolve_project(project), job, stream, tail, timeout if follow else None
+    )
+    if json_out:
+        print_json(result)
+        return
+    sys.stdout.write(result.text)
+    state = f"ended ({result.ended})" if result.ended else ("running" if result.started else "not started")
+    from rsk.cli.common import err
+
+    err().print(f"rsk: job {job} {state}; {result.size} bytes of {stream}", markup=False)
+
+
+def targets(json_out: JsonOpt = False) -> None:
+    from rsk.targets import list_targets
+
+    found = list_targets()
+    if json_out:
+        print_json(found)
+        return
+    if not found:
+        out().print("no targets; see INSTALL.md to add one", markup=False)
+    for t in found:
+        where = f"{t.user + '@' if t.user else ''}{t.host}{':' + str(t.port) if t.port else ''}"
+        out().print(f"{t.name:<12} {where:<28} root {t.remote_root}  ({t.source})", markup=False)

@@ -1,0 +1,73 @@
+"""Shared CLI pieces: options, output on the right stream, the human check."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+
+from rsk.errors import NeedsHuman, UsageError
+
+ProjectOpt = Annotated[
+    str | None,
+    typer.Option("--project", "-p", help="Project (ledger and journal); default: $RSK_PROJECT, else 'default'."),
+]
+TargetOpt = Annotated[
+    str | None,
+    typer.Option("--target", "-t", help="Target name (targets/NAME.toml); default: $RSK_TARGET or the only one."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (for agents).")]
+YesOpt = Annotated[
+    bool,
+    typer.Option("--yes", help="Confirm without a terminal. A deliberate act: agents must not pass it."),
+]
+
+
+def out() -> Console:
+    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True)
+
+
+def err() -> Console:
+    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True)
+
+
+def print_json(data: Any) -> None:
+    if isinstance(data, BaseModel):
+        text = data.model_dump_json(indent=2)
+    elif isinstance(data, list) and all(isinstance(d, BaseModel) for d in data):
+        text = "[" + ",".join(d.model_dump_json(indent=2) for d in data) + "]"
+    else:
+        text = json.dumps(data, indent=2, default=str)
+    sys.stdout.write(text + "\n")
+
+
+def require_human(action: str, yes: bool) -> None:
+    """Approving, granting and denying need a human: a terminal, or an explicit --yes."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise NeedsHuman(
+            f"{action} needs a human at a terminal",
+            "an agent runs as the same user, so rsk asks for a terminal; a human who means it may pass --yes",
+        )
+    if not typer.confirm(f"{action}?", default=False, err=True):
+        raise UsageError(f"{action}: not confirmed")
+
+
+def resolve_target(option: str | None) -> str:
+    from rsk.targets import list_targets
+
+    if option:
+        return option
+    if env := os.environ.get("RSK_TARGET"):
+        return env
+    found = list_targets()
+    if len(found) == 1:
+        return found[0].name
+    names = ", ".join(t.name for t in found) or "none found"
+    raise UsageError("which target? pass --target", f"known targets: {names}; or set RSK_TARGET")

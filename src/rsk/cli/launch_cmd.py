@@ -1,0 +1,161 @@
+"""rsk launch and rsk wait: the agent's way to run work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
+
+WaitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--wait",
+        help="If a human must approve: wait up to SECONDS (0: no limit) for the decision, then go on.",
+        metavar="SECONDS",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "launch",
+        context_settings={"allow_interspersed_args": False},
+        help=(
+            "Plan a job on the cluster, check the ledger, and submit it exactly once.\n\n"
+            "Example: rsk launch --target lab --gpus 1 --time 2:00:00 --request-id train-1 -- python train.py\n\n"
+            "Exit codes: 0 submitted (or replayed), 3 denied, 4 waiting for a human (card id printed), "
+            "5 plan changed / request id conflict; see README for all."
+        ),
+    )(launch)
+    app.command("wait", help="Wait for a human to decide card CARD, then continue its launch.")(wait)
+
+
+def _parse_wait(value: str | None) -> float | None:
+    from rsk.errors import UsageError
+
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError as exc:
+        raise UsageError(f"--wait takes seconds, not {value!r}") from exc
+    if seconds < 0:
+        raise UsageError("--wait takes a number of seconds >= 0")
+    return seconds
+
+
+def launch(
+    command: Annotated[list[str] | None, typer.Argument(help="The command and its arguments, after --.")] = None,
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option("--request-id", "-r", help="Idempotency key: the same id never submits twice. Default: new."),
+    ] = None,
+    partition: Annotated[str | None, typer.Option(help="Slurm partition (default: the cluster's).")] = None,
+    account: Annotated[str | None, typer.Option(help="Slurm account.")] = None,
+    qos: Annotated[str | None, typer.Option(help="Slurm QOS.")] = None,
+    gpus: Annotated[int | None, typer.Option(min=0, help="GPUs per node.")] = None,
+    nodes: Annotated[int | None, typer.Option(min=1, help="Nodes (default 1).")] = None,
+    cpus: Annotated[int | None, typer.Option(min=1, help="CPUs per node (default 1).")] = None,
+    mem: Annotated[str | None, typer.Option(help="Memory per node: 4096, 512M, 16G (default: policy's).")] = None,
+    time: Annotated[str | None, typer.Option("--time", help="Time limit: 30, 2:00:00, 1-00:00:00.")] = None,
+    name: Annotated[str | None, typer.Option(help="Job name (A-Z a-z 0-9 . _ -).")] = None,
+    workdir: Annotated[str | None, typer.Option(help="Working directory on the cluster (absolute or ~/..).")] = None,
+    env: Annotated[
+        list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE passed to the job (repeatable).")
+    ] = None,
+    script: Annotated[
+        Path | None, typer.Option("--script", help="Submit this batch script instead of a command.")
+    ] = None,
+    wait: WaitOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.errors import UsageError
+    from rsk.launch import launch as do_launch
+    from rsk.launch import requester
+    from rsk.paths import check_token, new_request_id, resolve_project
+    from rsk.protocol import Request
+    from rsk.units import parse_mem, parse_time
+
+    argv = list(command or [])
+    if not argv and script is None:
+        raise UsageError("nothing to run", "give a command after --, e.g. rsk launch -t lab -- python train.py")
+    script_text = None
+    if script is not None:
+        try:
+            script_text = script.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot read --script {script}: {exc}") from exc
+    for entry in env or []:
+        if "=" not in entry:
+            raise UsageError(f"--env {entry!r} is not NAME=VALUE")
+    request = Request(
+        project=resolve_project(project),
+        request_id=check_token("request id", request_id) if request_id else new_request_id(),
+        name=check_token("job name", name) if name else "",
+        workdir=workdir or "",
+        partition=partition or "",
+        account=account or "",
+        qos=qos or "",
+        nodes=nodes,
+        cpus=cpus,
+        mem_mb=parse_mem(mem) if mem else None,
+        gpus=gpus,
+        time_min=parse_time(time) if time else None,
+        env=list(env or []),
+        argv=argv,
+        script=script_text,
+        requester=requester(),
+    )
+    console = err()
+    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}", markup=False))
+    result = do_launch(resolve_target(target), request, wait=_parse_wait(wait), progress=progress)
+    if json_out:
+        print_json(result)
+        return
+    o = out()
+    verb = "already submitted:" if result.status == "replayed" else "submitted"
+    o.print(f"{verb} job {result.job_id} on {result.target}", markup=False)
+    o.print(f"  project     {result.project}", markup=False)
+    o.print(f"  request id  {result.request_id}", markup=False)
+    o.print(f"  plan        {result.plan_hash}", markup=False)
+    how = f"{result.allowed_by.kind} {result.allowed_by.id}"
+    if result.allowed_by.kind == "grant":
+        how += f" (charged {result.plan.gpu_hours:.2f} GPU-h, {result.plan.cpu_hours:.2f} CPU-h at worst)"
+    o.print(f"  allowed by  {how}", markup=False)
+    o.print(f"next: rsk logs {result.job_id} --target {result.target} --project {result.project} --follow",
+            markup=False)
+
+
+def wait(
+    card: Annotated[str, typer.Argument(help="The card id a pending launch printed.")],
+    project: ProjectOpt = None,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait (0: no limit).", min=0)] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.errors import DeniedError
+    from rsk.launch import find_card, launch as do_launch, wait_for_card
+    from rsk.paths import resolve_project
+    from rsk.protocol import Request
+    from rsk.store import Store
+
+    store = Store(resolve_project(project))
+    find_card(store.load(), card)
+    decided = wait_for_card(store, card, timeout or None)
+    if decided.status == "denied":
+        raise DeniedError(
+            f"card {card} was denied by {decided.decided_by}: {decided.reason}",
+            "do not try to get around a denial; tell the human and ask what to do instead",
+            details={"card_id": card, "reason": decided.reason},
+        )
+    request = Request.model_validate(decided.request)
+    result = do_launch(decided.target, request)
+    if json_out:
+        print_json(result)
+    else:
+        out().print(f"approved; submitted job {result.job_id} on {result.target} (plan {result.plan_hash[:12]})",
+                    markup=False)

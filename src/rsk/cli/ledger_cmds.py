@@ -1,0 +1,352 @@
+"""The human's side: approval cards, approvals, denials, grants and deny rules."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from rsk.cli.common import JsonOpt, ProjectOpt, YesOpt, out, print_json, require_human
+
+if TYPE_CHECKING:
+    from rsk.grants import GrantView
+    from rsk.ledger import Card
+
+grant_app = typer.Typer(help="Standing grants: scope, per-job ceilings, budgets, expiry.", no_args_is_help=True)
+rule_app = typer.Typer(help="Deny rules: they win over every approval and grant.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("approvals", help="List approval cards that wait for a human.")(approvals)
+    app.command("approve", help="Approve card CARD: its exact plan may run (once by default).")(approve)
+    app.command("deny", help="Deny card CARD; the reason reaches the agent.")(deny)
+    app.add_typer(grant_app, name="grant")
+    app.add_typer(rule_app, name="deny-rule")
+
+
+def _store(project: str | None):  # type: ignore[no-untyped-def]
+    from rsk.paths import resolve_project
+    from rsk.store import Store
+
+    return Store(resolve_project(project))
+
+
+def render_card(card: Card) -> str:
+    p = card.plan
+    gpus = f"{p.gpus}/node x {p.nodes} node(s) = {p.gpus * p.nodes}"
+    lines = [
+        f"card {card.id}  [{card.status}]  project {card.request.get('project', '?')}  target {p.target} "
+        f"({p.cluster}, as {p.user})",
+        f"  requested by  {card.requester} at {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
+        f"  command       {p.command}",
+        f"  workdir       {p.workdir}",
+        f"  partition     {p.partition}" + (f"  account {p.account}" if p.account else "")
+        + (f"  qos {p.qos}" if p.qos else ""),
+        f"  per job       {p.nodes} node(s), {p.cpus} CPU/node, {p.mem_mb} MB/node, GPUs {gpus}, "
+        f"limit {p.time_min} min",
+        f"  worst case    {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h",
+        f"  env passed    {', '.join(p.env_names) or '(none)'}",
+        f"  start (est.)  {p.estimate_start}",
+        f"  policy        {p.policy_verdict}" + (f": {'; '.join(p.policy_reasons)}" if p.policy_reasons else ""),
+        f"  closest grant {card.closest_grant or '(none)'}"
+        + (f": {'; '.join(card.closest_why)}" if card.closest_why else ""),
+        f"  plan hash     {card.plan_hash}",
+    ]
+    if card.status != "pending":
+        lines.append(f"  decided       {card.status} by {card.decided_by}" + (f": {card.reason}" if card.reason else ""))
+    return "\n".join(lines)
+
+
+def approvals(
+    project: ProjectOpt = None,
+    all_cards: Annotated[bool, typer.Option("--all", help="Include decided cards.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import list_cards
+
+    cards = list_cards(_store(project), include_decided=all_cards)
+    if json_out:
+        print_json(cards)
+        return
+    o = out()
+    if not cards:
+        o.print("no pending approval cards", markup=False)
+        return
+    for card in cards:
+        o.print(render_card(card) + "\n", markup=False)
+    o.print("next: rsk approve CARD [--uses N] [--expires 8h]  or  rsk deny CARD --reason '...'", markup=False)
+
+
+def approve(
+    card: Annotated[str, typer.Argument(help="Card id (from rsk approvals).")],
+    project: ProjectOpt = None,
+    uses: Annotated[int, typer.Option(min=1, help="How many launches of this exact plan it allows.")] = 1,
+    expires: Annotated[str | None, typer.Option(help="Expiry: 30m, 8h, 7d or an ISO date.")] = None,
+    note: Annotated[str, typer.Option(help="A note kept with the approval.")] = "",
+    yes: YesOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import approve as do_approve
+    from rsk.approvals import who
+    from rsk.launch import find_card
+    from rsk.units import parse_expiry
+
+    store = _store(project)
+    found = find_card(store.load(), card)
+    if not yes and not json_out:
+        out().print(render_card(found), markup=False)
+    require_human(f"approve card {card}", yes)
+    approval = do_approve(
+        store, card, who(yes), uses=uses, expires=parse_expiry(expires) if expires else None, note=note
+    )
+    if json_out:
+        print_json(approval)
+        return
+    out().print(f"approved card {card} as {approval.id} ({uses} use(s))", markup=False)
+    out().print(f"next: the agent continues with `rsk wait {card}`", markup=False)
+
+
+def deny(
+    card: Annotated[str, typer.Argument(help="Card id (from rsk approvals).")],
+    reason: Annotated[str, typer.Option(help="Why; the agent is told this.")],
+    project: ProjectOpt = None,
+    yes: YesOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import deny as do_deny
+    from rsk.approvals import who
+
+    store = _store(project)
+    require_human(f"deny card {card}", yes)
+    decided = do_deny(store, card, who(yes), reason)
+    if json_out:
+        print_json(decided)
+        return
+    out().print(f"denied card {card}: {reason}", markup=False)
+
+
+def _fmt_left(left: float | int | None) -> str:
+    return "unlimited" if left is None else (f"{left:.2f}" if isinstance(left, float) else str(left))
+
+
+def render_grant(v: GrantView) -> str:
+    g = v.grant
+    scope = ", ".join(
+        s
+        for s in (
+            f"targets {','.join(g.targets)}" if g.targets else "any target",
+            f"partitions {','.join(g.partitions)}" if g.partitions else "",
+            f"accounts {','.join(g.accounts)}" if g.accounts else "",
+        )
+        if s
+    )
+    ceilings = ", ".join(
+        f"{label} {value}"
+        for label, value in (
+            ("GPUs", g.max_gpus),
+            ("CPUs", g.max_cpus),
+            ("MB/node", g.max_mem_mb),
+            ("nodes", g.max_nodes),
+            ("min", g.max_time_min),
+        )
+        if value is not None
+    ) or "none"
+    return "\n".join(
+        [
+            f"grant {g.id}  [{v.status}]  {scope}",
+            f"  per-job ceilings  {ceilings}",
+            f"  jobs       spent {v.jobs_spent}  reserved {v.jobs_reserved}  left {_fmt_left(v.jobs_left)}",
+            f"  GPU-hours  spent {v.gpu_hours_spent:.2f}  reserved {v.gpu_hours_reserved:.2f}  "
+            f"left {_fmt_left(v.gpu_hours_left)}",
+            f"  CPU-hours  spent {v.cpu_hours_spent:.2f}  reserved {v.cpu_hours_reserved:.2f}  "
+            f"left {_fmt_left(v.cpu_hours_left)}",
+            f"  active at most {_fmt_left(g.max_active)}; expires "
+            f"{g.expires.strftime('%Y-%m-%d %H:%M UTC') if g.expires else 'never'}"
+            + (f"; note: {g.note}" if g.note else ""),
+        ]
+    )
+
+
+@grant_app.command("add", help="Add a standing grant. Every launch it covers is allowed and charged at worst case.")
+def grant_add(
+    project: ProjectOpt = None,
+    target: Annotated[list[str] | None, typer.Option("--target", "-t", help="Allowed target (repeatable).")] = None,
+    partition: Annotated[list[str] | None, typer.Option(help="Allowed partition (repeatable).")] = None,
+    account: Annotated[list[str] | None, typer.Option(help="Allowed account (repeatable).")] = None,
+    max_gpus: Annotated[int | None, typer.Option(min=0, help="Ceiling: total GPUs of one job.")] = None,
+    max_cpus: Annotated[int | None, typer.Option(min=1, help="Ceiling: total CPUs of one job.")] = None,
+    max_mem: Annotated[str | None, typer.Option(help="Ceiling: memory per node (16G).")] = None,
+    max_nodes: Annotated[int | None, typer.Option(min=1, help="Ceiling: nodes of one job.")] = None,
+    max_time: Annotated[str | None, typer.Option(help="Ceiling: time limit of one job (4:00:00).")] = None,
+    gpu_hours: Annotated[float | None, typer.Option(min=0, help="Budget: GPU-hours in all.")] = None,
+    cpu_hours: Annotated[float | None, typer.Option(min=0, help="Budget: CPU-hours in all.")] = None,
+    jobs: Annotated[int | None, typer.Option(min=0, help="Budget: number of jobs in all.")] = None,
+    max_active: Annotated[int | None, typer.Option(min=1, help="At most this many active jobs at once.")] = None,
+    expires: Annotated[str | None, typer.Option(help="Expiry: 8h, 7d or an ISO date (default: never).")] = None,
+    note: Annotated[str, typer.Option(help="A note kept with the grant.")] = "",
+    yes: YesOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import who
+    from rsk.grants import add_grant, show_grant
+    from rsk.ledger import Grant
+    from rsk.units import parse_expiry, parse_mem, parse_time
+
+    store = _store(project)
+    require_human("add a grant", yes)
+    grant = add_grant(
+        store,
+        Grant(
+            targets=list(target or []),
+            partitions=list(partition or []),
+            accounts=list(account or []),
+            max_gpus=max_gpus,
+            max_cpus=max_cpus,
+            max_mem_mb=parse_mem(max_mem) if max_mem else None,
+            max_nodes=max_nodes,
+            max_time_min=parse_time(max_time) if max_time else None,
+            gpu_hours=gpu_hours,
+            cpu_hours=cpu_hours,
+            jobs=jobs,
+            max_active=max_active,
+            expires=parse_expiry(expires) if expires else None,
+            created_by=who(yes),
+            note=note,
+        ),
+    )
+    v = show_grant(store, grant.id)
+    if json_out:
+        print_json(v)
+        return
+    out().print(render_grant(v), markup=False)
+    out().print(f"next: rsk grant list --project {store.project}", markup=False)
+
+
+@grant_app.command("list", help="List grants with spent, reserved and left.")
+def grant_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+    from rsk.grants import list_grants
+
+    views = list_grants(_store(project))
+    if json_out:
+        print_json(views)
+        return
+    if not views:
+        out().print("no grants", markup=False)
+    for v in views:
+        out().print(render_grant(v) + "\n", markup=False)
+
+
+@grant_app.command("show", help="Show one grant.")
+def grant_show(
+    grant_id: Annotated[str, typer.Argument(help="Grant id.")], project: ProjectOpt = None, json_out: JsonOpt = False
+) -> None:
+    from rsk.grants import show_grant
+
+    v = show_grant(_store(project), grant_id)
+    if json_out:
+        print_json(v)
+    else:
+        out().print(render_grant(v), markup=False)
+
+
+@grant_app.command("revoke", help="Revoke a grant: it allows nothing more (what it charged stays recorded).")
+def grant_revoke(
+    grant_id: Annotated[str, typer.Argument(help="Grant id.")],
+    project: ProjectOpt = None,
+    yes: YesOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import who
+    from rsk.grants import revoke_grant
+
+    store = _store(project)
+    require_human(f"revoke grant {grant_id}", yes)
+    g = revoke_grant(store, grant_id, who(yes))
+    if json_out:
+        print_json(g)
+    else:
+        out().print(f"revoked grant {g.id}", markup=False)
+
+
+@rule_app.command("add", help="Add a deny rule; all the conditions given must match for it to deny.")
+def rule_add(
+    reason: Annotated[str, typer.Option(help="Why; the agent is told this.")],
+    project: ProjectOpt = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Only on this target.")] = None,
+    partition: Annotated[str | None, typer.Option(help="Only in this partition.")] = None,
+    account: Annotated[str | None, typer.Option(help="Only with this account.")] = None,
+    gpus_at_least: Annotated[int | None, typer.Option(min=0, help="Jobs with at least this many GPUs.")] = None,
+    nodes_at_least: Annotated[int | None, typer.Option(min=1, help="Jobs with at least this many nodes.")] = None,
+    time_at_least: Annotated[str | None, typer.Option(help="Jobs with at least this time limit.")] = None,
+    gpu_hours_at_least: Annotated[float | None, typer.Option(min=0, help="Jobs of at least this many GPU-h.")] = None,
+    command: Annotated[str | None, typer.Option(help="Command lines matching this glob, e.g. '*rm -rf*'.")] = None,
+    expires: Annotated[str | None, typer.Option(help="Expiry: 8h, 7d or an ISO date (default: never).")] = None,
+    yes: YesOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import who
+    from rsk.grants import add_rule
+    from rsk.ledger import DenyRule
+    from rsk.units import parse_expiry, parse_time
+
+    store = _store(project)
+    require_human("add a deny rule", yes)
+    rule = add_rule(
+        store,
+        DenyRule(
+            reason=reason,
+            target=target,
+            partition=partition,
+            account=account,
+            gpus_at_least=gpus_at_least,
+            nodes_at_least=nodes_at_least,
+            time_min_at_least=parse_time(time_at_least) if time_at_least else None,
+            gpu_hours_at_least=gpu_hours_at_least,
+            command=command,
+            expires=parse_expiry(expires) if expires else None,
+        ),
+        who(yes),
+    )
+    if json_out:
+        print_json(rule)
+    else:
+        out().print(f"added deny rule {rule.id}: {rule.reason}", markup=False)
+
+
+@rule_app.command("list", help="List deny rules.")
+def rule_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+    from rsk.grants import list_rules
+
+    rules = list_rules(_store(project))
+    if json_out:
+        print_json(rules)
+        return
+    if not rules:
+        out().print("no deny rules", markup=False)
+    for r in rules:
+        conds = {
+            k: v
+            for k, v in r.model_dump(exclude={"id", "reason", "created"}).items()
+            if v is not None
+        }
+        cond_text = ", ".join(f"{k}={v}" for k, v in conds.items()) or "everything"
+        out().print(f"{r.id}  {cond_text}  reason: {r.reason}", markup=False)
+
+
+@rule_app.command("remove", help="Remove a deny rule.")
+def rule_remove(
+    rule_id: Annotated[str, typer.Argument(help="Deny rule id.")],
+    project: ProjectOpt = None,
+    yes: YesOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import who
+    from rsk.grants import remove_rule
+
+    store = _store(project)
+    require_human(f"remove deny rule {rule_id}", yes)
+    r = remove_rule(store, rule_id, who(yes))
+    if json_out:
+        print_json(r)
+    else:
+        out().print(f"removed deny rule {r.id}", markup=False)

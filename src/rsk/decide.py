@@ -1,0 +1,185 @@
+"""Ledger decisions: pure functions over a Ledger and a plan (no I/O).
+
+Precedence: deny rule > human denial of this plan > exact approval > grant > ask.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from rsk.ledger import Approval, Card, Charge, DenyRule, Grant, Ledger
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the ledger needs to know about one plan."""
+
+    target: str
+    plan_hash: str
+    request_id: str
+    partition: str
+    account: str
+    nodes: int
+    cpus: int  # per node
+    mem_mb: int  # per node
+    gpus: int  # per node
+    time_min: int
+    command: str
+    active: int  # the project's active rsk jobs on the target, as the cluster counted them
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.nodes
+
+    @property
+    def total_cpus(self) -> int:
+        return self.cpus * self.nodes
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.total_gpus * self.time_min / 60
+
+    @property
+    def cpu_hours(self) -> float:
+        return self.total_cpus * self.time_min / 60
+
+
+@dataclass
+class Decision:
+    kind: Literal["deny", "approval", "grant", "ask"]
+    rule: str | None = None
+    reason: str = ""
+    closest_grant: str | None = None
+    closest_why: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Usage:
+    gpu_hours_spent: float = 0.0
+    gpu_hours_reserved: float = 0.0
+    cpu_hours_spent: float = 0.0
+    cpu_hours_reserved: float = 0.0
+    jobs_spent: int = 0
+    jobs_reserved: int = 0
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_hours_spent + self.gpu_hours_reserved
+
+    @property
+    def cpu_hours(self) -> float:
+        return self.cpu_hours_spent + self.cpu_hours_reserved
+
+    @property
+    def jobs(self) -> int:
+        return self.jobs_spent + self.jobs_reserved
+
+
+def usage_by_grant(charges: list[Charge]) -> dict[str, Usage]:
+    out: dict[str, Usage] = {}
+    for ch in charges:
+        if ch.state == "released":
+            continue
+        u = out.setdefault(ch.grant_id, Usage())
+        if ch.state == "spent":
+            u.gpu_hours_spent += ch.gpu_hours
+            u.cpu_hours_spent += ch.cpu_hours
+            u.jobs_spent += 1
+        else:
+            u.gpu_hours_reserved += ch.gpu_hours
+            u.cpu_hours_reserved += ch.cpu_hours
+            u.jobs_reserved += 1
+    return out
+
+
+def live(expires: datetime | None, at: datetime) -> bool:
+    return expires is None or expires > at
+
+
+def deny_matches(rule: DenyRule, f: Facts, at: datetime) -> bool:
+    if not live(rule.expires, at):
+        return False
+    checks = [
+        rule.target is None or rule.target == f.target,
+        rule.partition is None or rule.partition == f.partition,
+        rule.account is None or rule.account == f.account,
+        rule.gpus_at_least is None or f.total_gpus >= rule.gpus_at_least,
+        rule.nodes_at_least is None or f.nodes >= rule.nodes_at_least,
+        rule.time_min_at_least is None or f.time_min >= rule.time_min_at_least,
+        rule.gpu_hours_at_least is None or f.gpu_hours >= rule.gpu_hours_at_least,
+        rule.command is None or fnmatch.fnmatchcase(f.command, rule.command),
+    ]
+    return all(checks)
+
+
+def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
+    """Why grant g does not cover the plan; empty when it does."""
+    why: list[str] = []
+    if g.revoked is not None:
+        return [f"revoked {g.revoked:%Y-%m-%d %H:%M}"]
+    if not live(g.expires, at):
+        return [f"expired {g.expires:%Y-%m-%d %H:%M}"] if g.expires else ["expired"]
+    if g.targets and f.target not in g.targets:
+        why.append(f"target {f.target} not in {','.join(g.targets)}")
+    if g.partitions and f.partition not in g.partitions:
+        why.append(f"partition {f.partition} not in {','.join(g.partitions)}")
+    if g.accounts and f.account not in g.accounts:
+        why.append(f"account {f.account or '(none)'} not in {','.join(g.accounts)}")
+    for label, value, ceiling in (
+        ("GPUs", f.total_gpus, g.max_gpus),
+        ("CPUs", f.total_cpus, g.max_cpus),
+        ("memory MB/node", f.mem_mb, g.max_mem_mb),
+        ("nodes", f.nodes, g.max_nodes),
+        ("time min", f.time_min, g.max_time_min),
+    ):
+        if ceiling is not None and value > ceiling:
+            why.append(f"{label} {value} > ceiling {ceiling}")
+    if g.jobs is not None and used.jobs + 1 > g.jobs:
+        why.append(f"job budget used up ({used.jobs}/{g.jobs})")
+    if g.gpu_hours is not None and used.gpu_hours + f.gpu_hours > g.gpu_hours + 1e-9:
+        why.append(f"needs {f.gpu_hours:.2f} GPU-h, {max(g.gpu_hours - used.gpu_hours, 0):.2f} left")
+    if g.cpu_hours is not None and used.cpu_hours + f.cpu_hours > g.cpu_hours + 1e-9:
+        why.append(f"needs {f.cpu_hours:.2f} CPU-h, {max(g.cpu_hours - used.cpu_hours, 0):.2f} left")
+    if g.max_active is not None and f.active + 1 > g.max_active:
+        why.append(f"{f.active} jobs active, at most {g.max_active}")
+    return why
+
+
+def find_approval(ledger: Ledger, plan_hash: str, at: datetime) -> Approval | None:
+    for a in ledger.approvals:
+        if a.plan_hash == plan_hash and a.uses_left > 0 and live(a.expires, at):
+            return a
+    return None
+
+
+def denied_card(ledger: Ledger, plan_hash: str) -> Card | None:
+    for c in reversed(ledger.cards):
+        if c.plan_hash == plan_hash and c.status == "denied":
+            return c
+    return None
+
+
+def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
+    for rule in ledger.deny_rules:
+        if deny_matches(rule, f, at):
+            return Decision("deny", rule.id, rule.reason)
+    card = denied_card(ledger, f.plan_hash)
+    if card is not None:
+        return Decision("deny", card.id, card.reason or "a human denied this plan")
+    approval = find_approval(ledger, f.plan_hash, at)
+    if approval is not None:
+        return Decision("approval", approval.id)
+    usage = usage_by_grant(ledger.charges)
+    best: tuple[int, str, list[str]] | None = None
+    for g in ledger.grants:
+        gaps = grant_gaps(g, f, usage.get(g.id, Usage()), at)
+        if not gaps:
+            return Decision("grant", g.id)
+        if best is None or len(gaps) < best[0]:
+            best = (len(gaps), g.id, gaps)
+    if best is None:
+        return Decision("ask", reason="no grant exists for this project", closest_why=["no grants"])
+    return Decision("ask", reason="no grant covers this plan", closest_grant=best[1], closest_why=best[2])

@@ -1,0 +1,112 @@
+"""Typed errors and the one table of exit codes (README keeps the same table)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Exit(IntEnum):
+    OK = 0
+    INTERNAL = 1
+    USAGE = 2  # bad option or bad input
+    DENIED = 3  # deny rule, a human's denial, or the cluster policy
+    PENDING = 4  # an approval card waits for a human
+    CONFLICT = 5  # the plan changed, or a request id was reused for another plan
+    STATE = 6  # a ledger or target file is invalid, or written by a newer rsk
+    CAP = 7  # the project's active-jobs cap on the cluster is reached
+    REJECTED = 8  # Slurm refuses the request as asked (sbatch --test-only or sbatch)
+    UNAVAILABLE = 69  # the Slurm controller does not answer
+    REMOTE_ROOT = 73  # the remote root is not writable (full disk, permissions)
+    CONNECT = 75  # the cluster cannot be reached now (refused, timeout): try again later
+    HUMAN = 77  # the action needs a human at a terminal (or --yes)
+    CONFIG = 78  # target, host key or authentication needs fixing
+    INTERRUPTED = 130
+
+
+class RskError(Exception):
+    """An error the user can act on: a message, a hint and an exit code."""
+
+    exit_code: Exit = Exit.INTERNAL
+    code: str = "error"
+
+    def __init__(self, message: str, hint: str | None = None, *, details: dict[str, object] | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.details = details or {}
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "error": self.code,
+            "exit_code": int(self.exit_code),
+            "message": self.message,
+            "hint": self.hint,
+            **self.details,
+        }
+
+
+class UsageError(RskError):
+    exit_code = Exit.USAGE
+    code = "usage"
+
+
+class DeniedError(RskError):
+    exit_code = Exit.DENIED
+    code = "denied"
+
+
+class PendingApproval(RskError):
+    exit_code = Exit.PENDING
+    code = "approval-pending"
+
+
+class ConflictError(RskError):
+    exit_code = Exit.CONFLICT
+    code = "conflict"
+
+
+class StateError(RskError):
+    exit_code = Exit.STATE
+    code = "invalid-state"
+
+
+class CapReached(RskError):
+    exit_code = Exit.CAP
+    code = "active-cap"
+
+
+class RejectedError(RskError):
+    exit_code = Exit.REJECTED
+    code = "rejected"
+
+
+class UnavailableError(RskError):
+    exit_code = Exit.UNAVAILABLE
+    code = "slurm-unavailable"
+
+
+class RemoteRootError(RskError):
+    exit_code = Exit.REMOTE_ROOT
+    code = "remote-root"
+
+
+class ConnectError(RskError):
+    exit_code = Exit.CONNECT
+    code = "connect"
+
+
+class NeedsHuman(RskError):
+    exit_code = Exit.HUMAN
+    code = "needs-human"
+
+
+class ConfigError(RskError):
+    exit_code = Exit.CONFIG
+    code = "config"
+
+
+class ProtocolError(RskError):
+    """The cluster answered something rsk cannot read (truncated, too large, wrong version)."""
+
+    exit_code = Exit.CONNECT
+    code = "protocol"

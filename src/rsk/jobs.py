@@ -1,0 +1,118 @@
+"""Reading what happened on the cluster: the attempt journal and job logs (one remote call each)."""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.protocol import parse_kv, raise_for_error, unb64
+from rsk.remote import Remote
+from rsk.targets import find_target
+
+
+class JournalEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    n: int
+    t: str
+    event: str
+    request_id: str
+    plan_hash: str
+    job_id: str | None = None
+    rc: int | None = None
+    code: str | None = None
+    message: str | None = None
+
+
+class Journal(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    cursor: int
+    events: list[JournalEvent]
+
+
+def parse_journal_line(n: int, words: list[str]) -> JournalEvent:
+    kv = parse_kv(words)
+    return JournalEvent(
+        n=n,
+        t=kv.get("t", ""),
+        event=kv.get("ev", "?"),
+        request_id=kv.get("rid", ""),
+        plan_hash=kv.get("plan", ""),
+        job_id=kv.get("job"),
+        rc=int(kv["rc"]) if kv.get("rc", "").lstrip("-").isdigit() else None,
+        code=kv.get("code"),
+        message=unb64(kv["msg"]) if "msg" in kv else None,
+    )
+
+
+def journal(target_name: str, project: str, after: int = 0) -> Journal:
+    from rsk.transport import Connection
+
+    with Connection(find_target(target_name)) as conn:
+        out = Remote(conn).call("journal.sh", project, str(after))
+    raise_for_error(out)
+    events = [parse_journal_line(int(r.kv.get("n", "0")), r.words[1:]) for r in out.all("journal")]
+    cursor = out.first("cursor")
+    return Journal(
+        target=target_name,
+        project=project,
+        cursor=int(cursor.kv.get("lines", "0")) if cursor else after,
+        events=events,
+    )
+
+
+class LogTail(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    job_id: str
+    request_id: str
+    stream: str
+    started: bool
+    ended: str | None
+    size: int
+    text: str
+
+
+def logs(
+    target_name: str,
+    project: str,
+    job_id: str,
+    stream: str = "stdout",
+    max_bytes: int = 64 * 1024,
+    follow_until_end: float | None = None,
+    on_poll: Callable[[LogTail], None] | None = None,
+) -> LogTail:
+    """A bounded tail; with follow_until_end, poll (one connection) until the job's run ends or time passes."""
+    from rsk.transport import Connection
+
+    deadline = None if follow_until_end is None else time.monotonic() + follow_until_end
+    with Connection(find_target(target_name)) as conn:
+        remote = Remote(conn)
+        while True:
+            out = remote.call("logs.sh", project, job_id, stream, str(max_bytes))
+            raise_for_error(out)
+            rec = out.first("log")
+            assert rec is not None
+            data = b"".join(base64.b64decode(r.words[0]) for r in out.all("chunk") if r.words)
+            tail = LogTail(
+                job_id=job_id,
+                request_id=rec.kv.get("rid", ""),
+                stream=stream,
+                started=rec.kv.get("started") == "yes",
+                ended=unb64(rec.kv.get("ended", "")).strip() or None,
+                size=int(rec.kv.get("size", "0")),
+                text=data.decode("utf-8", "replace"),
+            )
+            if on_poll:
+                on_poll(tail)
+            if deadline is None or tail.ended or time.monotonic() >= deadline:
+                return tail
+            time.sleep(1.0)

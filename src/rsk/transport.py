@@ -1,0 +1,231 @@
+"""SSH transport: the only module that imports paramiko.
+
+One connection per process; strict host keys from known_hosts (an unknown key is an error,
+never added silently); ~/.ssh/config honoured (HostName, User, Port, IdentityFile,
+ProxyJump, ProxyCommand); each remote command has a deadline and bounded output.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from rsk.errors import ConfigError, ConnectError, ProtocolError
+from rsk.targets import Target
+
+MAX_OUTPUT = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RemoteResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    hostname: str
+    port: int
+    user: str
+    identity_files: list[str]
+    known_hosts: Path
+    proxy_jump: str | None
+    proxy_command: str | None
+
+
+def _ssh_config(target: Target) -> paramiko.SSHConfig:
+    path = Path(target.ssh_config or "~/.ssh/config").expanduser()
+    if path.is_file():
+        return paramiko.SSHConfig.from_path(str(path))
+    return paramiko.SSHConfig()
+
+
+def resolve_endpoint(target: Target, host: str | None = None) -> Endpoint:
+    """Merge the target with ~/.ssh/config: explicit target fields win."""
+    cfg = _ssh_config(target).lookup(host or target.host)
+    is_main = host is None
+    hostname = cfg.get("hostname", host or target.host)
+    port = (target.port if is_main else None) or int(cfg.get("port", 22))
+    user = (target.user if is_main else None) or cfg.get("user") or os.environ.get("USER", "root")
+    identities = [target.identity_file] if (is_main and target.identity_file) else []
+    identities += list(cfg.get("identityfile", []))
+    known = (target.known_hosts if target.known_hosts else None) or "~/.ssh/known_hosts"
+    return Endpoint(
+        host=host or target.host,
+        hostname=hostname,
+        port=port,
+        user=user,
+        identity_files=[str(Path(i).expanduser()) for i in identities],
+        known_hosts=Path(known).expanduser(),
+        proxy_jump=(target.proxy_jump if is_main else None) or cfg.get("proxyjump"),
+        proxy_command=cfg.get("proxycommand"),
+    )
+
+
+class Connection:
+    """One SSH connection to a target; `run` executes one remote command."""
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._clients: list[paramiko.SSHClient] = []
+        self.client = self._connect(resolve_endpoint(target), sock=None, hops=0)
+
+    def _connect(self, ep: Endpoint, sock: Any, hops: int) -> paramiko.SSHClient:
+        if hops > 4:
+            raise ConfigError(f"ProxyJump chain to {ep.host} is too long", "check ~/.ssh/config for a loop")
+        if sock is None and ep.proxy_jump and ep.proxy_jump.lower() != "none":
+            jump_spec = ep.proxy_jump.split(",")[0]
+            user, _, rest = jump_spec.rpartition("@")
+            jump_host, _, jump_port = rest.partition(":")
+            jump_ep = resolve_endpoint(self.target, jump_host)
+            if user or jump_port:
+                jump_ep = Endpoint(
+                    **{**jump_ep.__dict__, "user": user or jump_ep.user, "port": int(jump_port or jump_ep.port)}
+                )
+            jump = self._connect(jump_ep, sock=None, hops=hops + 1)
+            transport = jump.get_transport()
+            assert transport is not None
+            try:
+                sock = transport.open_channel("direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0))
+            except (paramiko.ChannelException, paramiko.SSHException) as exc:
+                raise ConnectError(
+                    f"the jump host {jump_ep.host} could not open a connection to {ep.hostname}:{ep.port}: {exc}",
+                    "check that the jump host allows TCP forwarding and reaches the cluster",
+                ) from exc
+        elif sock is None and ep.proxy_command:
+            sock = paramiko.ProxyCommand(ep.proxy_command)
+        client = paramiko.SSHClient()
+        if not ep.known_hosts.is_file():
+            raise ConfigError(
+                f"known_hosts file {ep.known_hosts} does not exist",
+                f"add the cluster's host key: ssh-keyscan -p {ep.port} {ep.hostname} >> {ep.known_hosts} "
+                "(and compare its fingerprint with the one your admins publish)",
+            )
+        client.load_host_keys(str(ep.known_hosts))
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        where = f"{ep.user}@{ep.hostname}:{ep.port}"
+        try:
+            client.connect(
+                ep.hostname,
+                port=ep.port,
+                username=ep.user,
+                key_filename=ep.identity_files or None,
+                timeout=self.target.connect_timeout,
+                banner_timeout=self.target.connect_timeout,
+                auth_timeout=self.target.connect_timeout,
+                allow_agent=True,
+                look_for_keys=not ep.identity_files,
+                sock=sock,
+            )
+        except paramiko.BadHostKeyException as exc:
+            raise ConfigError(
+                f"the host key of {ep.hostname}:{ep.port} CHANGED (not the one in {ep.known_hosts})",
+                "this may be an attack or a reinstalled host; ask the cluster admins before you "
+                "replace the key in known_hosts",
+            ) from exc
+        except paramiko.AuthenticationException as exc:
+            raise ConfigError(
+                f"authentication failed for {where}",
+                "check the user and identity_file in the target (or ssh-agent); "
+                "try `ssh` with the same settings",
+            ) from exc
+        except paramiko.SSHException as exc:
+            if "not found in known_hosts" in str(exc):
+                raise ConfigError(
+                    f"the host key of {ep.hostname}:{ep.port} is unknown (not in {ep.known_hosts})",
+                    f"verify and add it: ssh-keyscan -p {ep.port} {ep.hostname} >> {ep.known_hosts}",
+                ) from exc
+            raise ConnectError(f"SSH to {where} failed: {exc}", "try again; `rsk doctor` checks the target") from exc
+        except (TimeoutError, socket.timeout) as exc:
+            raise ConnectError(
+                f"connecting to {where} timed out after {self.target.connect_timeout:g}s",
+                "the cluster may be down or unreachable; try again later",
+            ) from exc
+        except (paramiko.ssh_exception.NoValidConnectionsError, ConnectionRefusedError) as exc:
+            raise ConnectError(
+                f"connection to {where} refused", "is sshd running there and is the port right? try again later"
+            ) from exc
+        except OSError as exc:
+            raise ConnectError(f"cannot reach {where}: {exc}", "check the host name and network") from exc
+        self._clients.append(client)
+        return client
+
+    def run(
+        self,
+        command: str,
+        stdin: bytes = b"",
+        timeout: float | None = None,
+        max_output: int = MAX_OUTPUT,
+    ) -> RemoteResult:
+        """Run one command; stdin is sent whole, then closed. Raises on deadline or oversize output."""
+        transport = self.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise ConnectError("the SSH connection was closed", "try again")
+        deadline = time.monotonic() + (timeout or self.target.command_timeout)
+        try:
+            chan = transport.open_session(timeout=self.target.connect_timeout)
+            chan.exec_command(command)
+            if stdin:
+                chan.sendall(stdin)
+            chan.shutdown_write()
+        except (paramiko.SSHException, OSError) as exc:
+            raise ConnectError(f"remote command could not start: {exc}", "try again") from exc
+        out = bytearray()
+        err = bytearray()
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ConnectError(
+                        f"remote command did not finish within {timeout or self.target.command_timeout:g}s",
+                        "the cluster is slow or stuck; rsk reconcile resolves anything left half done",
+                    )
+                select.select([chan], [], [], min(left, 1.0))
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                if len(out) + len(err) > max_output:
+                    raise ProtocolError(
+                        f"remote output exceeded {max_output} bytes", "check the remote scripts and login banner"
+                    )
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    break
+                if chan.closed and not chan.recv_ready():
+                    break
+            rc = chan.recv_exit_status()
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise ConnectError(f"the SSH connection broke during a remote command: {exc}", "try again") from exc
+        finally:
+            chan.close()
+        return RemoteResult(rc=rc, stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        for client in reversed(self._clients):
+            client.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+def remote_path(root: str, *parts: str) -> str:
+    """A shell word for ROOT/parts: a leading ~/ becomes "$HOME"/; everything else is quoted."""
+    tail = "/".join(p.strip("/") for p in parts if p)
+    if root == "~" or root.startswith("~/"):
+        rest = root[2:].strip("/")
+        joined = "/".join(p for p in (rest, tail) if p)
+        return '"$HOME"/' + shlex.quote(joined) if joined else '"$HOME"'
+    return shlex.quote("/".join(p for p in (root.rstrip("/"), tail) if p))
