@@ -56,7 +56,8 @@ rsk_b64() { # rsk_b64 STRING: base64 on one line
     printf '%s' "$1" | base64 | tr -d '\n'
 }
 
-rsk_unb64() { # rsk_unb64 B64: sets RSK_V to the decoded bytes (trailing newlines kept)
+rsk_unb64() { # rsk_unb64 B64: sets RSK_V to the decoded bytes (trailing newlines kept); "-" is empty
+    if [ "$1" = - ]; then RSK_V=''; return 0; fi
     RSK_V=$(printf '%s' "$1" | base64 -d 2>/dev/null && printf x) \
         || rsk_fail "$RSK_E_USAGE" bad-encoding "a value is not valid base64"
     RSK_V=${RSK_V%x}

@@ -27,7 +27,7 @@ read_request() {
     Q_nodes='' Q_cpus='' Q_mem_mb='' Q_gpus='' Q_time_min='' Q_env='' Q_arg='' Q_script=''
     rq_end=0
     while IFS=' ' read -r rq_k rq_v; do
-        case $rq_v in *[!A-Za-z0-9+/=]*) rsk_fail "$RSK_E_USAGE" bad-encoding "value of $rq_k is not base64" ;; esac
+        case $rq_v in -) ;; *[!A-Za-z0-9+/=]*) rsk_fail "$RSK_E_USAGE" bad-encoding "value of $rq_k is not base64" ;; esac
         case $rq_k in
             end) rq_end=1; break ;;
             env) Q_env="$Q_env $rq_v" ;;

@@ -2,7 +2,9 @@
 # rsk job wrapper body: submit.sh writes rsk_run and rsk_limit, then this file, then the
 # command as base64 words decoded by rsk_arg, then "rsk_main "$@"".
 # Markers in $rsk_run: "started" (job, node, time) and "ended" (rc, signal, time).
-rsk_arg() { rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x}; }
+rsk_arg() { # "-" is an empty item; anything else is base64
+    if [ "$1" = - ]; then rsk_a=''; else rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x}; fi
+}
 rsk_stamp() { date -u +%s; }
 rsk_on_signal() {
     rsk_sig=$1

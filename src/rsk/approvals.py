@@ -36,7 +36,12 @@ def approve(
         card.decided_at = now()
         card.reason = note
         approval = Approval(
-            plan_hash=card.plan_hash, uses_left=uses, expires=expires, decided_by=by, note=note, card_id=card.id
+            plan_hash=card.plan_hash,
+            uses_left=uses,
+            expires=expires,
+            decided_by=by,
+            note=note,
+            card_id=card.id,
         )
         ledger.approvals.append(approval)
     store.audit(

@@ -31,7 +31,16 @@ def b64(value: str) -> str:
     return base64.b64encode(value.encode("utf-8", "surrogateescape")).decode("ascii")
 
 
+EMPTY_ITEM = "-"  # an empty list item (argument, env entry): not in the base64 alphabet
+
+
+def b64_item(value: str) -> str:
+    return b64(value) or EMPTY_ITEM
+
+
 def unb64(value: str) -> str:
+    if value == EMPTY_ITEM:
+        return ""
     try:
         return base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8", "surrogateescape")
     except ValueError as exc:
@@ -73,9 +82,9 @@ class Request(BaseModel):
         for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
             put(key, getattr(self, key))
         for entry in sorted(self.env, key=lambda e: e.split("=", 1)[0]):
-            lines.append(f"env {b64(entry)}")
+            lines.append(f"env {b64_item(entry)}")
         for arg in self.argv:
-            lines.append(f"arg {b64(arg)}")
+            lines.append(f"arg {b64_item(arg)}")
         if self.script is not None:
             put("script", self.script)
         put("requester", self.requester)

@@ -39,7 +39,7 @@ class Remote:
         d = self.script_dir
         cmd = (
             f"d={d}; [ -f \"$d/{script}\" ] || {{ echo '@@missing'; exit {MISSING_RC}; }}; "
-            f"RSK_ROOT={remote_path(self.root)} exec /bin/sh \"$d/{script}\""
+            f'RSK_ROOT={remote_path(self.root)} exec /bin/sh "$d/{script}"'
             + "".join(" " + shlex.quote(a) for a in args)
         )
         result = self.conn.run(cmd, stdin=stdin, timeout=timeout)

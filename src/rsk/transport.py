@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import select
 import shlex
-import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,7 +89,11 @@ class Connection:
             jump_ep = resolve_endpoint(self.target, jump_host)
             if user or jump_port:
                 jump_ep = Endpoint(
-                    **{**jump_ep.__dict__, "user": user or jump_ep.user, "port": int(jump_port or jump_ep.port)}
+                    **{
+                        **jump_ep.__dict__,
+                        "user": user or jump_ep.user,
+                        "port": int(jump_port or jump_ep.port),
+                    }
                 )
             jump = self._connect(jump_ep, sock=None, hops=hops + 1)
             transport = jump.get_transport()
@@ -119,7 +122,7 @@ class Connection:
                 ep.hostname,
                 port=ep.port,
                 username=ep.user,
-                key_filename=ep.identity_files or None,
+                key_filename=ep.identity_files or None,  # type: ignore[arg-type]  # paramiko takes a list too
                 timeout=self.target.connect_timeout,
                 banner_timeout=self.target.connect_timeout,
                 auth_timeout=self.target.connect_timeout,
@@ -136,8 +139,7 @@ class Connection:
         except paramiko.AuthenticationException as exc:
             raise ConfigError(
                 f"authentication failed for {where}",
-                "check the user and identity_file in the target (or ssh-agent); "
-                "try `ssh` with the same settings",
+                "check the user and identity_file in the target (or ssh-agent); try `ssh` with the same settings",
             ) from exc
         except paramiko.SSHException as exc:
             if "not found in known_hosts" in str(exc):
@@ -146,14 +148,15 @@ class Connection:
                     f"verify and add it: ssh-keyscan -p {ep.port} {ep.hostname} >> {ep.known_hosts}",
                 ) from exc
             raise ConnectError(f"SSH to {where} failed: {exc}", "try again; `rsk doctor` checks the target") from exc
-        except (TimeoutError, socket.timeout) as exc:
+        except TimeoutError as exc:
             raise ConnectError(
                 f"connecting to {where} timed out after {self.target.connect_timeout:g}s",
                 "the cluster may be down or unreachable; try again later",
             ) from exc
         except (paramiko.ssh_exception.NoValidConnectionsError, ConnectionRefusedError) as exc:
             raise ConnectError(
-                f"connection to {where} refused", "is sshd running there and is the port right? try again later"
+                f"connection to {where} refused",
+                "is sshd running there and is the port right? try again later",
             ) from exc
         except OSError as exc:
             raise ConnectError(f"cannot reach {where}: {exc}", "check the host name and network") from exc
@@ -197,7 +200,8 @@ class Connection:
                     err += chan.recv_stderr(65536)
                 if len(out) + len(err) > max_output:
                     raise ProtocolError(
-                        f"remote output exceeded {max_output} bytes", "check the remote scripts and login banner"
+                        f"remote output exceeded {max_output} bytes",
+                        "check the remote scripts and login banner",
                     )
                 if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                     break

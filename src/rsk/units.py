@@ -25,7 +25,7 @@ def parse_time(text: str) -> int:
         raise _bad_time(text)
     n = [int(p) for p in parts]
     if days:
-        h, m, s = (n + [0, 0])[:3]
+        h, m, s = ([*n, 0, 0])[:3]
     elif len(n) == 1:
         h, m, s = 0, n[0], 0
     elif len(n) == 2:
@@ -40,7 +40,8 @@ def parse_time(text: str) -> int:
 
 def _bad_time(text: str) -> UsageError:
     return UsageError(
-        f"time limit {text!r} is not a Slurm time", "use minutes (30), H:M:S (2:00:00) or D-H:M:S (1-12:00:00)"
+        f"time limit {text!r} is not a Slurm time",
+        "use minutes (30), H:M:S (2:00:00) or D-H:M:S (1-12:00:00)",
     )
 
 

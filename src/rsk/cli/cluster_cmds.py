@@ -34,11 +34,18 @@ def journal(
         o.print(f"no journal events for project {j.project} on {j.target}", markup=False)
     for e in j.events:
         extra = " ".join(
-            s for s in (f"job={e.job_id}" if e.job_id else "", f"code={e.code}" if e.code else "",
-                        f"msg={e.message!r}" if e.message else "") if s
+            s
+            for s in (
+                f"job={e.job_id}" if e.job_id else "",
+                f"code={e.code}" if e.code else "",
+                f"msg={e.message!r}" if e.message else "",
+            )
+            if s
         )
-        o.print(f"{e.n:>5} {e.t} {e.event:<10} {e.request_id} plan={e.plan_hash[:12]} {extra}".rstrip(),
-                markup=False)
+        o.print(
+            f"{e.n:>5} {e.t} {e.event:<10} {e.request_id} plan={e.plan_hash[:12]} {extra}".rstrip(),
+            markup=False,
+        )
     o.print(f"cursor {j.cursor}", markup=False)
 
 
@@ -58,9 +65,7 @@ def logs(
 
     if stream not in ("stdout", "stderr"):
         raise UsageError("--stream is stdout or stderr")
-    result = read_logs(
-        resolve_target(target), resolve_project(project), job, stream, tail, timeout if follow else None
-    )
+    result = read_logs(resolve_target(target), resolve_project(project), job, stream, tail, timeout if follow else None)
     if json_out:
         print_json(result)
         return

@@ -127,8 +127,10 @@ def launch(
     if result.allowed_by.kind == "grant":
         how += f" (charged {result.plan.gpu_hours:.2f} GPU-h, {result.plan.cpu_hours:.2f} CPU-h at worst)"
     o.print(f"  allowed by  {how}", markup=False)
-    o.print(f"next: rsk logs {result.job_id} --target {result.target} --project {result.project} --follow",
-            markup=False)
+    o.print(
+        f"next: rsk logs {result.job_id} --target {result.target} --project {result.project} --follow",
+        markup=False,
+    )
 
 
 def wait(
@@ -138,7 +140,8 @@ def wait(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import DeniedError
-    from rsk.launch import find_card, launch as do_launch, wait_for_card
+    from rsk.launch import find_card, wait_for_card
+    from rsk.launch import launch as do_launch
     from rsk.paths import resolve_project
     from rsk.protocol import Request
     from rsk.store import Store
@@ -157,5 +160,7 @@ def wait(
     if json_out:
         print_json(result)
     else:
-        out().print(f"approved; submitted job {result.job_id} on {result.target} (plan {result.plan_hash[:12]})",
-                    markup=False)
+        out().print(
+            f"approved; submitted job {result.job_id} on {result.target} (plan {result.plan_hash[:12]})",
+            markup=False,
+        )

@@ -40,7 +40,8 @@ def render_card(card: Card) -> str:
         f"  requested by  {card.requester} at {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
         f"  command       {p.command}",
         f"  workdir       {p.workdir}",
-        f"  partition     {p.partition}" + (f"  account {p.account}" if p.account else "")
+        f"  partition     {p.partition}"
+        + (f"  account {p.account}" if p.account else "")
         + (f"  qos {p.qos}" if p.qos else ""),
         f"  per job       {p.nodes} node(s), {p.cpus} CPU/node, {p.mem_mb} MB/node, GPUs {gpus}, "
         f"limit {p.time_min} min",
@@ -53,7 +54,9 @@ def render_card(card: Card) -> str:
         f"  plan hash     {card.plan_hash}",
     ]
     if card.status != "pending":
-        lines.append(f"  decided       {card.status} by {card.decided_by}" + (f": {card.reason}" if card.reason else ""))
+        lines.append(
+            f"  decided       {card.status} by {card.decided_by}" + (f": {card.reason}" if card.reason else "")
+        )
     return "\n".join(lines)
 
 
@@ -140,17 +143,20 @@ def render_grant(v: GrantView) -> str:
         )
         if s
     )
-    ceilings = ", ".join(
-        f"{label} {value}"
-        for label, value in (
-            ("GPUs", g.max_gpus),
-            ("CPUs", g.max_cpus),
-            ("MB/node", g.max_mem_mb),
-            ("nodes", g.max_nodes),
-            ("min", g.max_time_min),
+    ceilings = (
+        ", ".join(
+            f"{label} {value}"
+            for label, value in (
+                ("GPUs", g.max_gpus),
+                ("CPUs", g.max_cpus),
+                ("MB/node", g.max_mem_mb),
+                ("nodes", g.max_nodes),
+                ("min", g.max_time_min),
+            )
+            if value is not None
         )
-        if value is not None
-    ) or "none"
+        or "none"
+    )
     return "\n".join(
         [
             f"grant {g.id}  [{v.status}]  {scope}",
@@ -238,7 +244,9 @@ def grant_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
 
 @grant_app.command("show", help="Show one grant.")
 def grant_show(
-    grant_id: Annotated[str, typer.Argument(help="Grant id.")], project: ProjectOpt = None, json_out: JsonOpt = False
+    grant_id: Annotated[str, typer.Argument(help="Grant id.")],
+    project: ProjectOpt = None,
+    json_out: JsonOpt = False,
 ) -> None:
     from rsk.grants import show_grant
 
@@ -324,11 +332,7 @@ def rule_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
     if not rules:
         out().print("no deny rules", markup=False)
     for r in rules:
-        conds = {
-            k: v
-            for k, v in r.model_dump(exclude={"id", "reason", "created"}).items()
-            if v is not None
-        }
+        conds = {k: v for k, v in r.model_dump(exclude={"id", "reason", "created"}).items() if v is not None}
         cond_text = ", ".join(f"{k}={v}" for k, v in conds.items()) or "everything"
         out().print(f"{r.id}  {cond_text}  reason: {r.reason}", markup=False)
 

@@ -1,0 +1,117 @@
+"""Shared fixtures: every test gets its own RSK_HOME and project; lab tests their own remote root."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB_DIR = Path(os.environ.get("RSK_LAB_DIR", "/var/lib/rsk-lab"))
+LAB_USER = os.environ.get("RSK_LAB_USER", "rsklab")
+LAB_PORT = int(os.environ.get("RSK_LAB_PORT", "2222"))
+
+
+@dataclass
+class Ran:
+    rc: int
+    out: str
+    err: str
+
+
+@pytest.fixture(autouse=True)
+def rsk_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "rsk-home"
+    monkeypatch.setenv("RSK_HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    for var in ("RSK_PROJECT", "RSK_TARGET", "RSK_TARGETS_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
+@pytest.fixture
+def project() -> str:
+    return "t" + uuid.uuid4().hex[:10]
+
+
+def rsk(*args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 300) -> Ran:
+    """Run the rsk command as a new process (the way agents and humans run it)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "rsk", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})},
+        input=stdin,
+        timeout=timeout,
+        check=False,
+    )
+    return Ran(proc.returncode, proc.stdout, proc.stderr)
+
+
+@dataclass
+class Lab:
+    """The lab cluster, with a remote root of this test session's own."""
+
+    target: str
+    targets_dir: Path
+    remote_root: str
+
+    def ssh(self, command: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        """Run a shell command on the cluster as the cluster user, over OpenSSH."""
+        return subprocess.run(
+            [
+                "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+                "-o", f"UserKnownHostsFile={LAB_DIR / 'known_hosts'}", "-i", str(LAB_DIR / "id_ed25519"),
+                "-p", str(LAB_PORT), f"{LAB_USER}@127.0.0.1", command,
+            ],
+            capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
+    @property
+    def root_sh(self) -> str:
+        return '"$HOME"/' + self.remote_root.removeprefix("~/")
+
+    def journal(self, project: str) -> list[str]:
+        r = self.ssh(f"cat {self.root_sh}/journal/{project}.log 2>/dev/null || true")
+        return [line for line in r.stdout.splitlines() if line]
+
+    def jobs_named(self, prefix: str) -> list[str]:
+        r = self.ssh("squeue -h -t all -o '%i %j %T'")
+        return [line for line in r.stdout.splitlines() if line.split(" ")[1].startswith(prefix)]
+
+    def set_policy(self, text: str | None) -> None:
+        if text is None:
+            self.ssh(f"rm -f {self.root_sh}/policy.conf")
+        else:
+            self.ssh(f"mkdir -p {self.root_sh} && cat > {self.root_sh}/policy.conf <<'EOF'\n{text}\nEOF")
+
+
+@pytest.fixture(scope="session")
+def lab_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    if not (LAB_DIR / "id_ed25519").exists():
+        pytest.fail("the lab cluster is not up: run `sh tests/lab/up.sh` as root first")
+    root = f"~/.rsk-test-{uuid.uuid4().hex[:8]}"
+    targets = tmp_path_factory.mktemp("targets")
+    (targets / "lab.toml").write_text(
+        (ROOT / "targets" / "lab.toml").read_text().replace('remote_root = "~/.rsk"', f'remote_root = "{root}"')
+    )
+    lab = Lab(target="lab", targets_dir=targets, remote_root=root)
+    probe = lab.ssh("sinfo -h -o '%P %a'")
+    if probe.returncode != 0:
+        pytest.fail(f"the lab cluster does not answer over SSH: {probe.stderr.strip()}")
+    yield lab
+    lab.ssh(f"scancel -u {LAB_USER} 2>/dev/null; rm -rf {lab.root_sh}")
+
+
+@pytest.fixture
+def lab(lab_session: Lab, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lab]:
+    monkeypatch.setenv("RSK_TARGETS_PATH", str(lab_session.targets_dir))
+    yield lab_session
+    lab_session.set_policy(None)

@@ -1,0 +1,137 @@
+"""The spine: one launch through plan, ledger, expect and journal on the real lab cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rsk.errors import Exit
+from tests.conftest import Lab, rsk
+from tests.integration.helpers import finished_output, grant, launch, launched
+
+
+def test_launch_runs_as_cluster_user_and_journals_intent_and_outcome(lab: Lab, project: str) -> None:
+    grant(project, "--target", "lab", "--jobs", "2")
+    r = launch(project, "--request-id", "one", command=("sh", "-c", 'echo "user=$(whoami)"'))
+    result = launched(r)
+    assert result["status"] == "submitted"
+    assert result["allowed_by"]["kind"] == "grant"
+    job = result["job_id"]
+    assert job.isdigit()
+    assert finished_output(project, job)["text"] == "user=rsklab\n"
+    events = [line.split(" ")[2] for line in lab.journal(project)]
+    assert events == ["ev=intent", "ev=accepted"]
+    assert f"job={job}" in lab.journal(project)[1]
+    assert f"plan={result['plan_hash']}" in lab.journal(project)[0]
+
+
+def test_each_launch_has_intent_and_outcome(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "3")
+    jobs = [launched(launch(project, "--request-id", f"r{i}"))["job_id"] for i in range(3)]
+    lines = lab.journal(project)
+    for i, job in enumerate(jobs):
+        mine = [line for line in lines if f" rid=r{i} " in line]
+        assert [m.split(" ")[2] for m in mine] == ["ev=intent", "ev=accepted"]
+        assert mine[1].endswith(f"job={job}")
+
+
+def test_no_covering_grant_submits_nothing(lab: Lab, project: str) -> None:
+    r = launch(project, "--request-id", "nogrant")
+    assert r.rc == Exit.PENDING, r.err
+    body = json.loads(r.out)
+    assert body["error"] == "approval-pending"
+    assert body["card_id"].startswith("c-")
+    assert lab.journal(project) == []
+    assert lab.jobs_named(f"rsk:{project}:") == []
+
+
+def test_grant_scoped_to_other_target_does_not_cover(lab: Lab, project: str) -> None:
+    grant(project, "--target", "elsewhere", "--jobs", "5")
+    r = launch(project)
+    assert r.rc == Exit.PENDING
+    assert lab.journal(project) == []
+
+
+def test_gpu_launch_gets_cuda_visible_devices_from_slurm(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "1")
+    result = launched(
+        launch(project, "--partition", "gpu", "--gpus", "2", command=("sh", "-c", 'echo "cvd=$CUDA_VISIBLE_DEVICES"'))
+    )
+    assert result["plan"]["gpus"] == 2
+    text = finished_output(project, result["job_id"])["text"].strip()
+    devices = text.removeprefix("cvd=").split(",")
+    assert len(devices) == 2 and all(d.isdigit() for d in devices), text
+
+
+def test_plan_changed_between_plan_and_submit_is_refused(
+    lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The policy changes on the cluster after planning: the expect step refuses and sbatch never runs."""
+    import rsk.launch as launch_mod
+
+    grant(project, "--jobs", "5")
+    real_authorize = launch_mod.authorize
+
+    def authorize_then_change_policy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        allowed = real_authorize(*args, **kwargs)
+        lab.set_policy("max_gpus = 8\n")
+        return allowed
+
+    monkeypatch.setattr(launch_mod, "authorize", authorize_then_change_policy)
+    from rsk.errors import ConflictError
+    from rsk.protocol import Request
+
+    with pytest.raises(ConflictError) as info:
+        launch_mod.launch("lab", Request(project=project, request_id="changed", argv=["true"]))
+    assert info.value.code == "plan-mismatch"
+    assert lab.journal(project) == []
+    assert lab.jobs_named(f"rsk:{project}:") == []
+    # the charge was released: the grant has all its jobs left
+    r = rsk("grant", "list", "--project", project, "--json")
+    assert json.loads(r.out)[0]["jobs_left"] == 5
+
+
+def test_same_request_id_never_submits_twice(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "5")
+    first = launched(launch(project, "--request-id", "once"))
+    again = launched(launch(project, "--request-id", "once"))
+    assert again["status"] == "replayed"
+    assert again["job_id"] == first["job_id"]
+    assert len(lab.jobs_named(f"rsk:{project}:once")) <= 1
+    assert [line.split(" ")[2] for line in lab.journal(project)] == ["ev=intent", "ev=accepted"]
+    r = rsk("grant", "list", "--project", project, "--json")
+    assert json.loads(r.out)[0]["jobs_spent"] == 1
+
+
+def test_hostile_arguments_and_environment_reach_the_job_byte_for_byte(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "1")
+    hostile = ["it's", 'a "quote"', "$(touch /tmp/pwned)", "`id`", "a;b", "*", "new\nline", "é ü 漢", "  sp  ", ""]
+    value = "v $(x) `y` ; * 'q' \"d\"\nline2"
+    r = launch(
+        project,
+        "--env",
+        f"HOSTILE={value}",
+        command=("sh", "-c", 'for a in "$@"; do printf "[%s]" "$a"; done; printf "{%s}" "$HOSTILE"', "sh", *hostile),
+    )
+    job = launched(r)["job_id"]
+    text = finished_output(project, job)["text"]
+    assert text == "".join(f"[{a}]" for a in hostile) + "{" + value + "}"
+
+
+def test_first_launch_deploys_scripts_once(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "2")
+    lab.ssh(f"rm -rf {lab.root_sh}/scripts")
+    first = launched(launch(project))
+    second = launched(launch(project))
+    assert first["deployed"] is True
+    assert second["deployed"] is False
+    listing = lab.ssh(f"ls {lab.root_sh}/scripts").stdout.split()
+    assert len(listing) == 1
+
+
+def test_unknown_target_is_a_usage_error(lab: Lab, project: str) -> None:
+    r = rsk("launch", "--target", "nosuch", "--project", project, "--", "true")
+    assert r.rc == Exit.USAGE
+    assert "no target named 'nosuch'" in r.err
+    assert "hint:" in r.err

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Everything rsk's tests and demo need on a fresh Debian 12 machine, as root; idempotent.
+# Installs Debian packages and rsk (editable, with its dev extra), then brings the lab cluster up.
+set -eu
+cd "$(dirname "$0")/.."
+
+need_pkgs=""
+for pkg in slurm-wlm munge openssh-server openssh-client shellcheck dash tmux; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_pkgs="$need_pkgs $pkg"
+done
+if [ -n "$need_pkgs" ]; then
+    printf 'setup: apt-get install%s\n' "$need_pkgs" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086  # the package list splits on purpose
+    apt-get install -y -qq $need_pkgs >/dev/null
+fi
+PY=${RSK_PYTHON:-python3}
+if ! "$PY" -c 'import rsk, pytest, hypothesis, paramiko' 2>/dev/null || ! command -v bats >/dev/null 2>&1; then
+    printf 'setup: pip install -e .[dev]\n' >&2
+    "$PY" -m pip install -q -e '.[dev]'
+fi
+sh tests/lab/up.sh >/dev/null
