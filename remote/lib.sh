@@ -93,6 +93,19 @@ rsk_need_token() { # rsk_need_token WHAT VALUE
         "$1 must be 1-64 characters of A-Z a-z 0-9 . _ - and not start with . or -"
 }
 
+rsk_need_writable() { # rsk_need_writable DIR...: each exists and takes a new file (probed in a subshell,
+    # because a failed redirection would end this shell before any error could be reported)
+    for rsk_dir in "$@"; do
+        mkdir -p "$rsk_dir" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_dir"
+        rsk_probe="$rsk_dir/.probe.$$"
+        if ! (printf 'probe\n' >"$rsk_probe") 2>/dev/null; then
+            rm -f "$rsk_probe" 2>/dev/null || true
+            rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write under $rsk_dir (permissions or a full disk)"
+        fi
+        rm -f "$rsk_probe"
+    done
+}
+
 # locking -------------------------------------------------------------------
 # rsk_lock FILE: exclusive lock held until rsk_unlock or exit; flock where present,
 # else a mkdir lock whose owner pid is checked so a dead holder does not block forever.

@@ -264,8 +264,7 @@ do_submit() {
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
     rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN"
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
-    mkdir -p "$RSK_ROOT/journal" "$RSK_ROOT/runs/$PROJECT" 2>/dev/null \
-        || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create directories under $RSK_ROOT"
+    rsk_need_writable "$RSK_ROOT/journal" "$RSK_ROOT/runs/$PROJECT"
     rsk_lock "$RSK_ROOT/journal/$PROJECT.lock"
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
     check_idempotency

@@ -48,6 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     from rsk.errors import Exit, RskError
 
     args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:  # the fast path scripts use to probe for rsk
+        sys.stdout.write(f"rsk {__version__}\n")
+        return
     want_json = "--json" in args
     try:
         app(args=args, prog_name="rsk", standalone_mode=False)

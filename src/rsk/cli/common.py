@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import BaseModel
-from rich.console import Console
 
 from rsk.errors import NeedsHuman, UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ProjectOpt = Annotated[
     str | None,
@@ -29,14 +30,20 @@ YesOpt = Annotated[
 
 
 def out() -> Console:
+    from rich.console import Console
+
     return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True)
 
 
 def err() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:
+    from pydantic import BaseModel
+
     if isinstance(data, BaseModel):
         text = data.model_dump_json(indent=2)
     elif isinstance(data, list) and all(isinstance(d, BaseModel) for d in data):

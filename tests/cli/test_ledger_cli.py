@@ -1,0 +1,109 @@
+"""The ledger through the rsk command, without a cluster: files, humans, ids, schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rsk.errors import Exit
+from tests.conftest import rsk
+
+
+def ledger_path(home: Path, project: str) -> Path:
+    return home / "projects" / project / "ledger.json"
+
+
+def test_grant_add_list_show_revoke(rsk_env: Path, project: str) -> None:
+    r = rsk("grant", "add", "-p", project, "--target", "lab", "--jobs", "3", "--gpu-hours", "2.5",
+            "--max-gpus", "1", "--expires", "7d", "--yes", "--json")  # fmt: skip
+    assert r.rc == 0, r.err
+    view = json.loads(r.out)
+    gid = view["grant"]["id"]
+    assert view["jobs_left"] == 3 and view["gpu_hours_left"] == 2.5 and view["status"] == "active"
+    listed = json.loads(rsk("grant", "list", "-p", project, "--json").out)
+    assert [v["grant"]["id"] for v in listed] == [gid]
+    assert json.loads(rsk("grant", "show", gid, "-p", project, "--json").out)["grant"]["max_gpus"] == 1
+    assert rsk("grant", "revoke", gid, "-p", project, "--yes").rc == 0
+    assert json.loads(rsk("grant", "show", gid, "-p", project, "--json").out)["status"] == "revoked"
+    again = rsk("grant", "revoke", gid, "-p", project, "--yes")
+    assert again.rc == Exit.USAGE and "already revoked" in again.err
+
+
+def test_granting_without_a_terminal_or_yes_needs_a_human(rsk_env: Path, project: str) -> None:
+    r = rsk("grant", "add", "-p", project, "--jobs", "1", stdin="")
+    assert r.rc == Exit.HUMAN
+    assert "needs a human" in r.err and "--yes" in r.err
+    assert not ledger_path(rsk_env, project).exists()
+    for args in (["approve", "c-1"], ["deny", "c-1", "--reason", "x"], ["deny-rule", "add", "--reason", "x"]):
+        assert rsk(*args, "-p", project, stdin="").rc in (Exit.HUMAN, Exit.USAGE)
+
+
+def test_unknown_ids_get_clear_messages(rsk_env: Path, project: str) -> None:
+    for args, text in (
+        (["approve", "c-nope", "--yes"], "no card 'c-nope'"),
+        (["deny", "c-nope", "--reason", "x", "--yes"], "no card 'c-nope'"),
+        (["grant", "show", "g-nope"], "no grant 'g-nope'"),
+        (["grant", "revoke", "g-nope", "--yes"], "no grant 'g-nope'"),
+        (["deny-rule", "remove", "d-nope", "--yes"], "no deny rule 'd-nope'"),
+        (["wait", "c-nope"], "no card 'c-nope'"),
+    ):
+        r = rsk(*args, "-p", project)
+        assert r.rc == Exit.USAGE, (args, r.err)
+        assert text in r.err
+
+
+def test_corrupt_ledger_is_refused_named_and_never_overwritten(rsk_env: Path, project: str) -> None:
+    assert rsk("grant", "add", "-p", project, "--jobs", "1", "--yes").rc == 0
+    path = ledger_path(rsk_env, project)
+    path.write_text('{"schema_version": 1, "project": "' + project + '", "grants": [{"jobs": "many"}]}')
+    before = path.read_bytes()
+    for args in (["grant", "list"], ["grant", "add", "--jobs", "1", "--yes"], ["approvals"]):
+        r = rsk(*args, "-p", project)
+        assert r.rc == Exit.STATE, r.err
+        assert str(path) in r.err and "grants.0" in r.err
+        assert path.read_bytes() == before
+
+
+def test_not_json_ledger_is_refused_and_the_backup_is_named(rsk_env: Path, project: str) -> None:
+    assert rsk("grant", "add", "-p", project, "--jobs", "1", "--yes").rc == 0
+    assert rsk("grant", "add", "-p", project, "--jobs", "2", "--yes").rc == 0
+    path = ledger_path(rsk_env, project)
+    backup = path.with_name("ledger.json.bak")
+    assert len(json.loads(backup.read_text())["grants"]) == 1  # the version before the last write
+    path.write_text("{not json")
+    r = rsk("grant", "list", "-p", project, "--json")
+    assert r.rc == Exit.STATE
+    assert json.loads(r.out)["error"] == "invalid-state"
+    assert "ledger.json.bak" in r.err
+    assert path.read_text() == "{not json"
+
+
+def test_newer_schema_is_refused_with_an_upgrade_hint(rsk_env: Path, project: str) -> None:
+    path = ledger_path(rsk_env, project)
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"schema_version": 99, "project": project, "future": True}))
+    r = rsk("grant", "list", "-p", project)
+    assert r.rc == Exit.STATE
+    assert "schema_version 99" in r.err and "upgrade rsk" in r.err
+
+
+def test_deny_rules_add_list_remove(rsk_env: Path, project: str) -> None:
+    r = rsk("deny-rule", "add", "-p", project, "--reason", "no big jobs", "--gpus-at-least", "8", "--yes", "--json")
+    rule = json.loads(r.out)
+    assert rule["gpus_at_least"] == 8
+    assert "no big jobs" in rsk("deny-rule", "list", "-p", project).out
+    assert rsk("deny-rule", "remove", rule["id"], "-p", project, "--yes").rc == 0
+    assert json.loads(rsk("deny-rule", "list", "-p", project, "--json").out) == []
+
+
+def test_bad_project_name_is_a_usage_error(rsk_env: Path) -> None:
+    r = rsk("grant", "list", "-p", "../escape")
+    assert r.rc == Exit.USAGE
+    assert "project '../escape' is not valid" in r.err
+    assert not (rsk_env.parent / "escape").exists()
+
+
+def test_help_and_version(rsk_env: Path) -> None:
+    assert rsk("--version").out.startswith("rsk ")
+    h = rsk("launch", "--help")
+    assert h.rc == 0 and "--request-id" in h.out and "Exit codes" in h.out

@@ -1,0 +1,108 @@
+"""Ledger decisions (pure): precedence, scope, ceilings, budgets, expiry."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from rsk.decide import Facts, decide, usage_by_grant
+from rsk.ledger import Approval, Card, CardPlan, Charge, DenyRule, Grant, Ledger
+
+AT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+F = Facts(
+    target="lab", plan_hash="h1", request_id="r1", partition="gpu", account="", nodes=1, cpus=4, mem_mb=1024,
+    gpus=2, time_min=60, command="python train.py", active=0,
+)  # fmt: skip
+
+
+def ledger(**kw: object) -> Ledger:
+    return Ledger(project="p", **kw)  # type: ignore[arg-type]
+
+
+def test_nothing_means_ask() -> None:
+    assert decide(ledger(), F, AT).kind == "ask"
+
+
+def test_deny_beats_approval_and_grant() -> None:
+    lg = ledger(
+        deny_rules=[DenyRule(reason="no GPUs today", gpus_at_least=1)],
+        approvals=[Approval(plan_hash="h1", decided_by="me")],
+        grants=[Grant()],
+    )
+    d = decide(lg, F, AT)
+    assert d.kind == "deny" and d.reason == "no GPUs today"
+
+
+def test_approval_beats_grant_and_is_bound_to_the_hash() -> None:
+    lg = ledger(approvals=[Approval(plan_hash="h1", decided_by="me")], grants=[Grant()])
+    assert decide(lg, F, AT).kind == "approval"
+    assert decide(lg, replace(F, plan_hash="h2"), AT).kind == "grant"
+
+
+def test_used_up_or_expired_approval_does_not_allow() -> None:
+    used = ledger(approvals=[Approval(plan_hash="h1", decided_by="me", uses_left=0)])
+    expired = ledger(approvals=[Approval(plan_hash="h1", decided_by="me", expires=AT - timedelta(seconds=1))])
+    assert decide(used, F, AT).kind == "ask"
+    assert decide(expired, F, AT).kind == "ask"
+
+
+def test_deny_rule_conditions_all_must_match_and_expire() -> None:
+    rule = DenyRule(reason="r", partition="gpu", command="*rm -rf*")
+    assert decide(ledger(deny_rules=[rule]), F, AT).kind == "ask"
+    assert decide(ledger(deny_rules=[rule]), replace(F, command="sh -c 'rm -rf /'"), AT).kind == "deny"
+    old = DenyRule(reason="r", expires=AT - timedelta(hours=1))
+    assert decide(ledger(deny_rules=[old]), F, AT).kind == "ask"
+
+
+def test_a_denied_card_denies_the_same_plan_again() -> None:
+    plan = CardPlan(
+        target="lab", cluster="c", user="u", command="x", argv=["x"], kind="argv", workdir="/", partition="gpu",
+        account="", qos="", nodes=1, cpus=1, mem_mb=1, gpus=0, time_min=1, env_names=[], gpu_hours=0,
+        cpu_hours=0, estimate_start="", policy_verdict="allow", policy_reasons=[],
+    )  # fmt: skip
+    card = Card(plan_hash="h1", request_id="r", requester="a", status="denied", reason="too big", target="lab",
+                request={}, plan=plan)  # fmt: skip
+    d = decide(ledger(cards=[card], grants=[Grant()]), F, AT)
+    assert d.kind == "deny" and d.reason == "too big"
+
+
+def test_grant_scope_and_ceilings_explain_why_not() -> None:
+    g = Grant(targets=["other"], partitions=["cpu"], max_gpus=1, max_time_min=30)
+    d = decide(ledger(grants=[g]), F, AT)
+    assert d.kind == "ask" and d.closest_grant == g.id
+    text = " | ".join(d.closest_why)
+    assert "target lab not in other" in text
+    assert "partition gpu not in cpu" in text
+    assert "GPUs 2 > ceiling 1" in text
+    assert "time min 60 > ceiling 30" in text
+
+
+def test_budgets_count_spent_and_reserved_but_not_released() -> None:
+    g = Grant(gpu_hours=5.0, jobs=3)
+    charges = [
+        Charge(grant_id=g.id, plan_hash="x", request_id="a", target="lab", gpu_hours=2, cpu_hours=4, state="spent"),
+        Charge(grant_id=g.id, plan_hash="y", request_id="b", target="lab", gpu_hours=2, cpu_hours=4),
+        Charge(grant_id=g.id, plan_hash="z", request_id="c", target="lab", gpu_hours=9, cpu_hours=9, state="released"),
+    ]  # fmt: skip
+    u = usage_by_grant(charges)[g.id]
+    assert u.gpu_hours == 4 and u.jobs == 2
+    d = decide(ledger(grants=[g], charges=charges), F, AT)  # needs 2 GPU-h, 1 left
+    assert d.kind == "ask"
+    assert any("needs 2.00 GPU-h, 1.00 left" in w for w in d.closest_why)
+    assert decide(ledger(grants=[g], charges=charges), replace(F, gpus=0), AT).kind == "grant"
+
+
+def test_job_budget_and_active_limit() -> None:
+    g = Grant(jobs=1, max_active=2)
+    spent = [Charge(grant_id=g.id, plan_hash="x", request_id="a", target="lab", gpu_hours=0, cpu_hours=0)]
+    assert decide(ledger(grants=[g], charges=spent), F, AT).kind == "ask"
+    assert decide(ledger(grants=[g]), replace(F, active=2), AT).kind == "ask"
+    assert decide(ledger(grants=[g]), replace(F, active=1), AT).kind == "grant"
+
+
+def test_expired_and_revoked_grants_do_not_cover() -> None:
+    expired = Grant(expires=AT - timedelta(minutes=1))
+    revoked = Grant(revoked=AT - timedelta(minutes=1))
+    assert decide(ledger(grants=[expired]), F, AT).closest_why[0].startswith("expired")
+    assert decide(ledger(grants=[revoked]), F, AT).closest_why[0].startswith("revoked")
+    assert decide(ledger(grants=[expired, revoked, Grant()]), F, AT).kind == "grant"
