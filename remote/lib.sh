@@ -195,3 +195,12 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
 }
 
 rsk_job_prefix() { printf 'rsk:%s:' "$1"; } # rsk_job_prefix PROJECT: every rsk job name starts so
+
+rsk_find_job() { # rsk_find_job PROJECT RID RUNDIR: the job id Slurm or the run markers know, or ""
+    rsk_jn="$(rsk_job_prefix "$1")$2"
+    rsk_id=$(squeue -h -u "$(id -un)" -t all -n "$rsk_jn" -o '%A' 2>/dev/null | head -n 1)
+    if [ -z "$rsk_id" ] && [ -f "$3/started" ]; then
+        rsk_id=$(sed -n 's/.*job=\([0-9_]*\).*/\1/p' "$3/started" | head -n 1)
+    fi
+    printf '%s' "$rsk_id"
+}

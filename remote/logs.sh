@@ -10,14 +10,16 @@ main() {
     rsk_start
     [ $# -eq 4 ] || rsk_fail "$RSK_E_USAGE" usage "usage: logs.sh PROJECT JOBID STREAM MAXBYTES"
     rsk_need_token project "$1"
-    rsk_is_uint "$2" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number"
+    case $2 in '' | *[!0-9_]*) rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX)" ;; esac
     case $3 in stdout | stderr) ;; *) rsk_fail "$RSK_E_USAGE" bad-stream "stream is stdout or stderr" ;; esac
     rsk_is_uint "$4" || rsk_fail "$RSK_E_USAGE" usage "MAXBYTES must be a number"
     jf=$(rsk_journal_file "$1")
     line=$(grep -E " ev=(accepted|reconciled) .* job=$2( |\$)" "$jf" 2>/dev/null | tail -n 1 || true)
     [ -n "$line" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
     rid=$(rsk_field "$line" rid)
+    idx=$(rsk_field "$line" idx)
     run="$RSK_ROOT/runs/$1/$rid"
+    [ -z "$idx" ] || run="$run/t$idx"
     started=no
     ended=''
     [ ! -f "$run/started" ] || started=yes

@@ -1,4 +1,5 @@
 #!/bin/sh
+# shellcheck disable=SC2016,SC2154  # job scripts are written with $ left for the job; eval sets task variables
 # rsk submit: plan a request, or submit it when its plan still has the expected hash.
 #
 #   submit.sh plan                      < REQUEST   resolve, check policy, sbatch --test-only,
@@ -25,6 +26,7 @@ read_request() {
         "request protocol $rq_version is not supported by these scripts (protocol $RSK_PROTOCOL)"
     Q_project='' Q_request_id='' Q_name='' Q_workdir='' Q_partition='' Q_account='' Q_qos=''
     Q_nodes='' Q_cpus='' Q_mem_mb='' Q_gpus='' Q_time_min='' Q_env='' Q_arg='' Q_script=''
+    NT=0 # batch tasks: T_key_I, T_arg_I, T_env_I and T_<resource>_I for I in 1..NT
     rq_end=0
     while IFS=' ' read -r rq_k rq_v; do
         case $rq_v in -) ;; *[!A-Za-z0-9+/=]*) rsk_fail "$RSK_E_USAGE" bad-encoding "value of $rq_k is not base64" ;; esac
@@ -35,6 +37,19 @@ read_request() {
             project | request_id | name | workdir | partition | account | qos | nodes | cpus \
                 | mem_mb | gpus | time_min | script)
                 eval "Q_$rq_k=\$rq_v" ;; # rq_k is one of the fixed names matched above
+            task)
+                NT=$((NT + 1))
+                [ "$NT" -le 10000 ] || rsk_fail "$RSK_E_USAGE" bad-request "a batch has at most 10000 tasks"
+                eval "T_key_$NT=\$rq_v T_arg_$NT='' T_env_$NT='' T_nodes_$NT='' T_cpus_$NT='' T_mem_mb_$NT='' T_gpus_$NT='' T_time_min_$NT=''"
+                ;;
+            targ | tenv | tnodes | tcpus | tmem_mb | tgpus | ttime_min)
+                [ "$NT" -gt 0 ] || rsk_fail "$RSK_E_USAGE" bad-request "$rq_k before any task line"
+                rq_f=${rq_k#t}
+                case $rq_k in
+                    targ | tenv) eval "T_${rq_f}_$NT=\"\$T_${rq_f}_$NT \$rq_v\"" ;;
+                    *) eval "T_${rq_f}_$NT=\$rq_v" ;;
+                esac
+                ;; # NT is a number and rq_f one of the fixed names matched above
             requester) ;;
             *) rsk_fail "$RSK_E_USAGE" bad-request "unknown request key '$rq_k'" ;;
         esac
@@ -102,14 +117,65 @@ resolve() {
         *) rsk_fail "$RSK_E_USAGE" bad-workdir "the working directory must be absolute or start with ~/" ;;
     esac
     [ -d "$WORKDIR" ] || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $WORKDIR does not exist on the cluster"
-    if [ -n "$Q_script" ]; then KIND=script; else KIND=argv; fi
-    [ -n "$Q_arg" ] || [ -n "$Q_script" ] || rsk_fail "$RSK_E_USAGE" no-command "the request has no command"
+    if [ "$NT" -gt 0 ]; then
+        KIND='batch'
+        if [ -n "$Q_arg" ] || [ -n "$Q_script" ]; then
+            rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
+        fi
+        resolve_tasks
+    elif [ -n "$Q_script" ]; then KIND=script; else KIND=argv; fi
+    [ -n "$Q_arg" ] || [ -n "$Q_script" ] || [ "$NT" -gt 0 ] || rsk_fail "$RSK_E_USAGE" no-command "the request has no command"
     for rsk_e in $Q_env; do
         rsk_unb64 "$rsk_e"
         case ${RSK_V%%=*} in
             '' | [0-9]* | *[!A-Za-z0-9_]*) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE with NAME of A-Z a-z 0-9 _" ;;
         esac
         case $RSK_V in *=*) ;; *) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE" ;; esac
+    done
+}
+
+# batch tasks -------------------------------------------------------------------
+# Each task: a key (a token, unique in the batch), its argv, extra env, and optional resources;
+# its resolved shape "nodes cpus mem_mb gpus time_min" is S_I. Tasks of one shape share one job array.
+resolve_tasks() {
+    i=1
+    KEYS=' '
+    SHAPES=''
+    while [ "$i" -le "$NT" ]; do
+        eval "rsk_k=\$T_key_$i rsk_a=\$T_arg_$i rsk_n=\$T_nodes_$i rsk_c=\$T_cpus_$i rsk_m=\$T_mem_mb_$i rsk_g=\$T_gpus_$i rsk_t=\$T_time_min_$i"
+        rsk_unb64 "$rsk_k"
+        rsk_need_token task-key "$RSK_V"
+        case $KEYS in *" $RSK_V "*) rsk_fail "$RSK_E_USAGE" bad-task-key "task key $RSK_V appears twice" ;; esac
+        KEYS="$KEYS$RSK_V "
+        eval "K_$i=\$RSK_V"
+        [ -n "$rsk_a" ] || rsk_fail "$RSK_E_USAGE" no-command "task $RSK_V has no command"
+        decode_uint nodes "$rsk_n" "$NODES"; rsk_n=$RSK_V
+        decode_uint cpus "$rsk_c" "$CPUS"; rsk_c=$RSK_V
+        decode_uint mem "$rsk_m" "$MEM_MB"; rsk_m=$RSK_V
+        decode_uint gpus "$rsk_g" "$GPUS"; rsk_g=$RSK_V
+        decode_uint time "$rsk_t" "$TIME_MIN"; rsk_t=$RSK_V
+        if [ "$rsk_n" -lt 1 ] || [ "$rsk_c" -lt 1 ] || [ "$rsk_m" -lt 1 ] || [ "$rsk_t" -lt 1 ]; then
+            rsk_fail "$RSK_E_USAGE" bad-resources "task resources must be at least 1"
+        fi
+        eval "S_$i=\"\$rsk_n \$rsk_c \$rsk_m \$rsk_g \$rsk_t\""
+        case $SHAPES in *"|$rsk_n $rsk_c $rsk_m $rsk_g $rsk_t|"*) ;; *) SHAPES="$SHAPES|$rsk_n $rsk_c $rsk_m $rsk_g $rsk_t|" ;; esac
+        i=$((i + 1))
+    done
+}
+
+set_shape() { # set_shape "NODES CPUS MEM GPUS TIME": the resources run_sbatch uses
+    # shellcheck disable=SC2086  # the shape splits into its five numbers
+    set -- $1
+    NODES=$1 CPUS=$2 MEM_MB=$3 GPUS=$4 TIME_MIN=$5
+}
+
+for_each_shape() { # for_each_shape FUNCTION: calls FUNCTION "SHAPE" for each distinct task shape
+    rsk_rest=$SHAPES
+    while [ -n "$rsk_rest" ]; do
+        rsk_rest=${rsk_rest#|}
+        rsk_shape=${rsk_rest%%|*}
+        rsk_rest=${rsk_rest#*|}
+        [ -z "$rsk_shape" ] || "$1" "$rsk_shape"
     done
 }
 
@@ -139,6 +205,15 @@ build_plan() {
     for rsk_e in $Q_env; do plan_add env "$rsk_e"; done
     for rsk_a in $Q_arg; do plan_add arg "$rsk_a"; done
     [ -z "$Q_script" ] || plan_add script "$Q_script"
+    i=1
+    while [ "$i" -le "$NT" ]; do
+        eval "rsk_k=\$T_key_$i rsk_s=\$S_$i rsk_e=\$T_env_$i rsk_a=\$T_arg_$i"
+        plan_add task "$rsk_k"
+        plan_add tres "$(rsk_b64 "$rsk_s")"
+        for rsk_x in $rsk_e; do plan_add tenv "$rsk_x"; done
+        for rsk_x in $rsk_a; do plan_add targ "$rsk_x"; done
+        i=$((i + 1))
+    done
     PLAN_HASH=$(printf '%s' "$PLAN" | rsk_sha256)
 }
 
@@ -168,12 +243,25 @@ emit_plan() {
 }
 
 # plan mode -------------------------------------------------------------------
-do_plan() {
-    emit_plan
+policy_all() { # RSK_VERDICT and RSK_REASONS over the whole request (each task shape of a batch)
+    if [ "$KIND" != batch ]; then
+        rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN"
+        return 0
+    fi
+    ALL_REASONS=''
+    for_each_shape policy_shape
+    RSK_REASONS=$(printf '%s' "$ALL_REASONS" | awk '!seen[$0]++')
+    if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse; RSK_REASONS="$RSK_REASONS
+"; fi
+}
+
+policy_shape() {
+    set_shape "$1"
     rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN"
-    rsk_policy_emit
-    rsk_emit active "count=$(count_active)" "cap=$P_max_active_jobs"
-    [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
+    ALL_REASONS="$ALL_REASONS$RSK_REASONS"
+}
+
+test_only() { # sbatch --test-only with the current resources; fails the plan if Slurm refuses
     run_sbatch test-only
     if [ "$SB_RC" -ne 0 ]; then
         if rsk_slurm_down "$SB_OUT"; then
@@ -181,13 +269,29 @@ do_plan() {
         fi
         rsk_fail "$RSK_E_SBATCH" slurm-rejected "$(printf '%s' "$SB_OUT" | head -c 1000)"
     fi
-    rsk_start_at=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* to start at \([0-9T:-]*\) using.*/\1/p' | head -n 1)
-    rsk_nodes=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* on nodes \([^ ]*\) in partition.*/\1/p' | head -n 1)
-    rsk_emit estimate "start=${rsk_start_at:-unknown}" "nodes=$(rsk_b64 "$rsk_nodes")"
+    if [ -z "${ESTIMATE:-}" ]; then
+        rsk_start_at=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* to start at \([0-9T:-]*\) using.*/\1/p' | head -n 1)
+        rsk_nodes=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* on nodes \([^ ]*\) in partition.*/\1/p' | head -n 1)
+        ESTIMATE="start=${rsk_start_at:-unknown} nodes=$(rsk_b64 "$rsk_nodes")"
+    fi
+}
+
+test_only_shape() { set_shape "$1"; test_only; }
+
+do_plan() {
+    emit_plan
+    policy_all
+    rsk_policy_emit
+    rsk_emit active "count=$(count_active)" "cap=$P_max_active_jobs"
+    [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
+    ESTIMATE=''
+    if [ "$KIND" = batch ]; then for_each_shape test_only_shape; else test_only; fi
+    # shellcheck disable=SC2086  # ESTIMATE holds two key=value words
+    rsk_emit estimate $ESTIMATE
 }
 
 count_active() { # pending or running rsk jobs of this project (by job name)
-    squeue -h -u "$USER_NAME" -t PD,R,CG,S,CF -o '%j' 2>/dev/null \
+    squeue -h -r -u "$USER_NAME" -t PD,R,CG,S,CF -o '%j' 2>/dev/null \
         | grep -c "^$(rsk_job_prefix "$PROJECT")" || true
 }
 
@@ -204,8 +308,8 @@ write_wrapper() {
         for rsk_e in $Q_env; do printf "rsk_arg '%s'; export \"\$rsk_a\"\n" "$rsk_e"; done
         if [ "$KIND" = script ]; then
             printf "rsk_arg '%s'; printf '%%s' \"\$rsk_a\" >\"\$rsk_run/user.sbatch\"\n" "$Q_script"
-            # shellcheck disable=SC2016  # written into the wrapper, expanded when the job runs
-            printf 'set -- /bin/sh "$rsk_run/user.sbatch"\n'
+            # the user's script runs with its own #! line (sh when it has none)
+            printf 'chmod 0700 "$rsk_run/user.sbatch"; set -- "$rsk_run/user.sbatch"\n'
         fi
         for rsk_a in $Q_arg; do printf "rsk_arg '%s'; set -- \"\$@\" \"\$rsk_a\"\n" "$rsk_a"; done
         printf 'rsk_main "$@"\n'
@@ -213,14 +317,6 @@ write_wrapper() {
     mv "$RUN_DIR/job.sh.tmp" "$RUN_DIR/job.sh" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the job script under $RUN_DIR"
 }
 
-find_slurm_job() { # find_slurm_job: prints the job id Slurm or the run markers know for PROJECT/RID
-    rsk_jn="$(rsk_job_prefix "$PROJECT")$RID"
-    rsk_id=$(squeue -h -u "$USER_NAME" -t all -n "$rsk_jn" -o '%i' 2>/dev/null | head -n 1)
-    if [ -z "$rsk_id" ] && [ -f "$RUN_DIR/started" ]; then
-        rsk_id=$(sed -n 's/.*job=\([0-9]*\).*/\1/p' "$RUN_DIR/started" | head -n 1)
-    fi
-    printf '%s' "$rsk_id"
-}
 
 # Looks at the journal for RID: replays an accepted request, refuses a conflict, and
 # resolves an intent that has no outcome from Slurm's evidence.
@@ -240,7 +336,7 @@ check_idempotency() {
             exit 0
             ;;
         intent)
-            rsk_job=$(find_slurm_job)
+            rsk_job=$(rsk_find_job "$PROJECT" "$RID" "$RUN_DIR")
             if [ -n "$rsk_job" ]; then
                 rsk_journal "$PROJECT" reconciled "$RID" "$rsk_prev_plan" "job=$rsk_job"
                 if [ "$rsk_prev_plan" != "$PLAN_HASH" ]; then
@@ -262,11 +358,15 @@ do_submit() {
         rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the plan changed: expected $EXPECT, the cluster computes $PLAN_HASH"
     }
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
-    rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN"
+    policy_all
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
     rsk_need_writable "$RSK_ROOT/journal" "$RSK_ROOT/runs/$PROJECT"
     rsk_lock "$RSK_ROOT/journal/$PROJECT.lock"
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
+    if [ "$KIND" = batch ]; then
+        submit_batch
+        return 0
+    fi
     check_idempotency
     rsk_active=$(count_active)
     if [ -n "$P_max_active_jobs" ] && [ "$rsk_active" -ge "$P_max_active_jobs" ]; then
@@ -281,7 +381,7 @@ do_submit() {
         --output="$RUN_DIR/stdout" --error="$RUN_DIR/stderr" "$RUN_DIR/job.sh"
     rsk_job=$(printf '%s' "$SB_OUT" | head -n 1 | cut -d';' -f1)
     if [ "$SB_RC" -eq 0 ] && rsk_is_uint "$rsk_job"; then
-        rsk_journal "$PROJECT" accepted "$RID" "$PLAN_HASH" "job=$rsk_job"
+        rsk_journal "$PROJECT" accepted "$RID" "$PLAN_HASH" "job=$rsk_job" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN"
         rsk_emit accepted "job=$rsk_job" "rid=$RID" "plan=$PLAN_HASH" replay=0
         return 0
     fi
@@ -289,6 +389,174 @@ do_submit() {
     else rsk_code=sbatch-failed rsk_rc=$RSK_E_SBATCH; fi
     rsk_journal "$PROJECT" failed "$RID" "$PLAN_HASH" "rc=$SB_RC" "code=$rsk_code" "msg=$(rsk_b64 "$SB_ERR")"
     rsk_fail "$rsk_rc" "$rsk_code" "sbatch failed (rc=$SB_RC): $SB_ERR"
+}
+
+# batch submit ------------------------------------------------------------------
+# One journal intent per task, then one sbatch --array per task shape (array index = task
+# index - 1), then one outcome per task. A retry submits only tasks with no evidence of a job.
+batch_state() { # sets LEV_I / LJOB_I: the last journal event and job of each task of this batch
+    JF=$(rsk_journal_file "$PROJECT")
+    [ -f "$JF" ] || return 0
+    rsk_prev=$(grep " rid=$RID " "$JF" | head -n 1 || true)
+    [ -n "$rsk_prev" ] || return 0
+    if [ "$(rsk_field "$rsk_prev" plan)" != "$PLAN_HASH" ]; then
+        rsk_fail "$RSK_E_MISMATCH" request-conflict "request id $RID was already used for another plan"
+    fi
+    eval "$(grep " rid=$RID " "$JF" | awk '
+        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
+        { i = kv("idx"); if (i !~ /^[0-9]+$/) next; ev[i] = kv("ev"); if (kv("job") ~ /^[0-9_]+$/) job[i] = kv("job") }
+        END { for (i in ev) { gsub(/[^a-z-]/, "", ev[i]); printf "LEV_%d=%s LJOB_%d=%s\n", i, ev[i], i, job[i] } }')"
+}
+
+batch_todo() { # TODO: task numbers (1-based) still to submit; resolves open intents from evidence
+    TODO=''
+    DONE=0
+    JOURNAL_OUT=''
+    rsk_evidence=''
+    i=1
+    while [ "$i" -le "$NT" ]; do
+        idx=$((i - 1))
+        eval "rsk_ev=\${LEV_$idx:-} rsk_job=\${LJOB_$idx:-} rsk_key=\$K_$i"
+        case $rsk_ev in
+            accepted | reconciled) DONE=$((DONE + 1)) ;;
+            intent)
+                if [ -z "$rsk_evidence" ]; then
+                    rsk_evidence=" $(squeue -h -r -u "$USER_NAME" -t all -n "$(rsk_job_prefix "$PROJECT")$RID" -o '%i' 2>/dev/null | tr '\n' ' ')"
+                fi
+                rsk_job=$(printf '%s\n' "$rsk_evidence" | tr ' ' '\n' | grep "_$idx\$" | head -n 1 || true)
+                if [ -z "$rsk_job" ] && [ -f "$RUN_DIR/t$idx/started" ]; then
+                    rsk_job=$(sed -n 's/.*job=\([0-9_]*\).*/\1/p' "$RUN_DIR/t$idx/started" | head -n 1)
+                fi
+                if [ -n "$rsk_job" ]; then
+                    JOURNAL_OUT="${JOURNAL_OUT}v=1 t=$(rsk_now) ev=reconciled rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$idx job=$rsk_job
+"
+                    eval "LEV_$idx=reconciled LJOB_$idx=\$rsk_job"
+                    DONE=$((DONE + 1))
+                else
+                    JOURNAL_OUT="${JOURNAL_OUT}v=1 t=$(rsk_now) ev=abandoned rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$idx code=no-evidence
+"
+                    TODO="$TODO $i"
+                fi
+                ;;
+            *) TODO="$TODO $i" ;;
+        esac
+        i=$((i + 1))
+    done
+}
+
+journal_append() { # journal_append TEXT: several journal lines in one append
+    [ -z "$1" ] || printf '%s' "$1" >>"$(rsk_journal_file "$PROJECT")" \
+        || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot append to the journal"
+}
+
+emit_batch_accepted() { # @@accepted for every task that has a job
+    i=1
+    while [ "$i" -le "$NT" ]; do
+        idx=$((i - 1))
+        eval "rsk_job=\${LJOB_$idx:-} rsk_key=\$K_$i"
+        [ -z "$rsk_job" ] || rsk_emit accepted "job=$rsk_job" "rid=$RID" "plan=$PLAN_HASH" "task=$rsk_key" "idx=$idx" "replay=$1"
+        i=$((i + 1))
+    done
+}
+
+write_batch_wrapper() { # write_batch_wrapper FILE TASKS: one wrapper, a case per array index
+    {
+        printf '#!/bin/sh\n# rsk batch wrapper (generated by submit.sh; protocol %s)\n' "$RSK_PROTOCOL"
+        printf 'rsk_run=%s/t"${SLURM_ARRAY_TASK_ID:-x}"\n' "$(rsk_sq "$RUN_DIR")"
+        printf 'rsk_limit=%s\n' "$((TIME_MIN * 60))"
+        cat "$RSK_DIR/wrapper.sh"
+        printf 'set --\n'
+        for rsk_e in $Q_env; do printf "rsk_arg '%s'; export \"\$rsk_a\"\n" "$rsk_e"; done
+        printf 'case ${SLURM_ARRAY_TASK_ID:-x} in\n'
+        for i in $2; do
+            eval "rsk_e=\$T_env_$i rsk_a=\$T_arg_$i"
+            printf '%s)' "$((i - 1))"
+            for rsk_x in $rsk_e; do printf " rsk_arg '%s'; export \"\$rsk_a\";" "$rsk_x"; done
+            for rsk_x in $rsk_a; do printf " rsk_arg '%s'; set -- \"\$@\" \"\$rsk_a\";" "$rsk_x"; done
+            printf ' ;;\n'
+        done
+        printf '*) echo "rsk: no task for array index ${SLURM_ARRAY_TASK_ID:-}" >&2; exit 97 ;;\nesac\n'
+        printf 'rsk_main "$@"\n'
+    } >"$1.tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $1"
+    mv "$1.tmp" "$1" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $1"
+}
+
+submit_shape() { # submit_shape SHAPE: one array for the TODO tasks of this shape
+    rsk_tasks=''
+    rsk_list=''
+    for i in $TODO; do
+        eval "rsk_s=\$S_$i"
+        [ "$rsk_s" = "$1" ] || continue
+        rsk_tasks="$rsk_tasks $i"
+        rsk_list="$rsk_list,$((i - 1))"
+    done
+    [ -n "$rsk_tasks" ] || return 0
+    set_shape "$1"
+    SHAPE_N=$((SHAPE_N + 1))
+    write_batch_wrapper "$RUN_DIR/job$SHAPE_N.sh" "$rsk_tasks"
+    run_sbatch submit --job-name="$(rsk_job_prefix "$PROJECT")$RID" --array="${rsk_list#,}" \
+        --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr" "$RUN_DIR/job$SHAPE_N.sh"
+    rsk_job=$(printf '%s' "$SB_OUT" | head -n 1 | cut -d';' -f1)
+    rsk_lines=''
+    if [ "$SB_RC" -eq 0 ] && rsk_is_uint "$rsk_job"; then
+        for i in $rsk_tasks; do
+            eval "rsk_key=\$K_$i"
+            rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=accepted rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) job=${rsk_job}_$((i - 1)) res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN
+"
+            eval "LJOB_$((i - 1))=\${rsk_job}_$((i - 1))"
+        done
+        journal_append "$rsk_lines"
+        return 0
+    fi
+    if rsk_slurm_down "$SB_ERR"; then BATCH_CODE=slurm-unavailable BATCH_RC=$RSK_E_UNAVAILABLE
+    else BATCH_CODE=sbatch-failed BATCH_RC=$RSK_E_SBATCH; fi
+    for i in $rsk_tasks; do
+        eval "rsk_key=\$K_$i"
+        rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=failed rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) rc=$SB_RC code=$BATCH_CODE msg=$(rsk_b64 "$SB_ERR")
+"
+    done
+    journal_append "$rsk_lines"
+    BATCH_ERR=$SB_ERR
+}
+
+submit_batch() {
+    batch_state
+    batch_todo
+    journal_append "$JOURNAL_OUT"
+    if [ -z "$TODO" ]; then
+        emit_batch_accepted 1
+        return 0
+    fi
+    rsk_count=0
+    for i in $TODO; do rsk_count=$((rsk_count + 1)); done
+    rsk_active=$(count_active)
+    if [ -n "$P_max_active_jobs" ] && [ $((rsk_active + rsk_count)) -gt "$P_max_active_jobs" ]; then
+        rsk_lines=''
+        for i in $TODO; do
+            eval "rsk_key=\$K_$i"
+            rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=refused rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) code=active-cap
+"
+        done
+        journal_append "$rsk_lines"
+        rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; $rsk_count more would pass the cap $P_max_active_jobs"
+    fi
+    rsk_dirs=''
+    for i in $TODO; do rsk_dirs="$rsk_dirs $RUN_DIR/t$((i - 1))"; done
+    # shellcheck disable=SC2086  # one mkdir for every task directory (paths are tokens)
+    mkdir -p $rsk_dirs || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create task directories under $RUN_DIR"
+    rsk_lines=''
+    for i in $TODO; do
+        eval "rsk_key=\$K_$i"
+        rm -f "$RUN_DIR/t$((i - 1))/started" "$RUN_DIR/t$((i - 1))/ended"
+        rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=intent rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1))
+"
+    done
+    journal_append "$rsk_lines"
+    SHAPE_N=0
+    BATCH_ERR=''
+    for_each_shape submit_shape
+    emit_batch_accepted 0
+    [ -z "$BATCH_ERR" ] || rsk_fail "$BATCH_RC" "$BATCH_CODE" "sbatch failed for part of the batch: $BATCH_ERR"
 }
 
 main() {

@@ -12,7 +12,9 @@ rsk_on_signal() {
 }
 rsk_main() {
     rsk_t0=$(rsk_stamp)
-    printf 'job=%s node=%s t=%s\n' "${SLURM_JOB_ID:-}" "$(hostname)" "$rsk_t0" >"$rsk_run/started.tmp" \
+    rsk_jobid=${SLURM_JOB_ID:-}
+    [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+    printf 'job=%s node=%s t=%s\n' "$rsk_jobid" "$(hostname)" "$rsk_t0" >"$rsk_run/started.tmp" \
         && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
     trap 'rsk_on_signal TERM' TERM

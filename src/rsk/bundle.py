@@ -24,7 +24,8 @@ def data_dir(name: str) -> Path:
 @cache
 def files() -> tuple[tuple[str, bytes], ...]:
     root = data_dir("remote")
-    return tuple((p.name, p.read_bytes()) for p in sorted(root.glob("*.sh")))
+    paths = sorted(p for p in root.iterdir() if p.suffix in (".sh", ".awk") and p.is_file())
+    return tuple((p.name, p.read_bytes()) for p in paths)
 
 
 @cache

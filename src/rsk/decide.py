@@ -29,6 +29,9 @@ class Facts:
     time_min: int
     command: str
     active: int  # the project's active rsk jobs on the target, as the cluster counted them
+    jobs: int = 1  # a batch counts each task
+    batch_gpu_hours: float | None = None  # a batch's totals (None: one job, computed from the above)
+    batch_cpu_hours: float | None = None
 
     @property
     def total_gpus(self) -> int:
@@ -40,10 +43,14 @@ class Facts:
 
     @property
     def gpu_hours(self) -> float:
+        if self.batch_gpu_hours is not None:
+            return self.batch_gpu_hours
         return self.total_gpus * self.time_min / 60
 
     @property
     def cpu_hours(self) -> float:
+        if self.batch_cpu_hours is not None:
+            return self.batch_cpu_hours
         return self.total_cpus * self.time_min / 60
 
 
@@ -87,11 +94,11 @@ def usage_by_grant(charges: list[Charge]) -> dict[str, Usage]:
         if ch.state == "spent":
             u.gpu_hours_spent += ch.gpu_hours
             u.cpu_hours_spent += ch.cpu_hours
-            u.jobs_spent += 1
+            u.jobs_spent += ch.jobs
         else:
             u.gpu_hours_reserved += ch.gpu_hours
             u.cpu_hours_reserved += ch.cpu_hours
-            u.jobs_reserved += 1
+            u.jobs_reserved += ch.jobs
     return out
 
 
@@ -137,13 +144,13 @@ def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
     ):
         if ceiling is not None and value > ceiling:
             why.append(f"{label} {value} > ceiling {ceiling}")
-    if g.jobs is not None and used.jobs + 1 > g.jobs:
-        why.append(f"job budget used up ({used.jobs}/{g.jobs})")
+    if g.jobs is not None and used.jobs + f.jobs > g.jobs:
+        why.append(f"needs {f.jobs} job(s), {max(g.jobs - used.jobs, 0)} of {g.jobs} left")
     if g.gpu_hours is not None and used.gpu_hours + f.gpu_hours > g.gpu_hours + 1e-9:
         why.append(f"needs {f.gpu_hours:.2f} GPU-h, {max(g.gpu_hours - used.gpu_hours, 0):.2f} left")
     if g.cpu_hours is not None and used.cpu_hours + f.cpu_hours > g.cpu_hours + 1e-9:
         why.append(f"needs {f.cpu_hours:.2f} CPU-h, {max(g.cpu_hours - used.cpu_hours, 0):.2f} left")
-    if g.max_active is not None and f.active + 1 > g.max_active:
+    if g.max_active is not None and f.active + f.jobs > g.max_active:
         why.append(f"{f.active} jobs active, at most {g.max_active}")
     return why
 

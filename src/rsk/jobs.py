@@ -25,6 +25,7 @@ class JournalEvent(BaseModel):
     rc: int | None = None
     code: str | None = None
     message: str | None = None
+    task: str | None = None
 
 
 class Journal(BaseModel):
@@ -49,6 +50,7 @@ def parse_journal_line(n: int, words: list[str]) -> JournalEvent:
         rc=int(kv["rc"]) if kv.get("rc", "").lstrip("-").isdigit() else None,
         code=kv.get("code"),
         message=unb64(kv["msg"]) if "msg" in kv else None,
+        task=kv.get("task") or None,
     )
 
 

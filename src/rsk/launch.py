@@ -28,6 +28,13 @@ class Allowed(BaseModel):
     charge_id: str | None = None
 
 
+class TaskJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    job_id: str
+
+
 class LaunchResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -36,7 +43,8 @@ class LaunchResult(BaseModel):
     target: str
     project: str
     request_id: str
-    job_id: str
+    job_id: str  # the job; for a batch, the first task's
+    tasks: list[TaskJob] = []  # a batch: each task's own job
     plan_hash: str
     allowed_by: Allowed
     deployed: bool
@@ -62,19 +70,24 @@ def requester() -> str:
 
 
 def facts(target: str, plan: Plan, request_id: str) -> Facts:
+    """Per-job values are the largest job's; budgets see the totals (a batch: every task)."""
+    batch = plan.kind == "batch"
     return Facts(
         target=target,
         plan_hash=plan.hash,
         request_id=request_id,
         partition=plan.partition,
         account=plan.account,
-        nodes=plan.nodes,
-        cpus=plan.cpus,
-        mem_mb=plan.mem_mb,
-        gpus=plan.gpus,
-        time_min=plan.time_min,
+        nodes=plan.largest("nodes"),
+        cpus=plan.largest("cpus"),
+        mem_mb=plan.largest("mem_mb"),
+        gpus=plan.largest("gpus"),
+        time_min=plan.largest("time_min"),
         command=plan.command,
         active=plan.active,
+        jobs=plan.jobs,
+        batch_gpu_hours=plan.gpu_hours if batch else None,
+        batch_cpu_hours=plan.cpu_hours if batch else None,
     )
 
 
@@ -98,6 +111,7 @@ def card_plan(target: str, plan: Plan) -> CardPlan:
         env_names=[e.split("=", 1)[0] for e in plan.env],
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
+        jobs=plan.jobs,
         estimate_start=plan.estimate_start,
         policy_verdict=plan.verdict,
         policy_reasons=plan.reasons,
@@ -154,6 +168,7 @@ def authorize(store: Store, target: Target, plan: Plan, request: Request) -> All
                 target=target.name,
                 gpu_hours=plan.gpu_hours,
                 cpu_hours=plan.cpu_hours,
+                jobs=plan.jobs,
             )
             ledger.charges.append(charge)
             return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
@@ -279,13 +294,14 @@ def launch(
             settle(store, allowed, None, reason=exc.code)
             raise
         accepted = accepted_from(out)
-        settle(store, allowed, accepted.job_id)
+        settle(store, allowed, ",".join(a.job_id for a in accepted))
         return LaunchResult(
-            status="replayed" if accepted.replay else "submitted",
+            status="replayed" if all(a.replay for a in accepted) else "submitted",
             target=target.name,
             project=request.project,
             request_id=request.request_id,
-            job_id=accepted.job_id,
+            job_id=accepted[0].job_id,
+            tasks=[TaskJob(task=a.task, job_id=a.job_id) for a in accepted if a.task],
             plan_hash=plan.hash,
             allowed_by=allowed,
             deployed=remote.deployed_now,

@@ -87,6 +87,7 @@ class Charge(Model):
     target: str
     gpu_hours: float
     cpu_hours: float
+    jobs: int = 1
     state: Literal["reserved", "spent", "released"] = "reserved"
     job_id: str | None = None
     created: datetime = Field(default_factory=now)
@@ -114,6 +115,7 @@ class CardPlan(Model):
     env_names: list[str]
     gpu_hours: float
     cpu_hours: float
+    jobs: int = 1
     estimate_start: str
     policy_verdict: str
     policy_reasons: list[str]

@@ -47,6 +47,21 @@ def unb64(value: str) -> str:
         raise ProtocolError(f"the cluster sent a value that is not base64: {value[:40]!r}") from exc
 
 
+class TaskSpec(BaseModel):
+    """One task of a batch: its own command and environment, optional resource overrides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    argv: list[str]
+    env: list[str] = []
+    nodes: int | None = None
+    cpus: int | None = None
+    mem_mb: int | None = None
+    gpus: int | None = None
+    time_min: int | None = None
+
+
 class Request(BaseModel):
     """What the agent asks for; the cluster resolves it into a Plan."""
 
@@ -68,6 +83,7 @@ class Request(BaseModel):
     env: list[str] = []
     argv: list[str] = []
     script: str | None = None
+    tasks: list[TaskSpec] = []
     requester: str = ""
 
     def encode(self) -> bytes:
@@ -87,6 +103,14 @@ class Request(BaseModel):
             lines.append(f"arg {b64_item(arg)}")
         if self.script is not None:
             put("script", self.script)
+        for task in self.tasks:
+            lines.append(f"task {b64(task.key)}")
+            for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
+                put("t" + key, getattr(task, key))
+            for entry in sorted(task.env, key=lambda e: e.split("=", 1)[0]):
+                lines.append(f"tenv {b64_item(entry)}")
+            for arg in task.argv:
+                lines.append(f"targ {b64_item(arg)}")
         put("requester", self.requester)
         lines.append("end")
         return ("\n".join(lines) + "\n").encode("ascii")
@@ -184,6 +208,27 @@ def raise_for_error(out: Output) -> None:
     raise error
 
 
+class TaskPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    nodes: int
+    cpus: int
+    mem_mb: int
+    gpus: int
+    time_min: int
+    env: list[str] = []
+    argv: list[str] = []
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpus * self.nodes * self.time_min / 60
+
+    @property
+    def cpu_hours(self) -> float:
+        return self.cpus * self.nodes * self.time_min / 60
+
+
 class Plan(BaseModel):
     """The canonical plan as the cluster resolved it, with the hash that binds it."""
 
@@ -210,6 +255,7 @@ class Plan(BaseModel):
     env: list[str]
     argv: list[str]
     script: str | None = None
+    tasks: list[TaskPlan] = []
     verdict: str = "allow"
     reasons: list[str] = []
     active: int = 0
@@ -218,18 +264,35 @@ class Plan(BaseModel):
     estimate_nodes: str = ""
 
     @property
+    def jobs(self) -> int:
+        return len(self.tasks) if self.kind == "batch" else 1
+
+    @property
     def gpu_hours(self) -> float:
-        """Worst case: every GPU on every node for the whole time limit."""
+        """Worst case: every GPU on every node for the whole time limit (summed over a batch)."""
+        if self.kind == "batch":
+            return sum(t.gpu_hours for t in self.tasks)
         return self.gpus * self.nodes * self.time_min / 60
 
     @property
     def cpu_hours(self) -> float:
+        if self.kind == "batch":
+            return sum(t.cpu_hours for t in self.tasks)
         return self.cpus * self.nodes * self.time_min / 60
+
+    def largest(self, field: str) -> int:
+        """The largest per-job value of a resource (over the tasks of a batch)."""
+        if self.kind == "batch" and self.tasks:
+            return max(int(getattr(t, field)) for t in self.tasks)
+        return int(getattr(self, field))
 
     @property
     def command(self) -> str:
         import shlex
 
+        if self.kind == "batch":
+            first = shlex.join(self.tasks[0].argv) if self.tasks else ""
+            return f"batch of {len(self.tasks)} tasks, e.g. {first}"
         if self.kind == "script":
             return "sbatch script" + (f" {shlex.join(self.argv)}" if self.argv else "")
         return shlex.join(self.argv)
@@ -251,8 +314,24 @@ def plan_from(out: Output) -> Plan:
     fields: dict[str, str] = {}
     env: list[str] = []
     argv: list[str] = []
+    tasks: list[TaskPlan] = []
     for key, value in lines:
-        if key == "env":
+        if key == "task":
+            tasks.append(TaskPlan(key=unb64(value), nodes=0, cpus=0, mem_mb=0, gpus=0, time_min=0))
+        elif key in ("tres", "tenv", "targ"):
+            if not tasks:
+                raise ProtocolError(f"plan line {key} comes before any task")
+            task = tasks[-1]
+            if key == "tres":
+                try:
+                    task.nodes, task.cpus, task.mem_mb, task.gpus, task.time_min = map(int, unb64(value).split())
+                except ValueError as exc:
+                    raise ProtocolError(f"malformed task resources: {unb64(value)!r}") from exc
+            elif key == "tenv":
+                task.env.append(unb64(value))
+            else:
+                task.argv.append(unb64(value))
+        elif key == "env":
             env.append(unb64(value))
         elif key == "arg":
             argv.append(unb64(value))
@@ -283,6 +362,7 @@ def plan_from(out: Output) -> Plan:
             env=env,
             argv=argv,
             script=fields.get("script"),
+            tasks=tasks,
             verdict=policy.kv.get("verdict", "allow") if policy else "allow",
             reasons=[unb64(r.kv.get("msg", "")) for r in out.all("policy-reason")],
             active=int(active.kv.get("count", "0")) if active else 0,
@@ -302,16 +382,22 @@ class Accepted(BaseModel):
     plan_hash: str
     replay: bool
     reconciled: bool = False
+    task: str | None = None
 
 
-def accepted_from(out: Output) -> Accepted:
-    rec = out.first("accepted")
-    if rec is None:
+def accepted_from(out: Output) -> list[Accepted]:
+    """Every @@accepted line: one for a job, one per task of a batch."""
+    recs = out.all("accepted")
+    if not recs:
         raise ProtocolError("the cluster did not confirm the submission (no @@accepted line)")
-    return Accepted(
-        job_id=rec.kv.get("job", ""),
-        request_id=rec.kv.get("rid", ""),
-        plan_hash=rec.kv.get("plan", ""),
-        replay=rec.kv.get("replay") == "1",
-        reconciled=rec.kv.get("reconciled") == "1",
-    )
+    return [
+        Accepted(
+            job_id=rec.kv.get("job", ""),
+            request_id=rec.kv.get("rid", ""),
+            plan_hash=rec.kv.get("plan", ""),
+            replay=rec.kv.get("replay") == "1",
+            reconciled=rec.kv.get("reconciled") == "1",
+            task=rec.kv.get("task") or None,
+        )
+        for rec in recs
+    ]

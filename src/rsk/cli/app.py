@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from rsk import __version__
-from rsk.cli import cluster_cmds, launch_cmd, ledger_cmds
+from rsk.cli import cluster_cmds, launch_cmd, ledger_cmds, ops_cmds, watch_cmd
 
 app = typer.Typer(
     name="rsk",
@@ -42,6 +42,8 @@ def root(
 launch_cmd.register(app)
 ledger_cmds.register(app)
 cluster_cmds.register(app)
+ops_cmds.register(app)
+watch_cmd.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -32,7 +32,9 @@ YesOpt = Annotated[
 def out() -> Console:
     from rich.console import Console
 
-    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True)
+    # a pipe or file gets wide lines instead of Rich's default of 80 columns
+    width = None if sys.stdout.isatty() else 200
+    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True, width=width)
 
 
 def err() -> Console:

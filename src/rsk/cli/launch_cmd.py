@@ -69,7 +69,16 @@ def launch(
         list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE passed to the job (repeatable).")
     ] = None,
     script: Annotated[
-        Path | None, typer.Option("--script", help="Submit this batch script instead of a command.")
+        Path | None,
+        typer.Option("--script", help="Submit this batch script; its #SBATCH resource lines join the plan."),
+    ] = None,
+    tasks: Annotated[
+        Path | None,
+        typer.Option(
+            "--tasks",
+            help='A batch: JSON lines {"key": K, "argv": [...] | "script": S, "env": {...}, "gpus"/"time"/...}. '
+            "One plan, one approval, one remote call; each task its own job.",
+        ),
     ] = None,
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
@@ -79,17 +88,42 @@ def launch(
     from rsk.launch import requester
     from rsk.paths import check_token, new_request_id, resolve_project
     from rsk.protocol import Request
+    from rsk.tasks import parse_tasks, sbatch_directives
     from rsk.units import parse_mem, parse_time
 
     argv = list(command or [])
-    if not argv and script is None:
-        raise UsageError("nothing to run", "give a command after --, e.g. rsk launch -t lab -- python train.py")
+    if sum(bool(x) for x in (argv, script, tasks)) != 1:
+        raise UsageError(
+            "give exactly one of: a command after --, --script FILE, or --tasks FILE",
+            "e.g. rsk launch -t lab -- python train.py",
+        )
     script_text = None
+    task_specs = []
     if script is not None:
         try:
             script_text = script.read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read --script {script}: {exc}") from exc
+        lifted = sbatch_directives(script_text)
+        given = {"partition": partition, "account": account, "qos": qos, "nodes": nodes, "cpus": cpus,
+                 "mem": mem, "time": time, "name": name, "gpus": gpus}  # fmt: skip
+        for key, value in lifted.items():
+            if given.get(key) is not None and str(given[key]) != value:
+                raise UsageError(f"--{key} {given[key]} and the script's #SBATCH {key}={value} disagree")
+        partition = partition or lifted.get("partition")
+        account = account or lifted.get("account")
+        qos = qos or lifted.get("qos")
+        nodes = nodes if nodes is not None else (int(lifted["nodes"]) if "nodes" in lifted else None)
+        cpus = cpus if cpus is not None else (int(lifted["cpus"]) if "cpus" in lifted else None)
+        gpus = gpus if gpus is not None else (int(lifted["gpus"]) if "gpus" in lifted else None)
+        mem = mem or lifted.get("mem")
+        time = time or lifted.get("time")
+        name = name or lifted.get("name")
+    if tasks is not None:
+        try:
+            task_specs = parse_tasks(tasks.read_text(encoding="utf-8"), str(tasks))
+        except OSError as exc:
+            raise UsageError(f"cannot read --tasks {tasks}: {exc}") from exc
     for entry in env or []:
         if "=" not in entry:
             raise UsageError(f"--env {entry!r} is not NAME=VALUE")
@@ -109,6 +143,7 @@ def launch(
         env=list(env or []),
         argv=argv,
         script=script_text,
+        tasks=task_specs,
         requester=requester(),
     )
     console = err()
@@ -119,7 +154,14 @@ def launch(
         return
     o = out()
     verb = "already submitted:" if result.status == "replayed" else "submitted"
-    o.print(f"{verb} job {result.job_id} on {result.target}", markup=False)
+    if result.tasks:
+        o.print(f"{verb} batch {result.request_id}: {len(result.tasks)} tasks on {result.target}", markup=False)
+        for t in result.tasks[:10]:
+            o.print(f"  {t.task:<24} job {t.job_id}", markup=False)
+        if len(result.tasks) > 10:
+            o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)", markup=False)
+    else:
+        o.print(f"{verb} job {result.job_id} on {result.target}", markup=False)
     o.print(f"  project     {result.project}", markup=False)
     o.print(f"  request id  {result.request_id}", markup=False)
     o.print(f"  plan        {result.plan_hash}", markup=False)

@@ -1,0 +1,45 @@
+"""Grouping job states into batches with summaries, for status and watch (pure)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rsk.ops import JobState, Status
+
+
+@dataclass
+class BatchView:
+    target: str
+    request_id: str
+    jobs: list[JobState] = field(default_factory=list)
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(j.state for j in self.jobs)
+
+    @property
+    def gpu_hours_used(self) -> float:
+        return sum(j.gpu_hours_used for j in self.jobs)
+
+    @property
+    def gpu_hours_reserved(self) -> float:
+        return sum(j.gpu_hours_reserved for j in self.jobs)
+
+
+def batches(statuses: list[Status]) -> list[BatchView]:
+    """One view per request (a single job is a batch of one), in submission order."""
+    views: dict[tuple[str, str], BatchView] = {}
+    for st in statuses:
+        for j in st.jobs:
+            views.setdefault((st.target, j.request_id), BatchView(st.target, j.request_id)).jobs.append(j)
+    return list(views.values())
+
+
+def duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{d}-" if d else "") + f"{h:d}:{m:02d}:{s:02d}"

@@ -1,0 +1,67 @@
+"""Rich rendering of job tables (status, watch)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rsk.board import batches, duration
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from rsk.ops import JobState, Status
+
+STYLE = {
+    "pending": "yellow",
+    "running": "cyan",
+    "succeeded": "green",
+    "failed": "red",
+    "cancelled": "magenta",
+    "timed-out": "red",
+    "lost": "red",
+    "unknown": "dim",
+}
+
+
+def _resources(j: JobState) -> str:
+    if j.nodes is None:
+        return "-"
+    gpu = f" {j.gpus}g" if j.gpus else ""
+    return f"{j.nodes}n {j.cpus}c {j.mem_mb}M{gpu}"
+
+
+def render_status(statuses: list[Status], stale: dict[str, str] | None = None, title: str = "") -> RenderableType:
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    stale = stale or {}
+    table = Table(title=title or None, expand=False, show_lines=False)
+    for col in ("batch", "task", "job", "state", "elapsed / limit", "resources", "node / reason", "exit"):
+        table.add_column(col, no_wrap=True)
+    for view in batches(statuses):
+        for j in view.jobs:
+            state = Text(j.state, style=STYLE.get(j.state, ""))
+            exit_text = str(j.exit_code) if j.exit_code is not None else ""
+            if j.signal:
+                exit_text += f" ({j.signal})"
+            elapsed = f"{duration(j.elapsed_s)} / {duration(j.limit_s)}"
+            table.add_row(view.request_id, j.task or "", j.job_id, state, elapsed, _resources(j), j.where, exit_text)
+        if len(view.jobs) == 1:
+            table.add_section()
+            continue
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(view.counts.items()))
+        table.add_row(
+            Text(f"= {view.request_id}", style="bold"), f"{len(view.jobs)} job(s)", "", counts, "",
+            f"{view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved", "", "",
+            end_section=True,
+        )  # fmt: skip
+    parts: list[RenderableType] = [table]
+    for st in statuses:
+        if st.slurm == "down":
+            parts.append(Text(f"{st.target}: Slurm controller not answering; states may be stale", style="yellow"))
+    for target, why in stale.items():
+        parts.append(Text(f"{target}: STALE: {why}", style="bold yellow"))
+    if not any(st.jobs for st in statuses):
+        parts.append(Text("no rsk jobs yet"))
+    return Group(*parts)

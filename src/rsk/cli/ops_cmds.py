@@ -1,0 +1,119 @@
+"""Operating on jobs: status, cancel, reconcile, events."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status", help="State of the project's rsk jobs (one remote call for all of them).")(status)
+    app.command("cancel", help="Cancel a job, a request or a batch this project launched (and only those).")(cancel)
+    app.command("reconcile", help="Resolve every intent without an outcome from Slurm's evidence; never resubmits.")(
+        reconcile
+    )
+    app.command(
+        "events",
+        help="What changed since --after CURSOR (journal events, job state changes), with the next cursor. "
+        "--wait blocks until something changes, so agents need no sleep loops.",
+    )(events)
+
+
+def status(
+    job: Annotated[str | None, typer.Argument(help="Only this job id.")] = None,
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    batch: Annotated[str | None, typer.Option("--batch", "-b", help="Only this batch (its request id).")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.errors import UsageError
+    from rsk.ops import status as get_status
+    from rsk.paths import resolve_project
+
+    st = get_status(resolve_target(target), resolve_project(project))
+    if job:
+        st.jobs = [j for j in st.jobs if j.job_id == job]
+        if not st.jobs:
+            raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them")
+    if batch:
+        st.jobs = [j for j in st.jobs if j.request_id == batch]
+    if json_out:
+        print_json(st)
+        return
+    from rsk.cli.board import render_status
+
+    out().print(render_status([st]))
+
+
+def cancel(
+    job: Annotated[str | None, typer.Argument(help="Job id to cancel.")] = None,
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    request_id: Annotated[str | None, typer.Option("--request-id", "-r", help="Cancel this request's job.")] = None,
+    batch: Annotated[str | None, typer.Option("--batch", "-b", help="Cancel every task of this batch.")] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.ops import cancel as do_cancel
+    from rsk.paths import resolve_project
+
+    report = do_cancel(resolve_target(target), resolve_project(project), job=job, request_id=request_id, batch=batch)
+    if json_out:
+        print_json(report)
+        return
+    o = out()
+    for r in report.results:
+        what = f"job {r.job_id}" + (f" ({r.request_id}{'/' + r.task if r.task else ''})" if r.request_id else "")
+        text = {
+            "cancelled": "cancelled",
+            "finished": "had already finished",
+            "not-ours": "is not this project's: left alone",
+            "failed": "could not be cancelled",
+        }[r.result]
+        o.print(f"{what} {text}", markup=False)
+    o.print(f"next: rsk status --target {report.target} --project {report.project}", markup=False)
+
+
+def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+    from rsk.ops import reconcile as do_reconcile
+    from rsk.paths import resolve_project
+
+    report = do_reconcile(resolve_target(target), resolve_project(project))
+    if json_out:
+        print_json(report)
+        return
+    o = out()
+    if not report.items:
+        o.print(f"nothing to reconcile: every intent in {report.project} has an outcome", markup=False)
+    for item in report.items:
+        if item.result == "reconciled":
+            o.print(f"{item.request_id}: was submitted as job {item.job_id} (recorded now)", markup=False)
+        else:
+            o.print(f"{item.request_id}: never reached Slurm (abandoned; launching it again is safe)", markup=False)
+
+
+def events(
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    after: Annotated[str | None, typer.Option(help="The cursor a previous call returned.")] = None,
+    wait: Annotated[float, typer.Option(min=0, max=3600, help="Block up to this many seconds for a change.")] = 0,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.ops import events as get_events
+    from rsk.paths import resolve_project
+
+    ev = get_events(resolve_target(target), resolve_project(project), after=after, wait=wait)
+    if json_out:
+        print_json(ev)
+        return
+    o = out()
+    for e in ev.events:
+        if e.kind == "state":
+            o.print(f"job {e.job_id} ({e.request_id}{'/' + e.task if e.task else ''}): "
+                    f"{e.old_state or 'new'} -> {e.new_state}", markup=False)  # fmt: skip
+        elif e.journal is not None:
+            o.print(f"journal {e.journal.n}: {e.journal.event} {e.request_id}"
+                    + (f" job={e.job_id}" if e.job_id else ""), markup=False)  # fmt: skip
+    o.print(f"cursor {ev.cursor}", markup=False)

@@ -1,0 +1,70 @@
+"""rsk watch: a live table of batches and jobs."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from rsk.cli.common import JsonOpt, ProjectOpt, out, print_json
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "watch",
+        help="A live table of the project's batches and jobs; one remote call per target per refresh. "
+        "Ctrl-C leaves. --once prints one table; --json one document.",
+    )(watch)
+
+
+def watch(
+    target: Annotated[
+        list[str] | None, typer.Option("--target", "-t", help="Target (repeatable); default: every target.")
+    ] = None,
+    project: ProjectOpt = None,
+    batch: Annotated[str | None, typer.Option("--batch", "-b", help="Only this batch (its request id).")] = None,
+    interval: Annotated[float, typer.Option(min=1, help="Seconds between refreshes (it backs off on errors).")] = 10,
+    once: Annotated[bool, typer.Option(help="Print one table and exit.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    import os
+
+    from rsk.cli.board import render_status
+    from rsk.paths import resolve_project
+    from rsk.targets import list_targets
+    from rsk.watcher import Watcher
+
+    names = list(target or []) or ([os.environ["RSK_TARGET"]] if os.environ.get("RSK_TARGET") else [])
+    names = names or [t.name for t in list_targets()]
+    if not names:
+        from rsk.errors import UsageError
+
+        raise UsageError("no targets to watch", "pass --target NAME; see INSTALL.md to add one")
+    w = Watcher(names, resolve_project(project), interval=interval, batch=batch)
+    title = f"rsk watch: project {w.project}"
+    try:
+        if once or json_out:
+            snap = w.poll()
+            if json_out:
+                print_json({"schema_version": 1, "statuses": [s.model_dump() for s in snap.statuses],
+                            "stale": snap.stale})  # fmt: skip
+            else:
+                out().print(render_status(snap.statuses, snap.stale, title=title))
+            return
+        from rich.live import Live
+
+        console = out()
+        with Live(console=console, auto_refresh=False, screen=False) as live:
+            while True:
+                snap = w.poll()
+                stamp = time.strftime("%H:%M:%S")
+                live.update(
+                    render_status(snap.statuses, snap.stale, title=f"{title} at {stamp} (every {snap.delay:g}s)"),
+                    refresh=True,
+                )
+                time.sleep(snap.delay)
+    except KeyboardInterrupt:
+        return
+    finally:
+        w.close()

@@ -1,0 +1,129 @@
+"""Batch task files (JSON lines) and #SBATCH directives of user scripts: parsed into requests (pure)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from rsk.errors import UsageError
+from rsk.paths import TOKEN
+from rsk.protocol import TaskSpec
+from rsk.units import parse_mem, parse_time
+
+MAX_TASKS = 1000  # Slurm's default MaxArraySize allows array indices 0..1000
+
+
+class TaskLine(BaseModel):
+    """One line of a --tasks file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    argv: list[str] | None = None
+    script: str | None = None
+    env: dict[str, str] = {}
+    nodes: int | None = None
+    cpus: int | None = None
+    mem: str | int | None = None
+    gpus: int | None = None
+    time: str | int | None = None
+
+    @model_validator(mode="after")
+    def one_command(self) -> TaskLine:
+        if (self.argv is None) == (self.script is None):
+            raise ValueError("give exactly one of argv (a list) or script (a string)")
+        if self.argv is not None and not self.argv:
+            raise ValueError("argv is empty")
+        return self
+
+
+def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
+    tasks: list[TaskSpec] = []
+    seen: set[str] = set()
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        where = f"{source} line {n}"
+        try:
+            t = TaskLine.model_validate(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{where} is not JSON: {exc.msg}", 'each line is an object like {"key": "a", "argv": ["echo", "a"]}'
+            ) from exc
+        except ValidationError as exc:
+            e = exc.errors()[0]
+            raise UsageError(f"{where}: {'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}") from exc
+        if not TOKEN.match(t.key):
+            raise UsageError(f"{where}: key {t.key!r} is not valid", "keys are 1-64 characters of A-Z a-z 0-9 . _ -")
+        if t.key in seen:
+            raise UsageError(f"{where}: key {t.key!r} appears twice", "each task needs its own key")
+        seen.add(t.key)
+        for name in t.env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise UsageError(f"{where}: environment name {name!r} is not valid")
+        tasks.append(
+            TaskSpec(
+                key=t.key,
+                argv=t.argv if t.argv is not None else ["/bin/sh", "-c", t.script or ""],
+                env=[f"{k}={v}" for k, v in t.env.items()],
+                nodes=t.nodes,
+                cpus=t.cpus,
+                mem_mb=parse_mem(str(t.mem)) if t.mem is not None else None,
+                gpus=t.gpus,
+                time_min=parse_time(str(t.time)) if t.time is not None else None,
+            )
+        )
+    if not tasks:
+        raise UsageError(f"{source} has no tasks")
+    if len(tasks) > MAX_TASKS:
+        raise UsageError(f"{source} has {len(tasks)} tasks; a batch has at most {MAX_TASKS}", "split it into batches")
+    return tasks
+
+
+# #SBATCH directives that rsk lifts into the plan; every other directive is refused, so that the
+# job Slurm runs never asks for more than the plan that policy and ledger checked.
+_LIFTED = {
+    "p": "partition", "partition": "partition", "A": "account", "account": "account", "qos": "qos",
+    "N": "nodes", "nodes": "nodes", "c": "cpus", "cpus-per-task": "cpus", "mem": "mem", "t": "time",
+    "time": "time", "J": "name", "job-name": "name", "gres": "gres", "gpus-per-node": "gpus",
+}  # fmt: skip
+# directives that change nothing the plan binds (or that rsk sets itself and ignores in the script)
+_HARMLESS = {"o", "output", "e", "error", "mail-type", "mail-user", "comment", "open-mode", "chdir", "D"}
+
+
+def sbatch_directives(script: str) -> dict[str, str]:
+    """The resources a script's #SBATCH lines ask for, as rsk option names; refuses what rsk cannot plan."""
+    found: dict[str, str] = {}
+    for n, line in enumerate(script.splitlines(), 1):
+        if not line.startswith("#SBATCH"):
+            if line.strip() and not line.startswith("#"):
+                break  # sbatch stops reading directives at the first command
+            continue
+        for word in shlex.split(line[len("#SBATCH") :], comments=True):
+            if not word.startswith("-"):
+                continue
+            flag = word.lstrip("-")
+            name, _, value = flag.partition("=")
+            if not value and len(name) > 1 and word.startswith("-") and not word.startswith("--"):
+                name, value = name[0], name[1:]
+            if name in _HARMLESS:
+                continue
+            if name not in _LIFTED:
+                raise UsageError(
+                    f"script line {n}: #SBATCH {word} is not something rsk can plan",
+                    "remove it; rsk plans partition, account, qos, nodes, cpus-per-task, mem, time, "
+                    "gres=gpu:N and gpus-per-node, so policy and ledger see the real request",
+                )
+            if not value:
+                raise UsageError(f"script line {n}: write #SBATCH {word}=VALUE (with =) so rsk can read it")
+            key = _LIFTED[name]
+            if key == "gres":
+                m = re.fullmatch(r"gpu(?::[A-Za-z0-9_-]+)?:(\d+)", value)
+                if not m:
+                    raise UsageError(f"script line {n}: only --gres=gpu:N can be planned, not {value!r}")
+                key, value = "gpus", m.group(1)
+            found[key] = value
+    return found
