@@ -29,7 +29,9 @@ main() {
         function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
         $0 ~ / ev=(accepted|reconciled) / {
             j = kv("job"); r = kv("rid")
-            if ((mode == "job" && j == value) || (mode != "job" && r == value)) t = kv("task"); print j " " r " " (t == "" ? "-" : t) " " kv("plan")
+            if ((mode == "job" && j == value) || (mode != "job" && r == value)) {
+                t = kv("task"); print j " " r " " (t == "" ? "-" : t) " " kv("plan")
+            }
         }' "$jf" | sort -u)
     if [ -z "$matches" ]; then
         rsk_emit cancel "job=$value" result=not-ours

@@ -15,6 +15,7 @@ class Exit(IntEnum):
     STATE = 6  # a ledger or target file is invalid, or written by a newer rsk
     CAP = 7  # the project's active-jobs cap on the cluster is reached
     REJECTED = 8  # Slurm refuses the request as asked (sbatch --test-only or sbatch)
+    CHECKS = 9  # rsk doctor: at least one check failed
     UNAVAILABLE = 69  # the Slurm controller does not answer
     REMOTE_ROOT = 73  # the remote root is not writable (full disk, permissions)
     CONNECT = 75  # the cluster cannot be reached now (refused, timeout): try again later

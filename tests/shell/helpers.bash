@@ -6,7 +6,7 @@ REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 setup_root() {
     ROOT=$(mktemp -d /tmp/rsk-bats.XXXXXX)
     mkdir -p "$ROOT/scripts/dev"
-    cp "$REPO"/remote/*.sh "$ROOT/scripts/dev/"
+    cp "$REPO"/remote/*.sh "$REPO"/remote/*.awk "$ROOT/scripts/dev/"
     chown -R "$LAB_USER" "$ROOT"
     chmod 0755 "$ROOT"
     PROJECT="b$(date +%s)$$${BATS_TEST_NUMBER}"

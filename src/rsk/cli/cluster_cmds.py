@@ -14,6 +14,7 @@ def register(app: typer.Typer) -> None:
     app.command("journal", help="Show the project's attempt journal on the cluster (intent, outcome, ...).")(journal)
     app.command("logs", help="Show a bounded tail of a job's stdout or stderr.")(logs)
     app.command("targets", help="List the targets rsk can find.")(targets)
+    app.command("doctor", help="Check a target end to end; exit 0 when nothing fails, 9 when a check fails.")(doctor)
 
 
 def journal(
@@ -88,3 +89,24 @@ def targets(json_out: JsonOpt = False) -> None:
     for t in found:
         where = f"{t.user + '@' if t.user else ''}{t.host}{':' + str(t.port) if t.port else ''}"
         out().print(f"{t.name:<12} {where:<28} root {t.remote_root}  ({t.source})", markup=False)
+
+
+def doctor(
+    target: Annotated[str | None, typer.Argument(help="Target name.")] = None, json_out: JsonOpt = False
+) -> None:
+    from rsk.doctor import doctor as run_doctor
+    from rsk.errors import Exit
+
+    report = run_doctor(resolve_target(target))
+    if json_out:
+        print_json(report)
+    else:
+        o = out()
+        mark = {"pass": "ok  ", "fail": "FAIL", "unavailable": "n/a "}
+        for c in report.checks:
+            o.print(f"{mark[c.result]} {c.name:<13} {c.message}", markup=False)
+            if c.hint and c.result != "pass":
+                o.print(f"     {'':<13} hint: {c.hint}", markup=False)
+        o.print("all checks passed" if report.ok else "some checks failed", markup=False)
+    if not report.ok:
+        raise typer.Exit(int(Exit.CHECKS))

@@ -1,0 +1,48 @@
+#!/bin/sh
+# rsk doctor (cluster side): one @@check line per check, result pass|fail|unavailable.
+#   doctor.sh
+#   @@check name=NAME result=RESULT msg=B64 hint=B64
+set -eu
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=policy.sh
+. "$(dirname "$0")/policy.sh"
+
+check() { # check NAME RESULT MESSAGE [HINT]
+    rsk_emit check "name=$1" "result=$2" "msg=$(rsk_b64 "$3")" "hint=$(rsk_b64 "${4:-}")"
+}
+
+main() {
+    rsk_start
+    missing=''
+    for c in sbatch squeue scontrol sinfo scancel base64 awk; do
+        command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
+    done
+    if [ -z "$missing" ]; then check commands pass "sbatch squeue scontrol sinfo scancel base64 awk found"
+    else check commands fail "missing:$missing" "install Slurm's client commands and coreutils on the login node"; fi
+    if command -v sha256sum >/dev/null 2>&1 || command -v shasum >/dev/null 2>&1; then check sha256 pass "found"
+    else check sha256 fail "neither sha256sum nor shasum" "install coreutils"; fi
+    if command -v flock >/dev/null 2>&1; then check flock pass "flock found"
+    else check flock unavailable "no flock: rsk uses its mkdir lock instead" ""; fi
+    check version pass "$(sinfo -V 2>&1 | head -n 1)"
+    if out=$(scontrol ping 2>&1) && printf '%s' "$out" | grep -q UP; then check controller pass "$(printf '%s' "$out" | tr '\n' ' ')"
+    else check controller fail "$(printf '%s' "$out" | head -c 300)" "the Slurm controller does not answer; ask the cluster admins"; fi
+    if out=$(sacct -n -X -S now-1minute -o JobID 2>&1); then check sacct pass "sacct answers"
+    else check sacct unavailable "$(printf '%s' "$out" | head -c 200)" "rsk records outcomes in run markers instead"; fi
+    age=$(scontrol show config 2>/dev/null | sed -n 's/^MinJobAge *= *//p')
+    check min-job-age pass "MinJobAge = ${age:-unknown} (Slurm forgets finished jobs after this; rsk's markers remember)"
+    if (rsk_policy_load) >/dev/null 2>&1; then
+        rsk_policy_load
+        check policy pass "$RSK_POLICY_SOURCE policy ($(rsk_policy_file)), digest $RSK_POLICY_DIGEST"
+    else
+        check policy fail "$(rsk_policy_file) is invalid" "run policy.sh show on the cluster to see why"
+    fi
+    parts=$(sinfo -h -o '%P %a %D %G' 2>/dev/null | tr '\n' ';')
+    if [ -n "$parts" ]; then check partitions pass "$parts"; else check partitions fail "sinfo shows no partitions" ""; fi
+    if (rsk_need_writable "$RSK_ROOT/journal") >/dev/null 2>&1; then check remote-root pass "$RSK_ROOT is writable"
+    else check remote-root fail "$RSK_ROOT/journal is not writable" "fix permissions or free space under the remote root"; fi
+    if out=$(sbatch --test-only --time=1 --mem=64 --wrap true 2>&1); then check test-only pass "$(printf '%s' "$out" | head -c 200)"
+    else check test-only fail "$(printf '%s' "$out" | head -c 300)" "a small job cannot be scheduled; check partitions and limits"; fi
+}
+
+main "$@"

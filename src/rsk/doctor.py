@@ -1,0 +1,72 @@
+"""rsk doctor: checks from the local target file to a --test-only of a small job on the cluster."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk import bundle
+from rsk.errors import RskError
+from rsk.protocol import unb64
+from rsk.targets import find_target
+
+
+class Check(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    result: Literal["pass", "fail", "unavailable"]
+    message: str
+    hint: str = ""
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    ok: bool
+    checks: list[Check]
+
+
+def doctor(target_name: str) -> Report:
+    checks: list[Check] = []
+
+    def report() -> Report:
+        return Report(target=target_name, ok=all(c.result != "fail" for c in checks), checks=checks)
+
+    try:
+        target = find_target(target_name)
+    except RskError as exc:
+        checks.append(Check(name="target", result="fail", message=exc.message, hint=exc.hint or ""))
+        return report()
+    checks.append(Check(name="target", result="pass", message=f"{target.source}"))
+    from rsk.remote import Remote
+    from rsk.transport import Connection
+
+    try:
+        conn = Connection(target)
+    except RskError as exc:
+        checks.append(Check(name="ssh", result="fail", message=exc.message, hint=exc.hint or ""))
+        return report()
+    with conn:
+        checks.append(Check(name="ssh", result="pass", message=f"connected; host key verified ({target.host})"))
+        remote = Remote(conn)
+        try:
+            out = remote.call("doctor.sh")
+        except RskError as exc:
+            checks.append(Check(name="scripts", result="fail", message=exc.message, hint=exc.hint or ""))
+            return report()
+        deployed = "deployed now" if remote.deployed_now else "already deployed"
+        checks.append(Check(name="scripts", result="pass", message=f"scripts {bundle.digest()} {deployed}"))
+        for r in out.all("check"):
+            checks.append(
+                Check(
+                    name=r.kv.get("name", "?"),
+                    result=r.kv.get("result", "fail"),
+                    message=unb64(r.kv.get("msg", "")),
+                    hint=unb64(r.kv.get("hint", "")),
+                )
+            )
+    return report()
