@@ -125,7 +125,8 @@ def test_status_reports_outcomes_without_accounting(lab: Lab, project: str) -> N
     st = wait_states(project, {"long/": "cancelled"})
     assert st["long/"]["signal"] == "TERM"
     # a job Slurm has forgotten keeps its final state from the run markers
-    lab.ssh(f"printf 'v=1 t=x ev=accepted rid=gone plan=p job=999999 res=1,1,1,0,1\\n' >> {lab.root_sh}/journal/{project}.log"
+    line = "v=1 t=x ev=accepted rid=gone plan=p job=999999 res=1,1,1,0,1"
+    lab.ssh(f"printf '{line}\\n' >> {lab.root_sh}/journal/{project}.log"
             f" && mkdir -p {lab.root_sh}/runs/{project}/gone && printf 'rc=0 sig=TERM t=1 elapsed=61 limit=60\\n'"
             f" > {lab.root_sh}/runs/{project}/gone/ended")  # fmt: skip
     assert status(project)["gone/"]["state"] == "timed-out"
