@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rsk.decide import Decision, Facts, decide, find_approval
-from rsk.errors import ConnectError, DeniedError, PendingApproval, RskError
+from rsk.errors import ConnectError, DeniedError, PendingApproval, ProtocolError, RskError
 from rsk.ledger import AuditEntry, Card, CardPlan, Charge, Ledger, now
 from rsk.protocol import Plan, Request, accepted_from, plan_from, raise_for_error
 from rsk.remote import Remote
@@ -282,7 +282,7 @@ def launch(
         say(f"submitting (allowed by {allowed.kind} {allowed.id})")
         try:
             out = remote.call("submit.sh", "submit", "--rs-expect", plan.hash, stdin=payload)
-        except ConnectError as exc:
+        except (ConnectError, ProtocolError) as exc:  # the outcome is unknown: keep the charge reserved
             exc.hint = (
                 f"the outcome is unknown; launch again with --request-id {request.request_id}: "
                 "the cluster's journal makes sure nothing is submitted twice"

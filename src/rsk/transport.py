@@ -147,6 +147,11 @@ class Connection:
                     f"the host key of {ep.hostname}:{ep.port} is unknown (not in {ep.known_hosts})",
                     f"verify and add it: ssh-keyscan -p {ep.port} {ep.hostname} >> {ep.known_hosts}",
                 ) from exc
+            if "banner" in str(exc).lower():
+                raise ConnectError(
+                    f"connecting to {where} timed out: no SSH banner within {self.target.connect_timeout:g}s",
+                    "the host or a proxy in between is not answering SSH; try again later",
+                ) from exc
             raise ConnectError(f"SSH to {where} failed: {exc}", "try again; `rsk doctor` checks the target") from exc
         except TimeoutError as exc:
             raise ConnectError(

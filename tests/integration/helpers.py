@@ -30,3 +30,12 @@ def finished_output(project: str, job_id: str, stream: str = "stdout") -> dict[s
     tail = dict(json.loads(r.out))
     assert tail["ended"], f"job {job_id} did not end in time: {tail}"
     return tail
+
+
+def jfield(line: str, key: str) -> str | None:
+    """The value of key=value in a journal line."""
+    for word in line.split(" "):
+        k, sep, v = word.partition("=")
+        if sep and k == key:
+            return v
+    return None

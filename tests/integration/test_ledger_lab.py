@@ -12,7 +12,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import ROOT, Lab, rsk
-from tests.integration.helpers import finished_output, grant, launch, launched
+from tests.integration.helpers import finished_output, grant, jfield, launch, launched
 
 
 def grant_view(project: str) -> dict[str, object]:
@@ -214,7 +214,7 @@ def test_parallel_launches_never_overspend_a_grant(lab: Lab, project: str, tmp_p
     assert view["jobs_spent"] == 100 and view["jobs_reserved"] == 0 and view["jobs_left"] == 0
     # the cluster's journal agrees: one intent and one acceptance per allowed request, nothing else
     lines = lab.journal(project)
-    accepted = {line.rsplit("job=", 1)[1] for line in lines if " ev=accepted " in line}
+    accepted = {jfield(line, "job") for line in lines if " ev=accepted " in line}
     assert accepted == jobs
     assert sum(" ev=intent " in line for line in lines) == 100
     # and Slurm agrees: every rsk job of this project it knows is one the journal accepted
