@@ -117,6 +117,7 @@ class Connection:
         client.load_host_keys(str(ep.known_hosts))
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         where = f"{ep.user}@{ep.hostname}:{ep.port}"
+        started = time.monotonic()
         try:
             client.connect(
                 ep.hostname,
@@ -147,7 +148,8 @@ class Connection:
                     f"the host key of {ep.hostname}:{ep.port} is unknown (not in {ep.known_hosts})",
                     f"verify and add it: ssh-keyscan -p {ep.port} {ep.hostname} >> {ep.known_hosts}",
                 ) from exc
-            if "banner" in str(exc).lower():
+            stalled = time.monotonic() - started >= self.target.connect_timeout * 0.9
+            if stalled or "banner" in str(exc).lower() or "no existing session" in str(exc).lower():
                 raise ConnectError(
                     f"connecting to {where} timed out: no SSH banner within {self.target.connect_timeout:g}s",
                     "the host or a proxy in between is not answering SSH; try again later",

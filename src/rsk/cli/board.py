@@ -36,16 +36,23 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     from rich.text import Text
 
     stale = stale or {}
-    table = Table(title=title or None, expand=False, show_lines=False)
-    for col in ("batch", "task", "job", "state", "elapsed / limit", "resources", "node / reason", "exit"):
-        table.add_column(col, no_wrap=True)
+    table = Table(title=title or None, expand=False, show_lines=False, padding=(0, 1))
+    # what a human scans for never truncates (job, state, time); the rest folds on narrow terminals
+    table.add_column("batch", overflow="fold", max_width=24)
+    table.add_column("task", overflow="fold", max_width=16)
+    table.add_column("job", no_wrap=True, min_width=5)
+    table.add_column("state", no_wrap=True, min_width=9)
+    table.add_column("elapsed/limit", no_wrap=True, min_width=15)
+    table.add_column("resources", overflow="fold")
+    table.add_column("node/reason", overflow="fold")
+    table.add_column("exit", overflow="fold")
     for view in batches(statuses):
         for j in view.jobs:
             state = Text(j.state, style=STYLE.get(j.state, ""))
             exit_text = str(j.exit_code) if j.exit_code is not None else ""
             if j.signal:
                 exit_text += f" ({j.signal})"
-            elapsed = f"{duration(j.elapsed_s)} / {duration(j.limit_s)}"
+            elapsed = f"{duration(j.elapsed_s)}/{duration(j.limit_s)}"
             table.add_row(view.request_id, j.task or "", j.job_id, state, elapsed, _resources(j), j.where, exit_text)
         if len(view.jobs) == 1:
             table.add_section()
