@@ -11,6 +11,6 @@ echo "== ruff, mypy, shellcheck" >&2
 "$PY" -m mypy
 shellcheck remote/*.sh tests/lab/*.sh tests/*.sh bin/rsk .ci/run
 echo "== bats (remote scripts under dash, against the lab)" >&2
-bats tests/shell
+bats tests/shell tests/install
 echo "== pytest" >&2
 "$PY" -m pytest -q "$@"

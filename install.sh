@@ -1,0 +1,304 @@
+#!/bin/sh
+# rsk installer: the rsk command and the agent skill, with a receipt so --uninstall removes
+# exactly what was installed. POSIX sh; prints its plan before acting; idempotent.
+set -eu
+
+usage() {
+    cat <<'USAGE'
+usage: ./install.sh [options]
+
+Installs the rsk command (uv tool, else pipx, else a virtual environment with a shim in
+~/.local/bin) and the rsk skill where agents read it:
+  claude  ~/.claude/skills/rsk   (Claude Code)
+  codex   ~/.agents/skills/rsk   (OpenAI Codex)
+  pi      ~/.agents/skills/rsk   (pi)
+
+options:
+  --from SRC          install the command from SRC (a checkout or a pip spec; default: this checkout)
+  --agents LIST       comma-separated: claude,codex,pi (default: all three)
+  --no-cli            install only the skill
+  --harden            add rules so agents cannot run rsk approve/grant/deny/deny-rule, sbatch or
+                      scancel on their own (Claude Code: permissions.deny in ~/.claude/settings.json;
+                      Codex: ~/.codex/rules/rsk.rules)
+  --force             replace a skill folder this installer did not create
+  --dry-run           print every action, change nothing
+  --uninstall         remove exactly what the receipt lists
+  -h, --help          this help
+USAGE
+}
+
+say() { printf 'rsk-install: %s\n' "$*"; }
+die() { printf 'rsk-install: error: %s\n' "$*" >&2; exit 1; }
+need_cmd() { command -v "$1" >/dev/null 2>&1 || die "this needs '$1' ($2)"; }
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+STATE=${XDG_STATE_HOME:-$HOME/.local/state}/rsk
+RECEIPT=$STATE/install-receipt
+DATA=${XDG_DATA_HOME:-$HOME/.local/share}/rsk
+BIN=$HOME/.local/bin
+DRY=0
+FORCE=0
+CLI=1
+HARDEN=0
+UNINSTALL=0
+AGENTS=claude,codex,pi
+SRC=$HERE
+CHANGED=0
+
+act() { # act DESCRIPTION CMD...: run CMD (or only say it with --dry-run)
+    desc=$1
+    shift
+    if [ "$DRY" = 1 ]; then say "would $desc"; return 0; fi
+    say "$desc"
+    "$@"
+    CHANGED=1
+}
+
+receipt_has() { [ -f "$RECEIPT" ] && grep -qxF "$1" "$RECEIPT"; }
+receipt_add() {
+    [ "$DRY" = 1 ] && return 0
+    mkdir -p "$STATE"
+    receipt_has "$1" || printf '%s\n' "$1" >>"$RECEIPT"
+}
+receipt_drop() { # receipt_drop PREFIX: forget every line that starts with PREFIX
+    [ -f "$RECEIPT" ] || return 0
+    grep -vF -- "$1" "$RECEIPT" >"$RECEIPT.tmp" || true
+    mv "$RECEIPT.tmp" "$RECEIPT"
+}
+
+digest_dir() { (cd "$1" && find . -type f ! -name '.rsk-install' | LC_ALL=C sort | xargs cat | cksum | cut -d' ' -f1); }
+
+# --- the command ---------------------------------------------------------------
+src_digest() {
+    if [ -f "$SRC/pyproject.toml" ]; then
+        (cd "$SRC" && find pyproject.toml src remote skills -type f ! -path '*__pycache__*' 2>/dev/null \
+            | LC_ALL=C sort | xargs cat | cksum | cut -d' ' -f1)
+    else
+        printf '%s' "$SRC" | cksum | cut -d' ' -f1
+    fi
+}
+
+install_cli() {
+    want="cli-src $(src_digest)"
+    if receipt_has "$want"; then say "rsk command: unchanged"; return 0; fi
+    if command -v uv >/dev/null 2>&1; then
+        act "install the rsk command with uv tool from $SRC" uv tool install --force --quiet "$SRC"
+        receipt_add "uv-tool rsk"
+    elif command -v pipx >/dev/null 2>&1; then
+        act "install the rsk command with pipx from $SRC" pipx install --force "$SRC"
+        receipt_add "pipx rsk"
+    else
+        need_cmd python3 "Python 3.11 or newer"
+        if [ ! -x "$DATA/venv/bin/python" ]; then
+            act "create a virtual environment in $DATA/venv" python3 -m venv "$DATA/venv"
+        fi
+        act "install rsk into $DATA/venv from $SRC" "$DATA/venv/bin/python" -m pip install --quiet --upgrade "$SRC"
+        receipt_add "venv $DATA/venv"
+        if [ ! -f "$BIN/rsk" ] || ! grep -q "$DATA/venv/bin/rsk" "$BIN/rsk" 2>/dev/null; then
+            act "write the shim $BIN/rsk" write_shim
+        fi
+        receipt_add "file $BIN/rsk"
+        case ":$PATH:" in
+            *":$BIN:"*) ;;
+            *) say "note: $BIN is not on PATH; add this line to your shell profile: export PATH=\"\$HOME/.local/bin:\$PATH\"" ;;
+        esac
+    fi
+    receipt_drop "cli-src "
+    receipt_add "$want"
+}
+
+write_shim() {
+    mkdir -p "$BIN"
+    printf '#!/bin/sh\nexec %s "$@"\n' "$DATA/venv/bin/rsk" >"$BIN/rsk.tmp"
+    chmod 0755 "$BIN/rsk.tmp"
+    mv "$BIN/rsk.tmp" "$BIN/rsk"
+}
+
+# --- the skill -------------------------------------------------------------------
+skill_dirs() {
+    dirs=''
+    case ",$AGENTS," in *,claude,*) dirs="$HOME/.claude/skills/rsk" ;; esac
+    case ",$AGENTS," in *,codex,* | *,pi,*) dirs="$dirs $HOME/.agents/skills/rsk" ;; esac
+    printf '%s' "$dirs"
+}
+
+install_skill() { # install_skill DIR
+    dest=$1
+    srcdir=$HERE/skills/rsk
+    [ -f "$srcdir/SKILL.md" ] || srcdir=$(python3 -c 'import rsk.bundle as b; print(b.data_dir("skills") / "rsk")')
+    want=$(digest_dir "$srcdir")
+    if [ -d "$dest" ]; then
+        if [ -f "$dest/.rsk-install" ] && [ "$(cat "$dest/.rsk-install")" = "$want" ] && receipt_has "skill $dest"; then
+            say "skill $dest: unchanged"
+            return 0
+        fi
+        if ! receipt_has "skill $dest" && [ "$FORCE" != 1 ]; then
+            die "$dest exists and was not installed by this installer; move it away or pass --force"
+        fi
+        act "replace the skill in $dest" rm -rf "$dest"
+    fi
+    act "install the skill in $dest" copy_skill "$srcdir" "$dest" "$want"
+    receipt_add "skill $dest"
+}
+
+copy_skill() { # copy_skill SRC DEST DIGEST
+    mkdir -p "$(dirname "$2")"
+    rm -rf "$2.tmp"
+    cp -R "$1" "$2.tmp"
+    printf '%s\n' "$3" >"$2.tmp/.rsk-install"
+    mv "$2.tmp" "$2"
+}
+
+# --- hardening ---------------------------------------------------------------------
+CLAUDE_RULES='Bash(rsk approve:*)
+Bash(rsk grant:*)
+Bash(rsk deny:*)
+Bash(rsk deny-rule:*)
+Bash(sbatch:*)
+Bash(scancel:*)'
+
+claude_settings() { # claude_settings add|remove RULE...: edit permissions.deny, keeping everything else
+    need_cmd python3 "to edit ~/.claude/settings.json"
+    mode=$1
+    shift
+    python3 - "$HOME/.claude/settings.json" "$mode" "$@" <<'PY'
+import json, os, sys
+path, mode, rules = sys.argv[1], sys.argv[2], sys.argv[3:]
+try:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+except FileNotFoundError:
+    data = {}
+except ValueError as exc:
+    sys.exit(f"rsk-install: error: {path} is not valid JSON ({exc}); fix it first, it was not changed")
+deny = data.setdefault("permissions", {}).setdefault("deny", [])
+if mode == "add":
+    deny.extend(r for r in rules if r not in deny)
+else:
+    data["permissions"]["deny"] = [r for r in deny if r not in rules]
+os.makedirs(os.path.dirname(path), exist_ok=True)
+tmp = path + ".rsk-tmp"
+with open(tmp, "w", encoding="utf-8") as fh:
+    json.dump(data, fh, indent=2)
+    fh.write("\n")
+os.replace(tmp, path)
+PY
+}
+
+claude_has_rule() {
+    [ -f "$HOME/.claude/settings.json" ] || return 1
+    python3 - "$HOME/.claude/settings.json" "$1" <<'PY'
+import json, sys
+try:
+    data = json.load(open(sys.argv[1], encoding="utf-8"))
+except ValueError:
+    sys.exit(1)
+sys.exit(0 if sys.argv[2] in data.get("permissions", {}).get("deny", []) else 1)
+PY
+}
+
+CODEX_RULES_FILE=$HOME/.codex/rules/rsk.rules
+
+write_codex_rules() {
+    mkdir -p "$(dirname "$CODEX_RULES_FILE")"
+    cat >"$CODEX_RULES_FILE.tmp" <<'RULES'
+# Written by rsk's install.sh --harden; ./install.sh --uninstall removes it.
+# Approving, granting and denying are a human's acts, done in the human's own terminal.
+prefix_rule(
+    pattern = ["rsk", ["approve", "grant", "deny", "deny-rule"]],
+    decision = "forbidden",
+    justification = "A human approves rsk cards in their own terminal; tell them the card id and run `rsk wait CARD`.",
+    match = ["rsk approve c-1234", "rsk grant add --jobs 5"],
+    not_match = ["rsk launch -t lab -- true", "rsk approvals"],
+)
+prefix_rule(
+    pattern = [["sbatch", "scancel"]],
+    decision = "forbidden",
+    justification = "Use `rsk launch` and `rsk cancel`, which check the budget and never submit twice.",
+)
+RULES
+    mv "$CODEX_RULES_FILE.tmp" "$CODEX_RULES_FILE"
+}
+
+harden() {
+    case ",$AGENTS," in
+        *,claude,*)
+            while IFS= read -r rule; do # a here-document, not a pipe: CHANGED must survive the loop
+                if receipt_has "claude-deny $rule"; then continue; fi
+                if claude_has_rule "$rule"; then say "Claude Code already denies $rule (left as the user's)"; continue; fi
+                act "add \"$rule\" to permissions.deny in ~/.claude/settings.json" claude_settings add "$rule"
+                receipt_add "claude-deny $rule"
+            done <<RULES
+$CLAUDE_RULES
+RULES
+            ;;
+    esac
+    case ",$AGENTS," in
+        *,codex,*)
+            if receipt_has "file $CODEX_RULES_FILE"; then
+                say "Codex rules $CODEX_RULES_FILE: unchanged"
+            elif [ -e "$CODEX_RULES_FILE" ] && [ "$FORCE" != 1 ]; then
+                die "$CODEX_RULES_FILE exists and was not written by this installer; pass --force to replace it"
+            else
+                act "write Codex rules $CODEX_RULES_FILE" write_codex_rules
+                receipt_add "file $CODEX_RULES_FILE"
+            fi
+            ;;
+    esac
+}
+
+# --- uninstall ---------------------------------------------------------------------
+uninstall() {
+    if [ ! -f "$RECEIPT" ]; then say "nothing to uninstall (no receipt at $RECEIPT)"; return 0; fi
+    while IFS= read -r line; do
+        kind=${line%% *}
+        arg=${line#* }
+        case $kind in
+            skill | venv) [ ! -e "$arg" ] || act "remove $arg" rm -rf "$arg" ;;
+            file) [ ! -e "$arg" ] || act "remove $arg" rm -f "$arg" ;;
+            uv-tool) act "uninstall $arg (uv tool)" uv tool uninstall "$arg" ;;
+            pipx) act "uninstall $arg (pipx)" pipx uninstall "$arg" ;;
+            claude-deny) act "remove \"$arg\" from permissions.deny in ~/.claude/settings.json" claude_settings remove "$arg" ;;
+            cli-src) ;;
+            *) say "receipt line not understood, left alone: $line" ;;
+        esac
+    done <"$RECEIPT"
+    act "remove the receipt $RECEIPT" rm -f "$RECEIPT"
+    [ "$DRY" = 1 ] || rmdir "$STATE" 2>/dev/null || true
+    [ "$DRY" = 1 ] || rmdir "$DATA" 2>/dev/null || true
+}
+
+main() {
+    while [ $# -gt 0 ]; do
+        case $1 in
+            -h | --help) usage; exit 0 ;;
+            --dry-run) DRY=1 ;;
+            --force) FORCE=1 ;;
+            --no-cli) CLI=0 ;;
+            --harden) HARDEN=1 ;;
+            --uninstall) UNINSTALL=1 ;;
+            --agents) [ $# -ge 2 ] || die "--agents needs a list"; AGENTS=$2; shift ;;
+            --agents=*) AGENTS=${1#*=} ;;
+            --from) [ $# -ge 2 ] || die "--from needs a source"; SRC=$2; shift ;;
+            --from=*) SRC=${1#*=} ;;
+            *) usage >&2; die "unknown option: $1" ;;
+        esac
+        shift
+    done
+    for a in $(printf '%s' "$AGENTS" | tr ',' ' '); do
+        case $a in claude | codex | pi) ;; *) die "unknown agent '$a' (claude, codex, pi)" ;; esac
+    done
+    [ -n "${HOME:-}" ] || die "HOME is not set"
+    if [ "$UNINSTALL" = 1 ]; then
+        uninstall
+    else
+        [ "$CLI" = 0 ] || install_cli
+        for d in $(skill_dirs); do install_skill "$d"; done
+        [ "$HARDEN" = 0 ] || harden
+        if [ "$DRY" = 1 ]; then say "dry run: nothing was changed"
+        elif [ "$CHANGED" = 0 ]; then say "everything was already installed: nothing changed"
+        else say "done; receipt: $RECEIPT"; fi
+    fi
+}
+
+main "$@"

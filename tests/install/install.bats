@@ -1,0 +1,140 @@
+#!/usr/bin/env bats
+# install.sh in a temporary HOME: fresh install, idempotent rerun, uninstall, foreign folders,
+# --harden merging and removal, --dry-run.
+bats_require_minimum_version 1.5.0
+
+REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+
+setup() {
+    HOME=$(mktemp -d /tmp/rsk-home.XXXXXX)
+    export HOME
+    unset XDG_STATE_HOME XDG_DATA_HOME XDG_CONFIG_HOME
+}
+
+teardown() { rm -rf "$HOME"; }
+
+snapshot() { (cd "$HOME" && find . -print0 | LC_ALL=C sort -z | xargs -0 ls -ld --time-style=+%s 2>/dev/null | awk '{print $1, $5, $6, $7}'); }
+
+@test "fresh install puts the skill where each agent reads it, and nowhere legacy" {
+    run --separate-stderr sh "$REPO/install.sh" --no-cli
+    [ "$status" -eq 0 ]
+    [ -f "$HOME/.claude/skills/rsk/SKILL.md" ]
+    [ -f "$HOME/.agents/skills/rsk/SKILL.md" ]
+    [ ! -e "$HOME/.codex/skills" ]
+    [ ! -e "$HOME/.pi/agent/skills" ]
+    cmp "$REPO/skills/rsk/SKILL.md" "$HOME/.claude/skills/rsk/SKILL.md"
+    grep -qx "skill $HOME/.claude/skills/rsk" "$HOME/.local/state/rsk/install-receipt"
+}
+
+@test "--agents claude installs only Claude Code's copy" {
+    run sh "$REPO/install.sh" --no-cli --agents claude
+    [ "$status" -eq 0 ]
+    [ -d "$HOME/.claude/skills/rsk" ]
+    [ ! -e "$HOME/.agents" ]
+}
+
+@test "a second run changes nothing and says so" {
+    sh "$REPO/install.sh" --no-cli >/dev/null
+    before=$(snapshot)
+    run sh "$REPO/install.sh" --no-cli
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"nothing changed"* ]]
+    [ "$(snapshot)" = "$before" ]
+}
+
+@test "uninstall leaves nothing behind" {
+    mkdir -p "$HOME/.claude/skills/other"
+    before=$(snapshot)
+    sh "$REPO/install.sh" --no-cli --harden >/dev/null
+    run sh "$REPO/install.sh" --uninstall
+    [ "$status" -eq 0 ]
+    [ ! -e "$HOME/.claude/skills/rsk" ]
+    [ ! -e "$HOME/.agents/skills/rsk" ]
+    [ ! -e "$HOME/.local/state/rsk/install-receipt" ]
+    [ ! -e "$HOME/.codex/rules/rsk.rules" ]
+    [ -d "$HOME/.claude/skills/other" ]
+    [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["permissions"]["deny"])' "$HOME/.claude/settings.json")" = "[]" ]
+}
+
+@test "a skill folder it did not install is refused unless --force" {
+    mkdir -p "$HOME/.claude/skills/rsk"
+    echo mine >"$HOME/.claude/skills/rsk/SKILL.md"
+    run sh "$REPO/install.sh" --no-cli
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"was not installed by this installer"* ]]
+    [ "$(cat "$HOME/.claude/skills/rsk/SKILL.md")" = mine ]
+    run sh "$REPO/install.sh" --no-cli --force
+    [ "$status" -eq 0 ]
+    cmp "$REPO/skills/rsk/SKILL.md" "$HOME/.claude/skills/rsk/SKILL.md"
+}
+
+@test "--harden merges its rules into Claude Code's settings, keeps the user's, and uninstall removes only its own" {
+    mkdir -p "$HOME/.claude"
+    cat >"$HOME/.claude/settings.json" <<'JSON'
+{"model": "opus", "permissions": {"allow": ["Bash(ls:*)"], "deny": ["Bash(rm -rf:*)", "Bash(sbatch:*)"]}, "env": {"A": "1"}}
+JSON
+    run sh "$REPO/install.sh" --no-cli --harden
+    [ "$status" -eq 0 ]
+    deny() { python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["permissions"]["deny"]))' "$HOME/.claude/settings.json"; }
+    deny | grep -qxF 'Bash(rsk approve:*)'
+    deny | grep -qxF 'Bash(rsk grant:*)'
+    deny | grep -qxF 'Bash(rm -rf:*)'
+    [ "$(deny | grep -cxF 'Bash(sbatch:*)')" -eq 1 ]
+    grep -q 'decision = "forbidden"' "$HOME/.codex/rules/rsk.rules"
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["model"]=="opus" and d["env"]=={"A":"1"} and d["permissions"]["allow"]==["Bash(ls:*)"]' "$HOME/.claude/settings.json"
+    run sh "$REPO/install.sh" --no-cli --harden
+    [[ "$output" == *"nothing changed"* ]]
+    sh "$REPO/install.sh" --uninstall >/dev/null
+    [ "$(deny)" = "$(printf 'Bash(rm -rf:*)\nBash(sbatch:*)')" ]
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["model"]=="opus"' "$HOME/.claude/settings.json"
+}
+
+@test "--harden refuses a settings file that is not JSON and leaves it alone" {
+    mkdir -p "$HOME/.claude"
+    printf '{broken' >"$HOME/.claude/settings.json"
+    run sh "$REPO/install.sh" --no-cli --harden --agents claude
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"not valid JSON"* ]]
+    [ "$(cat "$HOME/.claude/settings.json")" = '{broken' ]
+}
+
+@test "a run that only hardens says it changed something" {
+    sh "$REPO/install.sh" --no-cli >/dev/null
+    run sh "$REPO/install.sh" --no-cli --harden
+    [[ "$output" == *"done; receipt"* ]]
+}
+
+@test "--dry-run prints every action and changes nothing" {
+    before=$(snapshot)
+    run sh "$REPO/install.sh" --dry-run --harden
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"would install the skill in $HOME/.claude/skills/rsk"* ]]
+    [[ "$output" == *"would install rsk into"* ]]
+    [[ "$output" == *"dry run: nothing was changed"* ]]
+    [ "$(snapshot)" = "$before" ]
+}
+
+@test "bad options get a clear error" {
+    run sh "$REPO/install.sh" --agents vim
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"unknown agent 'vim'"* ]]
+    run sh "$REPO/install.sh" --bogus
+    [ "$status" -ne 0 ]
+    run sh "$REPO/install.sh" --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"--uninstall"* ]]
+}
+
+@test "the command installs, and rsk --version works in a new login shell; uninstall removes it" {
+    cp /etc/skel/.profile "$HOME/.profile"
+    run sh "$REPO/install.sh" --agents claude
+    [ "$status" -eq 0 ]
+    run env -i HOME="$HOME" PATH=/usr/bin:/bin sh -lc 'rsk --version'
+    [ "$status" -eq 0 ]
+    [[ "$output" == "rsk "* ]]
+    run env -i HOME="$HOME" PATH=/usr/bin:/bin sh -lc 'rsk --help'
+    [[ "$output" == *"launch"* ]]
+    sh "$REPO/install.sh" --uninstall >/dev/null
+    [ ! -e "$HOME/.local/bin/rsk" ]
+    [ ! -e "$HOME/.local/share/rsk" ]
+}

@@ -1,0 +1,100 @@
+"""The agent skill: valid Agent Skills front matter, and its instructions work as written on the lab."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import time
+
+from rsk.errors import Exit
+from tests.conftest import ROOT, Lab, rsk
+
+SKILL = ROOT / "skills" / "rsk" / "SKILL.md"
+
+
+def front_matter() -> tuple[dict[str, str], str]:
+    text = SKILL.read_text(encoding="utf-8")
+    assert text.startswith("---\n")
+    head, _, body = text[4:].partition("\n---\n")
+    fields = {}
+    for line in head.splitlines():
+        key, sep, value = line.partition(":")
+        assert sep, f"front matter line is not key: value: {line!r}"
+        fields[key.strip()] = value.strip()
+    return fields, body
+
+
+def test_front_matter_follows_the_agent_skills_format() -> None:
+    fields, body = front_matter()
+    assert set(fields) == {"name", "description"}
+    assert fields["name"] == SKILL.parent.name == "rsk"
+    assert re.fullmatch(r"[a-z0-9-]{1,64}", fields["name"])
+    assert 0 < len(fields["description"]) <= 1024
+    assert "Slurm" in fields["description"] and "Use whenever" in fields["description"]
+    assert len(body.splitlines()) < 500
+    for link in re.findall(r"\]\((references/[^)]+)\)", body):
+        assert (SKILL.parent / link).is_file(), link
+
+
+def skill_commands() -> set[str]:
+    """The rsk subcommands the skill tells agents to run (from its code blocks and table)."""
+    _, body = front_matter()
+    return set(re.findall(r"`?rsk ([a-z-]+)", body))
+
+
+def test_skill_names_only_agent_commands() -> None:
+    named = skill_commands()
+    assert {"launch", "wait", "status", "events", "logs", "cancel", "journal", "targets"} <= named
+    human_only = {"grant", "deny-rule"}
+    _, body = front_matter()
+    _, _, rest = body.partition("## Launch")
+    assert not human_only & set(re.findall(r"`?rsk ([a-z-]+)", rest)), "agent sections must not use human commands"
+
+
+def test_an_agent_following_the_skill(lab: Lab, project: str) -> None:
+    """launch -> pending -> a human approves -> wait -> running -> logs -> cancel, as the skill says."""
+    used: set[str] = set()
+
+    def agent(command: str, *args: str) -> tuple[int, dict[str, object]]:
+        used.add(command)
+        r = rsk(command, "--target", "lab", "--project", project, "--json", *args)
+        return r.rc, json.loads(r.out) if r.out.strip() else {}
+
+    rc, body = agent("launch", "--request-id", "skill-1", "--", "sh", "-c", "echo started; sleep 300")
+    assert rc == Exit.PENDING  # the skill: tell the human the card id, then rsk wait CARD
+    card = str(body["card_id"])
+    waiter = subprocess.Popen(
+        ["python3", "-m", "rsk", "wait", card, "--project", project, "--json"],
+        stdout=subprocess.PIPE, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")},
+    )  # fmt: skip
+    used.add("wait")
+    # the human, in their own terminal
+    assert rsk("approvals", "--project", project).rc == 0
+    assert rsk("approve", card, "--project", project, "--yes").rc == 0
+    out, _ = waiter.communicate(timeout=120)
+    assert waiter.returncode == 0
+    job = json.loads(out)["job_id"]
+    rc, ev = agent("events")
+    cursor = ev["cursor"]
+    deadline = time.monotonic() + 90
+    state = ""
+    while state != "running":
+        assert time.monotonic() < deadline
+        rc, ev = agent("events", "--after", str(cursor), "--wait", "30")
+        cursor = ev["cursor"]
+        for e in ev["events"]:  # type: ignore[union-attr]
+            if e["kind"] == "state" and e["job_id"] == job:
+                state = e["new_state"]
+    rc, st = agent("status")
+    assert [j["state"] for j in st["jobs"] if j["job_id"] == job] == ["running"]  # type: ignore[union-attr]
+    deadline = time.monotonic() + 30
+    while True:
+        rc, logs = agent("logs", job)
+        if logs.get("text") == "started\n" or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert logs["text"] == "started\n"
+    rc, cancelled = agent("cancel", job)
+    assert [r["result"] for r in cancelled["results"]] == ["cancelled"]  # type: ignore[index]
+    assert used <= skill_commands(), f"the agent used commands the skill does not name: {used - skill_commands()}"
