@@ -56,8 +56,16 @@ rsk_b64() { # rsk_b64 STRING: base64 on one line
     printf '%s' "$1" | base64 | tr -d '\n'
 }
 
-rsk_unb64() { # rsk_unb64 B64: sets RSK_V to the decoded bytes (trailing newlines kept); "-" is empty
-    if [ "$1" = - ]; then RSK_V=''; return 0; fi
+# A value on the wire is "=LITERAL" (only the characters of rsk_is_literal, so no decoding and no
+# fork) or base64 (anything else). Base64 never starts with "=", so the two cannot be confused.
+rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; }
+
+rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
+    if rsk_is_literal "$1"; then RSK_E="=$1"; else RSK_E=$(rsk_b64 "$1"); fi
+}
+
+rsk_unb64() { # rsk_unb64 WIRE: sets RSK_V to the value (trailing newlines kept)
+    case $1 in "="*) RSK_V=${1#=}; return 0 ;; esac
     RSK_V=$(printf '%s' "$1" | base64 -d 2>/dev/null && printf x) \
         || rsk_fail "$RSK_E_USAGE" bad-encoding "a value is not valid base64"
     RSK_V=${RSK_V%x}

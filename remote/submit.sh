@@ -29,7 +29,10 @@ read_request() {
     NT=0 # batch tasks: T_key_I, T_arg_I, T_env_I and T_<resource>_I for I in 1..NT
     rq_end=0
     while IFS=' ' read -r rq_k rq_v; do
-        case $rq_v in -) ;; *[!A-Za-z0-9+/=]*) rsk_fail "$RSK_E_USAGE" bad-encoding "value of $rq_k is not base64" ;; esac
+        case $rq_v in
+            "="*) rsk_is_literal "${rq_v#=}" || rsk_fail "$RSK_E_USAGE" bad-encoding "literal value of $rq_k has unsafe characters" ;;
+            *[!A-Za-z0-9+/=]*) rsk_fail "$RSK_E_USAGE" bad-encoding "value of $rq_k is not base64" ;;
+        esac
         case $rq_k in
             end) rq_end=1; break ;;
             env) Q_env="$Q_env $rq_v" ;;
@@ -85,8 +88,8 @@ cluster_facts() { # sets CLUSTER (ClusterName) and DEFAULT_PARTITION
 }
 
 resolve() {
-    rsk_need_token project "$(rsk_unb64 "$Q_project" && printf '%s' "$RSK_V")"
     rsk_unb64 "$Q_project"; PROJECT=$RSK_V
+    rsk_need_token project "$PROJECT"
     RID=''
     if [ -n "$Q_request_id" ]; then
         rsk_unb64 "$Q_request_id"; RID=$RSK_V
@@ -183,25 +186,27 @@ for_each_shape() { # for_each_shape FUNCTION: calls FUNCTION "SHAPE" for each di
 plan_add() { PLAN="$PLAN$1 $2
 "; }
 
+plan_put() { rsk_enc "$2"; plan_add "$1" "$RSK_E"; } # plan_put KEY VALUE: encoded here
+
 build_plan() {
     PLAN=''
-    plan_add protocol "$(rsk_b64 "$RSK_PROTOCOL")"
-    plan_add cluster "$(rsk_b64 "$CLUSTER")"
-    plan_add user "$(rsk_b64 "$USER_NAME")"
-    plan_add scripts "$(rsk_b64 "$RSK_SCRIPTS_DIGEST")"
-    plan_add policy "$(rsk_b64 "$RSK_POLICY_DIGEST")"
-    plan_add project "$Q_project"
-    plan_add name "$(rsk_b64 "$NAME")"
-    plan_add kind "$(rsk_b64 "$KIND")"
-    plan_add workdir "$(rsk_b64 "$WORKDIR")"
-    plan_add partition "$(rsk_b64 "$PARTITION")"
-    plan_add account "$(rsk_b64 "$ACCOUNT")"
-    plan_add qos "$(rsk_b64 "$QOS")"
-    plan_add nodes "$(rsk_b64 "$NODES")"
-    plan_add cpus "$(rsk_b64 "$CPUS")"
-    plan_add mem_mb "$(rsk_b64 "$MEM_MB")"
-    plan_add gpus "$(rsk_b64 "$GPUS")"
-    plan_add time_min "$(rsk_b64 "$TIME_MIN")"
+    plan_put protocol "$RSK_PROTOCOL"
+    plan_put cluster "$CLUSTER"
+    plan_put user "$USER_NAME"
+    plan_put scripts "$RSK_SCRIPTS_DIGEST"
+    plan_put policy "$RSK_POLICY_DIGEST"
+    plan_put project "$PROJECT"
+    plan_put name "$NAME"
+    plan_put kind "$KIND"
+    plan_put workdir "$WORKDIR"
+    plan_put partition "$PARTITION"
+    plan_put account "$ACCOUNT"
+    plan_put qos "$QOS"
+    plan_put nodes "$NODES"
+    plan_put cpus "$CPUS"
+    plan_put mem_mb "$MEM_MB"
+    plan_put gpus "$GPUS"
+    plan_put time_min "$TIME_MIN"
     for rsk_e in $Q_env; do plan_add env "$rsk_e"; done
     for rsk_a in $Q_arg; do plan_add arg "$rsk_a"; done
     [ -z "$Q_script" ] || plan_add script "$Q_script"
@@ -209,7 +214,7 @@ build_plan() {
     while [ "$i" -le "$NT" ]; do
         eval "rsk_k=\$T_key_$i rsk_s=\$S_$i rsk_e=\$T_env_$i rsk_a=\$T_arg_$i"
         plan_add task "$rsk_k"
-        plan_add tres "$(rsk_b64 "$rsk_s")"
+        plan_put tres "$rsk_s"
         for rsk_x in $rsk_e; do plan_add tenv "$rsk_x"; done
         for rsk_x in $rsk_a; do plan_add targ "$rsk_x"; done
         i=$((i + 1))

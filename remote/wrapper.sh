@@ -2,8 +2,11 @@
 # rsk job wrapper body: submit.sh writes rsk_run and rsk_limit, then this file, then the
 # command as base64 words decoded by rsk_arg, then "rsk_main "$@"".
 # Markers in $rsk_run: "started" (job, node, time) and "ended" (rc, signal, time).
-rsk_arg() { # "-" is an empty item; anything else is base64
-    if [ "$1" = - ]; then rsk_a=''; else rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x}; fi
+rsk_arg() { # "=LITERAL" is the value itself; anything else is base64
+    case $1 in
+        "="*) rsk_a=${1#=} ;;
+        *) rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x} ;;
+    esac
 }
 rsk_stamp() { date -u +%s; }
 rsk_on_signal() {

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -31,16 +32,19 @@ def b64(value: str) -> str:
     return base64.b64encode(value.encode("utf-8", "surrogateescape")).decode("ascii")
 
 
-EMPTY_ITEM = "-"  # an empty list item (argument, env entry): not in the base64 alphabet
+_LITERAL = re.compile(r"[A-Za-z0-9._/:@+,-]*")
 
 
-def b64_item(value: str) -> str:
-    return b64(value) or EMPTY_ITEM
+def enc(value: str) -> str:
+    """The wire form of a value: "=VALUE" when it has only safe characters (the cluster then needs no
+    decoding), else base64. Base64 never starts with "=", so the two cannot be confused."""
+    return "=" + value if _LITERAL.fullmatch(value) else b64(value)
 
 
 def unb64(value: str) -> str:
-    if value == EMPTY_ITEM:
-        return ""
+    """Decode a wire value (either form)."""
+    if value.startswith("="):
+        return value[1:]
     try:
         return base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8", "surrogateescape")
     except ValueError as exc:
@@ -91,16 +95,16 @@ class Request(BaseModel):
 
         def put(key: str, value: str | int | None) -> None:
             if value is not None and value != "":
-                lines.append(f"{key} {b64(str(value))}")
+                lines.append(f"{key} {enc(str(value))}")
 
         for key in ("project", "request_id", "name", "workdir", "partition", "account", "qos"):
             put(key, getattr(self, key))
         for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
             put(key, getattr(self, key))
         for entry in sorted(self.env, key=lambda e: e.split("=", 1)[0]):
-            lines.append(f"env {b64_item(entry)}")
+            lines.append(f"env {enc(entry)}")
         for arg in self.argv:
-            lines.append(f"arg {b64_item(arg)}")
+            lines.append(f"arg {enc(arg)}")
         if self.script is not None:
             put("script", self.script)
         for task in self.tasks:
@@ -108,9 +112,9 @@ class Request(BaseModel):
             for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
                 put("t" + key, getattr(task, key))
             for entry in sorted(task.env, key=lambda e: e.split("=", 1)[0]):
-                lines.append(f"tenv {b64_item(entry)}")
+                lines.append(f"tenv {enc(entry)}")
             for arg in task.argv:
-                lines.append(f"targ {b64_item(arg)}")
+                lines.append(f"targ {enc(arg)}")
         put("requester", self.requester)
         lines.append("end")
         return ("\n".join(lines) + "\n").encode("ascii")

@@ -30,7 +30,7 @@ request() {
         key=${kv%%=*}
         value=${kv#*=}
         if [ -z "$value" ] && { [ "$key" = arg ] || [ "$key" = env ]; }; then
-            printf '%s -\n' "$key"
+            printf "%s =\n" "$key"
         else
             printf '%s %s\n' "$key" "$(b64 "$value")"
         fi
@@ -59,4 +59,8 @@ wait_file() { # wait_file PATH [SECONDS]
         [ "$i" -lt "$(( ${2:-60} * 5 ))" ] || return 1
         sleep 0.2
     done
+}
+
+dec() { # dec WIRE: a wire value ("=literal" or base64) decoded
+    case $1 in "="*) printf '%s' "${1#=}" ;; *) printf '%s' "$1" | base64 -d ;; esac
 }

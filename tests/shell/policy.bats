@@ -39,8 +39,8 @@ write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$R
     write_policy "default_time_min = 15" "default_mem_mb = 256"
     run remote submit.sh plan < <(request arg=true)
     [ "$status" -eq 0 ]
-    [ "$(printf '%s\n' "$output" | awk '$2 == "time_min" { print $3 }' | base64 -d)" = 15 ]
-    [ "$(printf '%s\n' "$output" | awk '$2 == "mem_mb" { print $3 }' | base64 -d)" = 256 ]
+    [ "$(dec "$(printf '%s\n' "$output" | awk '$2 == "time_min" { print $3 }')")" = 15 ]
+    [ "$(dec "$(printf '%s\n' "$output" | awk '$2 == "mem_mb" { print $3 }')")" = 256 ]
 }
 
 @test "a cap reached since planning refuses with its own code (7) and journals it" {

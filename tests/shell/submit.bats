@@ -21,7 +21,7 @@ teardown() { teardown_root; }
 @test "plan resolves defaults: cluster, user, default partition, policy default time and memory" {
     run --separate-stderr remote submit.sh plan < <(request arg=true)
     [ "$status" -eq 0 ]
-    planline() { printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" && $2 == k { print $3 }' | base64 -d; }
+    planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" && $2 == k { print $3 }')"; }
     [ "$(planline cluster)" = rsklab ]
     [ "$(planline user)" = "$LAB_USER" ]
     [ "$(planline partition)" = cpu ]

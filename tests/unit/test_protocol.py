@@ -16,14 +16,14 @@ FIELDS = [
     ("policy", b64("default-1")), ("project", b64("p")), ("name", b64("job")), ("kind", b64("argv")),
     ("workdir", b64("/home/u")), ("partition", b64("gpu")), ("account", ""), ("qos", ""),
     ("nodes", b64("2")), ("cpus", b64("4")), ("mem_mb", b64("1024")), ("gpus", b64("2")),
-    ("time_min", b64("90")), ("env", b64("A=1")), ("arg", b64("python")), ("arg", "-"),
+    ("time_min", b64("90")), ("env", b64("A=1")), ("arg", b64("python")), ("arg", "="), ("arg", "=--lr"),
 ]  # fmt: skip
 
 
 def test_plan_from_reads_fields_and_checks_the_hash() -> None:
     plan = plan_from(parse(plan_output(FIELDS, extra="@@policy verdict=allow\n@@active count=3 cap=10\n")))
     assert plan.partition == "gpu"
-    assert plan.argv == ["python", ""]
+    assert plan.argv == ["python", "", "--lr"]
     assert plan.env == ["A=1"]
     assert plan.gpu_hours == pytest.approx(2 * 2 * 90 / 60)
     assert plan.cpu_hours == pytest.approx(4 * 2 * 90 / 60)
@@ -61,9 +61,18 @@ def test_request_encoding_is_base64_lines_with_empty_items_marked() -> None:
     req = Request(project="p", request_id="r", argv=["a b", ""], env=["Z=1", "A=$(x)"], gpus=0)
     lines = req.encode().decode().splitlines()
     assert lines[0] == "rsk-request 1" and lines[-1] == "end"
-    assert "gpus MA==" in lines
+    assert "gpus =0" in lines and "project =p" in lines
     args = [unb64(line.split(" ")[1]) for line in lines if line.startswith("arg ")]
     assert args == ["a b", ""]
     envs = [unb64(line.split(" ")[1]) for line in lines if line.startswith("env ")]
     assert envs == ["A=$(x)", "Z=1"]  # sorted by name, so the plan does not depend on option order
     assert all(" " not in line.split(" ", 1)[1] for line in lines[1:-1])
+
+
+def test_wire_values_are_literal_only_when_safe() -> None:
+    from rsk.protocol import enc
+
+    assert enc("gpu") == "=gpu" and enc("") == "=" and enc("/home/u/x-1.2") == "=/home/u/x-1.2"
+    for hostile in ("a b", "$(x)", "`id`", "a;b", "*", "it's", "new\nline", "é", "=x"):
+        wire = enc(hostile)
+        assert not wire.startswith("=") and unb64(wire) == hostile

@@ -1,7 +1,5 @@
 """Commands that read the cluster: journal, logs, targets."""
 
-from __future__ import annotations
-
 import sys
 from typing import Annotated
 

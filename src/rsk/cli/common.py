@@ -29,18 +29,31 @@ YesOpt = Annotated[
 ]
 
 
-def out() -> Console:
+class Plain:
+    """Plain lines on stdout or stderr: most output needs no Rich, and Rich costs ~60 ms to import."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def print(self, text: object = "", markup: bool = False) -> None:
+        self.stream.write(f"{text}\n")
+
+
+def out() -> Plain:
+    return Plain(sys.stdout)
+
+
+def err() -> Plain:
+    return Plain(sys.stderr)
+
+
+def rich_out() -> Console:
+    """A Rich console for tables and live views."""
     from rich.console import Console
 
     # a pipe or file gets wide lines instead of Rich's default of 80 columns
     width = None if sys.stdout.isatty() else 200
     return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True, width=width)
-
-
-def err() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True)
 
 
 def print_json(data: Any) -> None:

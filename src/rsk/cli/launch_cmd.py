@@ -1,7 +1,5 @@
 """rsk launch and rsk wait: the agent's way to run work."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated
 

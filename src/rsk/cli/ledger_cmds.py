@@ -1,7 +1,5 @@
 """The human's side: approval cards, approvals, denials, grants and deny rules."""
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -31,7 +29,7 @@ def _store(project: str | None):  # type: ignore[no-untyped-def]
     return Store(resolve_project(project))
 
 
-def render_card(card: Card) -> str:
+def render_card(card: "Card") -> str:
     p = card.plan
     gpus = f"{p.gpus}/node x {p.nodes} node(s) = {p.gpus * p.nodes}"
     lines = [
@@ -132,7 +130,7 @@ def _fmt_left(left: float | int | None) -> str:
     return "unlimited" if left is None else (f"{left:.2f}" if isinstance(left, float) else str(left))
 
 
-def render_grant(v: GrantView) -> str:
+def render_grant(v: "GrantView") -> str:
     g = v.grant
     scope = ", ".join(
         s

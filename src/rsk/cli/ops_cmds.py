@@ -1,12 +1,10 @@
 """Operating on jobs: status, cancel, reconcile, events."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target, rich_out
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +43,7 @@ def status(
         return
     from rsk.cli.board import render_status
 
-    out().print(render_status([st]))
+    rich_out().print(render_status([st]))
 
 
 def cancel(

@@ -1,13 +1,11 @@
 """rsk watch: a live table of batches and jobs."""
 
-from __future__ import annotations
-
 import time
 from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, out, print_json
+from rsk.cli.common import JsonOpt, ProjectOpt, print_json, rich_out
 
 
 def register(app: typer.Typer) -> None:
@@ -50,11 +48,11 @@ def watch(
                 print_json({"schema_version": 1, "statuses": [s.model_dump() for s in snap.statuses],
                             "stale": snap.stale})  # fmt: skip
             else:
-                out().print(render_status(snap.statuses, snap.stale, title=title))
+                rich_out().print(render_status(snap.statuses, snap.stale, title=title))
             return
         from rich.live import Live
 
-        console = out()
+        console = rich_out()
         with Live(console=console, auto_refresh=False, screen=False) as live:
             while True:
                 snap = w.poll()

@@ -1,0 +1,175 @@
+"""rsk benchmarks: each bench measures rsk and a baseline in the same run, on the same lab cluster."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAB = Path(os.environ.get("RSK_LAB_DIR", "/var/lib/rsk-lab"))
+USER = os.environ.get("RSK_LAB_USER", "rsklab")
+PORT = os.environ.get("RSK_LAB_PORT", "2222")
+SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={LAB / 'known_hosts'}",
+       "-i", str(LAB / "id_ed25519"), "-p", PORT, f"{USER}@127.0.0.1"]  # fmt: skip
+WORK = Path(tempfile.mkdtemp(prefix="rsk-bench-"))
+ENV = {**os.environ, "RSK_HOME": str(WORK / "home"), "RSK_TARGETS_PATH": str(WORK / "targets"),
+       "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1"}  # fmt: skip
+REMOTE_ROOT = f"~/.rsk-bench-{uuid.uuid4().hex[:6]}"
+RSK = [sys.executable, "-m", "rsk"]
+rows: list[tuple[str, str, str, str, str]] = []
+ratios: list[tuple[str, float, str]] = []
+
+
+def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV, check=True, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def timed(fn: Callable[[], object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def ms(xs: list[float]) -> str:
+    return f"{statistics.median(xs) * 1000:.0f} ms (n={len(xs)})"
+
+
+def setup() -> None:
+    (WORK / "targets").mkdir(parents=True)
+    text = (
+        (ROOT / "targets" / "lab.toml").read_text().replace('remote_root = "~/.rsk"', f'remote_root = "{REMOTE_ROOT}"')
+    )
+    (WORK / "targets" / "lab.toml").write_text(text)
+    run([*RSK, "grant", "add", "-p", "bench", "--target", "lab", "--yes"])
+    run([*RSK, "doctor", "lab"])  # deploys the scripts
+
+
+def cleanup() -> None:
+    subprocess.run([*SSH, f"squeue -h -o '%i %j' | awk '$2 ~ /^rsk:bench/ {{print $1}}' | xargs -r scancel; "
+                    f"scancel --name wrap 2>/dev/null; rm -rf \"$HOME\"/{REMOTE_ROOT[2:]}"], check=False)  # fmt: skip
+
+
+def bench_single() -> None:
+    n = 10
+    i = iter(range(10**6))
+    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"s{next(i)}", "--mem", "64M",
+                             "--time", "1", "--json", "--", "true"]), n)  # fmt: skip
+    base = timed(lambda: run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"]), n)
+    r = statistics.median(rsk) / statistics.median(base)
+    rows.append(
+        ("single launch", "rsk launch (plan, ledger, expect, journal)", ms(rsk), "ssh HOST sbatch --wrap", ms(base))
+    )
+    ratios.append(("single", r, "target <= 1.5"))
+
+
+def bench_batch() -> None:
+    n = 200
+    tasks = WORK / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"key": f"t{k}", "argv": ["true"]}) + "\n" for k in range(n)))
+    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"b{uuid.uuid4().hex[:6]}",
+                             "--mem", "64M", "--time", "1", "--tasks", str(tasks), "--json"]), 1)  # fmt: skip
+
+    def seq() -> None:
+        for _ in range(n):
+            run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"])
+
+    base = timed(seq, 1)
+    speedup = base[0] / rsk[0]
+    rows.append(
+        ("batch of 200", "rsk launch --tasks (one plan, one expect)", ms(rsk), "200 x ssh HOST sbatch", ms(base))
+    )
+    ratios.append(("batch", speedup, "speedup, target >= 20"))
+
+
+def bench_status() -> None:
+    # 1,000 rsk jobs: 500 that finish at once and 500 that queue behind long ones
+    for name, argv in (("fin", ["true"]), ("q", ["sleep", "600"])):
+        tasks = WORK / f"{name}.jsonl"
+        tasks.write_text("".join(json.dumps({"key": f"{name}{k}", "argv": argv}) + "\n" for k in range(500)))
+        run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"st-{name}", "--mem", "64M", "--time", "15",
+             "--tasks", str(tasks), "--json"])  # fmt: skip
+    time.sleep(20)
+    rsk = timed(lambda: run([*RSK, "status", "-t", "lab", "-p", "bench", "--json"]), 5)
+    count = len(json.loads(run([*RSK, "status", "-t", "lab", "-p", "bench", "--json"]).stdout)["jobs"])
+    base = timed(lambda: run([*SSH, "squeue", "--json"]), 5)
+    rows.append(
+        (f"status of {count} jobs", "rsk status --json (one remote call)", ms(rsk), "ssh HOST squeue --json", ms(base))
+    )
+    ratios.append(("status", statistics.median(rsk) / statistics.median(base), "target <= 1.5"))
+
+
+def bench_ledger() -> None:
+    sys.path.insert(0, str(ROOT / "src"))
+    from rsk.decide import Facts, decide
+    from rsk.ledger import Approval, Grant, Ledger
+    from rsk.store import read_ledger
+
+    f = Facts(target="lab", plan_hash="nope", request_id="r", partition="gpu", account="", nodes=1, cpus=1,
+              mem_mb=1, gpus=1, time_min=60, command="python x", active=0)  # fmt: skip
+    at = datetime.now(UTC)
+    result = []
+    for approvals, grants in ((1_000, 100), (10_000, 1_000), (20_000, 2_000)):
+        lg = Ledger(
+            project="bench",
+            approvals=[Approval(plan_hash=f"{k:064x}", decided_by="b") for k in range(approvals)],
+            # every grant but the last misses (partition), so the decision reads them all
+            grants=[Grant(partitions=["cpu"], expires=at + timedelta(days=1)) for _ in range(grants - 1)] + [Grant()],
+        )
+        d = timed(lambda lg=lg: decide(lg, f, at), 20)  # type: ignore[misc]
+        path = WORK / f"ledger-{approvals}.json"
+        path.write_text(lg.model_dump_json())
+        load = timed(lambda path=path: read_ledger(path, "bench"), 5)  # type: ignore[misc]
+        result.append((approvals, grants, statistics.median(d) * 1000, statistics.median(load) * 1000,
+                       path.stat().st_size))  # fmt: skip
+    for a, g, dms, lms, size in result:
+        rows.append((f"ledger {a:,} approvals, {g:,} grants", "decision", f"{dms:.2f} ms",
+                     f"load+validate ({size / 1e6:.1f} MB)", f"{lms:.0f} ms"))  # fmt: skip
+    ratios.append(("ledger", result[1][2] / 20.0, "decision ms / 20 ms budget, target <= 1"))
+
+
+def bench_startup() -> None:
+    base = timed(lambda: run([sys.executable, "-c", "pass"]), 10)
+    for args in (["--version"], ["--help"]):
+        t = timed(lambda args=args: run([*RSK, *args]), 10)  # type: ignore[misc]
+        rows.append((f"rsk {args[0]}", "python -m rsk", ms(t), "python -c pass", ms(base)))
+        ratios.append((f"startup{args[0].replace('--', '-')}", statistics.median(t) / statistics.median(base),
+                       f"absolute {statistics.median(t) * 1000:.0f} ms, target < 150 ms"))  # fmt: skip
+
+
+BENCHES = {"single": bench_single, "batch": bench_batch, "status": bench_status, "ledger": bench_ledger,
+           "startup": bench_startup}  # fmt: skip
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(BENCHES)
+    for name in names:
+        if name not in BENCHES:
+            sys.exit(f"unknown bench {name!r}; choose from {', '.join(BENCHES)}")
+    setup()
+    try:
+        for name in names:
+            print(f"bench: {name} ...", file=sys.stderr, flush=True)
+            BENCHES[name]()
+    finally:
+        cleanup()
+    print(f"{'bench':<34} {'rsk':<44} {'':>20}  {'baseline':<30} {'':>20}")
+    for bench, what, value, base_what, base_value in rows:
+        print(f"{bench:<34} {what:<44} {value:>20}  {base_what:<30} {base_value:>20}")
+    for name, value, note in ratios:
+        print(f"ratio {name} {value:.2f}  # {note}")
+
+
+if __name__ == "__main__":
+    main()
