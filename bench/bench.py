@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("RSK_LAB_DIR", "/var/lib/rsk-lab"))
 USER = os.environ.get("RSK_LAB_USER", "rsklab")
 PORT = os.environ.get("RSK_LAB_PORT", "2222")
-SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes", "-o", f"UserKnownHostsFile={LAB / 'known_hosts'}",
+SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
+       "-o", f"UserKnownHostsFile={LAB / 'known_hosts'}",
        "-i", str(LAB / "id_ed25519"), "-p", PORT, f"{USER}@127.0.0.1"]  # fmt: skip
 WORK = Path(tempfile.mkdtemp(prefix="rsk-bench-"))
 ENV = {**os.environ, "RSK_HOME": str(WORK / "home"), "RSK_TARGETS_PATH": str(WORK / "targets"),
@@ -53,6 +54,8 @@ def setup() -> None:
     )
     (WORK / "targets" / "lab.toml").write_text(text)
     run([*RSK, "grant", "add", "-p", "bench", "--target", "lab", "--yes"])
+    root = '"$HOME"/' + REMOTE_ROOT[2:]
+    run([*SSH, f"mkdir -p {root} && echo 'max_active_jobs = 5000' > {root}/policy.conf"])
     run([*RSK, "doctor", "lab"])  # deploys the scripts
 
 

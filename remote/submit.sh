@@ -214,7 +214,12 @@ build_plan() {
     while [ "$i" -le "$NT" ]; do
         eval "rsk_k=\$T_key_$i rsk_s=\$S_$i rsk_e=\$T_env_$i rsk_a=\$T_arg_$i"
         plan_add task "$rsk_k"
-        plan_put tres "$rsk_s"
+        rsk_old_ifs=$IFS
+        IFS=' '
+        # shellcheck disable=SC2086  # the shape splits into its five numbers
+        set -- $rsk_s
+        IFS=$rsk_old_ifs
+        plan_put tres "$1,$2,$3,$4,$5"
         for rsk_x in $rsk_e; do plan_add tenv "$rsk_x"; done
         for rsk_x in $rsk_a; do plan_add targ "$rsk_x"; done
         i=$((i + 1))
@@ -415,6 +420,7 @@ batch_state() { # sets LEV_I / LJOB_I: the last journal event and job of each ta
 
 batch_todo() { # TODO: task numbers (1-based) still to submit; resolves open intents from evidence
     TODO=''
+    NOW=$(rsk_now)
     DONE=0
     JOURNAL_OUT=''
     rsk_evidence=''
@@ -433,12 +439,12 @@ batch_todo() { # TODO: task numbers (1-based) still to submit; resolves open int
                     rsk_job=$(sed -n 's/.*job=\([0-9_]*\).*/\1/p' "$RUN_DIR/t$idx/started" | head -n 1)
                 fi
                 if [ -n "$rsk_job" ]; then
-                    JOURNAL_OUT="${JOURNAL_OUT}v=1 t=$(rsk_now) ev=reconciled rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$idx job=$rsk_job
+                    JOURNAL_OUT="${JOURNAL_OUT}v=1 t=$NOW ev=reconciled rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$idx job=$rsk_job
 "
                     eval "LEV_$idx=reconciled LJOB_$idx=\$rsk_job"
                     DONE=$((DONE + 1))
                 else
-                    JOURNAL_OUT="${JOURNAL_OUT}v=1 t=$(rsk_now) ev=abandoned rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$idx code=no-evidence
+                    JOURNAL_OUT="${JOURNAL_OUT}v=1 t=$NOW ev=abandoned rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$idx code=no-evidence
 "
                     TODO="$TODO $i"
                 fi
@@ -498,6 +504,7 @@ submit_shape() { # submit_shape SHAPE: one array for the TODO tasks of this shap
     [ -n "$rsk_tasks" ] || return 0
     set_shape "$1"
     SHAPE_N=$((SHAPE_N + 1))
+    NOW=$(rsk_now)
     write_batch_wrapper "$RUN_DIR/job$SHAPE_N.sh" "$rsk_tasks"
     run_sbatch submit --job-name="$(rsk_job_prefix "$PROJECT")$RID" --array="${rsk_list#,}" \
         --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr" "$RUN_DIR/job$SHAPE_N.sh"
@@ -506,7 +513,7 @@ submit_shape() { # submit_shape SHAPE: one array for the TODO tasks of this shap
     if [ "$SB_RC" -eq 0 ] && rsk_is_uint "$rsk_job"; then
         for i in $rsk_tasks; do
             eval "rsk_key=\$K_$i"
-            rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=accepted rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) job=${rsk_job}_$((i - 1)) res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN
+            rsk_lines="${rsk_lines}v=1 t=$NOW ev=accepted rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) job=${rsk_job}_$((i - 1)) res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN
 "
             eval "LJOB_$((i - 1))=\${rsk_job}_$((i - 1))"
         done
@@ -517,7 +524,7 @@ submit_shape() { # submit_shape SHAPE: one array for the TODO tasks of this shap
     else BATCH_CODE=sbatch-failed BATCH_RC=$RSK_E_SBATCH; fi
     for i in $rsk_tasks; do
         eval "rsk_key=\$K_$i"
-        rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=failed rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) rc=$SB_RC code=$BATCH_CODE msg=$(rsk_b64 "$SB_ERR")
+        rsk_lines="${rsk_lines}v=1 t=$NOW ev=failed rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) rc=$SB_RC code=$BATCH_CODE msg=$(rsk_b64 "$SB_ERR")
 "
     done
     journal_append "$rsk_lines"
@@ -535,25 +542,31 @@ submit_batch() {
     rsk_count=0
     for i in $TODO; do rsk_count=$((rsk_count + 1)); done
     rsk_active=$(count_active)
+    NOW=$(rsk_now)
     if [ -n "$P_max_active_jobs" ] && [ $((rsk_active + rsk_count)) -gt "$P_max_active_jobs" ]; then
         rsk_lines=''
         for i in $TODO; do
             eval "rsk_key=\$K_$i"
-            rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=refused rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) code=active-cap
+            rsk_lines="${rsk_lines}v=1 t=$NOW ev=refused rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1)) code=active-cap
 "
         done
         journal_append "$rsk_lines"
         rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; $rsk_count more would pass the cap $P_max_active_jobs"
     fi
     rsk_dirs=''
-    for i in $TODO; do rsk_dirs="$rsk_dirs $RUN_DIR/t$((i - 1))"; done
-    # shellcheck disable=SC2086  # one mkdir for every task directory (paths are tokens)
+    rsk_marks=''
+    for i in $TODO; do
+        rsk_dirs="$rsk_dirs $RUN_DIR/t$((i - 1))"
+        rsk_marks="$rsk_marks $RUN_DIR/t$((i - 1))/started $RUN_DIR/t$((i - 1))/ended"
+    done
+    # shellcheck disable=SC2086  # one mkdir and one rm for every task (the paths are tokens)
     mkdir -p $rsk_dirs || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create task directories under $RUN_DIR"
+    # shellcheck disable=SC2086
+    rm -f $rsk_marks
     rsk_lines=''
     for i in $TODO; do
         eval "rsk_key=\$K_$i"
-        rm -f "$RUN_DIR/t$((i - 1))/started" "$RUN_DIR/t$((i - 1))/ended"
-        rsk_lines="${rsk_lines}v=1 t=$(rsk_now) ev=intent rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1))
+        rsk_lines="${rsk_lines}v=1 t=$NOW ev=intent rid=$RID plan=$PLAN_HASH task=$rsk_key idx=$((i - 1))
 "
     done
     journal_append "$rsk_lines"

@@ -328,7 +328,7 @@ def plan_from(out: Output) -> Plan:
             task = tasks[-1]
             if key == "tres":
                 try:
-                    task.nodes, task.cpus, task.mem_mb, task.gpus, task.time_min = map(int, unb64(value).split())
+                    task.nodes, task.cpus, task.mem_mb, task.gpus, task.time_min = map(int, unb64(value).split(","))
                 except ValueError as exc:
                     raise ProtocolError(f"malformed task resources: {unb64(value)!r}") from exc
             elif key == "tenv":
