@@ -33,9 +33,10 @@ rsk_emit() { # rsk_emit KIND [key=value ...]
     printf '\n'
 }
 
-rsk_finish() { # trap handler: always closes the output with @@done
+rsk_finish() { # trap handler: releases a held lock and closes the output with @@done
     rsk_status=$?
     [ "$RSK_RC" -ne 0 ] || RSK_RC=$rsk_status
+    rsk_unlock
     printf '@@done rc=%s\n' "$RSK_RC"
     exit "$RSK_RC"
 }

@@ -1,4 +1,5 @@
-# status.awk: joins the journal (main input), squeue (file sqf) and run markers (file mkf).
+# status.awk: joins the journal (main input), squeue (file sqf), run markers (file mkf) and sacct
+# (file acf, empty where accounting is off).
 # Used by status.sh; see the comment there for the output.
 function secs(t,    d, n, p, i, s) {
     if (t == "" || t ~ /UNLIMITED|INVALID|NOT_SET|N\/A/) return ""
@@ -22,6 +23,11 @@ BEGIN {
         split(line, f, "|")
         if (index(f[2], prefix) != 1) continue
         sq_state[f[1]] = f[3]; sq_elapsed[f[1]] = secs(f[4]); sq_limit[f[1]] = secs(f[5]); sq_where[f[1]] = clean(f[6])
+    }
+    while ((getline line < acf) > 0) {
+        split(line, f, "|")
+        if (index(f[2], prefix) != 1) continue
+        ac_state[f[1]] = f[3]; split(f[4], ec, ":"); ac_exit[f[1]] = ec[1]
     }
     while ((getline line < mkf) > 0) {
         sp = index(line, " "); file = substr(line, 1, sp - 1); body = substr(line, sp + 1)
@@ -57,6 +63,16 @@ END {
         else if (rc != "") {
             if (sig != "none" && sig != "") state = (limit != "" && elapsed + 5 >= limit + 0) ? "timed-out" : "cancelled"
             else state = (rc == 0) ? "succeeded" : "failed"
+        }
+        else if (st == "" && (j in ac_state)) {
+            a = ac_state[j]; sub(/ .*/, "", a); rc = ac_exit[j]
+            if (a == "COMPLETED") state = "succeeded"
+            else if (a == "TIMEOUT" || a == "DEADLINE") state = "timed-out"
+            else if (a == "CANCELLED" || a == "PREEMPTED") state = "cancelled"
+            else if (a == "NODE_FAIL" || a == "BOOT_FAIL") state = "lost"
+            else if (a ~ /^(PENDING|REQUEUED|SUSPENDED)$/) state = "pending"
+            else if (a == "RUNNING") state = "running"
+            else state = "failed"
         }
         else if (st == "COMPLETED") state = "succeeded"
         else if (st ~ /^(FAILED|OUT_OF_MEMORY|BOOT_FAIL)$/) state = "failed"

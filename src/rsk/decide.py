@@ -187,6 +187,21 @@ def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
             return Decision("grant", g.id)
         if best is None or len(gaps) < best[0]:
             best = (len(gaps), g.id, gaps)
+    why_no_approval = stale_approval(ledger, f.plan_hash, at)
     if best is None:
-        return Decision("ask", reason="no grant exists for this project", closest_why=["no grants"])
-    return Decision("ask", reason="no grant covers this plan", closest_grant=best[1], closest_why=best[2])
+        return Decision("ask", reason=why_no_approval or "no grant exists for this project", closest_why=["no grants"])
+    return Decision(
+        "ask", reason=why_no_approval or "no grant covers this plan", closest_grant=best[1], closest_why=best[2]
+    )
+
+
+def stale_approval(ledger: Ledger, plan_hash: str, at: datetime) -> str:
+    """Why an earlier approval of this plan no longer allows it (expired, used up), or ""."""
+    for a in reversed(ledger.approvals):
+        if a.plan_hash != plan_hash:
+            continue
+        if a.expires is not None and a.expires <= at:
+            return f"approval {a.id} of this plan expired at {a.expires:%Y-%m-%d %H:%M} UTC"
+        if a.uses_left <= 0:
+            return f"approval {a.id} of this plan is used up"
+    return ""

@@ -186,7 +186,7 @@ def authorize(store: Store, target: Target, plan: Plan, request: Request) -> All
             )
             ledger.cards.append(card)
     raise PendingApproval(
-        f"approval needed: card {card.id} waits for a human",
+        f"approval needed: card {card.id} waits for a human ({d.reason})",
         f"tell the human: `rsk approvals` shows card {card.id}; `rsk approve {card.id}` allows it. "
         f"Then run `rsk wait {card.id}` (or launch again with --request-id {request.request_id}).",
         details={"card_id": card.id, "plan_hash": plan.hash, "request_id": request.request_id},

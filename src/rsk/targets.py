@@ -21,14 +21,14 @@ class Target(BaseModel):
 
     schema_version: int = TARGET_SCHEMA
     name: str = ""
-    host: str
+    host: str = Field(min_length=1)
     port: int | None = Field(default=None, ge=1, le=65535)
     user: str | None = None
     identity_file: str | None = None
     known_hosts: str | None = None
     proxy_jump: str | None = None
     ssh_config: str | None = None
-    remote_root: str = "~/.rsk"
+    remote_root: str = Field(default="~/.rsk", min_length=1)
     connect_timeout: float = Field(default=10.0, gt=0)
     command_timeout: float = Field(default=300.0, gt=0)
     description: str = ""

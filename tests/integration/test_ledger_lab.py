@@ -106,7 +106,9 @@ def test_expired_approval_does_not_allow(lab: Lab, project: str) -> None:
     card = json.loads(launch(project, "-r", "e1").out)["card_id"]
     assert rsk("approve", card, "-p", project, "--expires", "2s", "--yes").rc == 0
     time.sleep(2.5)
-    assert launch(project, "-r", "e1").rc == Exit.PENDING
+    again = launch(project, "-r", "e1")
+    assert again.rc == Exit.PENDING
+    assert "of this plan expired at" in again.err
 
 
 def test_budget_exhaustion_gpu_hours_and_jobs(lab: Lab, project: str) -> None:

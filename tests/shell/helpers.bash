@@ -64,3 +64,12 @@ wait_file() { # wait_file PATH [SECONDS]
 dec() { # dec WIRE: a wire value ("=literal" or base64) decoded
     case $1 in "="*) printf '%s' "${1#=}" ;; *) printf '%s' "$1" | base64 -d ;; esac
 }
+
+submit() { # submit RID ARGS...: plan, then submit with the expected hash; sets JOB
+    rid=$1
+    shift
+    run remote submit.sh plan < <(request "request_id=$rid" "$@")
+    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request "request_id=$rid" "$@")
+    [ "$status" -eq 0 ]
+    JOB=$(field accepted job)
+}

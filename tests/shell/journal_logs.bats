@@ -6,15 +6,6 @@ load helpers
 setup() { setup_root; }
 teardown() { teardown_root; }
 
-submit() { # submit RID ARGS...
-    rid=$1
-    shift
-    run remote submit.sh plan < <(request "request_id=$rid" "$@")
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request "request_id=$rid" "$@")
-    [ "$status" -eq 0 ]
-    JOB=$(field accepted job)
-}
-
 @test "journal lists events with line numbers and a cursor; AFTER skips what was seen" {
     submit r1 arg=true
     submit r2 arg=true

@@ -6,15 +6,6 @@ load helpers
 setup() { setup_root; }
 teardown() { teardown_root; }
 
-submit() { # submit RID ARGS...: sets JOB
-    rid=$1
-    shift
-    run remote submit.sh plan < <(request "request_id=$rid" "$@")
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request "request_id=$rid" "$@")
-    [ "$status" -eq 0 ]
-    JOB=$(field accepted job)
-}
-
 job_state() { printf '%s\n' "$output" | awk -v r="rid=$1" '$1 == "@@job" && $2 == r { for (i = 3; i <= NF; i++) if ($i ~ /^state=/) print substr($i, 7) }'; }
 
 @test "status reports each job once, from squeue, markers and journal, in one call" {
@@ -119,4 +110,54 @@ job_state() { printf '%s\n' "$output" | awk -v r="rid=$1" '$1 == "@@job" && $2 =
     printf '%s\n' "$output" | grep -q '^@@check name=sacct result=unavailable'
     printf '%s\n' "$output" | grep -q '^@@check name=test-only result=pass'
     ! printf '%s\n' "$output" | grep -q 'result=fail'
+}
+
+@test "where sacct works, status takes final states from it for jobs with no markers" {
+    # a stand-in sacct on the cluster user's PATH: the lab runs without accounting, so this checks
+    # only that status.sh joins sacct's answer (the same format sacct -P prints) into the states
+    fake="$ROOT/fakebin"
+    mkdir -p "$fake"
+    cat >"$fake/sacct" <<SH
+#!/bin/sh
+printf '%s\n' "888801|rsk:$PROJECT:ok|COMPLETED|0:0" "888802|rsk:$PROJECT:oom|OUT_OF_MEMORY|0:125" \
+    "888803|rsk:$PROJECT:gone|CANCELLED by 1000|0:15" "888804|someone-else|FAILED|1:0"
+SH
+    chmod 0755 "$fake/sacct"
+    mkdir -p "$ROOT/journal"
+    for r in ok:888801 oom:888802 gone:888803; do
+        echo "v=1 t=x ev=accepted rid=${r%%:*} plan=p job=${r#*:}" >>"$ROOT/journal/$PROJECT.log"
+    done
+    chown -R "$LAB_USER" "$ROOT"
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$fake:$PATH" dash "$ROOT/scripts/dev/status.sh" "$PROJECT"
+    [ "$status" -eq 0 ]
+    [ "$(job_state ok)" = succeeded ]
+    [ "$(job_state oom)" = failed ]
+    [ "$(job_state gone)" = cancelled ]
+    printf '%s\n' "$output" | grep -q '^@@job rid=oom .* exit=0 '
+}
+
+@test "without flock, the mkdir lock serialises submits and breaks a dead holder's lock" {
+    noflock="$ROOT/noflock"
+    mkdir -p "$noflock"
+    for c in /usr/bin/*; do [ "${c##*/}" = flock ] || ln -s "$c" "$noflock/${c##*/}"; done
+    chown -R "$LAB_USER" "$ROOT"
+    plain() { runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$noflock:/usr/sbin:/sbin" dash "$ROOT/scripts/dev/submit.sh" "$@"; }
+    run plain plan < <(request request_id=a arg=true)
+    ha=$(plan_hash)
+    run plain plan < <(request request_id=b arg=false)
+    hb=$(plan_hash)
+    # a lock left by a process that no longer exists
+    mkdir -p "$ROOT/journal/$PROJECT.lock.d"
+    echo 999999 >"$ROOT/journal/$PROJECT.lock.d/pid"
+    chown -R "$LAB_USER" "$ROOT/journal"
+    plain submit --rs-expect "$ha" < <(request request_id=a arg=true) >"$ROOT/a.out" &
+    plain submit --rs-expect "$hb" < <(request request_id=b arg=false) >"$ROOT/b.out" &
+    wait
+    grep -q '^@@accepted ' "$ROOT/a.out"
+    grep -q '^@@accepted ' "$ROOT/b.out"
+    [ "$(grep -c ' ev=intent ' "$ROOT/journal/$PROJECT.log")" -eq 2 ]
+    [ "$(grep -c ' ev=accepted ' "$ROOT/journal/$PROJECT.log")" -eq 2 ]
+    # each intent is followed by its own outcome: the lock kept them from interleaving
+    [ "$(awk '{print $3, $4}' "$ROOT/journal/$PROJECT.log" | sed -n '1p;2p' | cut -d' ' -f2 | sort -u | wc -l)" -eq 1 ]
+    [ ! -d "$ROOT/journal/$PROJECT.lock.d" ]
 }

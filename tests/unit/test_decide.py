@@ -43,7 +43,9 @@ def test_used_up_or_expired_approval_does_not_allow() -> None:
     used = ledger(approvals=[Approval(plan_hash="h1", decided_by="me", uses_left=0)])
     expired = ledger(approvals=[Approval(plan_hash="h1", decided_by="me", expires=AT - timedelta(seconds=1))])
     assert decide(used, F, AT).kind == "ask"
+    assert "is used up" in decide(used, F, AT).reason
     assert decide(expired, F, AT).kind == "ask"
+    assert "expired at" in decide(expired, F, AT).reason
 
 
 def test_deny_rule_conditions_all_must_match_and_expire() -> None:

@@ -47,3 +47,12 @@ def test_parse_expiry_durations_and_dates() -> None:
 def test_hours_formats_minutes_as_slurm_time() -> None:
     assert hours(90) == "01:30:00"
     assert hours(1500) == "1-01:00:00"
+
+
+def test_bare_wait_means_no_limit_and_the_job_command_is_untouched() -> None:
+    from rsk.cli.app import optional_wait
+
+    assert optional_wait(["launch", "--wait", "--json", "--", "x"]) == ["launch", "--wait=0", "--json", "--", "x"]
+    assert optional_wait(["launch", "--wait", "30", "--", "x"]) == ["launch", "--wait", "30", "--", "x"]
+    assert optional_wait(["launch", "--wait", "--", "--wait"]) == ["launch", "--wait=0", "--", "--wait"]
+    assert optional_wait(["launch", "--wait"]) == ["launch", "--wait=0"]

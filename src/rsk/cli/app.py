@@ -56,6 +56,20 @@ def register(command: str | None) -> None:
         importlib.import_module(f"rsk.cli.{name}").register(app)
 
 
+def optional_wait(args: list[str]) -> list[str]:
+    """`--wait` may stand alone (wait without a limit) or take SECONDS; typer options cannot, so a bare
+    `--wait` becomes `--wait=0` here. Nothing after `--` (the job's own command) is touched."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return out + args[i:]
+        nxt = args[i + 1] if i + 1 < len(args) else ""
+        if arg == "--wait" and not nxt.replace(".", "", 1).isdigit():
+            arg = "--wait=0"
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     from rsk.errors import Exit, RskError
 
@@ -63,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     if args == ["--version"]:  # the fast path scripts use to probe for rsk
         sys.stdout.write(f"rsk {__version__}\n")
         return
+    args = optional_wait(args)
     want_json = "--json" in args
     register(args[0] if args else None)
     try:

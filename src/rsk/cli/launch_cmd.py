@@ -11,7 +11,8 @@ WaitOpt = Annotated[
     str | None,
     typer.Option(
         "--wait",
-        help="If a human must approve: wait up to SECONDS (0: no limit) for the decision, then go on.",
+        help="--wait[=SECONDS]: if a human must approve, wait for the decision (up to SECONDS; bare or 0: "
+        "no limit), then go on.",
         metavar="SECONDS",
     ),
 ]

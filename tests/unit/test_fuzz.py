@@ -1,0 +1,124 @@
+"""Random and hostile input to the readers: always a typed error, never a traceback, never a rewritten file."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rsk.errors import RskError
+from rsk.protocol import parse, plan_from, raise_for_error, unb64
+from rsk.store import read_ledger
+from rsk.targets import load_target_file
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+words = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+at_lines = st.lists(
+    st.one_of(
+        st.builds(
+            lambda k, w: f"@@{k} {w}",
+            st.sampled_from(["planline", "plan", "error", "done", "accepted", "job", "policy", "x"]),
+            words,
+        ),
+        words,
+    ),
+    max_size=30,
+)
+
+
+@SETTINGS
+@given(at_lines)
+def test_at_parser_gives_records_or_a_typed_error(lines: list[str]) -> None:
+    text = "\n".join(lines)
+    try:
+        out = parse(text)
+        raise_for_error(out)
+        plan_from(out)
+    except RskError:
+        pass
+
+
+@SETTINGS
+@given(st.text(max_size=60))
+def test_unb64_is_total(value: str) -> None:
+    with contextlib.suppress(RskError):
+        unb64(value)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=20,
+)
+ledger_like = st.fixed_dictionaries(
+    {"schema_version": st.one_of(st.integers(-2, 3), st.text(max_size=3)), "project": st.just("p")},
+    optional={
+        "grants": st.lists(
+            st.dictionaries(
+                st.sampled_from(["id", "jobs", "gpu_hours", "expires", "targets", "x"]), json_values, max_size=4
+            ),
+            max_size=3,
+        ),
+        "approvals": st.lists(
+            st.dictionaries(st.sampled_from(["plan_hash", "uses_left", "decided_by"]), json_values), max_size=3
+        ),
+        "cards": json_values,
+        "junk": json_values,
+    },
+)
+
+
+@SETTINGS
+@given(st.one_of(ledger_like.map(json.dumps), st.binary(max_size=200).map(lambda b: b.decode("latin-1"))))
+def test_ledger_reader_never_crashes_and_never_writes(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "ledger.json"
+    path.write_text(text, encoding="utf-8")
+    before = path.read_bytes()
+    try:
+        ledger = read_ledger(path, "p")
+        assert ledger.project == "p"
+    except RskError as exc:
+        assert str(path) in exc.message
+    assert path.read_bytes() == before
+
+
+toml_like = st.lists(
+    st.builds(
+        lambda k, v: f"{k} = {v}",
+        st.sampled_from(["host", "port", "user", "remote_root", "schema_version", "connect_timeout", "bogus"]),
+        st.one_of(st.integers(-5, 70000).map(str), words.map(json.dumps), words),
+    ),
+    max_size=8,
+)
+
+
+@SETTINGS
+@given(st.one_of(toml_like.map("\n".join), st.text(max_size=200)))
+def test_target_reader_never_crashes_and_never_writes(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(text, encoding="utf-8")
+    before = path.read_bytes()
+    try:
+        target = load_target_file(path)
+        assert target.host
+    except RskError:
+        pass
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"schema_version": 1, "project": "p", "grants": [{"jobs": "many"}]}', "[]", "null", '"x"', "{", ""],
+)
+def test_known_bad_ledgers_are_state_errors(tmp_path: Path, text: str) -> None:
+    from rsk.errors import StateError
+
+    path = tmp_path / "ledger.json"
+    path.write_text(text)
+    with pytest.raises(StateError):
+        read_ledger(path, "p")
