@@ -107,3 +107,23 @@ def test_help_and_version(rsk_env: Path) -> None:
     assert rsk("--version").out.startswith("rsk ")
     h = rsk("launch", "--help")
     assert h.rc == 0 and "--request-id" in h.out and "Exit codes" in h.out
+
+
+def test_usage_errors_are_exit_2_without_a_traceback(rsk_env: Path) -> None:
+    for args in (["bogus"], ["launch", "--gpus", "many", "--", "x"], ["grant", "add", "--nope"], ["status", "a", "b"]):
+        r = rsk(*args)
+        assert r.rc == Exit.USAGE, (args, r.err)
+        assert "Traceback" not in r.err and "Error" in r.err
+    assert "Did you mean 'logs'" in rsk("lgos").err
+
+
+def test_top_level_help_lists_every_command(rsk_env: Path) -> None:
+    from rsk.cli.commands import COMMANDS
+
+    h = rsk("--help")
+    assert h.rc == 0
+    for name in COMMANDS:
+        assert f"  {name} " in h.out, name
+    for name in COMMANDS:  # and each command's own help starts with the same line
+        own = rsk(name, "--help")
+        assert own.rc == 0 and COMMANDS[name][1][:40] in " ".join(own.out.split()), name

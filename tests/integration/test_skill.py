@@ -61,6 +61,8 @@ def test_an_agent_following_the_skill(lab: Lab, project: str) -> None:
         r = rsk(command, "--target", "lab", "--project", project, "--json", *args)
         return r.rc, json.loads(r.out) if r.out.strip() else {}
 
+    rc, ev = agent("events")  # a cursor from before the job exists, so its first state is a change
+    cursor = ev["cursor"]
     rc, body = agent("launch", "--request-id", "skill-1", "--", "sh", "-c", "echo started; sleep 300")
     assert rc == Exit.PENDING  # the skill: tell the human the card id, then rsk wait CARD
     card = str(body["card_id"])
@@ -75,8 +77,6 @@ def test_an_agent_following_the_skill(lab: Lab, project: str) -> None:
     out, _ = waiter.communicate(timeout=120)
     assert waiter.returncode == 0
     job = json.loads(out)["job_id"]
-    rc, ev = agent("events")
-    cursor = ev["cursor"]
     deadline = time.monotonic() + 90
     state = ""
     while state != "running":

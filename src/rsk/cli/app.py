@@ -6,17 +6,7 @@ from typing import Annotated
 import typer
 
 from rsk import __version__
-
-# Which module registers each command. main() builds only the module the command line names,
-# because typer inspects every registered function at start-up (about 3 ms a command).
-MODULES = {
-    "launch": "launch_cmd", "wait": "launch_cmd",
-    "status": "ops_cmds", "cancel": "ops_cmds", "reconcile": "ops_cmds", "events": "ops_cmds",
-    "watch": "watch_cmd",
-    "journal": "cluster_cmds", "logs": "cluster_cmds", "targets": "cluster_cmds", "doctor": "cluster_cmds",
-    "approvals": "ledger_cmds", "approve": "ledger_cmds", "deny": "ledger_cmds", "grant": "ledger_cmds",
-    "deny-rule": "ledger_cmds",
-}  # fmt: skip
+from rsk.cli.commands import COMMANDS, GROUPS
 
 app = typer.Typer(
     name="rsk",
@@ -48,12 +38,18 @@ def root(
 
 
 def register(command: str | None) -> None:
-    """Register the module that owns `command`, or every module (top-level help, unknown commands)."""
+    """Register the module that owns `command`. Typer inspects every registered function at start-up
+    (about 2 ms each), so the top-level help and unknown commands get stubs with the same one-line help."""
     import importlib
 
-    names = [MODULES[command]] if command in MODULES else list(dict.fromkeys(MODULES.values()))
-    for name in names:
-        importlib.import_module(f"rsk.cli.{name}").register(app)
+    if command in COMMANDS:
+        importlib.import_module(f"rsk.cli.{COMMANDS[command][0]}").register(app)
+        return
+    for name, (_, line) in COMMANDS.items():
+        if name in GROUPS:
+            app.add_typer(typer.Typer(help=line), name=name)
+        else:
+            app.command(name, help=line)(lambda: None)
 
 
 def optional_wait(args: list[str]) -> list[str]:
@@ -102,10 +98,10 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         sys.stderr.write("aborted\n")
         raise SystemExit(int(Exit.INTERRUPTED)) from None
-    except Exception as exc:  # click usage errors carry their own exit code (2)
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            raise SystemExit(exc.exit_code) from None
-        raise
+    except typer.TyperException as exc:  # usage errors: unknown command, bad option or value (exit 2)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(int(getattr(exc, "exit_code", Exit.USAGE))) from None

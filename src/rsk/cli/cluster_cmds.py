@@ -5,14 +5,15 @@ from typing import Annotated
 
 import typer
 
+from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target
 
 
 def register(app: typer.Typer) -> None:
-    app.command("journal", help="Show the project's attempt journal on the cluster (intent, outcome, ...).")(journal)
-    app.command("logs", help="Show a bounded tail of a job's stdout or stderr.")(logs)
-    app.command("targets", help="List the targets rsk can find.")(targets)
-    app.command("doctor", help="Check a target end to end; exit 0 when nothing fails, 9 when a check fails.")(doctor)
+    app.command("journal", help=help_for("journal"))(journal)
+    app.command("logs", help=help_for("logs"))(logs)
+    app.command("targets", help=help_for("targets"))(targets)
+    app.command("doctor", help=help_for("doctor"))(doctor)
 
 
 def journal(

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
 
 WaitOpt = Annotated[
@@ -22,14 +23,14 @@ def register(app: typer.Typer) -> None:
     app.command(
         "launch",
         context_settings={"allow_interspersed_args": False},
-        help=(
-            "Plan a job on the cluster, check the ledger, and submit it exactly once.\n\n"
+        help=help_for(
+            "launch",
             "Example: rsk launch --target lab --gpus 1 --time 2:00:00 --request-id train-1 -- python train.py\n\n"
             "Exit codes: 0 submitted (or replayed), 3 denied, 4 waiting for a human (card id printed), "
-            "5 plan changed / request id conflict; see README for all."
+            "5 plan changed / request id conflict; see README for all.",
         ),
     )(launch)
-    app.command("wait", help="Wait for a human to decide card CARD, then continue its launch.")(wait)
+    app.command("wait", help=help_for("wait"))(wait)
 
 
 def _parse_wait(value: str | None) -> float | None:

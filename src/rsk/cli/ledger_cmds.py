@@ -4,20 +4,21 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, YesOpt, out, print_json, require_human
 
 if TYPE_CHECKING:
     from rsk.grants import GrantView
     from rsk.ledger import Card
 
-grant_app = typer.Typer(help="Standing grants: scope, per-job ceilings, budgets, expiry.", no_args_is_help=True)
-rule_app = typer.Typer(help="Deny rules: they win over every approval and grant.", no_args_is_help=True)
+grant_app = typer.Typer(help=help_for("grant"), no_args_is_help=True)
+rule_app = typer.Typer(help=help_for("deny-rule"), no_args_is_help=True)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("approvals", help="List approval cards that wait for a human.")(approvals)
-    app.command("approve", help="Approve card CARD: its exact plan may run (once by default).")(approve)
-    app.command("deny", help="Deny card CARD; the reason reaches the agent.")(deny)
+    app.command("approvals", help=help_for("approvals"))(approvals)
+    app.command("approve", help=help_for("approve"))(approve)
+    app.command("deny", help=help_for("deny"))(deny)
     app.add_typer(grant_app, name="grant")
     app.add_typer(rule_app, name="deny-rule")
 

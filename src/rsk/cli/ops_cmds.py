@@ -4,19 +4,19 @@ from typing import Annotated
 
 import typer
 
+from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target, rich_out
 
 
 def register(app: typer.Typer) -> None:
-    app.command("status", help="State of the project's rsk jobs (one remote call for all of them).")(status)
-    app.command("cancel", help="Cancel a job, a request or a batch this project launched (and only those).")(cancel)
-    app.command("reconcile", help="Resolve every intent without an outcome from Slurm's evidence; never resubmits.")(
-        reconcile
-    )
+    app.command("status", help=help_for("status"))(status)
+    app.command("cancel", help=help_for("cancel"))(cancel)
+    app.command("reconcile", help=help_for("reconcile"))(reconcile)
     app.command(
         "events",
-        help="What changed since --after CURSOR (journal events, job state changes), with the next cursor. "
-        "--wait blocks until something changes, so agents need no sleep loops.",
+        help=help_for(
+            "events", "Prints the next cursor. --wait blocks until something changes, so agents need no sleep loops."
+        ),
     )(events)
 
 

@@ -5,14 +5,17 @@ from typing import Annotated
 
 import typer
 
+from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, print_json, rich_out
 
 
 def register(app: typer.Typer) -> None:
     app.command(
         "watch",
-        help="A live table of the project's batches and jobs; one remote call per target per refresh. "
-        "Ctrl-C leaves. --once prints one table; --json one document.",
+        help=help_for(
+            "watch",
+            "One remote call per target per refresh. Ctrl-C leaves. --once prints one table; --json one document.",
+        ),
     )(watch)
 
 
