@@ -9,8 +9,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from rsk.protocol import parse_kv, raise_for_error, unb64
-from rsk.remote import Remote
-from rsk.targets import find_target
+from rsk.remote import remote_for
 
 
 class JournalEvent(BaseModel):
@@ -55,10 +54,8 @@ def parse_journal_line(n: int, words: list[str]) -> JournalEvent:
 
 
 def journal(target_name: str, project: str, after: int = 0) -> Journal:
-    from rsk.transport import Connection
-
-    with Connection(find_target(target_name)) as conn:
-        out = Remote(conn).call("journal.sh", project, str(after))
+    with remote_for(target_name) as remote:
+        out = remote.call("journal.sh", project, str(after))
     raise_for_error(out)
     events = [parse_journal_line(int(r.kv.get("n", "0")), r.words[1:]) for r in out.all("journal")]
     cursor = out.first("cursor")
@@ -93,11 +90,8 @@ def logs(
     on_poll: Callable[[LogTail], None] | None = None,
 ) -> LogTail:
     """A bounded tail; with follow_until_end, poll (one connection) until the job's run ends or time passes."""
-    from rsk.transport import Connection
-
     deadline = None if follow_until_end is None else time.monotonic() + follow_until_end
-    with Connection(find_target(target_name)) as conn:
-        remote = Remote(conn)
+    with remote_for(target_name) as remote:
         while True:
             out = remote.call("logs.sh", project, job_id, stream, str(max_bytes))
             raise_for_error(out)

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import time
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -18,8 +15,7 @@ from rsk.errors import UsageError
 from rsk.jobs import JournalEvent, parse_journal_line
 from rsk.paths import check_token, project_dir
 from rsk.protocol import Output, raise_for_error
-from rsk.remote import Remote
-from rsk.targets import find_target
+from rsk.remote import Remote, remote_for
 
 State = Literal["pending", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
 FINAL = {"succeeded", "failed", "cancelled", "timed-out", "lost"}
@@ -97,14 +93,6 @@ def jobs_from(out: Output) -> list[JobState]:
             )
         )
     return jobs
-
-
-@contextlib.contextmanager
-def remote_for(target_name: str) -> Iterator[Remote]:
-    from rsk.transport import Connection
-
-    with Connection(find_target(target_name)) as conn:
-        yield Remote(conn)
 
 
 def status_call(remote: Remote, target: str, project: str, after: int | None = None) -> tuple[Status, Output]:
@@ -277,7 +265,3 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
                 cursor = _save_snapshot(project, target, new_lines, states)
                 return Events(target=target, project=project, cursor=cursor, events=evs)
             time.sleep(min(poll, max(deadline - time.monotonic(), 0.1)))
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from rsk import bundle
 from rsk.errors import ProtocolError, RemoteRootError
 from rsk.protocol import Output, parse
+from rsk.targets import find_target
 from rsk.transport import Connection, remote_path
 
 MISSING_RC = 127
@@ -67,3 +71,10 @@ class Remote:
                 "check that the remote root is writable and the disk is not full",
             )
         self.deployed_now = True
+
+
+@contextlib.contextmanager
+def remote_for(target_name: str) -> Iterator[Remote]:
+    """One connection to a target for the length of the block."""
+    with Connection(find_target(target_name)) as conn:
+        yield Remote(conn)

@@ -70,9 +70,3 @@ def parse_expiry(text: str, at: datetime | None = None) -> datetime:
     except ValueError as exc:
         raise UsageError(f"expiry {text!r} is neither a duration nor a date", "use 8h, 7d or 2026-12-31T18:00") from exc
     return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
-def hours(minutes: int) -> str:
-    d, rest = divmod(minutes, 1440)
-    h, m = divmod(rest, 60)
-    return (f"{d}-" if d else "") + f"{h:02d}:{m:02d}:00"

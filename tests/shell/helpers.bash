@@ -73,3 +73,7 @@ submit() { # submit RID ARGS...: plan, then submit with the expected hash; sets 
     [ "$status" -eq 0 ]
     JOB=$(field accepted job)
 }
+
+# lab_sbatch ARGS...: a plain job as the cluster user, not through rsk (its output and working
+# directory must be somewhere the cluster user can write, whatever directory the tests run from)
+lab_sbatch() { runuser -u "$LAB_USER" -- sbatch --parsable --chdir=/tmp --output=/dev/null "$@"; }

@@ -35,7 +35,7 @@ teardown() { teardown_root; }
 }
 
 @test "logs refuses a job this project did not launch" {
-    other=$(runuser -u "$LAB_USER" -- sbatch --parsable --wrap true)
+    other=$(lab_sbatch --wrap true)
     run remote logs.sh "$PROJECT" "$other" stdout 100
     [ "$status" -eq 2 ]
     [ "$(field error code)" = not-ours ]

@@ -64,7 +64,7 @@ job_state() { printf '%s\n' "$output" | awk -v r="rid=$1" '$1 == "@@job" && $2 =
 }
 
 @test "cancel leaves a reused job id alone when its name lacks this project's identity" {
-    foreign=$(runuser -u "$LAB_USER" -- sbatch --parsable --wrap 'sleep 120')
+    foreign=$(lab_sbatch --wrap 'sleep 120')
     mkdir -p "$ROOT/journal"
     echo "v=1 t=x ev=accepted rid=old plan=p job=$foreign" >"$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"
@@ -89,7 +89,7 @@ job_state() { printf '%s\n' "$output" | awk -v r="rid=$1" '$1 == "@@job" && $2 =
 }
 
 @test "reconcile records evidence, abandons what never reached Slurm, and submits nothing" {
-    job=$(runuser -u "$LAB_USER" -- sbatch --parsable --job-name "rsk:$PROJECT:seen" --wrap 'sleep 60')
+    job=$(lab_sbatch --job-name "rsk:$PROJECT:seen" --wrap 'sleep 60')
     mkdir -p "$ROOT/journal"
     printf 'v=1 t=x ev=intent rid=seen plan=p\nv=1 t=x ev=intent rid=gone plan=q\n' >"$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"

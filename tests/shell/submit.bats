@@ -160,7 +160,7 @@ teardown() { teardown_root; }
 @test "an intent with no outcome whose job exists is reconciled to that job, not resubmitted" {
     run remote submit.sh plan < <(request request_id=r1 arg=sleep arg=30)
     hash=$(plan_hash)
-    job=$(runuser -u "$LAB_USER" -- sbatch --parsable --job-name "rsk:$PROJECT:r1" --wrap 'sleep 30')
+    job=$(lab_sbatch --job-name "rsk:$PROJECT:r1" --wrap 'sleep 30')
     mkdir -p "$ROOT/journal"
     printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s\n' "$hash" > "$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"

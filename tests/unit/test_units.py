@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rsk.errors import UsageError
-from rsk.units import hours, parse_expiry, parse_mem, parse_time
+from rsk.units import parse_expiry, parse_mem, parse_time
 
 
 @pytest.mark.parametrize(
@@ -42,11 +42,6 @@ def test_parse_expiry_durations_and_dates() -> None:
     assert parse_expiry("2026-12-31T18:00") == datetime(2026, 12, 31, 18, 0, tzinfo=UTC)
     with pytest.raises(UsageError):
         parse_expiry("soon")
-
-
-def test_hours_formats_minutes_as_slurm_time() -> None:
-    assert hours(90) == "01:30:00"
-    assert hours(1500) == "1-01:00:00"
 
 
 def test_bare_wait_means_no_limit_and_the_job_command_is_untouched() -> None:
