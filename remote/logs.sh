@@ -1,6 +1,7 @@
 #!/bin/sh
 # rsk logs: a bounded tail of a job's stdout or stderr, for jobs this project launched.
-#   logs.sh PROJECT JOBID STREAM MAXBYTES     STREAM is stdout or stderr
+#   logs.sh PROJECT JOBID STREAM MAXBYTES [LINES]     STREAM is stdout or stderr; at most LINES
+#   lines (all, when 0 or not given) and never more than MAXBYTES bytes
 # Prints @@log (state of the run) and @@chunk lines (base64, at most MAXBYTES in all).
 set -eu
 # shellcheck source=lib.sh
@@ -8,7 +9,9 @@ set -eu
 
 main() {
     rsk_start
-    [ $# -eq 4 ] || rsk_fail "$RSK_E_USAGE" usage "usage: logs.sh PROJECT JOBID STREAM MAXBYTES"
+    if [ $# -lt 4 ] || [ $# -gt 5 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: logs.sh PROJECT JOBID STREAM MAXBYTES [LINES]"; fi
+    lines=${5:-0}
+    rsk_is_uint "$lines" || rsk_fail "$RSK_E_USAGE" usage "LINES must be a number"
     rsk_need_token project "$1"
     case $2 in '' | *[!0-9_]*) rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX)" ;; esac
     case $3 in stdout | stderr) ;; *) rsk_fail "$RSK_E_USAGE" bad-stream "stream is stdout or stderr" ;; esac
@@ -28,7 +31,8 @@ main() {
     [ ! -f "$run/$3" ] || size=$(wc -c <"$run/$3" | tr -d ' ')
     rsk_emit log "rid=$rid" "started=$started" "ended=$(rsk_b64 "$ended")" "size=$size"
     if [ -f "$run/$3" ]; then
-        tail -c "$4" "$run/$3" | base64 | tr -d '\n' | fold -w 4000 | while IFS= read -r chunk || [ -n "$chunk" ]; do
+        if [ "$lines" -gt 0 ]; then tail -n "$lines" "$run/$3"; else cat "$run/$3"; fi | tail -c "$4" \
+            | base64 | tr -d '\n' | fold -w 4000 | while IFS= read -r chunk || [ -n "$chunk" ]; do
             rsk_emit chunk "$chunk"
         done
     fi

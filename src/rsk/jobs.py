@@ -85,15 +85,17 @@ def logs(
     project: str,
     job_id: str,
     stream: str = "stdout",
-    max_bytes: int = 64 * 1024,
+    max_bytes: int = 1024 * 1024,
+    lines: int = 0,
     follow_until_end: float | None = None,
     on_poll: Callable[[LogTail], None] | None = None,
 ) -> LogTail:
-    """A bounded tail; with follow_until_end, poll (one connection) until the job's run ends or time passes."""
+    """The last `lines` lines (0: all), at most `max_bytes`; with follow_until_end, poll over one connection
+    until the job's run ends or the time passes, calling on_poll with each tail."""
     deadline = None if follow_until_end is None else time.monotonic() + follow_until_end
     with remote_for(target_name) as remote:
         while True:
-            out = remote.call("logs.sh", project, job_id, stream, str(max_bytes))
+            out = remote.call("logs.sh", project, job_id, stream, str(max_bytes), str(lines))
             raise_for_error(out)
             rec = out.first("log")
             assert rec is not None

@@ -32,6 +32,9 @@ teardown() { teardown_root; }
     text=$(printf '%s\n' "$output" | sed -n 's/^@@chunk //p' | tr -d '\n' | base64 -d)
     [ "${#text}" -le 100 ]
     [ "$(printf '%s\n' "$text" | tail -n 1)" = 5000 ]
+    run remote logs.sh "$PROJECT" "$JOB" stdout 100000 3
+    text=$(printf '%s\n' "$output" | sed -n 's/^@@chunk //p' | tr -d '\n' | base64 -d)
+    [ "$text" = "$(printf '4998\n4999\n5000')" ]
 }
 
 @test "logs refuses a job this project did not launch" {

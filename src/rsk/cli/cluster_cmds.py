@@ -54,22 +54,44 @@ def logs(
     target: TargetOpt = None,
     project: ProjectOpt = None,
     stream: Annotated[str, typer.Option(help="stdout or stderr.")] = "stdout",
-    tail: Annotated[int, typer.Option(min=1, max=16 * 1024 * 1024, help="At most this many bytes.")] = 65536,
-    follow: Annotated[bool, typer.Option(help="Poll until the job ends (at most --timeout seconds).")] = False,
+    tail: Annotated[int, typer.Option(min=0, help="The last N lines (0: all); never more than 1 MiB.")] = 200,
+    follow: Annotated[bool, typer.Option(help="Keep printing new output until the job ends.")] = False,
     timeout: Annotated[float, typer.Option(min=1, help="With --follow: give up after this many seconds.")] = 600,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
+    from rsk.jobs import LogTail
     from rsk.jobs import logs as read_logs
     from rsk.paths import resolve_project
 
     if stream not in ("stdout", "stderr"):
         raise UsageError("--stream is stdout or stderr")
-    result = read_logs(resolve_target(target), resolve_project(project), job, stream, tail, timeout if follow else None)
+    printed = {"size": -1}
+
+    def stream_new(t: LogTail) -> None:
+        """With --follow, print what is new since the last poll (the whole tail the first time)."""
+        if printed["size"] < 0:
+            sys.stdout.write(t.text)
+        elif t.size > printed["size"]:
+            new = t.size - printed["size"]
+            sys.stdout.write(
+                t.text.encode()[-new:].decode("utf-8", "replace") if new < len(t.text.encode()) else t.text
+            )
+        sys.stdout.flush()
+        printed["size"] = t.size
+
+    result = read_logs(
+        resolve_target(target),
+        resolve_project(project),
+        job,
+        stream,
+        lines=tail,
+        follow_until_end=timeout if follow else None,
+        on_poll=None if json_out else stream_new,
+    )
     if json_out:
         print_json(result)
         return
-    sys.stdout.write(result.text)
     state = f"ended ({result.ended})" if result.ended else ("running" if result.started else "not started")
     from rsk.cli.common import err
 
