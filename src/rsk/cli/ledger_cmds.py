@@ -44,7 +44,8 @@ def render_card(card: "Card") -> str:
         + (f"  qos {p.qos}" if p.qos else ""),
         f"  per job       {p.nodes} node(s), {p.cpus} CPU/node, {p.mem_mb} MB/node, GPUs {gpus}, "
         f"limit {p.time_min} min",
-        f"  worst case    {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h",
+        f"  worst case    {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h"
+        + (f" for {p.jobs} jobs (a batch; 'per job' is its largest task)" if p.jobs > 1 else ""),
         f"  env passed    {', '.join(p.env_names) or '(none)'}",
         f"  start (est.)  {p.estimate_start}",
         f"  policy        {p.policy_verdict}" + (f": {'; '.join(p.policy_reasons)}" if p.policy_reasons else ""),
