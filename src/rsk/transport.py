@@ -162,6 +162,11 @@ class Connection:
                 "check the user and identity_file in the target (or ssh-agent); try `ssh` with the same settings",
             ) from exc
         except paramiko.SSHException as exc:
+            if "no authentication methods available" in str(exc).lower():
+                raise ConfigError(
+                    f"authentication failed for {where}: no key to offer",
+                    "set identity_file in the target or IdentityFile in ~/.ssh/config, or load a key into ssh-agent",
+                ) from exc
             if "not found in known_hosts" in str(exc):
                 raise ConfigError(
                     f"the host key of {ep.hostname}:{ep.port} is unknown (not in {ep.known_hosts})",

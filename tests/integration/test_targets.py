@@ -189,3 +189,36 @@ def test_watch_backs_off_while_a_target_is_unreachable(lab: Lab, cleanup_targets
     assert all(d <= MAX_BACKOFF for d in delays)
     target(lab, "down")  # reachable again: back to the normal interval
     assert w.poll().delay == 10
+
+
+def test_ssh_config_proxycommand(lab: Lab, project: str, tmp_path: Path, cleanup_targets: None) -> None:
+    key = LAB_DIR / "id_ed25519"
+    known = LAB_DIR / "known_hosts"
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(
+        f"Host viacmd\n  HostName 127.0.0.1\n  Port {LAB_PORT}\n  User {LAB_USER}\n  IdentityFile {key}\n"
+        f"  ProxyCommand ssh -o BatchMode=yes -o UserKnownHostsFile={known} -i {key} -p {JUMP_PORT} "
+        f"{LAB_USER}@127.0.0.1 -W %h:%p\n"
+    )
+    target(lab, "viacmd", host="viacmd", port=None, user=None, identity_file=None, ssh_config=str(cfg))
+    grant(project, "--jobs", "1")
+    assert launched(rsk("launch", "-t", "viacmd", "-p", project, "--json", "--", "true"))["target"] == "viacmd"
+
+
+def test_keys_from_ssh_agent(lab: Lab, project: str, tmp_path: Path, cleanup_targets: None) -> None:
+    agent = subprocess.run(["ssh-agent", "-s"], capture_output=True, text=True, check=True).stdout
+    env = dict(line.split(";")[0].split("=", 1) for line in agent.splitlines() if "=" in line.split(";")[0])
+    try:
+        subprocess.run(["ssh-add", "-q", str(LAB_DIR / "id_ed25519")], env={**env, "PATH": "/usr/bin:/bin"}, check=True)
+        target(lab, "viaagent", identity_file=None)
+        grant(project, "--jobs", "1")
+        r = rsk("launch", "-t", "viaagent", "-p", project, "--json", "--", "true",
+                env={"SSH_AUTH_SOCK": env["SSH_AUTH_SOCK"], "HOME": str(tmp_path)})  # fmt: skip
+        assert launched(r)["target"] == "viaagent"
+        # and without the agent the same target has no key to offer
+        r = rsk(
+            "launch", "-t", "viaagent", "-p", project, "--", "true", env={"SSH_AUTH_SOCK": "", "HOME": str(tmp_path)}
+        )
+        assert r.rc == Exit.CONFIG and "authentication failed" in r.err
+    finally:
+        subprocess.run(["kill", env["SSH_AGENT_PID"]], check=False)
