@@ -234,11 +234,14 @@ class Connection:
                         f"remote output exceeded {max_output} bytes",
                         "check the remote scripts and login banner",
                     )
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
-                    break
-                if chan.closed and not chan.recv_ready():
-                    break
-            rc = chan.recv_exit_status()
+                drained = not chan.recv_ready() and not chan.recv_stderr_ready()
+                # Done only at end of file AND with the exit status: sshd may send the status before
+                # the last output, so stopping at the status alone can lose the end of an answer.
+                if drained and (chan.eof_received or chan.closed):
+                    if chan.exit_status_ready() or chan.closed:
+                        break
+                    time.sleep(0.002)  # EOF came first; the exit status follows at once
+            rc = chan.recv_exit_status() if chan.exit_status_ready() else -1
         except (OSError, EOFError, paramiko.SSHException) as exc:
             raise ConnectError(f"the SSH connection broke during a remote command: {exc}", "try again") from exc
         finally:

@@ -222,3 +222,21 @@ def test_keys_from_ssh_agent(lab: Lab, project: str, tmp_path: Path, cleanup_tar
         assert r.rc == Exit.CONFIG and "authentication failed" in r.err
     finally:
         subprocess.run(["kill", env["SSH_AGENT_PID"]], check=False)
+
+
+def test_every_answer_arrives_whole_under_load(lab: Lab, cleanup_targets: None) -> None:
+    """sshd may send a command's exit status before its last output; no answer may lose its end."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rsk.remote import remote_for
+
+    with remote_for("lab") as remote:
+        remote.call("policy.sh", "show")  # deploys the scripts once
+
+        def call(_: int) -> int:
+            out = remote.call("policy.sh", "show")  # raises when @@done is missing
+            return len(out.all("policy-rule"))
+
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            counts = list(pool.map(call, range(200)))
+    assert counts == [10] * 200
