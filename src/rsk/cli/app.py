@@ -86,9 +86,9 @@ def main(argv: list[str] | None = None) -> None:
         from rsk.cli.common import err
 
         console = err()
-        console.print(f"error: {exc.message}", markup=False)
+        console.print(f"error: {exc.message}")
         if exc.hint:
-            console.print(f"hint: {exc.hint}", markup=False)
+            console.print(f"hint: {exc.hint}")
         raise SystemExit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")

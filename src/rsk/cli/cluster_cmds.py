@@ -31,7 +31,7 @@ def journal(
         return
     o = out()
     if not j.events:
-        o.print(f"no journal events for project {j.project} on {j.target}", markup=False)
+        o.print(f"no journal events for project {j.project} on {j.target}")
     for e in j.events:
         extra = " ".join(
             s
@@ -44,9 +44,8 @@ def journal(
         )
         o.print(
             f"{e.n:>5} {e.t} {e.event:<10} {e.request_id} plan={e.plan_hash[:12]} {extra}".rstrip(),
-            markup=False,
         )
-    o.print(f"cursor {j.cursor}", markup=False)
+    o.print(f"cursor {j.cursor}")
 
 
 def logs(
@@ -95,7 +94,7 @@ def logs(
     state = f"ended ({result.ended})" if result.ended else ("running" if result.started else "not started")
     from rsk.cli.common import err
 
-    err().print(f"rsk: job {job} {state}; {result.size} bytes of {stream}", markup=False)
+    err().print(f"rsk: job {job} {state}; {result.size} bytes of {stream}")
 
 
 def targets(json_out: JsonOpt = False) -> None:
@@ -106,10 +105,10 @@ def targets(json_out: JsonOpt = False) -> None:
         print_json(found)
         return
     if not found:
-        out().print("no targets; see INSTALL.md to add one", markup=False)
+        out().print("no targets; see INSTALL.md to add one")
     for t in found:
         where = f"{t.user + '@' if t.user else ''}{t.host}{':' + str(t.port) if t.port else ''}"
-        out().print(f"{t.name:<12} {where:<28} root {t.remote_root}  ({t.source})", markup=False)
+        out().print(f"{t.name:<12} {where:<28} root {t.remote_root}  ({t.source})")
 
 
 def doctor(
@@ -125,9 +124,9 @@ def doctor(
         o = out()
         mark = {"pass": "ok  ", "fail": "FAIL", "unavailable": "n/a "}
         for c in report.checks:
-            o.print(f"{mark[c.result]} {c.name:<13} {c.message}", markup=False)
+            o.print(f"{mark[c.result]} {c.name:<13} {c.message}")
             if c.hint and c.result != "pass":
-                o.print(f"     {'':<13} hint: {c.hint}", markup=False)
-        o.print("all checks passed" if report.ok else "some checks failed", markup=False)
+                o.print(f"     {'':<13} hint: {c.hint}")
+        o.print("all checks passed" if report.ok else "some checks failed")
     if not report.ok:
         raise typer.Exit(int(Exit.CHECKS))

@@ -35,7 +35,7 @@ class Plain:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
 
-    def print(self, text: object = "", markup: bool = False) -> None:
+    def print(self, text: object = "") -> None:
         self.stream.write(f"{text}\n")
 
 

@@ -147,7 +147,7 @@ def launch(
         requester=requester(),
     )
     console = err()
-    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}", markup=False))
+    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
     result = do_launch(resolve_target(target), request, wait=_parse_wait(wait), progress=progress)
     if json_out:
         print_json(result)
@@ -155,23 +155,22 @@ def launch(
     o = out()
     verb = "already submitted:" if result.status == "replayed" else "submitted"
     if result.tasks:
-        o.print(f"{verb} batch {result.request_id}: {len(result.tasks)} tasks on {result.target}", markup=False)
+        o.print(f"{verb} batch {result.request_id}: {len(result.tasks)} tasks on {result.target}")
         for t in result.tasks[:10]:
-            o.print(f"  {t.task:<24} job {t.job_id}", markup=False)
+            o.print(f"  {t.task:<24} job {t.job_id}")
         if len(result.tasks) > 10:
-            o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)", markup=False)
+            o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)")
     else:
-        o.print(f"{verb} job {result.job_id} on {result.target}", markup=False)
-    o.print(f"  project     {result.project}", markup=False)
-    o.print(f"  request id  {result.request_id}", markup=False)
-    o.print(f"  plan        {result.plan_hash}", markup=False)
+        o.print(f"{verb} job {result.job_id} on {result.target}")
+    o.print(f"  project     {result.project}")
+    o.print(f"  request id  {result.request_id}")
+    o.print(f"  plan        {result.plan_hash}")
     how = f"{result.allowed_by.kind} {result.allowed_by.id}"
     if result.allowed_by.kind == "grant":
         how += f" (charged {result.plan.gpu_hours:.2f} GPU-h, {result.plan.cpu_hours:.2f} CPU-h at worst)"
-    o.print(f"  allowed by  {how}", markup=False)
+    o.print(f"  allowed by  {how}")
     o.print(
         f"next: rsk logs {result.job_id} --target {result.target} --project {result.project} --follow",
-        markup=False,
     )
 
 
@@ -204,5 +203,4 @@ def wait(
     else:
         out().print(
             f"approved; submitted job {result.job_id} on {result.target} (plan {result.plan_hash[:12]})",
-            markup=False,
         )

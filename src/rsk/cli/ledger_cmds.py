@@ -73,11 +73,11 @@ def approvals(
         return
     o = out()
     if not cards:
-        o.print("no pending approval cards", markup=False)
+        o.print("no pending approval cards")
         return
     for card in cards:
-        o.print(render_card(card) + "\n", markup=False)
-    o.print("next: rsk approve CARD [--uses N] [--expires 8h]  or  rsk deny CARD --reason '...'", markup=False)
+        o.print(render_card(card) + "\n")
+    o.print("next: rsk approve CARD [--uses N] [--expires 8h]  or  rsk deny CARD --reason '...'")
 
 
 def approve(
@@ -97,7 +97,7 @@ def approve(
     store = _store(project)
     found = find_card(store.load(), card)
     if not yes and not json_out:
-        out().print(render_card(found), markup=False)
+        out().print(render_card(found))
     require_human(f"approve card {card}", yes)
     approval = do_approve(
         store, card, who(yes), uses=uses, expires=parse_expiry(expires) if expires else None, note=note
@@ -105,8 +105,8 @@ def approve(
     if json_out:
         print_json(approval)
         return
-    out().print(f"approved card {card} as {approval.id} ({uses} use(s))", markup=False)
-    out().print(f"next: the agent continues with `rsk wait {card}`", markup=False)
+    out().print(f"approved card {card} as {approval.id} ({uses} use(s))")
+    out().print(f"next: the agent continues with `rsk wait {card}`")
 
 
 def deny(
@@ -125,7 +125,7 @@ def deny(
     if json_out:
         print_json(decided)
         return
-    out().print(f"denied card {card}: {reason}", markup=False)
+    out().print(f"denied card {card}: {reason}")
 
 
 def _fmt_left(left: float | int | None) -> str:
@@ -224,8 +224,8 @@ def grant_add(
     if json_out:
         print_json(v)
         return
-    out().print(render_grant(v), markup=False)
-    out().print(f"next: rsk grant list --project {store.project}", markup=False)
+    out().print(render_grant(v))
+    out().print(f"next: rsk grant list --project {store.project}")
 
 
 @grant_app.command("list", help="List grants with spent, reserved and left.")
@@ -237,9 +237,9 @@ def grant_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
         print_json(views)
         return
     if not views:
-        out().print("no grants", markup=False)
+        out().print("no grants")
     for v in views:
-        out().print(render_grant(v) + "\n", markup=False)
+        out().print(render_grant(v) + "\n")
 
 
 @grant_app.command("show", help="Show one grant.")
@@ -254,7 +254,7 @@ def grant_show(
     if json_out:
         print_json(v)
     else:
-        out().print(render_grant(v), markup=False)
+        out().print(render_grant(v))
 
 
 @grant_app.command("revoke", help="Revoke a grant: it allows nothing more (what it charged stays recorded).")
@@ -273,7 +273,7 @@ def grant_revoke(
     if json_out:
         print_json(g)
     else:
-        out().print(f"revoked grant {g.id}", markup=False)
+        out().print(f"revoked grant {g.id}")
 
 
 @rule_app.command("add", help="Add a deny rule; all the conditions given must match for it to deny.")
@@ -318,7 +318,7 @@ def rule_add(
     if json_out:
         print_json(rule)
     else:
-        out().print(f"added deny rule {rule.id}: {rule.reason}", markup=False)
+        out().print(f"added deny rule {rule.id}: {rule.reason}")
 
 
 @rule_app.command("list", help="List deny rules.")
@@ -330,11 +330,11 @@ def rule_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
         print_json(rules)
         return
     if not rules:
-        out().print("no deny rules", markup=False)
+        out().print("no deny rules")
     for r in rules:
         conds = {k: v for k, v in r.model_dump(exclude={"id", "reason", "created"}).items() if v is not None}
         cond_text = ", ".join(f"{k}={v}" for k, v in conds.items()) or "everything"
-        out().print(f"{r.id}  {cond_text}  reason: {r.reason}", markup=False)
+        out().print(f"{r.id}  {cond_text}  reason: {r.reason}")
 
 
 @rule_app.command("remove", help="Remove a deny rule.")
@@ -353,4 +353,4 @@ def rule_remove(
     if json_out:
         print_json(r)
     else:
-        out().print(f"removed deny rule {r.id}", markup=False)
+        out().print(f"removed deny rule {r.id}")

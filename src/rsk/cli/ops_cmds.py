@@ -70,8 +70,8 @@ def cancel(
             "not-ours": "is not this project's: left alone",
             "failed": "could not be cancelled",
         }[r.result]
-        o.print(f"{what} {text}", markup=False)
-    o.print(f"next: rsk status --target {report.target} --project {report.project}", markup=False)
+        o.print(f"{what} {text}")
+    o.print(f"next: rsk status --target {report.target} --project {report.project}")
 
 
 def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
@@ -84,12 +84,12 @@ def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: Js
         return
     o = out()
     if not report.items:
-        o.print(f"nothing to reconcile: every intent in {report.project} has an outcome", markup=False)
+        o.print(f"nothing to reconcile: every intent in {report.project} has an outcome")
     for item in report.items:
         if item.result == "reconciled":
-            o.print(f"{item.request_id}: was submitted as job {item.job_id} (recorded now)", markup=False)
+            o.print(f"{item.request_id}: was submitted as job {item.job_id} (recorded now)")
         else:
-            o.print(f"{item.request_id}: never reached Slurm (abandoned; launching it again is safe)", markup=False)
+            o.print(f"{item.request_id}: never reached Slurm (abandoned; launching it again is safe)")
 
 
 def events(
@@ -110,8 +110,8 @@ def events(
     for e in ev.events:
         if e.kind == "state":
             o.print(f"job {e.job_id} ({e.request_id}{'/' + e.task if e.task else ''}): "
-                    f"{e.old_state or 'new'} -> {e.new_state}", markup=False)  # fmt: skip
+                    f"{e.old_state or 'new'} -> {e.new_state}")  # fmt: skip
         elif e.journal is not None:
             o.print(f"journal {e.journal.n}: {e.journal.event} {e.request_id}"
-                    + (f" job={e.job_id}" if e.job_id else ""), markup=False)  # fmt: skip
-    o.print(f"cursor {ev.cursor}", markup=False)
+                    + (f" job={e.job_id}" if e.job_id else ""))  # fmt: skip
+    o.print(f"cursor {ev.cursor}")
