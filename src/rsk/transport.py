@@ -12,7 +12,7 @@ import select
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,13 +107,7 @@ class Connection:
             jump_host, _, jump_port = rest.partition(":")
             jump_ep = resolve_endpoint(self.target, jump_host)
             if user or jump_port:
-                jump_ep = Endpoint(
-                    **{
-                        **jump_ep.__dict__,
-                        "user": user or jump_ep.user,
-                        "port": int(jump_port or jump_ep.port),
-                    }
-                )
+                jump_ep = replace(jump_ep, user=user or jump_ep.user, port=int(jump_port or jump_ep.port))
             jump = self._connect(jump_ep, sock=None, hops=hops + 1)
             transport = jump.get_transport()
             assert transport is not None

@@ -240,3 +240,14 @@ def test_every_answer_arrives_whole_under_load(lab: Lab, cleanup_targets: None) 
         with ThreadPoolExecutor(max_workers=4) as pool:
             counts = list(pool.map(call, range(200)))
     assert counts == [10] * 200
+
+
+def test_target_proxy_jump_with_user_and_port(lab: Lab, project: str, tmp_path: Path, cleanup_targets: None) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host 127.0.0.1\n  IdentityFile {LAB_DIR / 'id_ed25519'}\n")  # the jump host's key
+    target(lab, "jumpfield", proxy_jump=f"{LAB_USER}@127.0.0.1:{JUMP_PORT}", ssh_config=str(cfg))
+    grant(project, "--jobs", "1")
+    assert launched(rsk("launch", "-t", "jumpfield", "-p", project, "--json", "--", "true"))["target"] == "jumpfield"
+    target(lab, "jumpfield", proxy_jump=f"{LAB_USER}@127.0.0.1:1", ssh_config=str(cfg))
+    r = rsk("launch", "-t", "jumpfield", "-p", project, "--", "true")
+    assert r.rc == Exit.CONNECT and "refused" in r.err

@@ -10,6 +10,7 @@ from rsk.cli.common import JsonOpt, ProjectOpt, YesOpt, out, print_json, require
 if TYPE_CHECKING:
     from rsk.grants import GrantView
     from rsk.ledger import Card
+    from rsk.store import Store
 
 grant_app = typer.Typer(help=help_for("grant"), no_args_is_help=True)
 rule_app = typer.Typer(help=help_for("deny-rule"), no_args_is_help=True)
@@ -23,7 +24,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(rule_app, name="deny-rule")
 
 
-def _store(project: str | None):  # type: ignore[no-untyped-def]
+def _store(project: str | None) -> "Store":
     from rsk.paths import resolve_project
     from rsk.store import Store
 
