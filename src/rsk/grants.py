@@ -36,8 +36,12 @@ def view(g: Grant, u: Usage, at: datetime) -> GrantView:
         status = "revoked"
     elif g.expires is not None and g.expires <= at:
         status = "expired"
-    elif g.jobs is not None and u.jobs >= g.jobs:
-        status = "exhausted"
+    elif (
+        (g.jobs is not None and u.jobs >= g.jobs)
+        or (g.gpu_hours is not None and u.gpu_hours >= g.gpu_hours)
+        or (g.cpu_hours is not None and u.cpu_hours >= g.cpu_hours)
+    ):
+        status = "exhausted"  # some budget has nothing left
     return GrantView(
         grant=g,
         status=status,

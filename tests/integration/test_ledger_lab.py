@@ -122,6 +122,7 @@ def test_budget_exhaustion_gpu_hours_and_jobs(lab: Lab, project: str) -> None:
     assert "needs 0.50 GPU-h, 0.00 left" in cards[0]["closest_why"][0]
     view = grant_view(project)
     assert view["gpu_hours_spent"] == 1.0 and view["gpu_hours_left"] == 0.0 and view["jobs_spent"] == 2
+    assert view["status"] == "exhausted"
 
 
 def test_charge_is_released_when_the_cluster_refuses(lab: Lab, project: str) -> None:
