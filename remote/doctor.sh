@@ -1,12 +1,9 @@
-#!/bin/sh
+# shellcheck shell=sh
 # rsk doctor (cluster side): one @@check line per check, result pass|fail|unavailable.
-#   doctor.sh
-#   @@check name=NAME result=RESULT msg=B64 hint=B64
-set -eu
-# shellcheck source=lib.sh
-. "$(dirname "$0")/lib.sh"
-# shellcheck source=policy.sh
-. "$(dirname "$0")/policy.sh"
+#   doctor
+#   @@N check name=NAME result=RESULT msg=B64 hint=B64
+# Requirements on the login node: Slurm's clients, a POSIX sh, awk, sed, base64, flock, and one of
+# sha256sum, shasum or openssl (README, "What the cluster needs").
 
 check() { # check NAME RESULT MESSAGE [HINT]
     rsk_emit check "name=$1" "result=$2" "msg=$(rsk_b64 "$3")" "hint=$(rsk_b64 "${4:-}")"
@@ -15,15 +12,13 @@ check() { # check NAME RESULT MESSAGE [HINT]
 main() {
     rsk_start
     missing=''
-    for c in sbatch squeue scontrol sinfo scancel base64 awk; do
+    for c in sbatch squeue scontrol sinfo scancel base64 awk sed flock; do
         command -v "$c" >/dev/null 2>&1 || missing="$missing $c"
     done
-    if [ -z "$missing" ]; then check commands pass "sbatch squeue scontrol sinfo scancel base64 awk found"
-    else check commands fail "missing:$missing" "install Slurm's client commands and coreutils on the login node"; fi
+    if [ -z "$missing" ]; then check commands pass "sbatch squeue scontrol sinfo scancel base64 awk sed flock found"
+    else check commands fail "missing:$missing" "install Slurm's client commands, coreutils and util-linux (flock) on the login node"; fi
     if command -v sha256sum >/dev/null 2>&1 || command -v shasum >/dev/null 2>&1; then check sha256 pass "found"
     else check sha256 fail "neither sha256sum nor shasum" "install coreutils"; fi
-    if command -v flock >/dev/null 2>&1; then check flock pass "flock found"
-    else check flock unavailable "no flock: rsk uses its mkdir lock instead" ""; fi
     check version pass "$(sinfo -V 2>&1 | head -n 1)"
     if out=$(scontrol ping 2>&1) && printf '%s' "$out" | grep -q UP; then check controller pass "$(printf '%s' "$out" | tr '\n' ' ')"
     else check controller fail "$(printf '%s' "$out" | head -c 300)" "the Slurm controller does not answer; ask the cluster admins"; fi

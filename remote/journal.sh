@@ -1,23 +1,33 @@
-#!/bin/sh
-# rsk journal: print a project's attempt journal as "@@journal n=LINE EVENT..." lines.
-#   journal.sh PROJECT [AFTER]     only lines after line number AFTER (a cursor)
-set -eu
-# shellcheck source=lib.sh
-. "$(dirname "$0")/lib.sh"
+# shellcheck shell=sh
+# rsk journal: a project's attempt journal as "@@N journal n=LINE EVENT..." lines.
+#   journal PROJECT [AFTER [ANCHOR_LINE ANCHOR_SEAL]]
+# Starts at the first line of the block that holds line AFTER+1 and says where that block's chain
+# begins (@@base n=LINE seal=SEAL), so the client can check every seal it receives (rsk.chain). With an
+# anchor (a seal the client saw earlier), @@anchor ok=1|0 says whether that line still carries it:
+# a journal cut short or rewritten before it is reported, never silently accepted.
 
 main() {
     rsk_start
-    if [ $# -lt 1 ] || [ $# -gt 2 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: journal.sh PROJECT [AFTER]"; fi
+    if [ $# -lt 1 ] || [ $# -gt 4 ] || [ $# -eq 3 ]; then
+        rsk_fail "$RSK_E_USAGE" usage "usage: journal PROJECT [AFTER [ANCHOR_LINE ANCHOR_SEAL]]"
+    fi
     rsk_need_token project "$1"
     after=${2:-0}
     rsk_is_uint "$after" || rsk_fail "$RSK_E_USAGE" usage "AFTER must be a line number"
+    rsk_decimal "$after"
+    after=$RSK_V
     jf=$(rsk_journal_file "$1")
-    total=0
-    if [ -f "$jf" ]; then
-        total=$(wc -l <"$jf" | tr -d ' ')
-        awk -v after="$after" -v total="$total" 'NR > after && NR <= total { print "@@journal n=" NR " " $0 }' "$jf"
-    fi
-    rsk_emit cursor "lines=$total"
+    [ -f "$jf" ] || jf=/dev/null
+    anchor_n=${3:-0} anchor_h=${4:-}
+    rsk_is_uint "$anchor_n" || rsk_fail "$RSK_E_USAGE" usage "ANCHOR_LINE must be a line number"
+    case $anchor_h in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" usage "ANCHOR_SEAL is hex" ;; esac
+    awk -v nonce="$RSK_NONCE" -v after="$after" -v an="$anchor_n" -v ah="$anchor_h" '
+        function seal(s) { return match(s, / h=[0-9a-f]+$/) ? substr(s, RSTART + 3) : "" }
+        { line[NR] = $0; if (NR <= after && seal($0) != "") { base = NR; bseal = seal($0) } }
+        END {
+            print "@@" nonce " base n=" base + 0 " seal=" bseal
+            if (an > 0) print "@@" nonce " anchor n=" an " ok=" ((an <= NR && seal(line[an]) == ah) ? 1 : 0)
+            for (i = base + 1; i <= NR; i++) print "@@" nonce " journal n=" i " " line[i]
+            print "@@" nonce " cursor lines=" NR
+        }' "$jf"
 }
-
-main "$@"

@@ -1,19 +1,20 @@
 # shellcheck shell=sh
-# rsk remote library: sourced by every entry script in this directory.
-# Machine-readable output is only ever on lines that start with "@@"; everything
-# else on stdout or stderr is noise for the local side to ignore.
+# rsk remote library: the first part of every program rsk sends to the cluster. src/rsk/bundle.py
+# joins a header (RSK_SCRIPTS, RSK_WRAPPER, RSK_STATUS_AWK), this file, policy.sh where needed, one
+# entry script and `main "$@"` into one text that runs as `sh -c TEXT`: nothing under the remote
+# root is ever executed, so nothing a job rewrites there is trusted later (docs/adr/0006).
 #
-# Every value that came from a user travels base64-encoded (no newlines) and is
-# decoded only where it must be; it is never evaluated by a shell.
+# Output: the first line on stdin is "rsk-frame 2 NONCE"; machine-readable output is only ever
+# "@@NONCE KIND key=value ..." lines, so a login banner or a .bashrc that prints "@@..." is noise.
+# Every value that came from a user travels as "=literal" or base64 and is never evaluated.
 
-# shellcheck disable=SC2034  # the constants below are used by the scripts that source this file
-RSK_PROTOCOL=1
-RSK_DIR=$(cd "$(dirname "$0")" && pwd)
-RSK_SCRIPTS_DIGEST=$(basename "$RSK_DIR")
-RSK_ROOT=${RSK_ROOT:-$(cd "$RSK_DIR/../.." && pwd)}
+# shellcheck disable=SC2034  # constants used by the entry scripts
+RSK_PROTOCOL=2
 RSK_RC=0
+RSK_NONCE=''
+RSK_LOCKED=''
 
-# Exit codes of the remote scripts (docs/protocol.md keeps the table).
+# Exit codes of the remote programs (docs/protocol.md keeps the table).
 RSK_E_USAGE=2        # malformed request or arguments
 RSK_E_POLICY=3       # the cluster policy refuses the request
 RSK_E_MISMATCH=5     # the plan changed (expect) or a request id is reused with another plan
@@ -21,35 +22,50 @@ RSK_E_CAP=7          # the active-jobs cap of the project is reached
 RSK_E_UNAVAILABLE=69 # the Slurm controller cannot be reached
 RSK_E_SBATCH=70      # sbatch refused or failed
 RSK_E_ROOT=73        # the remote root is not writable (full, permissions)
+RSK_E_MISSING=78     # a command rsk needs on the login node is missing
 
 # @@ lines ------------------------------------------------------------------
 rsk_emit() { # rsk_emit KIND [key=value ...]
-    rsk_kind=$1
+    printf '@@%s %s' "$RSK_NONCE" "$1"
     shift
-    printf '@@%s' "$rsk_kind"
     for rsk_kv in "$@"; do
         printf ' %s' "$rsk_kv"
     done
     printf '\n'
 }
 
-rsk_finish() { # trap handler: releases a held lock and closes the output with @@done
+rsk_finish() { # trap handler: releases a held lock and closes the output with @@NONCE done
     rsk_status=$?
     [ "$RSK_RC" -ne 0 ] || RSK_RC=$rsk_status
-    rsk_unlock
-    printf '@@done rc=%s\n' "$RSK_RC"
+    [ -z "$RSK_LOCKED" ] || exec 9>&-
+    [ -z "$RSK_NONCE" ] || printf '@@%s done rc=%s\n' "$RSK_NONCE" "$RSK_RC"
     exit "$RSK_RC"
 }
 
-rsk_start() { # rsk_start: every entry script calls this first
+rsk_start() { # rsk_start: every entry script's main calls this first; reads the frame line
     trap rsk_finish EXIT
-    rsk_emit hello "protocol=$RSK_PROTOCOL" "scripts=$RSK_SCRIPTS_DIGEST"
+    IFS=' ' read -r rsk_m rsk_v rsk_n || true
+    case $rsk_n in *[!0-9a-f]* | '') rsk_n='' ;; esac
+    if [ "${rsk_m:-}" != rsk-frame ] || [ "${rsk_v:-}" != "$RSK_PROTOCOL" ] || [ "${#rsk_n}" -ne 32 ]; then
+        printf 'rsk: the first line on stdin must be "rsk-frame %s NONCE"\n' "$RSK_PROTOCOL" >&2
+        RSK_RC=$RSK_E_USAGE
+        exit "$RSK_E_USAGE"
+    fi
+    RSK_NONCE=$rsk_n
+    rsk_emit hello "protocol=$RSK_PROTOCOL" "scripts=$RSK_SCRIPTS"
 }
 
 rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line, then exit RC
     RSK_RC=$1
     rsk_emit error "code=$2" "rc=$1" "msg=$(rsk_b64 "$3")"
     exit "$1"
+}
+
+rsk_need() { # rsk_need CMD...: each command exists on this login node (docs: requirements)
+    for rsk_c in "$@"; do
+        command -v "$rsk_c" >/dev/null 2>&1 \
+            || rsk_fail "$RSK_E_MISSING" missing-command "the login node has no '$rsk_c' (rsk needs it; see rsk doctor)"
+    done
 }
 
 # encoding ------------------------------------------------------------------
@@ -65,7 +81,7 @@ rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
     if rsk_is_literal "$1"; then RSK_E="=$1"; else RSK_E=$(rsk_b64 "$1"); fi
 }
 
-rsk_unb64() { # rsk_unb64 WIRE: sets RSK_V to the value (trailing newlines kept)
+rsk_dec() { # rsk_dec WIRE: sets RSK_V to the value (trailing newlines kept)
     case $1 in "="*) RSK_V=${1#=}; return 0 ;; esac
     RSK_V=$(printf '%s' "$1" | base64 -d 2>/dev/null && printf x) \
         || rsk_fail "$RSK_E_USAGE" bad-encoding "a value is not valid base64"
@@ -92,6 +108,12 @@ rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 # validation ----------------------------------------------------------------
 rsk_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; }
 
+rsk_decimal() { # rsk_decimal DIGITS: sets RSK_V to the number in decimal ("08" is 8, never octal)
+    RSK_V=$1
+    while :; do case $RSK_V in 0?*) RSK_V=${RSK_V#0} ;; *) break ;; esac; done
+    [ "${#RSK_V}" -le 9 ] || rsk_fail "$RSK_E_USAGE" bad-number "the number $1 is too large"
+}
+
 rsk_is_token() { # names safe in paths and job names: [A-Za-z0-9._-], 1..64, no leading dot or dash
     case $1 in '' | .* | -* | *[!A-Za-z0-9._-]*) return 1 ;; esac
     [ "${#1}" -le 64 ]
@@ -116,55 +138,66 @@ rsk_need_writable() { # rsk_need_writable DIR...: each exists and takes a new fi
 }
 
 # locking -------------------------------------------------------------------
-# rsk_lock FILE: exclusive lock held until rsk_unlock or exit; flock where present,
-# else a mkdir lock whose owner pid is checked so a dead holder does not block forever.
+# rsk_lock PROJECT: the project's exclusive lock until exit. flock is a requirement: it holds across
+# login nodes that share the remote root over NFS, which no pid-file lock can promise.
 rsk_lock() {
-    RSK_LOCKFILE=$1
-    if command -v flock >/dev/null 2>&1; then
-        exec 9>>"$RSK_LOCKFILE" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot open lock $RSK_LOCKFILE"
-        flock -w 120 9 || rsk_fail "$RSK_E_ROOT" lock-timeout "lock $RSK_LOCKFILE held too long"
-        RSK_LOCKMODE=flock
-        return 0
-    fi
-    RSK_LOCKMODE='mkdir'
-    rsk_i=0
-    until mkdir "$RSK_LOCKFILE.d" 2>/dev/null; do
-        rsk_owner=$(cat "$RSK_LOCKFILE.d/pid" 2>/dev/null || true)
-        if [ -n "$rsk_owner" ] && ! kill -0 "$rsk_owner" 2>/dev/null; then
-            rm -rf "$RSK_LOCKFILE.d"
-            continue
-        fi
-        rsk_i=$((rsk_i + 1))
-        [ "$rsk_i" -lt 1200 ] || rsk_fail "$RSK_E_ROOT" lock-timeout "lock $RSK_LOCKFILE held too long"
-        sleep 0.1
-    done
-    echo "$$" >"$RSK_LOCKFILE.d/pid"
-}
-
-rsk_unlock() {
-    if [ "${RSK_LOCKMODE:-}" = flock ]; then
-        exec 9>&-
-    elif [ "${RSK_LOCKMODE:-}" = mkdir ]; then
-        rm -rf "$RSK_LOCKFILE.d"
-    fi
-    RSK_LOCKMODE=
+    rsk_need flock
+    rsk_need_writable "$RSK_ROOT/journal"
+    exec 9>>"$RSK_ROOT/journal/$1.lock" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot open the lock of $1"
+    flock -w 120 9 || rsk_fail "$RSK_E_ROOT" lock-timeout "the lock of project $1 was held too long"
+    RSK_LOCKED=1
 }
 
 # journal -------------------------------------------------------------------
 # One append-only file per project: $RSK_ROOT/journal/PROJECT.log, one event a line:
-#   v=1 t=TIME ev=EVENT rid=RID plan=HASH [job=ID] [rc=N] [code=CODE] [msg=B64]
-# Appended only while the project lock is held; never rewritten.
+#   v=2 t=TIME ev=EVENT rid=RID plan=HASH idx=N [task=KEY] [job=ID] [res=..] [rc=N] [code=C] [msg=B64]
+# Each append is one block whose last line ends in " h=SEAL", SEAL = sha256(PREVSEAL "\n" BLOCK)[0:16]:
+# edits anywhere and a torn tail are detected; a client that remembers a seal detects truncation.
 rsk_journal_file() { printf '%s/journal/%s.log' "$RSK_ROOT" "$1"; }
 
-rsk_journal() { # rsk_journal PROJECT EVENT RID PLAN [key=value ...]
-    rsk_jf=$(rsk_journal_file "$1")
-    rsk_line="v=1 t=$(rsk_now) ev=$2 rid=$3 plan=$4"
+rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to RSK_BLOCK
+    rsk_l="v=2 t=$RSK_T ev=$1 rid=$2 plan=$3 idx=$4"
     shift 4
     for rsk_kv in "$@"; do
-        rsk_line="$rsk_line $rsk_kv"
+        case $rsk_kv in *=) ;; *) rsk_l="$rsk_l $rsk_kv" ;; esac
     done
-    printf '%s\n' "$rsk_line" >>"$rsk_jf" \
-        || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot append to the journal $rsk_jf"
+    RSK_BLOCK="$RSK_BLOCK$rsk_l
+"
+}
+
+rsk_block_start() { RSK_BLOCK=''; RSK_T=$(rsk_now); }
+
+# rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (the project lock is held).
+# Returns nonzero (after an @@warning) when the disk refuses; callers decide whether that is fatal.
+rsk_journal_write() {
+    [ -n "$RSK_BLOCK" ] || return 0
+    rsk_jf=$(rsk_journal_file "$1")
+    rsk_prev='' rsk_tail=''
+    if [ -s "$rsk_jf" ]; then
+        rsk_last=$(tail -n 1 "$rsk_jf")
+        case $rsk_last in
+            *" h="*) rsk_sealed=1 ;;
+            *) rsk_sealed=0 ;;
+        esac
+        if [ "$(tail -c 1 "$rsk_jf" | wc -l | tr -d ' ')" != 1 ] || [ "$rsk_sealed" = 0 ]; then
+            # a torn or unsealed tail (a cut write, an older rsk): keep every line, seal them with
+            # this block, and say so in the journal itself
+            [ "$(tail -c 1 "$rsk_jf" | wc -l | tr -d ' ')" = 1 ] || printf '\n' >>"$rsk_jf" || return 1
+            rsk_tail=$(awk '/ h=[0-9a-f]+$/ { t = ""; next } { t = t $0 "\n" } END { printf "%sx", t }' "$rsk_jf")
+            rsk_tail=${rsk_tail%x}
+            rsk_n=$(printf '%s' "$rsk_tail" | wc -l | tr -d ' ')
+            RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=$rsk_n
+$RSK_BLOCK"
+            rsk_last=$(awk '/ h=[0-9a-f]+$/ { s = $NF } END { print s }' "$rsk_jf")
+        fi
+        rsk_prev=$(rsk_field "$rsk_last" h)
+    fi
+    rsk_seal=$(printf '%s\n%s%s' "$rsk_prev" "$rsk_tail" "$RSK_BLOCK" | rsk_sha256 | cut -c1-16)
+    if ! printf '%s h=%s\n' "${RSK_BLOCK%?}" "$rsk_seal" >>"$rsk_jf" 2>/dev/null; then
+        rsk_emit warning code=journal-unwritable "msg=$(rsk_b64 "cannot append to $rsk_jf")"
+        return 1
+    fi
+    rsk_emit head "seal=$rsk_seal"
 }
 
 rsk_field() { # rsk_field LINE KEY: the value of key=value in a journal line
@@ -174,27 +207,17 @@ rsk_field() { # rsk_field LINE KEY: the value of key=value in a journal line
     esac
 }
 
-# Slurm ---------------------------------------------------------------------
-rsk_minutes() { # rsk_minutes SLURMTIME: minutes, or "" for infinite/unknown
-    case $1 in
-        '' | infinite | UNLIMITED | n/a | NONE) printf '' ; return 0 ;;
-    esac
-    rsk_days=0
-    rsk_t=$1
-    case $rsk_t in *-*) rsk_days=${rsk_t%%-*}; rsk_t=${rsk_t#*-} ;; esac
-    rsk_old_ifs=$IFS
-    IFS=:
-    # shellcheck disable=SC2086  # splitting on ":" is the point
-    set -- $rsk_t
-    IFS=$rsk_old_ifs
-    case $# in
-        1) if [ "$rsk_days" -gt 0 ]; then rsk_m=$(($1 * 60)); else rsk_m=$1; fi ;;
-        2) if [ "$rsk_days" -gt 0 ]; then rsk_m=$(($1 * 60 + $2)); else rsk_m=$(($1 + ($2 > 0))); fi ;;
-        *) rsk_m=$(($1 * 60 + $2 + ($3 > 0))) ;;
-    esac
-    printf '%s' "$((rsk_days * 1440 + rsk_m))"
+# rsk_journal_rid PROJECT RID: "IDX EVENT PLAN JOB" for every line of the request, compared as whole
+# strings (a request id is never a pattern)
+rsk_journal_rid() {
+    rsk_jf=$(rsk_journal_file "$1")
+    [ -f "$rsk_jf" ] || return 0
+    awk -v rid="$2" '
+        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
+        kv("rid") == rid && kv("ev") ~ /^[a-z-]+$/ { i = kv("idx"); if (i == "") i = "-"; j = kv("job"); if (j == "") j = "-"; print i, kv("ev"), kv("plan"), j }' "$rsk_jf"
 }
 
+# Slurm ---------------------------------------------------------------------
 rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is unreachable
     case $1 in
         *"Unable to contact slurm controller"* | *"Socket timed out"* | *"Connection refused"* \
@@ -203,13 +226,21 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
     return 1
 }
 
-rsk_job_prefix() { printf 'rsk:%s:' "$1"; } # rsk_job_prefix PROJECT: every rsk job name starts so
+rsk_job_name() { printf 'rsk:%s:%s' "$1" "$2"; } # rsk_job_name PROJECT RID: the identity of its jobs
 
-rsk_find_job() { # rsk_find_job PROJECT RID RUNDIR: the job id Slurm or the run markers know, or ""
-    rsk_jn="$(rsk_job_prefix "$1")$2"
-    rsk_id=$(squeue -h -u "$(id -un)" -t all -n "$rsk_jn" -o '%A' 2>/dev/null | head -n 1)
-    if [ -z "$rsk_id" ] && [ -f "$3/started" ]; then
-        rsk_id=$(sed -n 's/.*job=\([0-9_]*\).*/\1/p' "$3/started" | head -n 1)
-    fi
-    printf '%s' "$rsk_id"
+# rsk_evidence PROJECT RID: "IDX JOB" for every job Slurm or the run markers know for the request.
+# An array task's id is ARRAY_IDX; a single job (one task, index 0) has a plain id.
+rsk_evidence() {
+    rsk_runs="$RSK_ROOT/runs/$1/$2"
+    {
+        squeue -h -r -u "$(id -un)" -t all -n "$(rsk_job_name "$1" "$2")" -o '%i' 2>/dev/null || true
+        for rsk_s in "$rsk_runs"/t*/started; do
+            [ -f "$rsk_s" ] && sed -n 's/^job=\([0-9_]*\) .*/\1/p' "$rsk_s"
+        done
+    } | awk '/^[0-9]+$/ { print 0, $1; next } /^[0-9]+_[0-9]+$/ { split($1, p, "_"); print p[2] + 0, $1 }' | sort -u -k1,1n
+}
+
+rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs
+    squeue -h -r -u "$(id -un)" -t PD,R,CG,S,CF -o '%i %j' 2>/dev/null \
+        | awk -v p="rsk:$1:" 'index($2, p) == 1 { print $1 }'
 }

@@ -1,8 +1,9 @@
-#!/bin/sh
+# shellcheck shell=sh
 # rsk cluster policy: the rules the cluster itself enforces, whatever the local ledger says.
 # The policy file is $RSK_ROOT/policy.conf, "key = value" lines, "#" comments:
 #   partitions        allowed partitions, space separated, or *           default *
 #   accounts          allowed accounts (an empty account is always ok), or *  default *
+#   qos               allowed QOS names (an empty QOS is always ok), or *  default *
 #   max_gpus          GPUs per node, per job                               default none
 #   max_cpus          CPUs per node, per job                               default none
 #   max_mem_mb        memory per node in MB, per job                       default none
@@ -11,14 +12,15 @@
 #   max_active_jobs   pending + running rsk jobs per project               default 100
 #   default_time_min  time limit when a request gives none                 default 60
 #   default_mem_mb    memory per node when a request gives none            default 1024
-# Sourced by submit.sh; run directly ("policy.sh show") it prints the effective policy.
-set -eu
+# Part of the submit and doctor programs; on its own (the "policy" program) it prints the effective
+# policy. Its digest is bound into every plan, so a changed policy changes every plan hash.
 
 rsk_policy_file() { printf '%s/policy.conf' "$RSK_ROOT"; }
 
 rsk_policy_load() { # sets P_* and RSK_POLICY_DIGEST
     P_partitions='*'
     P_accounts='*'
+    P_qos='*'
     P_max_gpus=''
     P_max_cpus=''
     P_max_mem_mb=''
@@ -41,15 +43,39 @@ rsk_policy_load() { # sets P_* and RSK_POLICY_DIGEST
         rsk_pk=$(printf '%s' "${rsk_pl%%=*}" | tr -d ' \t')
         rsk_pv=$(printf '%s' "${rsk_pl#*=}" | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
         case $rsk_pk in
-            partitions | accounts) ;;
+            partitions | accounts | qos) ;;
             max_gpus | max_cpus | max_mem_mb | max_nodes | max_time_min | max_active_jobs \
                 | default_time_min | default_mem_mb)
-                [ -z "$rsk_pv" ] || rsk_is_uint "$rsk_pv" || rsk_fail "$RSK_E_POLICY" bad-policy \
-                    "policy.conf: $rsk_pk must be a whole number, not '$rsk_pv'" ;;
+                if [ -n "$rsk_pv" ]; then
+                    rsk_is_uint "$rsk_pv" || rsk_fail "$RSK_E_POLICY" bad-policy \
+                        "policy.conf: $rsk_pk must be a whole number, not '$rsk_pv'"
+                    rsk_decimal "$rsk_pv"
+                    rsk_pv=$RSK_V
+                fi ;;
             *) rsk_fail "$RSK_E_POLICY" bad-policy "policy.conf: unknown key '$rsk_pk'" ;;
         esac
-        eval "P_$rsk_pk=\$rsk_pv" # rsk_pk is one of the fixed names checked above
+        rsk_policy_set "$rsk_pk" "$rsk_pv"
     done <"$rsk_pf"
+}
+
+rsk_policy_set() { # rsk_policy_set KEY VALUE (KEY is one of the names above)
+    case $1 in
+        partitions) P_partitions=$2 ;; accounts) P_accounts=$2 ;; qos) P_qos=$2 ;;
+        max_gpus) P_max_gpus=$2 ;; max_cpus) P_max_cpus=$2 ;; max_mem_mb) P_max_mem_mb=$2 ;;
+        max_nodes) P_max_nodes=$2 ;; max_time_min) P_max_time_min=$2 ;;
+        max_active_jobs) P_max_active_jobs=$2 ;; default_time_min) P_default_time_min=$2 ;;
+        default_mem_mb) P_default_mem_mb=$2 ;;
+    esac
+}
+
+rsk_policy_get() { # rsk_policy_get KEY: prints the value
+    case $1 in
+        partitions) printf '%s' "$P_partitions" ;; accounts) printf '%s' "$P_accounts" ;; qos) printf '%s' "$P_qos" ;;
+        max_gpus) printf '%s' "$P_max_gpus" ;; max_cpus) printf '%s' "$P_max_cpus" ;;
+        max_mem_mb) printf '%s' "$P_max_mem_mb" ;; max_nodes) printf '%s' "$P_max_nodes" ;;
+        max_time_min) printf '%s' "$P_max_time_min" ;; max_active_jobs) printf '%s' "$P_max_active_jobs" ;;
+        default_time_min) printf '%s' "$P_default_time_min" ;; default_mem_mb) printf '%s' "$P_default_mem_mb" ;;
+    esac
 }
 
 rsk_in_list() { # rsk_in_list WORD LIST: LIST is space separated or *
@@ -60,7 +86,7 @@ rsk_in_list() { # rsk_in_list WORD LIST: LIST is space separated or *
     return 1
 }
 
-# rsk_policy_check PARTITION ACCOUNT NODES CPUS MEM_MB GPUS TIME_MIN
+# rsk_policy_check PARTITION ACCOUNT NODES CPUS MEM_MB GPUS TIME_MIN QOS
 # sets RSK_VERDICT (allow|refuse) and RSK_REASONS (one reason a line)
 rsk_policy_check() {
     RSK_REASONS=''
@@ -68,6 +94,10 @@ rsk_policy_check() {
 "
     if [ -n "$2" ] && ! rsk_in_list "$2" "$P_accounts"; then
         RSK_REASONS="${RSK_REASONS}account $2 is not allowed (allowed: $P_accounts)
+"
+    fi
+    if [ -n "$8" ] && ! rsk_in_list "$8" "$P_qos"; then
+        RSK_REASONS="${RSK_REASONS}qos $8 is not allowed (allowed: $P_qos)
 "
     fi
     rsk_ceiling nodes "$3" "$P_max_nodes"
@@ -96,23 +126,18 @@ rsk_policy_emit() { # @@policy lines: the verdict and each reason
 
 rsk_policy_show() {
     rsk_policy_load
-    for rsk_k in partitions accounts max_gpus max_cpus max_mem_mb max_nodes max_time_min \
+    for rsk_k in partitions accounts qos max_gpus max_cpus max_mem_mb max_nodes max_time_min \
         max_active_jobs default_time_min default_mem_mb; do
-        rsk_v=''
-        eval "rsk_v=\$P_$rsk_k"
-        rsk_emit policy-rule "key=$rsk_k" "value=$(rsk_b64 "$rsk_v")"
+        rsk_emit policy-rule "key=$rsk_k" "value=$(rsk_b64 "$(rsk_policy_get "$rsk_k")")"
     done
     rsk_emit policy "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST"
 }
 
-case $0 in
-    */policy.sh | policy.sh)
-        # shellcheck source=lib.sh
-        . "$(dirname "$0")/lib.sh"
-        rsk_start
-        case ${1:-show} in
-            show) rsk_policy_show ;;
-            *) rsk_fail "$RSK_E_USAGE" usage "usage: policy.sh show" ;;
-        esac
-        ;;
-esac
+# the "policy" program (submit and doctor define their own main after this file)
+main() {
+    rsk_start
+    case ${1:-show} in
+        show) rsk_policy_show ;;
+        *) rsk_fail "$RSK_E_USAGE" usage "usage: policy show" ;;
+    esac
+}

@@ -1,47 +1,57 @@
-#!/bin/sh
+# shellcheck shell=sh
 # rsk reconcile: resolve every intent that has no outcome, from Slurm's evidence; never resubmit.
-#   reconcile.sh PROJECT
-# For each request whose last journal event is an intent: a job with its rsk identity (squeue, or
-# the wrapper's started marker) means it was submitted -> "reconciled job=J"; no evidence while
-# the project lock is held means the process died before sbatch -> "abandoned" (safe to launch again).
-set -eu
-# shellcheck source=lib.sh
-. "$(dirname "$0")/lib.sh"
+#   reconcile PROJECT
+# For each task whose last journal event is an intent: a job with its rsk identity (squeue, or the
+# wrapper's started marker) means it was submitted -> "reconciled job=J"; no evidence while the
+# project lock is held means the process died before sbatch -> "abandoned" (safe to launch again).
 
 main() {
     rsk_start
-    [ $# -eq 1 ] || rsk_fail "$RSK_E_USAGE" usage "usage: reconcile.sh PROJECT"
+    [ $# -eq 1 ] || rsk_fail "$RSK_E_USAGE" usage "usage: reconcile PROJECT"
     rsk_need_token project "$1"
     project=$1
     jf=$(rsk_journal_file "$project")
     open=''
     if [ -f "$jf" ]; then
-        rsk_need_writable "$RSK_ROOT/journal"
-        rsk_lock "$RSK_ROOT/journal/$project.lock"
+        rsk_lock "$project"
+        # "rid idx plan task" of every task whose last event is an intent (exact fields, never patterns)
         open=$(awk '
             function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
-            { r = kv("rid"); last[r] = kv("ev"); plan[r] = kv("plan"); if (!(r in seen)) { seen[r] = 1; order[++n] = r } }
-            END { for (i = 1; i <= n; i++) if (last[order[i]] == "intent") print order[i] " " plan[order[i]] }' "$jf")
+            {
+                r = kv("rid"); e = kv("ev"); i = kv("idx"); if (i == "") i = "-"
+                if (r !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ || e !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
+                k = r " " i
+                if (!(k in last)) order[++n] = k
+                last[k] = e; plan[k] = kv("plan"); task[k] = kv("task")
+            }
+            END { for (x = 1; x <= n; x++) { k = order[x]; if (last[k] == "intent") print k, plan[k], (task[k] == "" ? "-" : task[k]) } }' "$jf")
     fi
     count=0
+    rsk_block_start
+    results=''
     if [ -n "$open" ]; then
         squeue -h -u "$(id -un)" -o '%i' >/dev/null 2>&1 \
             || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: cannot look for evidence now"
-        while read -r rid plan; do
+        while read -r rid idx plan task; do
             count=$((count + 1))
-            job=$(rsk_find_job "$project" "$rid" "$RSK_ROOT/runs/$project/$rid")
+            [ "$task" != - ] || task=''
+            i=$idx
+            [ "$i" != - ] || i=0
+            job=$(rsk_evidence "$project" "$rid" | awk -v i="$i" '$1 == i { print $2; exit }')
             if [ -n "$job" ]; then
-                rsk_journal "$project" reconciled "$rid" "$plan" "job=$job"
-                rsk_emit reconcile "rid=$rid" "plan=$plan" result=reconciled "job=$job"
+                rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
+                results="${results}rid=$rid idx=$i task=$task plan=$plan result=reconciled job=$job
+"
             else
-                rsk_journal "$project" abandoned "$rid" "$plan" code=no-evidence
-                rsk_emit reconcile "rid=$rid" "plan=$plan" result=abandoned
+                rsk_jline abandoned "$rid" "$plan" "$idx" "task=$task" code=no-evidence
+                results="${results}rid=$rid idx=$i task=$task plan=$plan result=abandoned job=
+"
             fi
         done <<EOT
 $open
 EOT
     fi
+    rsk_journal_write "$project" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
+    printf '%s' "$results" | while read -r a b c d e f; do rsk_emit reconcile "$a" "$b" "$c" "$d" "$e" "$f"; done
     rsk_emit reconciled "open=$count"
 }
-
-main "$@"

@@ -1,6 +1,6 @@
 # status.awk: joins the journal (main input), squeue (file sqf), run markers (file mkf) and sacct
-# (file acf, empty where accounting is off).
-# Used by status.sh; see the comment there for the output.
+# (file acf, empty where accounting is off) into raw facts, one @@job line per job. The only place on
+# the cluster that reads Slurm's time formats (secs). Used by status.sh; see the comment there.
 function secs(t,    d, n, p, i, s) {
     if (t == "" || t ~ /UNLIMITED|INVALID|NOT_SET|N\/A/) return ""
     d = 0
@@ -8,7 +8,6 @@ function secs(t,    d, n, p, i, s) {
     n = split(t, p, ":")
     s = 0
     for (i = 1; i <= n; i++) s = s * 60 + p[i]
-    if (n == 2 && d == 0) s = p[1] * 60 + p[2]
     return d * 86400 + s
 }
 function kv(line, key,    i, n, w) {
@@ -16,7 +15,7 @@ function kv(line, key,    i, n, w) {
     for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2)
     return ""
 }
-function clean(s) { gsub(/[ \t]/, "_", s); return s }
+function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s }
 BEGIN {
     FS = " "
     while ((getline line < sqf) > 0) {
@@ -27,7 +26,7 @@ BEGIN {
     while ((getline line < acf) > 0) {
         split(line, f, "|")
         if (index(f[2], prefix) != 1) continue
-        ac_state[f[1]] = f[3]; split(f[4], ec, ":"); ac_exit[f[1]] = ec[1]
+        a = f[3]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[4], ec, ":"); ac_exit[f[1]] = ec[1]
     }
     while ((getline line < mkf) > 0) {
         sp = index(line, " "); file = substr(line, 1, sp - 1); body = substr(line, sp + 1)
@@ -37,50 +36,24 @@ BEGIN {
     }
 }
 {
-    if (after != "" && NR > after + 0) print "@@journal n=" NR " " $0
-    ev = kv($0, "ev"); rid = kv($0, "rid"); task = kv($0, "task"); idx = kv($0, "idx")
-    key = rid SUBSEP task
-    if (ev == "accepted" || ev == "reconciled") {
+    if (after != "" && NR > after + 0) print "@@" nonce " journal n=" NR " " $0
+    ev = kv($0, "ev"); rid = kv($0, "rid"); task = kv($0, "task"); idx = kv($0, "idx"); j = kv($0, "job")
+    if (rid !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ || (idx != "" && idx !~ /^[0-9]+$/)) next
+    key = rid SUBSEP idx
+    if ((ev == "accepted" || ev == "reconciled") && j ~ /^[0-9_]+$/) {
         if (!(key in job)) order[++n] = key
-        job[key] = kv($0, "job"); t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_res[key] = kv($0, "res")
+        job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res")
         k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
     } else if (ev == "cancel-requested" || ev == "cancelled") {
-        cancel[kv($0, "job")] = 1
+        cancel[j] = 1
     }
 }
 END {
-    if (after != "") print "@@cursor lines=" NR
+    if (after != "") print "@@" nonce " cursor lines=" NR
     for (i = 1; i <= n; i++) {
         key = order[i]; j = job[key]; d = k_dir[key]
-        st = (j in sq_state) ? sq_state[j] : ""
-        rc = (d in m_rc) ? m_rc[d] : ""; sig = (d in m_sig) ? m_sig[d] : ""
-        elapsed = (j in sq_elapsed) ? sq_elapsed[j] : ((d in m_el) ? m_el[d] : "")
-        limit = (j in sq_limit) ? sq_limit[j] : ((d in m_lim) ? m_lim[d] : "")
-        if (st ~ /^(PENDING|CONFIGURING|REQUEUED|REQUEUE_HOLD|REQUEUE_FED|RESV_DEL_HOLD|SUSPENDED|STOPPED)$/) state = "pending"
-        else if (st ~ /^(RUNNING|COMPLETING|SIGNALING|STAGE_OUT|RESIZING)$/) state = "running"
-        else if (st == "TIMEOUT" || st == "DEADLINE") state = "timed-out"
-        else if (st == "CANCELLED" || st == "PREEMPTED") state = "cancelled"
-        else if (rc != "") {
-            if (sig != "none" && sig != "") state = (limit != "" && elapsed + 5 >= limit + 0) ? "timed-out" : "cancelled"
-            else state = (rc == 0) ? "succeeded" : "failed"
-        }
-        else if (st == "" && (j in ac_state)) {
-            a = ac_state[j]; sub(/ .*/, "", a); rc = ac_exit[j]
-            if (a == "COMPLETED") state = "succeeded"
-            else if (a == "TIMEOUT" || a == "DEADLINE") state = "timed-out"
-            else if (a == "CANCELLED" || a == "PREEMPTED") state = "cancelled"
-            else if (a == "NODE_FAIL" || a == "BOOT_FAIL") state = "lost"
-            else if (a ~ /^(PENDING|REQUEUED|SUSPENDED)$/) state = "pending"
-            else if (a == "RUNNING") state = "running"
-            else state = "failed"
-        }
-        else if (st == "COMPLETED") state = "succeeded"
-        else if (st ~ /^(FAILED|OUT_OF_MEMORY|BOOT_FAIL)$/) state = "failed"
-        else if (st == "NODE_FAIL") state = "lost"
-        else if (slurm == "down") state = "unknown"
-        else if (j in cancel) state = "cancelled"
-        else state = "lost"
-        printf "@@job rid=%s task=%s job=%s state=%s exit=%s sig=%s elapsed=%s limit=%s where=%s submitted=%s res=%s\n", \
-            k_rid[key], k_task[key], j, state, rc, sig, elapsed, limit, (j in sq_where) ? sq_where[j] : "", t_sub[key], k_res[key]
+        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s\n", \
+            nonce, k_rid[key], k_task[key], k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
+            ac_state[j], ac_exit[j], m_rc[d], m_sig[d], m_el[d], m_lim[d], (j in cancel), t_sub[key], k_res[key]
     }
 }

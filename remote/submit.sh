@@ -1,36 +1,35 @@
-#!/bin/sh
-# shellcheck disable=SC2016,SC2154  # job scripts are written with $ left for the job; eval sets task variables
+# shellcheck shell=sh
 # rsk submit: plan a request, or submit it when its plan still has the expected hash.
 #
-#   submit.sh plan                      < REQUEST   resolve, check policy, sbatch --test-only,
-#                                                   print the canonical plan and @@plan HASH
-#   submit.sh submit --rs-expect HASH   < REQUEST   recompute the plan; refuse unless it hashes
-#                                                   to HASH; journal intent; sbatch; journal outcome
+#   submit plan                     < FRAME REQUEST   resolve, check policy, sbatch --test-only, print the
+#                                                     canonical plan, @@plan HASH, and what this request id
+#                                                     already did (@@prior)
+#   submit submit --rs-expect HASH  < FRAME REQUEST   recompute the plan; refuse unless it hashes to HASH;
+#                                                     journal intent; sbatch; journal outcome
 #
-# REQUEST is "rsk-request 1", then "KEY BASE64" lines, then "end" (docs/protocol.md).
-set -eu
-# shellcheck source=lib.sh
-. "$(dirname "$0")/lib.sh"
-# shellcheck source=policy.sh
-. "$(dirname "$0")/policy.sh"
-# shellcheck source=batch.sh
-. "$(dirname "$0")/batch.sh"
+# REQUEST is "rsk-request 2", then "KEY VALUE" lines, then "end" (docs/protocol.md). A single job is a
+# batch of one task (index 0, no key); a batch has N keyed tasks, one job array per resource shape.
+# One path does both: one job-script writer, one evidence lookup, one journal writer, one cap check,
+# one sbatch-failure classifier.
 
 usage() {
-    rsk_fail "$RSK_E_USAGE" usage "usage: submit.sh plan | submit.sh submit --rs-expect HASH (request on stdin)"
+    rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit submit --rs-expect HASH (request on stdin)"
 }
 
 # request -------------------------------------------------------------------
+rq_once() { [ -z "$1" ] || rsk_fail "$RSK_E_USAGE" bad-request "request key '$2' given twice"; }
+
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
     [ "$rq_magic" = rsk-request ] || rsk_fail "$RSK_E_USAGE" bad-request "not an rsk request"
-    [ "$rq_version" = 1 ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
-        "request protocol $rq_version is not supported by these scripts (protocol $RSK_PROTOCOL)"
-    Q_project='' Q_request_id='' Q_name='' Q_workdir='' Q_partition='' Q_account='' Q_qos=''
-    Q_nodes='' Q_cpus='' Q_mem_mb='' Q_gpus='' Q_time_min='' Q_env='' Q_arg='' Q_script=''
-    NT=0 # batch tasks: T_key_I, T_arg_I, T_env_I and T_<resource>_I for I in 1..NT
+    [ "$rq_version" = "$RSK_PROTOCOL" ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
+        "request protocol $rq_version is not the protocol of this program ($RSK_PROTOCOL)"
+    Q_project='' Q_request_id='' Q_name='' Q_workdir='' Q_partition='' Q_account='' Q_qos='' Q_path=''
+    Q_hostkey='' Q_nodes='' Q_cpus='' Q_mem_mb='' Q_gpus='' Q_time_min='' Q_env='' Q_arg='' Q_script=''
+    TASKS='' # a batch's task lines as sent: task, then its tenv, targ and t<resource> lines
     rq_end=0
-    while IFS=' ' read -r rq_k rq_v; do
+    while IFS=' ' read -r rq_k rq_v rq_x; do
+        [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_k' has more than one value"
         case $rq_v in
             "="*) rsk_is_literal "${rq_v#=}" || rsk_fail "$RSK_E_USAGE" bad-encoding "literal value of $rq_k has unsafe characters" ;;
             *[!A-Za-z0-9+/=]*) rsk_fail "$RSK_E_USAGE" bad-encoding "value of $rq_k is not base64" ;;
@@ -39,50 +38,56 @@ read_request() {
             end) rq_end=1; break ;;
             env) Q_env="$Q_env $rq_v" ;;
             arg) Q_arg="$Q_arg $rq_v" ;;
-            project | request_id | name | workdir | partition | account | qos | nodes | cpus \
-                | mem_mb | gpus | time_min | script)
-                eval "Q_$rq_k=\$rq_v" ;; # rq_k is one of the fixed names matched above
-            task)
-                NT=$((NT + 1))
-                [ "$NT" -le 10000 ] || rsk_fail "$RSK_E_USAGE" bad-request "a batch has at most 10000 tasks"
-                eval "T_key_$NT=\$rq_v T_arg_$NT='' T_env_$NT='' T_nodes_$NT='' T_cpus_$NT='' T_mem_mb_$NT='' T_gpus_$NT='' T_time_min_$NT=''"
-                ;;
-            targ | tenv | tnodes | tcpus | tmem_mb | tgpus | ttime_min)
-                [ "$NT" -gt 0 ] || rsk_fail "$RSK_E_USAGE" bad-request "$rq_k before any task line"
-                rq_f=${rq_k#t}
-                case $rq_k in
-                    targ | tenv) eval "T_${rq_f}_$NT=\"\$T_${rq_f}_$NT \$rq_v\"" ;;
-                    *) eval "T_${rq_f}_$NT=\$rq_v" ;;
-                esac
-                ;; # NT is a number and rq_f one of the fixed names matched above
-            requester) ;;
+            project) rq_once "$Q_project" "$rq_k"; Q_project=$rq_v ;;
+            request_id) rq_once "$Q_request_id" "$rq_k"; Q_request_id=$rq_v ;;
+            name) rq_once "$Q_name" "$rq_k"; Q_name=$rq_v ;;
+            workdir) rq_once "$Q_workdir" "$rq_k"; Q_workdir=$rq_v ;;
+            partition) rq_once "$Q_partition" "$rq_k"; Q_partition=$rq_v ;;
+            account) rq_once "$Q_account" "$rq_k"; Q_account=$rq_v ;;
+            qos) rq_once "$Q_qos" "$rq_k"; Q_qos=$rq_v ;;
+            path) rq_once "$Q_path" "$rq_k"; Q_path=$rq_v ;;
+            hostkey) rq_once "$Q_hostkey" "$rq_k"; Q_hostkey=$rq_v ;;
+            nodes) rq_once "$Q_nodes" "$rq_k"; Q_nodes=$rq_v ;;
+            cpus) rq_once "$Q_cpus" "$rq_k"; Q_cpus=$rq_v ;;
+            mem_mb) rq_once "$Q_mem_mb" "$rq_k"; Q_mem_mb=$rq_v ;;
+            gpus) rq_once "$Q_gpus" "$rq_k"; Q_gpus=$rq_v ;;
+            time_min) rq_once "$Q_time_min" "$rq_k"; Q_time_min=$rq_v ;;
+            script) rq_once "$Q_script" "$rq_k"; Q_script=$rq_v ;;
+            task | targ | tenv | tnodes | tcpus | tmem_mb | tgpus | ttime_min) TASKS="$TASKS$rq_k $rq_v
+" ;;
             *) rsk_fail "$RSK_E_USAGE" bad-request "unknown request key '$rq_k'" ;;
         esac
     done
     [ "$rq_end" = 1 ] || rsk_fail "$RSK_E_USAGE" bad-request "request is truncated (no end line)"
 }
 
-decode_uint() { # decode_uint WHAT B64 DEFAULT: sets RSK_V to a whole number
+num() { # num WHAT WIRE DEFAULT: sets RSK_V to a whole number, read as decimal
     if [ -z "$2" ]; then RSK_V=$3; return 0; fi
-    rsk_unb64 "$2"
-    rsk_is_uint "$RSK_V" || rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be a whole number"
-    RSK_V=$((RSK_V + 0))
+    case $2 in "="*) ;; *) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be a whole number" ;; esac
+    rsk_is_uint "${2#=}" || rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be a whole number"
+    rsk_decimal "${2#=}"
 }
 
-decode_name() { # decode_name WHAT B64: sets RSK_V to a partition/account/qos name or ""
+slurm_name() { # slurm_name WHAT WIRE: sets RSK_V to a partition/account/qos name or ""
     RSK_V=''
     [ -n "$2" ] || return 0
-    rsk_unb64 "$2"
+    rsk_dec "$2"
     case $RSK_V in *[!A-Za-z0-9._-]* | -*) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 '$RSK_V' is not a valid name" ;; esac
+}
+
+env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those rsk or Slurm own
+    case ${1%%=*} in
+        '' | [0-9]* | *[!A-Za-z0-9_]*) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE with NAME of A-Z a-z 0-9 _" ;;
+        SLURM_* | SLURMD_* | SBATCH_* | SALLOC_* | SRUN_* | RSK_* | rsk_* | PATH)
+            rsk_fail "$RSK_E_USAGE" bad-env "environment name ${1%%=*} belongs to rsk or Slurm (PATH: use the plan's path)" ;;
+    esac
+    case $1 in *=*) ;; *) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE" ;; esac
 }
 
 # resolution ----------------------------------------------------------------
 cluster_facts() { # sets CLUSTER (ClusterName) and DEFAULT_PARTITION
     rsk_out=$(scontrol show config 2>&1) || {
-        if rsk_slurm_down "$rsk_out"; then
-            rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | head -c 400)"
-        fi
-        rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "scontrol failed: $(printf '%s' "$rsk_out" | head -c 400)"
+        rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | cut -c1-400 | head -n 3)"
     }
     CLUSTER=$(printf '%s\n' "$rsk_out" | sed -n 's/^ClusterName *= *//p' | head -n 1)
     [ -n "$CLUSTER" ] || CLUSTER=unknown
@@ -90,30 +95,32 @@ cluster_facts() { # sets CLUSTER (ClusterName) and DEFAULT_PARTITION
 }
 
 resolve() {
-    rsk_unb64 "$Q_project"; PROJECT=$RSK_V
+    rsk_dec "$Q_project"; PROJECT=$RSK_V
     rsk_need_token project "$PROJECT"
     RID=''
     if [ -n "$Q_request_id" ]; then
-        rsk_unb64 "$Q_request_id"; RID=$RSK_V
+        rsk_dec "$Q_request_id"; RID=$RSK_V
         rsk_need_token request-id "$RID"
     fi
-    rsk_unb64 "$Q_name"; NAME=$RSK_V
+    rsk_dec "$Q_name"; NAME=$RSK_V
     [ -n "$NAME" ] || NAME=job
     rsk_need_token name "$NAME"
-    decode_name partition "$Q_partition"; PARTITION=$RSK_V
+    slurm_name partition "$Q_partition"; PARTITION=$RSK_V
     [ -n "$PARTITION" ] || PARTITION=$DEFAULT_PARTITION
     [ -n "$PARTITION" ] || rsk_fail "$RSK_E_USAGE" no-partition "no partition given and the cluster has no default partition"
-    decode_name account "$Q_account"; ACCOUNT=$RSK_V
-    decode_name qos "$Q_qos"; QOS=$RSK_V
-    decode_uint nodes "$Q_nodes" 1; NODES=$RSK_V
-    decode_uint cpus "$Q_cpus" 1; CPUS=$RSK_V
-    decode_uint mem "$Q_mem_mb" "$P_default_mem_mb"; MEM_MB=$RSK_V
-    decode_uint gpus "$Q_gpus" 0; GPUS=$RSK_V
-    decode_uint time "$Q_time_min" "$P_default_time_min"; TIME_MIN=$RSK_V
+    slurm_name account "$Q_account"; ACCOUNT=$RSK_V
+    slurm_name qos "$Q_qos"; QOS=$RSK_V
+    num nodes "$Q_nodes" 1; NODES=$RSK_V
+    num cpus "$Q_cpus" 1; CPUS=$RSK_V
+    num mem "$Q_mem_mb" "$P_default_mem_mb"; MEM_MB=$RSK_V
+    num gpus "$Q_gpus" 0; GPUS=$RSK_V
+    num time "$Q_time_min" "$P_default_time_min"; TIME_MIN=$RSK_V
     if [ "$NODES" -lt 1 ] || [ "$CPUS" -lt 1 ] || [ "$MEM_MB" -lt 1 ] || [ "$TIME_MIN" -lt 1 ]; then
         rsk_fail "$RSK_E_USAGE" bad-resources "nodes, cpus, memory and time must be at least 1"
     fi
-    rsk_unb64 "$Q_workdir"; WORKDIR=$RSK_V
+    rsk_dec "$Q_path"; JOBPATH=${RSK_V:-/usr/local/bin:/usr/bin:/bin}
+    rsk_dec "$Q_hostkey"; HOSTKEY=$RSK_V
+    rsk_dec "$Q_workdir"; WORKDIR=$RSK_V
     # shellcheck disable=SC2088  # a literal ~/ sent by the client, expanded here
     case $WORKDIR in
         '' | '~') WORKDIR=$HOME ;;
@@ -121,41 +128,93 @@ resolve() {
         /*) ;;
         *) rsk_fail "$RSK_E_USAGE" bad-workdir "the working directory must be absolute or start with ~/" ;;
     esac
-    [ -d "$WORKDIR" ] || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $WORKDIR does not exist on the cluster"
-    if [ "$NT" -gt 0 ]; then
-        KIND='batch'
-        if [ -n "$Q_arg" ] || [ -n "$Q_script" ]; then
-            rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
-        fi
-        resolve_tasks
-    elif [ -n "$Q_script" ]; then KIND=script; else KIND=argv; fi
-    [ -n "$Q_arg" ] || [ -n "$Q_script" ] || [ "$NT" -gt 0 ] || rsk_fail "$RSK_E_USAGE" no-command "the request has no command"
-    for rsk_e in $Q_env; do
-        rsk_unb64 "$rsk_e"
-        case ${RSK_V%%=*} in
-            '' | [0-9]* | *[!A-Za-z0-9_]*) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE with NAME of A-Z a-z 0-9 _" ;;
-        esac
-        case $RSK_V in *=*) ;; *) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE" ;; esac
-    done
+    # the plan binds the directory the job will really run in: symlinks resolved now
+    WORKDIR=$(cd "$WORKDIR" 2>/dev/null && pwd -P) \
+        || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $WORKDIR does not exist on the cluster"
+    for rsk_e in $Q_env; do rsk_dec "$rsk_e"; env_name_ok "$RSK_V"; done
+    if [ -n "$TASKS" ]; then
+        KIND=batch
+        [ -z "$Q_arg" ] && [ -z "$Q_script" ] || rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
+    elif [ -n "$Q_script" ]; then KIND=script
+    elif [ -n "$Q_arg" ]; then KIND=argv
+    else rsk_fail "$RSK_E_USAGE" no-command "the request has no command"; fi
+    resolve_tasks
 }
 
-# the canonical plan: "KEY BASE64" lines in a fixed order; its sha256 is the plan hash
-plan_add() { PLAN="$PLAN$1 $2
-"; }
+# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, and
+# TASKOUT: "P <plan line>", "S IDX NODES CPUS MEM GPUS TIME" and "W IDX <job-script case line>" lines.
+resolve_tasks() {
+    if [ "$KIND" != batch ]; then
+        NT=1
+        TASKOUT="S 0 $NODES $CPUS $MEM_MB $GPUS $TIME_MIN"
+        return 0
+    fi
+    TASKOUT=$(printf '%s' "$TASKS" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" '
+        function err(code, msg) { print "E " code " " msg; failed = 1; exit }
+        function num(v, what, def) {
+            if (v == "") return def
+            if (v !~ /^=[0-9]+$/ || length(v) > 10) err("bad-" what, "task " key ": " what " must be a whole number")
+            return substr(v, 2) + 0
+        }
+        function flush(    i) {
+            if (n == 0) return
+            if (args == "") err("no-command", "task " key " has no command")
+            nn = num(r["tnodes"], "nodes", dn); cc = num(r["tcpus"], "cpus", dc); mm = num(r["tmem_mb"], "mem", dm)
+            gg = num(r["tgpus"], "gpus", dg); tt = num(r["ttime_min"], "time", dt)
+            if (nn < 1 || cc < 1 || mm < 1 || tt < 1) err("bad-resources", "task " key ": resources must be at least 1")
+            print "P task =" key
+            print "P tres =" nn "," cc "," mm "," gg "," tt
+            printf "%s", envs
+            printf "%s", args
+            print "S " n - 1 " " nn " " cc " " mm " " gg " " tt
+            print "W " n - 1 " " n - 1 ")" wrap " ;;"
+        }
+        $1 == "task" {
+            flush()
+            if (++n > 10000) err("bad-request", "a batch has at most 10000 tasks")
+            key = substr($2, 2)
+            if ($2 !~ /^=/ || key !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ || length(key) > 64)
+                err("bad-task-key", "task keys are 1-64 characters of A-Z a-z 0-9 . _ - and do not start with . or -")
+            if (key in seen) err("bad-task-key", "task key " key " appears twice")
+            seen[key] = 1; envs = ""; args = ""; wrap = ""; split("", r)
+            next
+        }
+        n == 0 { err("bad-request", $1 " before any task line") }
+        $1 == "tenv" { envs = envs "P tenv " $2 "\n"; wrap = wrap " rsk_arg '\''" $2 "'\''; rsk_export;"; next }
+        $1 == "targ" { args = args "P targ " $2 "\n"; wrap = wrap " rsk_arg '\''" $2 "'\''; set -- \"$@\" \"$rsk_a\";"; next }
+        { if ($1 in r) err("bad-request", "task " key ": " $1 " given twice"); r[$1] = $2 }
+        END { if (!failed) flush() }')
+    case $TASKOUT in "E "*)
+        rsk_e=${TASKOUT#E }
+        rsk_fail "$RSK_E_USAGE" "${rsk_e%% *}" "${rsk_e#* }" ;;
+    esac
+    NT=$(printf '%s\n' "$TASKOUT" | grep -c '^S ')
+}
 
-plan_put() { rsk_enc "$2"; plan_add "$1" "$RSK_E"; } # plan_put KEY VALUE: encoded here
+shapes() { printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u; } # the distinct task shapes
+
+set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch uses
+    NODES=$1 CPUS=$2 MEM_MB=$3 GPUS=$4 TIME_MIN=$5
+}
+
+# the canonical plan: "KEY VALUE" lines in a fixed order; its sha256 is the plan hash
+plan_put() { rsk_enc "$2"; PLAN="$PLAN$1 $RSK_E
+"; } # plan_put KEY VALUE: encoded here
 
 build_plan() {
     PLAN=''
     plan_put protocol "$RSK_PROTOCOL"
     plan_put cluster "$CLUSTER"
     plan_put user "$USER_NAME"
-    plan_put scripts "$RSK_SCRIPTS_DIGEST"
+    plan_put root "$ROOT_REAL"
+    plan_put hostkey "$HOSTKEY"
+    plan_put scripts "$RSK_SCRIPTS"
     plan_put policy "$RSK_POLICY_DIGEST"
     plan_put project "$PROJECT"
     plan_put name "$NAME"
     plan_put kind "$KIND"
     plan_put workdir "$WORKDIR"
+    plan_put path "$JOBPATH"
     plan_put partition "$PARTITION"
     plan_put account "$ACCOUNT"
     plan_put qos "$QOS"
@@ -164,42 +223,15 @@ build_plan() {
     plan_put mem_mb "$MEM_MB"
     plan_put gpus "$GPUS"
     plan_put time_min "$TIME_MIN"
-    for rsk_e in $Q_env; do plan_add env "$rsk_e"; done
-    for rsk_a in $Q_arg; do plan_add arg "$rsk_a"; done
-    [ -z "$Q_script" ] || plan_add script "$Q_script"
-    i=1
-    while [ "$i" -le "$NT" ]; do
-        eval "rsk_k=\$T_key_$i rsk_s=\$S_$i rsk_e=\$T_env_$i rsk_a=\$T_arg_$i"
-        plan_add task "$rsk_k"
-        rsk_old_ifs=$IFS
-        IFS=' '
-        # shellcheck disable=SC2086  # the shape splits into its five numbers
-        set -- $rsk_s
-        IFS=$rsk_old_ifs
-        plan_put tres "$1,$2,$3,$4,$5"
-        for rsk_x in $rsk_e; do plan_add tenv "$rsk_x"; done
-        for rsk_x in $rsk_a; do plan_add targ "$rsk_x"; done
-        i=$((i + 1))
-    done
+    for rsk_e in $Q_env; do PLAN="${PLAN}env $rsk_e
+"; done
+    for rsk_a in $Q_arg; do PLAN="${PLAN}arg $rsk_a
+"; done
+    [ -z "$Q_script" ] || PLAN="${PLAN}script $Q_script
+"
+    [ "$KIND" != batch ] || PLAN="$PLAN$(printf '%s\n' "$TASKOUT" | sed -n 's/^P //p')
+"
     PLAN_HASH=$(printf '%s' "$PLAN" | rsk_sha256)
-}
-
-
-# Runs sbatch with the plan's resources. $1: test-only | submit; remaining args appended.
-run_sbatch() {
-    rsk_mode=$1
-    shift
-    set -- --partition="$PARTITION" --nodes="$NODES" --ntasks-per-node=1 \
-        --cpus-per-task="$CPUS" --mem="$MEM_MB" --time="$TIME_MIN" --chdir="$WORKDIR" "$@"
-    [ -z "$ACCOUNT" ] || set -- --account="$ACCOUNT" "$@"
-    [ -z "$QOS" ] || set -- --qos="$QOS" "$@"
-    [ "$GPUS" -eq 0 ] || set -- --gres="gpu:$GPUS" "$@"
-    if [ "$rsk_mode" = test-only ]; then
-        SB_OUT=$(sbatch --test-only "$@" --wrap true 2>&1) && SB_RC=0 || SB_RC=$?
-    else
-        SB_OUT=$(sbatch --parsable "$@" 2>"$RUN_DIR/sbatch.err") && SB_RC=0 || SB_RC=$?
-        SB_ERR=$(head -c 2000 "$RUN_DIR/sbatch.err" 2>/dev/null || true)
-    fi
 }
 
 emit_plan() {
@@ -209,114 +241,211 @@ emit_plan() {
     rsk_emit plan "$PLAN_HASH"
 }
 
-# plan mode -------------------------------------------------------------------
-policy_all() { # RSK_VERDICT and RSK_REASONS over the whole request (each task shape of a batch)
-    if [ "$KIND" != batch ]; then
-        rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN"
-        return 0
+# Slurm -----------------------------------------------------------------------
+# run_sbatch MODE [ARGS]: sbatch with the plan's resources, from an empty environment, so that no
+# SBATCH_* variable of the login session can change what Slurm allocates (MODE: test-only | submit;
+# submit reads the job script from JOB). Sets SB_RC, SB_OUT (all output) and SB_JOB.
+run_sbatch() {
+    rsk_mode=$1
+    shift
+    set -- --partition="$PARTITION" --nodes="$NODES" --ntasks-per-node=1 \
+        --cpus-per-task="$CPUS" --mem="$MEM_MB" --time="$TIME_MIN" --chdir="$WORKDIR" --export=ALL "$@"
+    [ -z "$ACCOUNT" ] || set -- --account="$ACCOUNT" "$@"
+    [ -z "$QOS" ] || set -- --qos="$QOS" "$@"
+    [ "$GPUS" -eq 0 ] || set -- --gres="gpu:$GPUS" "$@"
+    set -- "$SBATCH" "$@"
+    [ -z "${SLURM_CONF:-}" ] || set -- "SLURM_CONF=$SLURM_CONF" "$@"
+    set -- env -i "PATH=$PATH" "HOME=$HOME" "USER=$USER_NAME" "LOGNAME=$USER_NAME" "$@"
+    if [ "$rsk_mode" = test-only ]; then
+        SB_OUT=$("$@" --test-only --wrap true 2>&1) && SB_RC=0 || SB_RC=$?
+    else
+        SB_OUT=$(printf '%s' "$JOB" | "$@" --parsable 2>&1) && SB_RC=0 || SB_RC=$?
     fi
+    SB_JOB=$(printf '%s\n' "$SB_OUT" | sed -n 's/^\([0-9][0-9]*\)\(;.*\)\{0,1\}$/\1/p' | tail -n 1)
+    [ "$SB_RC" -eq 0 ] || SB_JOB=''
+    SB_CODE=sbatch-failed SB_ERRC=$RSK_E_SBATCH # the one classifier of sbatch failures
+    if rsk_slurm_down "$SB_OUT"; then SB_CODE=slurm-unavailable SB_ERRC=$RSK_E_UNAVAILABLE; fi
+}
+
+policy_all() { # RSK_VERDICT and RSK_REASONS over every task shape
     ALL_REASONS=''
-    for_each_shape policy_shape
+    for_shapes policy_shape
     RSK_REASONS=$(printf '%s' "$ALL_REASONS" | awk '!seen[$0]++')
     if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse; RSK_REASONS="$RSK_REASONS
 "; fi
 }
 
+for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each distinct shape
+    for_shapes_list=$(shapes)
+    while IFS=' ' read -r s1 s2 s3 s4 s5; do
+        [ -z "$s1" ] || "$1" "$s1" "$s2" "$s3" "$s4" "$s5"
+    done <<EOT
+$for_shapes_list
+EOT
+}
+
 policy_shape() {
-    set_shape "$1"
-    rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN"
+    set_shape "$@"
+    rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" "$QOS"
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
-test_only() { # sbatch --test-only with the current resources; fails the plan if Slurm refuses
+test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuses
+    set_shape "$@"
     run_sbatch test-only
     if [ "$SB_RC" -ne 0 ]; then
-        if rsk_slurm_down "$SB_OUT"; then
-            rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "$(printf '%s' "$SB_OUT" | head -c 1000)"
-        fi
-        rsk_fail "$RSK_E_SBATCH" slurm-rejected "$(printf '%s' "$SB_OUT" | head -c 1000)"
+        [ "$SB_CODE" = slurm-unavailable ] || SB_CODE=slurm-rejected
+        rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400)"
     fi
-    if [ -z "${ESTIMATE:-}" ]; then
+    if [ -z "$ESTIMATE" ]; then
         rsk_start_at=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* to start at \([0-9T:-]*\) using.*/\1/p' | head -n 1)
         rsk_nodes=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* on nodes \([^ ]*\) in partition.*/\1/p' | head -n 1)
         ESTIMATE="start=${rsk_start_at:-unknown} nodes=$(rsk_b64 "$rsk_nodes")"
     fi
 }
 
-test_only_shape() { set_shape "$1"; test_only; }
+# what the request id did before ------------------------------------------------
+# request_state: "IDX STATE JOB PLAN" for each task index, STATE one of done (the journal accepted it),
+# found (Slurm or a run marker knows a job the journal does not say), open (an intent with no outcome
+# and no evidence), none. Cancel events do not change a state: a cancelled job was still submitted.
+request_state() {
+    { rsk_journal_rid "$PROJECT" "$RID" | sed 's/^/J /'; rsk_evidence "$PROJECT" "$RID" | sed 's/^/E /'; } | awk -v nt="$NT" '
+        $1 == "J" {
+            i = ($2 == "-") ? 0 : $2 + 0
+            if ($3 !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
+            st[i] = $3
+            if ($3 ~ /^(intent|accepted|reconciled)$/) plan[i] = $4
+            if ($3 ~ /^(accepted|reconciled)$/ && $5 != "-") job[i] = $5
+            next
+        }
+        $1 == "E" { ejob[$2 + 0] = $3 }
+        END {
+            for (i = 0; i < nt; i++) {
+                p = (i in plan) ? plan[i] : "-"
+                if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], p
+                else if (i in ejob) print i, "found", ejob[i], p
+                else if (st[i] == "intent") print i, "open", "-", p
+                else print i, "none", "-", p
+            }
+        }'
+}
 
+# check_conflict STATES: a request id that has a job, or an open intent, for another plan is a conflict
+check_conflict() {
+    rsk_other=$(printf '%s\n' "$1" | awk -v h="$PLAN_HASH" '$2 != "none" && $4 != "-" && $4 != h { print $4; exit }')
+    [ -z "$rsk_other" ] || rsk_fail "$RSK_E_MISMATCH" request-conflict \
+        "request id $RID was already used for another plan ($rsk_other)"
+}
+
+# plan mode -------------------------------------------------------------------
 do_plan() {
     emit_plan
     policy_all
     rsk_policy_emit
-    rsk_emit active "count=$(count_active)" "cap=$P_max_active_jobs"
+    rsk_active=$(rsk_active_jobs "$PROJECT" | tr '\n' ',')
+    rsk_count=$(printf '%s' "$rsk_active" | tr -cd ',' | wc -c | tr -d ' ')
+    rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active%,}"
+    if [ -n "$RID" ]; then
+        STATES=$(request_state)
+        check_conflict "$STATES"
+        printf '%s\n' "$STATES" | while read -r idx st job plan; do
+            [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
+        done
+    fi
     [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
     ESTIMATE=''
-    if [ "$KIND" = batch ]; then for_each_shape test_only_shape; else test_only; fi
+    for_shapes test_only
     # shellcheck disable=SC2086  # ESTIMATE holds two key=value words
     rsk_emit estimate $ESTIMATE
 }
 
-count_active() { # pending or running rsk jobs of this project (by job name)
-    squeue -h -r -u "$USER_NAME" -t PD,R,CG,S,CF -o '%j' 2>/dev/null \
-        | grep -c "^$(rsk_job_prefix "$PROJECT")" || true
-}
-
 # submit mode -------------------------------------------------------------------
-# The wrapper decodes the command at run time, so no shell ever interprets user data,
-# and records start and end markers so outcomes are known after Slurm forgets the job.
-write_wrapper() {
-    {
-        printf '#!/bin/sh\n# rsk job wrapper (generated by submit.sh; protocol %s)\n' "$RSK_PROTOCOL"
-        printf 'rsk_run=%s\n' "$(rsk_sq "$RUN_DIR")"
-        printf 'rsk_limit=%s\n' "$((TIME_MIN * 60))"
-        cat "$RSK_DIR/wrapper.sh"
-        printf 'set --\n'
-        for rsk_e in $Q_env; do printf "rsk_arg '%s'; export \"\$rsk_a\"\n" "$rsk_e"; done
-        if [ "$KIND" = script ]; then
-            printf "rsk_arg '%s'; printf '%%s' \"\$rsk_a\" >\"\$rsk_run/user.sbatch\"\n" "$Q_script"
-            # the user's script runs with its own #! line (sh when it has none)
-            printf 'chmod 0700 "$rsk_run/user.sbatch"; set -- "$rsk_run/user.sbatch"\n'
-        fi
+# job_text IDXS: the job script sbatch reads on stdin for these task indices of the current shape
+job_text() {
+    printf '#!/bin/sh\n# rsk job: project %s, request %s, plan %s\n' "$PROJECT" "$RID" "$PLAN_HASH"
+    if [ "$KIND" = batch ]; then
+        printf 'rsk_run=%s/t"${SLURM_ARRAY_TASK_ID:-x}"\n' "$(rsk_sq "$RUN_DIR")"
+    else
+        printf 'rsk_run=%s/t0\n' "$(rsk_sq "$RUN_DIR")"
+    fi
+    printf 'rsk_limit=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$(rsk_sq "$JOBPATH")"
+    printf '%s\n' "$RSK_WRAPPER"
+    printf 'rsk_export() { case ${rsk_a%%%%=*} in SLURM_* | SLURMD_* | SBATCH_* | SALLOC_* | SRUN_* | RSK_* | rsk_* | PATH | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n'
+    printf 'rsk_clean_env\nset --\n'
+    for rsk_e in $Q_env; do printf "rsk_arg '%s'; rsk_export\n" "$rsk_e"; done
+    if [ "$KIND" = batch ]; then
+        printf 'case ${SLURM_ARRAY_TASK_ID:-x} in\n'
+        printf '%s\n' "$TASKOUT" | awk -v keep=" $1 " '$1 == "W" && index(keep, " " $2 " ") { sub(/^W [0-9]+ /, ""); print }'
+        printf '*) echo "rsk: no task for array index ${SLURM_ARRAY_TASK_ID:-}" >&2; exit 97 ;;\nesac\n'
+    else
+        [ -z "$Q_script" ] || printf "rsk_arg '%s'; rsk_script \"\$rsk_a\"; set -- \"\$rsk_run/user.sbatch\"\n" "$Q_script"
         for rsk_a in $Q_arg; do printf "rsk_arg '%s'; set -- \"\$@\" \"\$rsk_a\"\n" "$rsk_a"; done
-        printf 'rsk_main "$@"\n'
-    } >"$RUN_DIR/job.sh.tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the job script under $RUN_DIR"
-    mv "$RUN_DIR/job.sh.tmp" "$RUN_DIR/job.sh" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the job script under $RUN_DIR"
+    fi
+    printf 'rsk_main "$@"\n'
 }
 
+submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TODO tasks of this shape
+    rsk_idxs=$(printf '%s\n' "$TASKOUT" | awk -v s="$*" -v todo=" $TODO " \
+        '$1 == "S" && index(todo, " " $2 " ") { x = $2; $1 = ""; $2 = ""; sub(/^  /, ""); if ($0 == s) printf " %s", x }')
+    [ -n "$rsk_idxs" ] || return 0
+    set_shape "$@"
+    JOB=$(job_text "$rsk_idxs")
+    if [ "$KIND" = batch ]; then
+        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',')
+        run_sbatch submit --job-name="$(rsk_job_name "$PROJECT" "$RID")" --array="${rsk_list#,}" \
+            --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
+    else
+        run_sbatch submit --job-name="$(rsk_job_name "$PROJECT" "$RID")" \
+            --output="$RUN_DIR/t0/stdout" --error="$RUN_DIR/t0/stderr"
+    fi
+    rsk_block_start
+    if [ -n "$SB_JOB" ]; then
+        jlines accepted "$PLAN_HASH" "$rsk_idxs" "$SB_JOB" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN"
+        DONE="$DONE$(printf '%s\n' "$rsk_idxs" | tr ' ' '\n' | awk -v j="$SB_JOB" -v b="$KIND" 'NF { print $1, (b == "batch" ? j "_" $1 : j) }')
+"
+    else
+        jlines failed "$PLAN_HASH" "$rsk_idxs" '' "rc=$SB_RC" "code=$SB_CODE" "msg=$(rsk_b64 "$(printf '%s' "$SB_OUT" | head -n 20 | cut -c1-400)")"
+        FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG=$SB_OUT
+    fi
+    # Slurm has the job now: a journal that cannot take the outcome loses nothing, because the job
+    # carries its identity (rsk:PROJECT:RID) and the next call finds it (rsk_evidence)
+    rsk_journal_write "$PROJECT" || true
+}
 
-# Looks at the journal for RID: replays an accepted request, refuses a conflict, and
-# resolves an intent that has no outcome from Slurm's evidence.
-check_idempotency() {
-    JF=$(rsk_journal_file "$PROJECT")
-    [ -f "$JF" ] || return 0
-    rsk_last=$(grep " rid=$RID " "$JF" | tail -n 1 || true)
-    [ -n "$rsk_last" ] || return 0
-    rsk_prev_plan=$(rsk_field "$rsk_last" plan)
-    case $(rsk_field "$rsk_last" ev) in
-        accepted | reconciled)
-            if [ "$rsk_prev_plan" != "$PLAN_HASH" ]; then
-                rsk_fail "$RSK_E_MISMATCH" request-conflict \
-                    "request id $RID was already used for another plan ($rsk_prev_plan)"
-            fi
-            rsk_emit accepted "job=$(rsk_field "$rsk_last" job)" "rid=$RID" "plan=$PLAN_HASH" replay=1
-            exit 0
-            ;;
-        intent)
-            rsk_job=$(rsk_find_job "$PROJECT" "$RID" "$RUN_DIR")
-            if [ -n "$rsk_job" ]; then
-                rsk_journal "$PROJECT" reconciled "$RID" "$rsk_prev_plan" "job=$rsk_job"
-                if [ "$rsk_prev_plan" != "$PLAN_HASH" ]; then
-                    rsk_fail "$RSK_E_MISMATCH" request-conflict \
-                        "request id $RID was already used for another plan ($rsk_prev_plan)"
-                fi
-                rsk_emit accepted "job=$rsk_job" "rid=$RID" "plan=$PLAN_HASH" replay=1 reconciled=1
-                exit 0
-            fi
-            # the lock is ours, so the process that wrote the intent is gone and no job exists
-            rsk_journal "$PROJECT" abandoned "$RID" "$rsk_prev_plan" code=no-evidence
-            ;;
-    esac
+# jlines EVENT PLAN "IDXS" JOB [key=value ...]: one journal line per task index, with its task key and,
+# when JOB is given, its job id (ARRAY_IDX for a batch), in one pass
+jlines() {
+    jl_ev=$1 jl_plan=$2 jl_idxs=$3 jl_job=$4
+    shift 4
+    RSK_BLOCK="$RSK_BLOCK$(printf '%s\n' "$TASKOUT" | awk -v ev="$jl_ev" -v rid="$RID" -v plan="$jl_plan" \
+        -v idxs="$jl_idxs" -v t="$RSK_T" -v job="$jl_job" -v kind="$KIND" -v extra="$*" '
+        $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
+        END {
+            m = split(idxs, ix, " ")
+            for (k = 1; k <= m; k++) {
+                i = ix[k]
+                line = "v=2 t=" t " ev=" ev " rid=" rid " plan=" plan " idx=" i
+                if (kind == "batch") line = line " task=" key[i]
+                if (job != "") line = line " job=" (kind == "batch" ? job "_" i : job)
+                if (extra != "") line = line " " extra
+                print line
+            }
+        }')
+"
+}
+
+task_key() { # task_key IDX: the key of a batch task ("" for a single job)
+    [ "$KIND" = batch ] || return 0
+    printf '%s\n' "$TASKOUT" | awk -v i="$1" '$1 == "P" && $2 == "task" { if (n++ == i) { print substr($3, 2); exit } }'
+}
+
+emit_accepted() { # emit_accepted REPLAY: @@accepted for every task that has a job (one pass)
+    { printf '%s\n' "$TASKOUT"; printf '%s' "$DONE" | sed 's/^/D /'; } | awk -v nonce="$RSK_NONCE" -v rid="$RID" \
+        -v plan="$PLAN_HASH" -v replay="$1" '
+        $1 == "P" && $2 == "task" { key[n++] = substr($3, 2); next }
+        $1 == "D" { job[$2 + 0] = $3; if ($2 + 0 > max) max = $2 + 0; seen = 1 }
+        END { if (seen) for (i = 0; i <= max; i++) if (i in job)
+            printf "@@%s accepted job=%s rid=%s plan=%s idx=%d task=%s replay=%s\n", nonce, job[i], rid, plan, i, key[i], replay }'
 }
 
 do_submit() {
@@ -327,35 +456,58 @@ do_submit() {
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
     policy_all
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
-    rsk_need_writable "$RSK_ROOT/journal" "$RSK_ROOT/runs/$PROJECT"
-    rsk_lock "$RSK_ROOT/journal/$PROJECT.lock"
+    rsk_need_writable "$RSK_ROOT/runs/$PROJECT"
+    rsk_lock "$PROJECT"
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
-    if [ "$KIND" = batch ]; then
-        submit_batch
+    STATES=$(request_state)
+    check_conflict "$STATES"
+    DONE='' TODO='' rsk_n=0
+    rsk_block_start
+    while read -r rsk_i rsk_st rsk_job rsk_plan; do
+        case $rsk_st in
+            done) DONE="$DONE$rsk_i $rsk_job
+" ;;
+            found)
+                rsk_jline reconciled "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_job"
+                DONE="$DONE$rsk_i $rsk_job
+" ;;
+            open)
+                # the lock is ours, so the process that wrote the intent is gone, and no job exists
+                rsk_jline abandoned "$RID" "$rsk_plan" "$rsk_i" "task=$(task_key "$rsk_i")" code=no-evidence
+                TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
+            *) TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
+        esac
+    done <<EOT
+$STATES
+EOT
+    rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
+    if [ -z "$TODO" ]; then
+        emit_accepted 1
         return 0
     fi
-    check_idempotency
-    rsk_active=$(count_active)
-    if [ -n "$P_max_active_jobs" ] && [ "$rsk_active" -ge "$P_max_active_jobs" ]; then
-        rsk_journal "$PROJECT" refused "$RID" "$PLAN_HASH" code=active-cap
-        rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; the cap is $P_max_active_jobs"
+    rsk_active=$(rsk_active_jobs "$PROJECT" | wc -l | tr -d ' ')
+    rsk_block_start
+    if [ -n "$P_max_active_jobs" ] && [ $((rsk_active + rsk_n)) -gt "$P_max_active_jobs" ]; then
+        jlines refused "$PLAN_HASH" "$TODO" '' code=active-cap
+        rsk_journal_write "$PROJECT" || true
+        rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
     fi
-    mkdir -p "$RUN_DIR" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $RUN_DIR"
-    rm -f "$RUN_DIR/started" "$RUN_DIR/ended"
-    write_wrapper
-    rsk_journal "$PROJECT" intent "$RID" "$PLAN_HASH"
-    run_sbatch submit --job-name="$(rsk_job_prefix "$PROJECT")$RID" \
-        --output="$RUN_DIR/stdout" --error="$RUN_DIR/stderr" "$RUN_DIR/job.sh"
-    rsk_job=$(printf '%s' "$SB_OUT" | head -n 1 | cut -d';' -f1)
-    if [ "$SB_RC" -eq 0 ] && rsk_is_uint "$rsk_job"; then
-        rsk_journal "$PROJECT" accepted "$RID" "$PLAN_HASH" "job=$rsk_job" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN"
-        rsk_emit accepted "job=$rsk_job" "rid=$RID" "plan=$PLAN_HASH" replay=0
-        return 0
-    fi
-    if rsk_slurm_down "$SB_ERR"; then rsk_code=slurm-unavailable rsk_rc=$RSK_E_UNAVAILABLE
-    else rsk_code=sbatch-failed rsk_rc=$RSK_E_SBATCH; fi
-    rsk_journal "$PROJECT" failed "$RID" "$PLAN_HASH" "rc=$SB_RC" "code=$rsk_code" "msg=$(rsk_b64 "$SB_ERR")"
-    rsk_fail "$rsk_rc" "$rsk_code" "sbatch failed (rc=$SB_RC): $SB_ERR"
+    rsk_dirs='' rsk_marks=''
+    for rsk_i in $TODO; do
+        rsk_dirs="$rsk_dirs $RUN_DIR/t$rsk_i"
+        rsk_marks="$rsk_marks $RUN_DIR/t$rsk_i/started $RUN_DIR/t$rsk_i/ended"
+    done
+    # shellcheck disable=SC2086  # one mkdir and one rm for every task (the paths are tokens)
+    mkdir -p $rsk_dirs 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
+    # shellcheck disable=SC2086
+    rm -f $rsk_marks
+    jlines intent "$PLAN_HASH" "$TODO" ''
+    # no intent on disk, no sbatch: what was never journaled must never run
+    rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
+    FAIL_CODE=''
+    for_shapes submit_shape
+    emit_accepted 0
+    [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "sbatch failed: $(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 
 main() {
@@ -370,7 +522,11 @@ main() {
             ;;
         *) usage ;;
     esac
+    rsk_need sbatch squeue scontrol sinfo base64 awk
+    SBATCH=$(command -v sbatch)
     USER_NAME=$(id -un)
+    mkdir -p "$RSK_ROOT" 2>/dev/null || true
+    ROOT_REAL=$(cd "$RSK_ROOT" 2>/dev/null && pwd -P) || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot use the remote root $RSK_ROOT"
     read_request
     rsk_policy_load
     cluster_facts
@@ -378,5 +534,3 @@ main() {
     build_plan
     if [ "$MODE" = plan ]; then do_plan; else do_submit; fi
 }
-
-main "$@"

@@ -1,12 +1,30 @@
-# shellcheck shell=sh disable=SC2154  # rsk_run and rsk_limit are set by the generated header
-# rsk job wrapper body: submit.sh writes rsk_run and rsk_limit, then this file, then the
-# command as base64 words decoded by rsk_arg, then "rsk_main "$@"".
+# shellcheck shell=sh disable=SC2154  # rsk_run, rsk_limit and rsk_path are set by the generated header
+# rsk job wrapper body. The job script that sbatch receives on stdin (Slurm keeps its own copy, so no
+# file under the remote root is run) is: a header that sets rsk_run, rsk_limit and rsk_path, this
+# file, then the plan's environment and command as wire words, then `rsk_main "$@"`.
+# The job's environment is what the plan binds: Slurm's own variables, HOME USER LOGNAME TMPDIR,
+# PATH from the plan, and the plan's --env values; nothing from the login session (docs/adr/0008).
 # Markers in $rsk_run: "started" (job, node, time) and "ended" (rc, signal, time).
 rsk_arg() { # "=LITERAL" is the value itself; anything else is base64
     case $1 in
         "="*) rsk_a=${1#=} ;;
         *) rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x} ;;
     esac
+}
+rsk_clean_env() {
+    for rsk_n in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
+        case $rsk_n in
+            SLURM_* | SLURMD_* | CUDA_VISIBLE_DEVICES | ROCR_VISIBLE_DEVICES | GPU_DEVICE_ORDINAL | HOME | USER \
+                | LOGNAME | TMPDIR | HOSTNAME) ;;
+            *) unset "$rsk_n" 2>/dev/null || true ;;
+        esac
+    done
+    PATH=$rsk_path
+    export PATH
+}
+rsk_script() { # rsk_script TEXT: writes the user's batch script; it runs with its own #! line
+    mkdir -p "$rsk_run"
+    printf '%s' "$1" >"$rsk_run/user.sbatch" && chmod 0700 "$rsk_run/user.sbatch"
 }
 rsk_stamp() { date -u +%s; }
 rsk_on_signal() {
@@ -17,6 +35,7 @@ rsk_main() {
     rsk_t0=$(rsk_stamp)
     rsk_jobid=${SLURM_JOB_ID:-}
     [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+    mkdir -p "$rsk_run"
     printf 'job=%s node=%s t=%s\n' "$rsk_jobid" "$(hostname)" "$rsk_t0" >"$rsk_run/started.tmp" \
         && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''

@@ -6,13 +6,45 @@ import getpass
 from datetime import datetime
 
 from rsk.errors import UsageError
-from rsk.launch import find_card
+from rsk.guard import find_card
 from rsk.ledger import Approval, AuditEntry, Card, now
 from rsk.store import Store
 
 
 def who(yes: bool) -> str:
     return f"{getpass.getuser()} ({'--yes' if yes else 'terminal'})"
+
+
+def human_context() -> tuple[str | None, list[str]]:
+    """Where a human act came from, for the audit: the terminal (None without one) and the chain of
+    parent processes (pid, name, command line), nearest first. Evidence for a later look, not proof:
+    a same-user agent can fake a terminal (docs/security.md)."""
+    import os
+    from pathlib import Path
+
+    tty = None
+    for fd in (0, 1, 2):
+        if os.isatty(fd):
+            tty = os.ttyname(fd)
+            break
+    parents: list[str] = []
+    pid = os.getppid()
+    while pid > 1 and len(parents) < 12:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            break
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        parents.append(f"{pid} {name}: {cmdline.strip()[:200]}")
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return tty, parents
+
+
+def human_entry(project: str, event: str, by: str, **fields: str | None) -> AuditEntry:
+    """An audit entry for a human act, with its terminal and parent process chain."""
+    tty, parents = human_context()
+    return AuditEntry(project=project, event=event, by=by, tty=tty, parents=parents, **fields)
 
 
 def list_cards(store: Store, include_decided: bool = False) -> list[Card]:
@@ -45,16 +77,9 @@ def approve(
         )
         ledger.approvals.append(approval)
     store.audit(
-        AuditEntry(
-            project=store.project,
-            event="approve",
-            plan_hash=card.plan_hash,
-            request_id=card.request_id,
-            rule=approval.id,
-            detail=note,
-            by=by,
-        )
-    )
+        human_entry(store.project, "approve", by, plan_hash=card.plan_hash, request_id=card.request_id,
+                    rule=approval.id, detail=note)
+    )  # fmt: skip
     return approval
 
 
@@ -70,14 +95,7 @@ def deny(store: Store, card_id: str, by: str, reason: str) -> Card:
         card.decided_at = now()
         card.reason = reason
     store.audit(
-        AuditEntry(
-            project=store.project,
-            event="deny",
-            plan_hash=card.plan_hash,
-            request_id=card.request_id,
-            rule=card.id,
-            detail=reason,
-            by=by,
-        )
-    )
+        human_entry(store.project, "deny", by, plan_hash=card.plan_hash, request_id=card.request_id,
+                    rule=card.id, detail=reason)
+    )  # fmt: skip
     return card

@@ -1,16 +1,33 @@
-"""The remote scripts as one versioned bundle: found in the package or the checkout, digested, tarred."""
+"""The remote scripts as programs: each call ships the whole program it runs (docs/adr/0006-ship-the-scripts.md).
+
+A program is a header (the scripts digest, and the job wrapper or the status awk where the entry needs
+them), lib.sh, the library parts the entry uses, the entry script, and `main "$@"`. It runs on the cluster
+as `sh -c PROGRAM`, so nothing stored under the remote root is ever executed.
+"""
 
 from __future__ import annotations
 
 import hashlib
-import io
-import tarfile
+import shlex
 from functools import cache
 from pathlib import Path
 
 from rsk.errors import StateError
 
 _HERE = Path(__file__).resolve().parent
+
+# entry -> the library parts it needs besides lib.sh (in order), and what its header carries
+ENTRIES: dict[str, tuple[str, ...]] = {
+    "submit": ("policy.sh", "submit.sh"),
+    "doctor": ("policy.sh", "doctor.sh"),
+    "policy": ("policy.sh",),
+    "status": ("status.sh",),
+    "journal": ("journal.sh",),
+    "logs": ("logs.sh",),
+    "cancel": ("cancel.sh",),
+    "reconcile": ("reconcile.sh",),
+}
+_HEADER_FILES = {"submit": {"RSK_WRAPPER": "wrapper.sh"}, "status": {"RSK_STATUS_AWK": "status.awk"}}
 
 
 def data_dir(name: str) -> Path:
@@ -22,27 +39,28 @@ def data_dir(name: str) -> Path:
 
 
 @cache
-def files() -> tuple[tuple[str, bytes], ...]:
+def files() -> dict[str, str]:
     root = data_dir("remote")
     paths = sorted(p for p in root.iterdir() if p.suffix in (".sh", ".awk") and p.is_file())
-    return tuple((p.name, p.read_bytes()) for p in paths)
+    return {p.name: p.read_text(encoding="utf-8") for p in paths}
 
 
 @cache
 def digest() -> str:
-    """Content digest of the scripts; names the versioned directory they live in on the cluster."""
+    """sha256 over the content of every remote file: the `scripts` value bound into each plan."""
     h = hashlib.sha256()
-    for name, content in files():
-        h.update(name.encode() + b"\0" + hashlib.sha256(content).digest())
-    return h.hexdigest()[:16]
+    for name, content in files().items():
+        h.update(name.encode() + b"\0" + hashlib.sha256(content.encode()).digest())
+    return h.hexdigest()
 
 
-def tarball() -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, content in files():
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            info.mode = 0o755
-            tar.addfile(info, io.BytesIO(content))
-    return buf.getvalue()
+@cache
+def program(entry: str) -> str:
+    """The whole text that runs on the cluster for one entry (`sh -c` takes it as one argument)."""
+    if entry not in ENTRIES:
+        raise ValueError(f"no remote entry {entry!r}")
+    src = files()
+    header = [f"# rsk remote program {entry} (scripts {digest()})", "set -eu", f"RSK_SCRIPTS={digest()}"]
+    header += [f"{var}={shlex.quote(src[name])}" for var, name in _HEADER_FILES.get(entry, {}).items()]
+    parts = [src["lib.sh"], *(src[name] for name in ENTRIES[entry])]
+    return "\n".join([*header, *parts, 'main "$@"', ""])

@@ -15,23 +15,25 @@ from rsk.ledger import Approval, Card, Charge, DenyRule, Grant, Ledger
 
 @dataclass(frozen=True)
 class Facts:
-    """What the ledger needs to know about one plan."""
+    """What the ledger needs to know about one plan. Per-job values are the largest task's; budgets
+    see the totals; deny rules see every command that would run."""
 
     target: str
     plan_hash: str
     request_id: str
     partition: str
     account: str
+    qos: str
     nodes: int
     cpus: int  # per node
     mem_mb: int  # per node
     gpus: int  # per node
     time_min: int
-    command: str
-    active: int  # the project's active rsk jobs on the target, as the cluster counted them
+    commands: tuple[str, ...]  # each task's command line; a script's whole text
+    active: int  # the project's active rsk jobs on the target, counted under the ledger lock
     jobs: int = 1  # a batch counts each task
-    batch_gpu_hours: float | None = None  # a batch's totals (None: one job, computed from the above)
-    batch_cpu_hours: float | None = None
+    gpu_hours: float = 0.0  # worst case of the whole plan
+    cpu_hours: float = 0.0
 
     @property
     def total_gpus(self) -> int:
@@ -40,18 +42,6 @@ class Facts:
     @property
     def total_cpus(self) -> int:
         return self.cpus * self.nodes
-
-    @property
-    def gpu_hours(self) -> float:
-        if self.batch_gpu_hours is not None:
-            return self.batch_gpu_hours
-        return self.total_gpus * self.time_min / 60
-
-    @property
-    def cpu_hours(self) -> float:
-        if self.batch_cpu_hours is not None:
-            return self.batch_cpu_hours
-        return self.total_cpus * self.time_min / 60
 
 
 @dataclass
@@ -65,12 +55,12 @@ class Decision:
 
 @dataclass
 class Usage:
-    gpu_hours_spent: float = 0.0
-    gpu_hours_reserved: float = 0.0
+    gpu_hours_spent: float = 0.0  # used by jobs that ended
+    gpu_hours_reserved: float = 0.0  # worst case of what is submitted and still runs, or not yet submitted
     cpu_hours_spent: float = 0.0
     cpu_hours_reserved: float = 0.0
-    jobs_spent: int = 0
-    jobs_reserved: int = 0
+    jobs_spent: int = 0  # submitted jobs
+    jobs_reserved: int = 0  # allowed, not yet submitted
 
     @property
     def gpu_hours(self) -> float:
@@ -85,20 +75,29 @@ class Usage:
         return self.jobs_spent + self.jobs_reserved
 
 
-def usage_by_grant(charges: list[Charge]) -> dict[str, Usage]:
+def usage_by_grant(charges: list[Charge], exclude_request: str | None = None) -> dict[str, Usage]:
+    """What each grant has spent and reserved. A request's own reservation can be left out, so that
+    deciding it again does not count it twice."""
     out: dict[str, Usage] = {}
     for ch in charges:
         if ch.state == "released":
             continue
         u = out.setdefault(ch.grant_id, Usage())
-        if ch.state == "spent":
-            u.gpu_hours_spent += ch.gpu_hours
-            u.cpu_hours_spent += ch.cpu_hours
-            u.jobs_spent += ch.jobs
-        else:
+        if ch.state == "reserved":
+            if ch.request_id == exclude_request:
+                continue
             u.gpu_hours_reserved += ch.gpu_hours
             u.cpu_hours_reserved += ch.cpu_hours
             u.jobs_reserved += ch.jobs
+            continue
+        u.jobs_spent += len(ch.job_costs)
+        for cost in ch.job_costs.values():
+            if cost.gpu_hours_used is None or cost.cpu_hours_used is None:
+                u.gpu_hours_reserved += cost.gpu_hours_worst
+                u.cpu_hours_reserved += cost.cpu_hours_worst
+            else:
+                u.gpu_hours_spent += cost.gpu_hours_used
+                u.cpu_hours_spent += cost.cpu_hours_used
     return out
 
 
@@ -113,11 +112,12 @@ def deny_matches(rule: DenyRule, f: Facts, at: datetime) -> bool:
         rule.target is None or rule.target == f.target,
         rule.partition is None or rule.partition == f.partition,
         rule.account is None or rule.account == f.account,
+        rule.qos is None or rule.qos == f.qos,
         rule.gpus_at_least is None or f.total_gpus >= rule.gpus_at_least,
         rule.nodes_at_least is None or f.nodes >= rule.nodes_at_least,
         rule.time_min_at_least is None or f.time_min >= rule.time_min_at_least,
         rule.gpu_hours_at_least is None or f.gpu_hours >= rule.gpu_hours_at_least,
-        rule.command is None or fnmatch.fnmatchcase(f.command, rule.command),
+        rule.command is None or any(fnmatch.fnmatchcase(c, rule.command) for c in f.commands),
     ]
     return all(checks)
 
@@ -135,6 +135,8 @@ def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
         why.append(f"partition {f.partition} not in {','.join(g.partitions)}")
     if g.accounts and f.account not in g.accounts:
         why.append(f"account {f.account or '(none)'} not in {','.join(g.accounts)}")
+    if g.qos and f.qos not in g.qos:
+        why.append(f"qos {f.qos or '(none)'} not in {','.join(g.qos)}")
     for label, value, ceiling in (
         ("GPUs", f.total_gpus, g.max_gpus),
         ("CPUs", f.total_cpus, g.max_cpus),
@@ -155,11 +157,13 @@ def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
     return why
 
 
-def find_approval(ledger: Ledger, plan_hash: str, at: datetime) -> Approval | None:
-    for a in ledger.approvals:
-        if a.plan_hash == plan_hash and a.uses_left > 0 and live(a.expires, at):
+def find_approval(ledger: Ledger, plan_hash: str, at: datetime, request_id: str = "") -> Approval | None:
+    """A live approval of this plan that this request already holds a use of, else one with a use left."""
+    alive = [a for a in ledger.approvals if a.plan_hash == plan_hash and live(a.expires, at)]
+    for a in alive:
+        if any(u.request_id == request_id and u.state == "held" for u in a.uses):
             return a
-    return None
+    return next((a for a in alive if a.uses_left > 0), None)
 
 
 def denied_card(ledger: Ledger, plan_hash: str) -> Card | None:
@@ -176,10 +180,10 @@ def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
     card = denied_card(ledger, f.plan_hash)
     if card is not None:
         return Decision("deny", card.id, card.reason or "a human denied this plan")
-    approval = find_approval(ledger, f.plan_hash, at)
+    approval = find_approval(ledger, f.plan_hash, at, f.request_id)
     if approval is not None:
         return Decision("approval", approval.id)
-    usage = usage_by_grant(ledger.charges)
+    usage = usage_by_grant(ledger.charges, exclude_request=f.request_id)
     best: tuple[int, str, list[str]] | None = None
     for g in ledger.grants:
         gaps = grant_gaps(g, f, usage.get(g.id, Usage()), at)

@@ -6,9 +6,10 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk.approvals import human_entry
 from rsk.decide import Usage, usage_by_grant
 from rsk.errors import UsageError
-from rsk.ledger import AuditEntry, DenyRule, Grant, now
+from rsk.ledger import DenyRule, Grant, now
 from rsk.store import Store
 
 
@@ -62,7 +63,7 @@ def add_grant(store: Store, grant: Grant) -> Grant:
         raise UsageError("--expires is in the past", "give a duration such as 8h or 7d, or a future date")
     with store.transaction() as ledger:
         ledger.grants.append(grant)
-    store.audit(AuditEntry(project=store.project, event="grant-add", rule=grant.id, by=grant.created_by))
+    store.audit(human_entry(store.project, "grant-add", grant.created_by, rule=grant.id))
     return grant
 
 
@@ -90,14 +91,14 @@ def revoke_grant(store: Store, grant_id: str, by: str) -> Grant:
                 break
         else:
             raise UsageError(f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows them")
-    store.audit(AuditEntry(project=store.project, event="grant-revoke", rule=grant_id, by=by))
+    store.audit(human_entry(store.project, "grant-revoke", by, rule=grant_id))
     return g
 
 
 def add_rule(store: Store, rule: DenyRule, by: str) -> DenyRule:
     with store.transaction() as ledger:
         ledger.deny_rules.append(rule)
-    store.audit(AuditEntry(project=store.project, event="deny-rule-add", rule=rule.id, detail=rule.reason, by=by))
+    store.audit(human_entry(store.project, "deny-rule-add", by, rule=rule.id, detail=rule.reason))
     return rule
 
 
@@ -113,5 +114,5 @@ def remove_rule(store: Store, rule_id: str, by: str) -> DenyRule:
                 break
         else:
             raise UsageError(f"no deny rule {rule_id!r} in project {store.project}", "`rsk deny-rule list`")
-    store.audit(AuditEntry(project=store.project, event="deny-rule-remove", rule=rule_id, by=by))
+    store.audit(human_entry(store.project, "deny-rule-remove", by, rule=rule_id))
     return r

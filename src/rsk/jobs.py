@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk import chain
+from rsk.atomic import write_atomic
+from rsk.paths import project_dir
 from rsk.protocol import parse_kv, raise_for_error, unb64
 from rsk.remote import remote_for
 
@@ -35,6 +41,8 @@ class Journal(BaseModel):
     project: str
     cursor: int
     events: list[JournalEvent]
+    chain_ok: bool = True  # every seal matched, and the journal still holds what rsk saw before
+    chain_problems: list[str] = []
 
 
 def parse_journal_line(n: int, words: list[str]) -> JournalEvent:
@@ -53,17 +61,40 @@ def parse_journal_line(n: int, words: list[str]) -> JournalEvent:
     )
 
 
+def _anchors(project: str) -> Path:
+    return project_dir(project) / "journal-anchors.json"
+
+
 def journal(target_name: str, project: str, after: int = 0) -> Journal:
+    """The journal after a cursor, its seals checked, and checked against the last seal rsk saw."""
+    anchors: dict[str, dict[str, object]] = {}
+    with contextlib.suppress(OSError, ValueError):
+        anchors = json.loads(_anchors(project).read_text())
+    anchor = anchors.get(target_name, {})
+    a_line, a_seal = int(str(anchor.get("line", 0))), str(anchor.get("seal", ""))
+    args = [project, str(after)] + ([str(a_line), a_seal] if a_line else [])
     with remote_for(target_name) as remote:
-        out = remote.call("journal.sh", project, str(after))
+        out = remote.call("journal", *args)
     raise_for_error(out)
-    events = [parse_journal_line(int(r.kv.get("n", "0")), r.words[1:]) for r in out.all("journal")]
+    lines = [(int(r.kv.get("n", "0")), " ".join(r.words[1:])) for r in out.all("journal")]
+    base = out.first("base")
+    report = chain.check(base.kv.get("seal", "") if base else "", lines)
+    problems = list(report.problems)
+    anchor_rec = out.first("anchor")
+    if anchor_rec is not None and anchor_rec.kv.get("ok") != "1":
+        problems.insert(0, f"the journal no longer holds line {a_line} as rsk saw it: it was cut short or rewritten")
+    if not problems and report.head_line > a_line:
+        anchors[target_name] = {"line": report.head_line, "seal": report.head_seal}
+        write_atomic(_anchors(project), json.dumps(anchors).encode())
+    events = [parse_journal_line(n, text.split(" ")) for n, text in lines if n > after]
     cursor = out.first("cursor")
     return Journal(
         target=target_name,
         project=project,
         cursor=int(cursor.kv.get("lines", "0")) if cursor else after,
         events=events,
+        chain_ok=not problems,
+        chain_problems=problems,
     )
 
 
@@ -95,7 +126,7 @@ def logs(
     deadline = None if follow_until_end is None else time.monotonic() + follow_until_end
     with remote_for(target_name) as remote:
         while True:
-            out = remote.call("logs.sh", project, job_id, stream, str(max_bytes), str(lines))
+            out = remote.call("logs", project, job_id, stream, str(max_bytes), str(lines))
             raise_for_error(out)
             rec = out.first("log")
             assert rec is not None

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LEDGER_SCHEMA = 1
+LEDGER_SCHEMA = 2
 
 
 def now() -> datetime:
@@ -31,13 +31,34 @@ class DenyRule(Model):
     target: str | None = None
     partition: str | None = None
     account: str | None = None
+    qos: str | None = None
     gpus_at_least: int | None = None  # total GPUs of the job
     nodes_at_least: int | None = None
     time_min_at_least: int | None = None
     gpu_hours_at_least: float | None = None
-    command: str | None = None  # a glob matched against the command line
+    command: str | None = None  # a glob matched against every task's command line and the script text
     expires: datetime | None = None
     created: datetime = Field(default_factory=now)
+
+
+class JobCost(Model):
+    """One submitted job of a charge or approval use: its worst case, and what it used once ended."""
+
+    gpu_hours_worst: float
+    cpu_hours_worst: float
+    gpu_hours_used: float | None = None  # set when the job has ended (elapsed x resources)
+    cpu_hours_used: float | None = None
+
+
+class Use(Model):
+    """One request's use of an approval: held while it may still submit, then submitted or released."""
+
+    request_id: str
+    target: str
+    state: Literal["held", "submitted", "released"] = "held"
+    jobs: dict[str, JobCost] = {}
+    at: datetime = Field(default_factory=now)
+    submitted_at: datetime | None = None
 
 
 class Approval(Model):
@@ -51,7 +72,7 @@ class Approval(Model):
     decided_at: datetime = Field(default_factory=now)
     note: str = ""
     card_id: str | None = None
-    used_by: list[str] = []  # request ids that consumed a use (a retry of one does not use another)
+    uses: list[Use] = []  # every request that took a use, kept for the audit and for replays
 
 
 class Grant(Model):
@@ -61,6 +82,7 @@ class Grant(Model):
     targets: list[str] = []  # empty: any target
     partitions: list[str] = []
     accounts: list[str] = []
+    qos: list[str] = []
     max_gpus: int | None = None  # total GPUs of one job
     max_cpus: int | None = None  # total CPUs of one job
     max_mem_mb: int | None = None  # memory per node
@@ -78,32 +100,48 @@ class Grant(Model):
 
 
 class Charge(Model):
-    """A plan's worst-case cost against a grant: reserved when allowed, then spent or released."""
+    """A plan's cost against a grant: reserved at worst case when allowed; once submitted, each job
+    holds its worst case until it ends and then counts what it used; released if nothing ran."""
 
     id: str = Field(default_factory=lambda: new_id("ch"))
     grant_id: str
     plan_hash: str
     request_id: str
     target: str
-    gpu_hours: float
+    gpu_hours: float  # the worst case of the whole plan
     cpu_hours: float
     jobs: int = 1
-    state: Literal["reserved", "spent", "released"] = "reserved"
-    job_id: str | None = None
+    state: Literal["reserved", "submitted", "settled", "released"] = "reserved"
+    job_costs: dict[str, JobCost] = {}
     created: datetime = Field(default_factory=now)
+    submitted_at: datetime | None = None
     reason: str = ""
 
 
+class CardTask(Model):
+    key: str
+    argv: list[str]
+    env: list[str]
+    nodes: int
+    cpus: int
+    mem_mb: int
+    gpus: int
+    time_min: int
+
+
 class CardPlan(Model):
-    """What a human needs to read on a card."""
+    """What a human needs to read on a card: everything the plan hash binds."""
 
     target: str
     cluster: str
     user: str
+    root: str = ""
+    hostkey: str = ""
     command: str
     argv: list[str]
     kind: str
     workdir: str
+    path: str = ""
     partition: str
     account: str
     qos: str
@@ -112,7 +150,9 @@ class CardPlan(Model):
     mem_mb: int
     gpus: int
     time_min: int
-    env_names: list[str]
+    env: list[str] = []  # NAME=VALUE, every one the job gets from the plan
+    script: str | None = None
+    tasks: list[CardTask] = []  # a batch: every task
     gpu_hours: float
     cpu_hours: float
     jobs: int = 1
@@ -154,9 +194,44 @@ class AuditEntry(Model):
     schema_version: int = LEDGER_SCHEMA
     t: datetime = Field(default_factory=now)
     project: str
-    event: str  # decision, approve, deny, grant-add, grant-revoke, charge-spent, charge-released, ...
+    event: str  # decision, approve, deny, grant-add, grant-revoke, charge-submitted, charge-released, ...
     plan_hash: str | None = None
     request_id: str | None = None
     rule: str | None = None  # the id of what decided
     detail: str = ""
     by: str = ""
+    tty: str | None = None  # a human act: the terminal it came from (None: no terminal)
+    parents: list[str] = []  # a human act: the process chain that ran it, nearest first
+
+
+def migrate(raw: dict[str, object]) -> dict[str, object]:
+    """A schema-1 ledger as schema 2: spent charges become submitted, approvals' used_by become uses."""
+    if raw.get("schema_version", 1) != 1:
+        return raw
+    out = dict(raw)
+    charges = []
+    for ch in list(raw.get("charges", []) or []):  # type: ignore[call-overload]
+        ch = dict(ch)
+        job = ch.pop("job_id", None)
+        if ch.get("state") == "spent":
+            ch["state"] = "submitted"
+            n = max(int(ch.get("jobs", 1)), 1)
+            ch["job_costs"] = {
+                j: {"gpu_hours_worst": ch["gpu_hours"] / n, "cpu_hours_worst": ch["cpu_hours"] / n}
+                for j in (job or "").split(",") if j
+            }  # fmt: skip
+        charges.append(ch)
+    approvals = []
+    for a in list(raw.get("approvals", []) or []):  # type: ignore[call-overload]
+        a = dict(a)
+        a["uses"] = [{"request_id": r, "target": "", "state": "submitted"} for r in a.pop("used_by", [])]
+        approvals.append(a)
+    cards = []
+    for c in list(raw.get("cards", []) or []):  # type: ignore[call-overload]
+        c = dict(c)
+        plan = dict(c.get("plan", {}))
+        plan.pop("env_names", None)
+        c["plan"] = plan
+        cards.append(c)
+    out.update(schema_version=2, charges=charges, approvals=approvals, cards=cards)
+    return out

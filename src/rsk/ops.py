@@ -10,15 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk import guard, states
 from rsk.atomic import write_atomic
 from rsk.errors import UsageError
 from rsk.jobs import JournalEvent, parse_journal_line
 from rsk.paths import check_token, project_dir
-from rsk.protocol import Output, raise_for_error
+from rsk.protocol import Output, Resources, raise_for_error
 from rsk.remote import Remote, remote_for
-
-State = Literal["pending", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
-FINAL = {"succeeded", "failed", "cancelled", "timed-out", "lost"}
+from rsk.states import FINAL, State
+from rsk.store import Store
 
 
 class Model(BaseModel):
@@ -67,23 +67,34 @@ def _int(value: str | None) -> int | None:
     return int(value) if value and value.lstrip("-").isdigit() else None
 
 
-def jobs_from(out: Output) -> list[JobState]:
+def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
     jobs = []
     for r in out.all("job"):
         kv = r.kv
-        res = [_int(x) for x in kv.get("res", "").split(",")] if kv.get("res") else [None] * 5
+        res = [_int(x) for x in kv.get("res", "").split(",")] if kv.get("res") else []
         nodes, cpus, mem, gpus = (res + [None] * 5)[:4]
-        state = kv.get("state", "unknown")
+        rc = _int(kv.get("rc"))
+        facts = states.Facts(
+            squeue=kv.get("sq", ""),
+            sacct=kv.get("ac", ""),
+            rc=rc,
+            signal=kv.get("sig") or None,
+            elapsed_s=_int(kv.get("elapsed")),
+            limit_s=_int(kv.get("limit")),
+            cancel_requested=kv.get("cancel") == "1",
+            slurm_up=slurm_up,
+        )
+        sq_el, sq_lim = _int(kv.get("sq_elapsed")), _int(kv.get("sq_limit"))
         jobs.append(
             JobState(
                 request_id=kv.get("rid", ""),
                 task=kv.get("task") or None,
                 job_id=kv.get("job", ""),
-                state=state if state in State.__args__ else "unknown",  # type: ignore[attr-defined]
-                exit_code=_int(kv.get("exit")),
-                signal=kv.get("sig") if kv.get("sig") not in (None, "", "none") else None,
-                elapsed_s=_int(kv.get("elapsed")),
-                limit_s=_int(kv.get("limit")),
+                state=states.job_state(facts),
+                exit_code=rc if rc is not None else _int(kv.get("ac_exit")),
+                signal=facts.signal if facts.signal not in (None, "none") else None,
+                elapsed_s=sq_el if sq_el is not None else facts.elapsed_s,
+                limit_s=sq_lim if sq_lim is not None else facts.limit_s,
                 where=kv.get("where", ""),
                 submitted=kv.get("submitted", ""),
                 nodes=nodes,
@@ -95,18 +106,31 @@ def jobs_from(out: Output) -> list[JobState]:
     return jobs
 
 
+def settle_ended(target: str, project: str, jobs: list[JobState]) -> int:
+    """Charges and approval uses of ended jobs count what the jobs used (elapsed x resources)."""
+    ended: dict[str, tuple[Resources, int]] = {}
+    for j in jobs:
+        if j.state in FINAL and j.nodes is not None and j.cpus is not None and j.gpus is not None:
+            shape = Resources(nodes=j.nodes, cpus=j.cpus, mem_mb=j.mem_mb or 1, gpus=j.gpus,
+                              time_min=max((j.limit_s or 0) // 60, 1))  # fmt: skip
+            ended[j.job_id] = (shape, j.elapsed_s or 0)
+    return guard.settle(Store(project), target, ended) if ended else 0
+
+
 def status_call(remote: Remote, target: str, project: str, after: int | None = None) -> tuple[Status, Output]:
     args = [project] if after is None else [project, str(after)]
-    out = remote.call("status.sh", *args)
+    out = remote.call("status", *args)
     raise_for_error(out)
     head = out.first("status")
+    up = not (head and head.kv.get("slurm") == "down")
     st = Status(
         target=target,
         project=project,
-        slurm="down" if head and head.kv.get("slurm") == "down" else "up",
+        slurm="up" if up else "down",
         at=head.kv.get("t", "") if head else "",
-        jobs=jobs_from(out),
+        jobs=jobs_from(out, slurm_up=up),
     )
+    settle_ended(target, project, st.jobs)
     return st, out
 
 
@@ -139,7 +163,7 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
     if mode != "job":
         check_token("request id", value)
     with remote_for(target) as remote:
-        out = remote.call("cancel.sh", project, mode, value)
+        out = remote.call("cancel", project, mode, value)
     raise_for_error(out)
     results = [
         CancelResult(
@@ -170,7 +194,7 @@ class ReconcileReport(Model):
 
 def reconcile(target: str, project: str) -> ReconcileReport:
     with remote_for(target) as remote:
-        out = remote.call("reconcile.sh", project)
+        out = remote.call("reconcile", project)
     raise_for_error(out)
     items = [
         ReconcileItem(
@@ -181,6 +205,12 @@ def reconcile(target: str, project: str) -> ReconcileReport:
         )
         for r in out.all("reconcile")
     ]
+    store = Store(project)
+    for item in items:  # the ledger follows what the cluster found
+        if item.result == "abandoned":
+            guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")
+        elif item.job_id:
+            guard.record_reconciled(store, target, item.request_id, item.plan_hash, item.job_id)
     head = out.first("reconciled")
     return ReconcileReport(
         target=target, project=project, open_intents=_int(head.kv.get("open")) or 0 if head else 0, items=items

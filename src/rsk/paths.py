@@ -11,7 +11,7 @@ from pathlib import Path
 from rsk.errors import UsageError
 
 DEFAULT_PROJECT = "default"
-TOKEN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$")
+TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # used with fullmatch: a whole string, never a prefix
 
 
 def rsk_home() -> Path:
@@ -29,7 +29,7 @@ def config_dir() -> Path:
 
 
 def check_token(what: str, value: str) -> str:
-    if not TOKEN.match(value):
+    if not TOKEN.fullmatch(value):
         raise UsageError(
             f"{what} {value!r} is not valid",
             f"use 1-64 characters of A-Z a-z 0-9 . _ - (not starting with . or -) for the {what}",

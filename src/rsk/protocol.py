@@ -8,10 +8,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal, cast
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rsk.errors import (
     CapReached,
@@ -25,7 +27,15 @@ from rsk.errors import (
     UsageError,
 )
 
-PROTOCOL = 1
+PROTOCOL = 2
+FRAME = f"rsk-frame {PROTOCOL}"  # the first stdin line of every call, followed by a fresh nonce
+
+# record kinds that appear at most once in an answer: a second one is a protocol error (someone else's)
+SINGLETONS = frozenset(
+    {"hello", "plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
+     "mismatch", "error"}
+)  # fmt: skip
+POSITIONAL = frozenset({"planline", "journal", "chunk"})  # words, not key=value pairs
 
 
 def b64(value: str) -> str:
@@ -49,6 +59,40 @@ def unb64(value: str) -> str:
         return base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8", "surrogateescape")
     except ValueError as exc:
         raise ProtocolError(f"the cluster sent a value that is not base64: {value[:40]!r}") from exc
+
+
+class Resources(BaseModel):
+    """What one job asks of Slurm, and its worst-case cost: the one place that does that arithmetic."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: int
+    cpus: int  # per node
+    mem_mb: int  # per node
+    gpus: int  # per node
+    time_min: int
+
+    @property
+    def total_gpus(self) -> int:
+        return self.gpus * self.nodes
+
+    @property
+    def total_cpus(self) -> int:
+        return self.cpus * self.nodes
+
+    @property
+    def gpu_hours(self) -> float:
+        """Worst case: every GPU on every node for the whole time limit."""
+        return self.total_gpus * self.time_min / 60
+
+    @property
+    def cpu_hours(self) -> float:
+        return self.total_cpus * self.time_min / 60
+
+    def used(self, elapsed_s: int) -> tuple[float, float]:
+        """GPU-hours and CPU-hours a job of this shape used in elapsed_s seconds (capped at its limit)."""
+        hours = min(max(elapsed_s, 0), self.time_min * 60) / 3600
+        return self.total_gpus * hours, self.total_cpus * hours
 
 
 class TaskSpec(BaseModel):
@@ -76,6 +120,7 @@ class Request(BaseModel):
     request_id: str = ""
     name: str = ""
     workdir: str = ""
+    path: str = ""  # PATH of the job; empty: the cluster's default (/usr/local/bin:/usr/bin:/bin)
     partition: str = ""
     account: str = ""
     qos: str = ""
@@ -88,7 +133,8 @@ class Request(BaseModel):
     argv: list[str] = []
     script: str | None = None
     tasks: list[TaskSpec] = []
-    requester: str = ""
+    requester: str = ""  # the agent's claim, kept on the card; never sent to the cluster
+    hostkey: str = ""  # the fingerprint of the host key this connection verified; bound into the plan
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -97,7 +143,7 @@ class Request(BaseModel):
             if value is not None and value != "":
                 lines.append(f"{key} {enc(str(value))}")
 
-        for key in ("project", "request_id", "name", "workdir", "partition", "account", "qos"):
+        for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey"):
             put(key, getattr(self, key))
         for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
             put(key, getattr(self, key))
@@ -108,14 +154,13 @@ class Request(BaseModel):
         if self.script is not None:
             put("script", self.script)
         for task in self.tasks:
-            lines.append(f"task {b64(task.key)}")
+            lines.append(f"task {enc(task.key)}")
             for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
                 put("t" + key, getattr(task, key))
             for entry in sorted(task.env, key=lambda e: e.split("=", 1)[0]):
                 lines.append(f"tenv {enc(entry)}")
             for arg in task.argv:
                 lines.append(f"targ {enc(arg)}")
-        put("requester", self.requester)
         lines.append("end")
         return ("\n".join(lines) + "\n").encode("ascii")
 
@@ -139,37 +184,48 @@ class Output:
         return [r for r in self.records if r.kind == kind]
 
 
-def parse_kv(words: list[str]) -> dict[str, str]:
-    kv = {}
+def parse_kv(words: list[str], strict: bool = False) -> dict[str, str]:
+    """key=value words; with strict, a key given twice is a protocol error (first wins otherwise)."""
+    kv: dict[str, str] = {}
     for w in words:
         k, sep, v = w.partition("=")
         if sep:
+            if k in kv:
+                if strict:
+                    raise ProtocolError(f"the cluster's answer repeats the key {k!r} in one line")
+                continue
             kv[k] = v
     return kv
 
 
-def parse(stdout: str) -> Output:
-    """Read the @@ lines; everything else (banners, noise) is ignored. @@done must close the output."""
+def parse(stdout: str, nonce: str) -> Output | None:
+    """Read the `@@NONCE` lines; everything else (banners, a .bashrc's output, a forged `@@` line) is
+    ignored. None when no `@@NONCE done` line closed the answer."""
+    prefix = f"@@{nonce} "
     records: list[Record] = []
+    seen: set[str] = set()
     done: int | None = None
     for line in stdout.splitlines():
-        if not line.startswith("@@"):
+        if not line.startswith(prefix):
             continue
-        kind, _, rest = line[2:].partition(" ")
+        kind, _, rest = line[len(prefix) :].partition(" ")
         words = rest.split(" ") if rest else []
-        kv = parse_kv(words)
+        if kind in SINGLETONS or kind == "done":
+            if kind in seen:
+                raise ProtocolError(f"the cluster's answer has two @@{kind} lines")
+            seen.add(kind)
+        kv = parse_kv(words, strict=kind not in POSITIONAL)
         if kind == "done":
             try:
                 done = int(kv.get("rc", ""))
             except ValueError as exc:
                 raise ProtocolError(f"malformed @@done line: {line[:80]!r}") from exc
             continue
+        if done is not None:
+            raise ProtocolError("the cluster's answer goes on after its @@done line")
         records.append(Record(kind, words, kv))
     if done is None:
-        raise ProtocolError(
-            "the cluster's answer was cut short (no @@done line)",
-            "the connection may have dropped; try again (a request id makes that safe)",
-        )
+        return None
     return Output(records, done)
 
 
@@ -212,25 +268,23 @@ def raise_for_error(out: Output) -> None:
     raise error
 
 
-class TaskPlan(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class TaskPlan(Resources):
+    """One task as planned (a single job is one task with no key)."""
 
-    key: str
-    nodes: int
-    cpus: int
-    mem_mb: int
-    gpus: int
-    time_min: int
+    key: str = ""
     env: list[str] = []
     argv: list[str] = []
 
-    @property
-    def gpu_hours(self) -> float:
-        return self.gpus * self.nodes * self.time_min / 60
 
-    @property
-    def cpu_hours(self) -> float:
-        return self.cpus * self.nodes * self.time_min / 60
+class Prior(BaseModel):
+    """What the request id already did on this cluster, as the plan call found it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    idx: int
+    state: Literal["done", "found", "open"]  # journal accepted it; Slurm/markers know a job; intent only
+    job_id: str = ""
+    plan_hash: str = ""
 
 
 class Plan(BaseModel):
@@ -242,12 +296,15 @@ class Plan(BaseModel):
     hash: str
     cluster: str
     user: str
+    root: str  # the remote root, resolved on the cluster
+    hostkey: str
     scripts: str
     policy: str
     project: str
     name: str
-    kind: str
+    kind: Literal["argv", "script", "batch"]
     workdir: str
+    path: str
     partition: str
     account: str
     qos: str
@@ -259,51 +316,56 @@ class Plan(BaseModel):
     env: list[str]
     argv: list[str]
     script: str | None = None
-    tasks: list[TaskPlan] = []
+    tasks: list[TaskPlan]  # always at least one: a single job is one task
     verdict: str = "allow"
     reasons: list[str] = []
     active: int = 0
     active_cap: int | None = None
+    active_jobs: list[str] = []
     estimate_start: str = "unknown"
     estimate_nodes: str = ""
+    prior: list[Prior] = []
 
     @property
     def jobs(self) -> int:
-        return len(self.tasks) if self.kind == "batch" else 1
+        return len(self.tasks)
 
     @property
     def gpu_hours(self) -> float:
-        """Worst case: every GPU on every node for the whole time limit (summed over a batch)."""
-        if self.kind == "batch":
-            return sum(t.gpu_hours for t in self.tasks)
-        return self.gpus * self.nodes * self.time_min / 60
+        """Worst case: every GPU on every node for the whole time limit, summed over the tasks."""
+        return sum(t.gpu_hours for t in self.tasks)
 
     @property
     def cpu_hours(self) -> float:
-        if self.kind == "batch":
-            return sum(t.cpu_hours for t in self.tasks)
-        return self.cpus * self.nodes * self.time_min / 60
+        return sum(t.cpu_hours for t in self.tasks)
 
     def largest(self, field: str) -> int:
         """The largest per-job value of a resource (over the tasks of a batch)."""
-        if self.kind == "batch" and self.tasks:
-            return max(int(getattr(t, field)) for t in self.tasks)
-        return int(getattr(self, field))
+        return max(int(getattr(t, field)) for t in self.tasks)
 
     @property
     def command(self) -> str:
-        import shlex
-
+        """A one-line summary for lists; cards show every task and the whole script."""
         if self.kind == "batch":
-            first = shlex.join(self.tasks[0].argv) if self.tasks else ""
-            return f"batch of {len(self.tasks)} tasks, e.g. {first}"
+            return f"batch of {len(self.tasks)} tasks, e.g. {shlex.join(self.tasks[0].argv)}"
         if self.kind == "script":
             return "sbatch script" + (f" {shlex.join(self.argv)}" if self.argv else "")
         return shlex.join(self.argv)
 
+    def commands(self) -> list[str]:
+        """Everything that will run, for deny rules: each task's command line, and the script's text."""
+        if self.kind == "batch":
+            return [shlex.join(t.argv) for t in self.tasks]
+        if self.kind == "script":
+            return [self.script or "", *([shlex.join(self.argv)] if self.argv else [])]
+        return [shlex.join(self.argv)]
+
 
 def plan_hash(lines: Iterable[tuple[str, str]]) -> str:
     return hashlib.sha256("".join(f"{k} {v}\n" for k, v in lines).encode("ascii")).hexdigest()
+
+
+_RESOURCE_KEYS = ("nodes", "cpus", "mem_mb", "gpus", "time_min")
 
 
 def plan_from(out: Output) -> Plan:
@@ -315,67 +377,58 @@ def plan_from(out: Output) -> Plan:
     printed = rec.words[0]
     if plan_hash(lines) != printed:
         raise ProtocolError("the plan hash does not match the plan lines", "the remote scripts may be damaged")
-    fields: dict[str, str] = {}
-    env: list[str] = []
-    argv: list[str] = []
-    tasks: list[TaskPlan] = []
+    fields: dict[str, object] = {"hash": printed, "env": [], "argv": [], "tasks": []}
+    tasks: list[dict[str, object]] = []
     for key, value in lines:
+        text = unb64(value)
         if key == "task":
-            tasks.append(TaskPlan(key=unb64(value), nodes=0, cpus=0, mem_mb=0, gpus=0, time_min=0))
+            tasks.append({"key": text, "env": [], "argv": []})
         elif key in ("tres", "tenv", "targ"):
             if not tasks:
                 raise ProtocolError(f"plan line {key} comes before any task")
-            task = tasks[-1]
             if key == "tres":
-                try:
-                    task.nodes, task.cpus, task.mem_mb, task.gpus, task.time_min = map(int, unb64(value).split(","))
-                except ValueError as exc:
-                    raise ProtocolError(f"malformed task resources: {unb64(value)!r}") from exc
-            elif key == "tenv":
-                task.env.append(unb64(value))
+                parts = text.split(",")
+                if len(parts) != 5:
+                    raise ProtocolError(f"malformed task resources: {text!r}")
+                tasks[-1].update(zip(_RESOURCE_KEYS, parts, strict=True))
             else:
-                task.argv.append(unb64(value))
-        elif key == "env":
-            env.append(unb64(value))
-        elif key == "arg":
-            argv.append(unb64(value))
+                cast(list[str], tasks[-1]["env" if key == "tenv" else "argv"]).append(text)
+        elif key in ("env", "arg"):
+            cast(list[str], fields["env" if key == "env" else "argv"]).append(text)
+        elif key in fields:
+            raise ProtocolError(f"the plan repeats {key!r}")
         else:
-            fields[key] = unb64(value)
+            fields[key] = text
+    if fields.get("kind") != "batch":
+        one = {k: fields.get(k) for k in _RESOURCE_KEYS}
+        tasks = [{**one, "key": "", "env": [], "argv": fields["argv"]}]
+    fields["tasks"] = tasks
+    fields.pop("protocol", None)
     policy = out.first("policy")
     active = out.first("active")
     estimate = out.first("estimate")
+    fields["verdict"] = policy.kv.get("verdict", "allow") if policy else "allow"
+    fields["reasons"] = [unb64(r.kv.get("msg", "")) for r in out.all("policy-reason")]
+    if active:
+        fields["active"] = active.kv.get("count", "0")
+        fields["active_cap"] = active.kv.get("cap") or None
+        fields["active_jobs"] = [j for j in active.kv.get("jobs", "").split(",") if j]
+    if estimate:
+        fields["estimate_start"] = estimate.kv.get("start", "unknown")
+        fields["estimate_nodes"] = unb64(estimate.kv.get("nodes", ""))
+    fields["prior"] = [
+        {"idx": r.kv.get("idx"), "state": r.kv.get("state"), "job_id": r.kv.get("job", ""),
+         "plan_hash": r.kv.get("plan", "")}
+        for r in out.all("prior")
+    ]  # fmt: skip
     try:
-        return Plan(
-            hash=printed,
-            cluster=fields["cluster"],
-            user=fields["user"],
-            scripts=fields["scripts"],
-            policy=fields["policy"],
-            project=fields["project"],
-            name=fields["name"],
-            kind=fields["kind"],
-            workdir=fields["workdir"],
-            partition=fields["partition"],
-            account=fields.get("account", ""),
-            qos=fields.get("qos", ""),
-            nodes=int(fields["nodes"]),
-            cpus=int(fields["cpus"]),
-            mem_mb=int(fields["mem_mb"]),
-            gpus=int(fields["gpus"]),
-            time_min=int(fields["time_min"]),
-            env=env,
-            argv=argv,
-            script=fields.get("script"),
-            tasks=tasks,
-            verdict=policy.kv.get("verdict", "allow") if policy else "allow",
-            reasons=[unb64(r.kv.get("msg", "")) for r in out.all("policy-reason")],
-            active=int(active.kv.get("count", "0")) if active else 0,
-            active_cap=int(active.kv["cap"]) if active and active.kv.get("cap") else None,
-            estimate_start=estimate.kv.get("start", "unknown") if estimate else "unknown",
-            estimate_nodes=unb64(estimate.kv.get("nodes", "")) if estimate else "",
-        )
-    except (KeyError, ValueError) as exc:
-        raise ProtocolError(f"the plan from the cluster is incomplete: {exc}") from exc
+        return Plan.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ProtocolError(
+            f"the plan from the cluster is incomplete or malformed at {'.'.join(map(str, first['loc']))}: "
+            f"{first['msg']}"
+        ) from exc
 
 
 class Accepted(BaseModel):
@@ -385,23 +438,21 @@ class Accepted(BaseModel):
     request_id: str
     plan_hash: str
     replay: bool
-    reconciled: bool = False
+    idx: int = 0
     task: str | None = None
 
 
 def accepted_from(out: Output) -> list[Accepted]:
-    """Every @@accepted line: one for a job, one per task of a batch."""
-    recs = out.all("accepted")
-    if not recs:
-        raise ProtocolError("the cluster did not confirm the submission (no @@accepted line)")
+    """Every @@accepted line: one for a job, one per task of a batch (possibly none)."""
     return [
         Accepted(
             job_id=rec.kv.get("job", ""),
             request_id=rec.kv.get("rid", ""),
             plan_hash=rec.kv.get("plan", ""),
             replay=rec.kv.get("replay") == "1",
-            reconciled=rec.kv.get("reconciled") == "1",
+            idx=int(rec.kv.get("idx", "0") or 0),
             task=rec.kv.get("task") or None,
         )
-        for rec in recs
+        for rec in out.all("accepted")
+        if rec.kv.get("job", "").replace("_", "").isdigit()
     ]

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from rsk.atomic import append_line, write_atomic
 from rsk.errors import StateError
-from rsk.ledger import LEDGER_SCHEMA, AuditEntry, Ledger
+from rsk.ledger import LEDGER_SCHEMA, AuditEntry, Ledger, migrate
 from rsk.paths import project_dir
 
 LOCK_TIMEOUT = 60.0
@@ -90,7 +90,7 @@ def read_ledger(path: Path, project: str) -> Ledger:
             "upgrade rsk to read it (pip install -U rsk)",
         )
     try:
-        ledger = Ledger.model_validate(raw)
+        ledger = Ledger.model_validate(migrate(raw))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])

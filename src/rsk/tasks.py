@@ -9,6 +9,7 @@ import shlex
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from rsk.errors import UsageError
+from rsk.inputs import check_env
 from rsk.paths import TOKEN
 from rsk.protocol import TaskSpec
 from rsk.units import parse_mem, parse_time
@@ -56,14 +57,13 @@ def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
         except ValidationError as exc:
             e = exc.errors()[0]
             raise UsageError(f"{where}: {'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}") from exc
-        if not TOKEN.match(t.key):
+        if not TOKEN.fullmatch(t.key):
             raise UsageError(f"{where}: key {t.key!r} is not valid", "keys are 1-64 characters of A-Z a-z 0-9 . _ -")
         if t.key in seen:
             raise UsageError(f"{where}: key {t.key!r} appears twice", "each task needs its own key")
         seen.add(t.key)
-        for name in t.env:
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise UsageError(f"{where}: environment name {name!r} is not valid")
+        for name, value in t.env.items():
+            check_env(f"{name}={value}", f"{where}: env")
         tasks.append(
             TaskSpec(
                 key=t.key,

@@ -99,25 +99,18 @@ class Connection:
         self.client = self._connect(resolve_endpoint(target), sock=None, hops=0)
 
     def _connect(self, ep: Endpoint, sock: Any, hops: int) -> paramiko.SSHClient:
-        if hops > 4:
+        if hops > 8:
             raise ConfigError(f"ProxyJump chain to {ep.host} is too long", "check ~/.ssh/config for a loop")
         if sock is None and ep.proxy_jump and ep.proxy_jump.lower() != "none":
-            jump_spec = ep.proxy_jump.split(",")[0]
-            user, _, rest = jump_spec.rpartition("@")
-            jump_host, _, jump_port = rest.partition(":")
-            jump_ep = resolve_endpoint(self.target, jump_host)
-            if user or jump_port:
-                jump_ep = replace(jump_ep, user=user or jump_ep.user, port=int(jump_port or jump_ep.port))
-            jump = self._connect(jump_ep, sock=None, hops=hops + 1)
-            transport = jump.get_transport()
-            assert transport is not None
-            try:
-                sock = transport.open_channel("direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0))
-            except (paramiko.ChannelException, paramiko.SSHException) as exc:
-                raise ConnectError(
-                    f"the jump host {jump_ep.host} could not open a connection to {ep.hostname}:{ep.port}: {exc}",
-                    "check that the jump host allows TCP forwarding and reaches the cluster",
-                ) from exc
+            # ProxyJump a,b,c: connect to a, through a to b, through b to c, through c to the target
+            via: paramiko.SSHClient | None = None
+            for spec in (s.strip() for s in ep.proxy_jump.split(",")):
+                if not spec:
+                    raise ConfigError(f"ProxyJump {ep.proxy_jump!r} has an empty hop", "fix the target or ssh_config")
+                hop = self._hop(spec, first=via is None)
+                via = self._connect(hop, sock=self._channel(via, hop) if via else None, hops=hops + 1)
+            assert via is not None
+            sock = self._channel(via, ep)
         elif sock is None and ep.proxy_command:
             sock = paramiko.ProxyCommand(ep.proxy_command)
         client = paramiko.SSHClient()
@@ -187,6 +180,40 @@ class Connection:
             raise ConnectError(f"cannot reach {where}: {exc}", "check the host name and network") from exc
         self._clients.append(client)
         return client
+
+    def _hop(self, spec: str, first: bool) -> Endpoint:
+        """A ProxyJump hop, [user@]host[:port], resolved through ssh_config like any host."""
+        user, _, rest = spec.rpartition("@")
+        host, _, port = rest.partition(":")
+        if not host or (port and not port.isdigit()):
+            raise ConfigError(f"ProxyJump hop {spec!r} is not [user@]host[:port]", "fix the target or ssh_config")
+        ep = resolve_endpoint(self.target, host)
+        ep = replace(ep, user=user or ep.user, port=int(port or ep.port))
+        # as with ssh -J: the first hop keeps its own proxy settings; a later one is reached through
+        # the hop before it, never through its own
+        return ep if first else replace(ep, proxy_jump=None, proxy_command=None)
+
+    def _channel(self, via: paramiko.SSHClient, ep: Endpoint) -> Any:
+        transport = via.get_transport()
+        assert transport is not None
+        try:
+            return transport.open_channel("direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0))
+        except (paramiko.ChannelException, paramiko.SSHException) as exc:
+            raise ConnectError(
+                f"a jump host could not open a connection to {ep.hostname}:{ep.port}: {exc}",
+                "check that the jump host allows TCP forwarding and reaches the next host",
+            ) from exc
+
+    @property
+    def host_key(self) -> str:
+        """The verified host key of the cluster, as OpenSSH prints it (SHA256:...)."""
+        import base64
+        import hashlib
+
+        transport = self.client.get_transport()
+        assert transport is not None
+        blob = transport.get_remote_server_key().asbytes()
+        return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
     def run(
         self,

@@ -65,6 +65,10 @@ def launch(
     time: Annotated[str | None, typer.Option("--time", help="Time limit: 30, 2:00:00, 1-00:00:00.")] = None,
     name: Annotated[str | None, typer.Option(help="Job name (A-Z a-z 0-9 . _ -).")] = None,
     workdir: Annotated[str | None, typer.Option(help="Working directory on the cluster (absolute or ~/..).")] = None,
+    path: Annotated[
+        str | None,
+        typer.Option("--path", help="PATH of the job (default /usr/local/bin:/usr/bin:/bin); bound into the plan."),
+    ] = None,
     env: Annotated[
         list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE passed to the job (repeatable).")
     ] = None,
@@ -84,6 +88,7 @@ def launch(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
+    from rsk.inputs import check_request
     from rsk.launch import launch as do_launch
     from rsk.launch import requester
     from rsk.paths import check_token, new_request_id, resolve_project
@@ -124,14 +129,12 @@ def launch(
             task_specs = parse_tasks(tasks.read_text(encoding="utf-8"), str(tasks))
         except OSError as exc:
             raise UsageError(f"cannot read --tasks {tasks}: {exc}") from exc
-    for entry in env or []:
-        if "=" not in entry:
-            raise UsageError(f"--env {entry!r} is not NAME=VALUE")
     request = Request(
         project=resolve_project(project),
         request_id=check_token("request id", request_id) if request_id else new_request_id(),
         name=check_token("job name", name) if name else "",
         workdir=workdir or "",
+        path=path or "",
         partition=partition or "",
         account=account or "",
         qos=qos or "",
@@ -148,6 +151,7 @@ def launch(
     )
     console = err()
     progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
+    check_request(request)
     result = do_launch(resolve_target(target), request, wait=_parse_wait(wait), progress=progress)
     if json_out:
         print_json(result)
@@ -166,9 +170,13 @@ def launch(
     o.print(f"  request id  {result.request_id}")
     o.print(f"  plan        {result.plan_hash}")
     how = f"{result.allowed_by.kind} {result.allowed_by.id}"
+    if result.allowed_by.kind == "replay":
+        how = f"nothing new: the {result.allowed_by.id} already knows this request's job(s)"
     if result.allowed_by.kind == "grant":
         how += f" (charged {result.plan.gpu_hours:.2f} GPU-h, {result.plan.cpu_hours:.2f} CPU-h at worst)"
     o.print(f"  allowed by  {how}")
+    if result.note:
+        o.print(f"  note        {result.note}")
     o.print(
         f"next: rsk logs {result.job_id} --target {result.target} --project {result.project} --follow",
     )
@@ -181,7 +189,7 @@ def wait(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import DeniedError
-    from rsk.launch import find_card, wait_for_card
+    from rsk.guard import find_card, wait_for_card
     from rsk.launch import launch as do_launch
     from rsk.paths import resolve_project
     from rsk.protocol import Request

@@ -31,43 +31,95 @@ def _store(project: str | None) -> "Store":
     return Store(resolve_project(project))
 
 
-def render_card(card: "Card") -> str:
+FOLD_TASKS = 20  # a card shows this many tasks of a batch; `rsk approvals show CARD` shows all
+FOLD_SCRIPT = 40  # and this many lines of a script
+
+
+def render_card(card: "Card", full: bool = False) -> str:
+    """Everything the plan binds, with every agent-controlled text made inert (rsk.inert)."""
+    import shlex
+
+    from rsk.inert import inert, inert_lines
+
+    def argv(words: list[str]) -> str:
+        return " ".join(shlex.quote(inert(w)) for w in words)
+
     p = card.plan
     gpus = f"{p.gpus}/node x {p.nodes} node(s) = {p.gpus * p.nodes}"
     lines = [
-        f"card {card.id}  [{card.status}]  project {card.request.get('project', '?')}  target {p.target} "
-        f"({p.cluster}, as {p.user})",
-        f"  requested by  {card.requester} at {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
-        f"  command       {p.command}",
-        f"  workdir       {p.workdir}",
-        f"  partition     {p.partition}"
-        + (f"  account {p.account}" if p.account else "")
-        + (f"  qos {p.qos}" if p.qos else ""),
+        f"card {card.id}  [{card.status}]  project {inert(str(card.request.get('project', '?')))}  "
+        f"target {p.target} ({inert(p.cluster)}, as {inert(p.user)})",
+        f"  requested by  {inert(card.requester) or '(nobody said)'}  (the agent's own claim, unverified)",
+        f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
+        f"  kind          {p.kind}" + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
+    ]
+    if p.kind == "argv":
+        lines.append(f"  command       {argv(p.argv)}")
+    lines += [
+        f"  workdir       {inert(p.workdir)}",
+        f"  PATH          {inert(p.path)}",
+        f"  partition     {inert(p.partition)}"
+        + (f"  account {inert(p.account)}" if p.account else "")
+        + (f"  qos {inert(p.qos)}" if p.qos else ""),
         f"  per job       {p.nodes} node(s), {p.cpus} CPU/node, {p.mem_mb} MB/node, GPUs {gpus}, "
         f"limit {p.time_min} min",
         f"  worst case    {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h"
         + (f" for {p.jobs} jobs (a batch; 'per job' is its largest task)" if p.jobs > 1 else ""),
-        f"  env passed    {', '.join(p.env_names) or '(none)'}",
-        f"  start (est.)  {p.estimate_start}",
-        f"  policy        {p.policy_verdict}" + (f": {'; '.join(p.policy_reasons)}" if p.policy_reasons else ""),
+    ]
+    lines += [f"  env           {inert(e)}" for e in p.env] or ["  env           (none)"]
+    if p.kind == "script" and p.script is not None:
+        body = inert_lines(p.script)
+        shown = body if full else body[:FOLD_SCRIPT]
+        lines.append(f"  script        {len(body)} line(s)" + (f", arguments {argv(p.argv)}" if p.argv else ""))
+        lines += [f"    | {line}" for line in shown]
+        if len(shown) < len(body):
+            lines.append(f"    ... {len(body) - len(shown)} more line(s): rsk approvals show {card.id}")
+    if p.tasks:
+        shown_tasks = p.tasks if full else p.tasks[:FOLD_TASKS]
+        for t in shown_tasks:
+            res = f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"
+            lines.append(f"  task {inert(t.key):<12} {res}  {argv(t.argv)}")
+            lines += [f"      env {inert(e)}" for e in t.env]
+        if len(shown_tasks) < len(p.tasks):
+            lines.append(f"  ... {len(p.tasks) - len(shown_tasks)} more task(s): rsk approvals show {card.id}")
+    lines += [
+        f"  start (est.)  {inert(p.estimate_start)}",
+        f"  policy        {p.policy_verdict}" + (f": {inert('; '.join(p.policy_reasons))}" if p.policy_reasons else ""),
         f"  closest grant {card.closest_grant or '(none)'}"
-        + (f": {'; '.join(card.closest_why)}" if card.closest_why else ""),
+        + (f": {inert('; '.join(card.closest_why))}" if card.closest_why else ""),
+        f"  cluster side  root {inert(p.root)}, host key {inert(p.hostkey)}",
         f"  plan hash     {card.plan_hash}",
     ]
     if card.status != "pending":
         lines.append(
-            f"  decided       {card.status} by {card.decided_by}" + (f": {card.reason}" if card.reason else "")
+            f"  decided       {card.status} by {inert(card.decided_by or '')}"
+            + (f": {inert(card.reason)}" if card.reason else "")
         )
     return "\n".join(lines)
 
 
 def approvals(
+    action: Annotated[
+        str | None, typer.Argument(help="`show CARD`: one card in full (every task, the whole script).")
+    ] = None,
+    card_id: Annotated[str | None, typer.Argument(metavar="CARD", help="The card to show.")] = None,
     project: ProjectOpt = None,
     all_cards: Annotated[bool, typer.Option("--all", help="Include decided cards.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.approvals import list_cards
+    from rsk.errors import UsageError
+    from rsk.guard import find_card
 
+    if action is not None:
+        if action != "show" or card_id is None:
+            raise UsageError(f"unknown approvals action {action!r}", "use `rsk approvals show CARD`")
+        found = find_card(_store(project).load(), card_id)
+        if json_out:
+            print_json(found)
+        else:
+            out().print(render_card(found, full=True))
+        return
     cards = list_cards(_store(project), include_decided=all_cards)
     if json_out:
         print_json(cards)
@@ -92,7 +144,7 @@ def approve(
 ) -> None:
     from rsk.approvals import approve as do_approve
     from rsk.approvals import who
-    from rsk.launch import find_card
+    from rsk.guard import find_card
     from rsk.units import parse_expiry
 
     store = _store(project)

@@ -1,0 +1,329 @@
+"""The guard: every decision that lets work reach the cluster, under the ledger lock (docs/ledger.md).
+
+A request that may submit is decided whole, every time: deny rules, then a human's denial, then an
+approval of its exact plan, then a grant, else a card for a human. A request keeps what it holds (a
+reserved charge, a held approval use) only while the decision made now still allows it. The only thing
+that skips the decision is a replay: the cluster or the ledger shows the request's jobs were submitted.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.decide import Facts, decide, find_approval
+from rsk.errors import DeniedError, PendingApproval, UsageError
+from rsk.ledger import AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Ledger, Use, now
+from rsk.protocol import Plan, Request, Resources
+from rsk.store import Store
+
+
+class Allowed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["approval", "grant", "replay"]
+    id: str
+    charge_id: str | None = None
+
+
+def facts(target: str, plan: Plan, request_id: str, active: int) -> Facts:
+    return Facts(
+        target=target,
+        plan_hash=plan.hash,
+        request_id=request_id,
+        partition=plan.partition,
+        account=plan.account,
+        qos=plan.qos,
+        nodes=plan.largest("nodes"),
+        cpus=plan.largest("cpus"),
+        mem_mb=plan.largest("mem_mb"),
+        gpus=plan.largest("gpus"),
+        time_min=plan.largest("time_min"),
+        commands=tuple(plan.commands()),
+        active=active,
+        jobs=plan.jobs,
+        gpu_hours=plan.gpu_hours,
+        cpu_hours=plan.cpu_hours,
+    )
+
+
+def card_plan(target: str, plan: Plan) -> CardPlan:
+    return CardPlan(
+        target=target,
+        cluster=plan.cluster,
+        user=plan.user,
+        root=plan.root,
+        hostkey=plan.hostkey,
+        command=plan.command,
+        argv=plan.argv,
+        kind=plan.kind,
+        workdir=plan.workdir,
+        path=plan.path,
+        partition=plan.partition,
+        account=plan.account,
+        qos=plan.qos,
+        nodes=plan.largest("nodes"),
+        cpus=plan.largest("cpus"),
+        mem_mb=plan.largest("mem_mb"),
+        gpus=plan.largest("gpus"),
+        time_min=plan.largest("time_min"),
+        env=plan.env,
+        script=plan.script,
+        tasks=[CardTask.model_validate(t.model_dump()) for t in plan.tasks] if plan.kind == "batch" else [],
+        gpu_hours=plan.gpu_hours,
+        cpu_hours=plan.cpu_hours,
+        jobs=plan.jobs,
+        estimate_start=plan.estimate_start,
+        policy_verdict=plan.verdict,
+        policy_reasons=plan.reasons,
+    )
+
+
+# what the ledger already knows of a request ----------------------------------------------------
+def submitted_jobs(ledger: Ledger, request_id: str, plan_hash: str, target: str) -> list[str]:
+    """Jobs the ledger recorded as submitted for this request and plan on this target."""
+    jobs: list[str] = []
+    for ch in ledger.charges:
+        if ch.request_id == request_id and ch.plan_hash == plan_hash and ch.target == target:
+            jobs += list(ch.job_costs)
+    for a in ledger.approvals:
+        if a.plan_hash == plan_hash:
+            jobs += [j for u in a.uses if u.request_id == request_id and u.target == target for j in u.jobs]
+    return sorted(set(jobs))
+
+
+def count_active(ledger: Ledger, target: str, plan: Plan, planned_at: datetime, request_id: str) -> int:
+    """The project's jobs that may be pending or running on the target, counted under the lock: what
+    the cluster counted when planning, every job submitted since, and every reservation not yet
+    submitted. Parallel launches each see the others', so a grant's --max-active holds."""
+    active = set(plan.active_jobs)
+    held = 0
+    for ch in ledger.charges:
+        if ch.target != target or ch.request_id == request_id:
+            continue
+        if ch.state == "reserved":
+            held += ch.jobs
+        elif ch.submitted_at is not None and ch.submitted_at >= planned_at:
+            active |= {j for j, c in ch.job_costs.items() if c.gpu_hours_used is None}
+    for a in ledger.approvals:
+        for u in a.uses:
+            if u.target != target or u.request_id == request_id:
+                continue
+            if u.state == "held":
+                held += 1
+            elif u.submitted_at is not None and u.submitted_at >= planned_at:
+                active |= {j for j, c in u.jobs.items() if c.gpu_hours_used is None}
+    return len(active) + held
+
+
+def _own_holds(ledger: Ledger, request_id: str) -> tuple[list[Charge], list[tuple[str, Use]]]:
+    charges = [c for c in ledger.charges if c.request_id == request_id and c.state == "reserved"]
+    uses = [(a.id, u) for a in ledger.approvals for u in a.uses if u.request_id == request_id and u.state == "held"]
+    return charges, uses
+
+
+def _release_holds(store: Store, ledger: Ledger, request_id: str, reason: str, keep: str | None = None) -> None:
+    """Give back what the request holds (except `keep`): reserved charges and held approval uses."""
+    charges, uses = _own_holds(ledger, request_id)
+    for ch in charges:
+        if ch.id != keep:
+            ch.state = "released"
+            ch.reason = reason
+            store.audit(_entry(store, "charge-released", ch.plan_hash, request_id, ch.grant_id, reason))
+    for approval_id, use in uses:
+        if approval_id != keep:
+            use.state = "released"
+            approval = next(a for a in ledger.approvals if a.id == approval_id)
+            approval.uses_left += 1
+            store.audit(_entry(store, "approval-use-released", approval.plan_hash, request_id, approval_id, reason))
+
+
+def _entry(store: Store, event: str, plan_hash: str, rid: str, rule: str | None, detail: str) -> AuditEntry:
+    return AuditEntry(project=store.project, event=event, plan_hash=plan_hash, request_id=rid, rule=rule,
+                      detail=detail)  # fmt: skip
+
+
+def authorize(store: Store, target: str, plan: Plan, request: Request, planned_at: datetime) -> Allowed:
+    """Decide now, under the ledger lock; hold a charge or an approval use; else file or find a card."""
+    at = now()
+    rid = request.request_id
+    with store.transaction() as ledger:
+        active = count_active(ledger, target, plan, planned_at, rid)
+        d = decide(ledger, facts(target, plan, rid, active), at)
+        store.audit(_entry(store, "decision", plan.hash, rid, d.rule, d.kind + (f": {d.reason}" if d.reason else "")))
+        if d.kind == "deny":
+            _release_holds(store, ledger, rid, f"denied by {d.rule}")
+            raise DeniedError(
+                f"denied by {d.rule}: {d.reason}",
+                "do not try to get around a denial; tell the human and ask what to do instead",
+                details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
+            )
+        if d.kind == "approval":
+            approval = find_approval(ledger, plan.hash, at, rid)
+            assert approval is not None
+            _release_holds(store, ledger, rid, "decided again: an approval allows it", keep=approval.id)
+            if not any(u.request_id == rid and u.state == "held" for u in approval.uses):
+                approval.uses_left -= 1
+                approval.uses.append(Use(request_id=rid, target=target))
+            return Allowed(kind="approval", id=approval.id)
+        if d.kind == "grant":
+            assert d.rule is not None
+            charge = next((c for c in _own_holds(ledger, rid)[0] if c.grant_id == d.rule and c.plan_hash == plan.hash),
+                          None)  # fmt: skip
+            _release_holds(store, ledger, rid, f"decided again: grant {d.rule} allows it",
+                           keep=charge.id if charge else None)  # fmt: skip
+            if charge is None:
+                charge = Charge(grant_id=d.rule, plan_hash=plan.hash, request_id=rid, target=target,
+                                gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
+                ledger.charges.append(charge)
+            return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
+        _release_holds(store, ledger, rid, f"decided again: {d.reason}")
+        card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
+        if card is None:
+            card = Card(
+                plan_hash=plan.hash,
+                request_id=rid,
+                requester=request.requester,
+                target=target,
+                request=request.model_dump(exclude={"hostkey"}),
+                plan=card_plan(target, plan),
+                closest_grant=d.closest_grant,
+                closest_why=d.closest_why,
+            )
+            ledger.cards.append(card)
+    raise PendingApproval(
+        f"approval needed: card {card.id} waits for a human ({d.reason})",
+        f"tell the human: `rsk approvals` shows card {card.id}; `rsk approve {card.id}` allows it. "
+        f"Then run `rsk wait {card.id}` (or launch again with --request-id {rid}).",
+        details={"card_id": card.id, "plan_hash": plan.hash, "request_id": rid},
+    )
+
+
+def _costs(plan: Plan, jobs: dict[int, str]) -> dict[str, JobCost]:
+    """Each job's worst case, from the task it runs (task index -> job id)."""
+    out = {}
+    for idx, job in jobs.items():
+        task: Resources = plan.tasks[idx] if idx < len(plan.tasks) else plan.tasks[0]
+        out[job] = JobCost(gpu_hours_worst=task.gpu_hours, cpu_hours_worst=task.cpu_hours)
+    return out
+
+
+def record_submitted(store: Store, allowed: Allowed, plan: Plan, request_id: str, jobs: dict[int, str]) -> None:
+    """The cluster accepted jobs: the request's charge or approval use is now submitted, for good."""
+    if not jobs or allowed.kind == "replay":
+        return
+    costs = _costs(plan, jobs)
+    at = now()
+    with store.transaction() as ledger:
+        for ch in ledger.charges:
+            if ch.id == allowed.charge_id and ch.state in ("reserved", "submitted"):
+                ch.state = "submitted"
+                ch.job_costs = {**costs, **ch.job_costs}
+                ch.submitted_at = ch.submitted_at or at
+                store.audit(_entry(store, "charge-submitted", ch.plan_hash, request_id, ch.grant_id,
+                                   "jobs " + ",".join(costs)))  # fmt: skip
+        for a in ledger.approvals:
+            if a.id != allowed.id:
+                continue
+            for u in a.uses:
+                if u.request_id == request_id and u.state in ("held", "submitted"):
+                    u.state = "submitted"
+                    u.jobs = {**costs, **u.jobs}
+                    u.submitted_at = u.submitted_at or at
+
+
+def record_reconciled(store: Store, target: str, request_id: str, plan_hash: str, job_id: str) -> None:
+    """Reconcile found a job for an intent whose outcome was unknown: its hold is now submitted."""
+    with store.transaction() as ledger:
+        for ch in ledger.charges:
+            if (ch.request_id, ch.plan_hash, ch.target) == (request_id, plan_hash, target) and ch.state in (
+                "reserved",
+                "submitted",
+            ):
+                if job_id not in ch.job_costs:
+                    n = max(ch.jobs, 1)
+                    ch.job_costs[job_id] = JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
+                ch.state = "submitted"
+                ch.submitted_at = ch.submitted_at or now()
+                store.audit(
+                    _entry(store, "charge-submitted", plan_hash, request_id, ch.grant_id, f"reconciled {job_id}")
+                )
+        for a in ledger.approvals:
+            if a.plan_hash != plan_hash:
+                continue
+            for u in a.uses:
+                if u.request_id == request_id and u.target == target and u.state in ("held", "submitted"):
+                    u.jobs.setdefault(job_id, JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0))
+                    u.state = "submitted"
+                    u.submitted_at = u.submitted_at or now()
+
+
+def release(store: Store, request_id: str, reason: str) -> None:
+    """Nothing was submitted (the cluster refused, sbatch failed, the intent was abandoned): give back
+    the request's reserved charge and held approval use. A submitted one is never released."""
+    with store.transaction() as ledger:
+        _release_holds(store, ledger, request_id, reason)
+
+
+def settle(store: Store, target: str, ended: dict[str, tuple[Resources, int]]) -> int:
+    """Jobs that ended (job id -> its shape and elapsed seconds) count what they used, not their worst
+    case. Returns how many job costs were settled."""
+    ledger = store.load()
+    if not any(j in ended for j in _open_jobs(ledger, target)):
+        return 0  # the common case: no lock, no write
+    count = 0
+    with store.transaction() as ledger:
+        for costs, owner in _cost_owners(ledger, target):
+            for job, cost in costs.items():
+                if job in ended and cost.gpu_hours_used is None:
+                    cost.gpu_hours_used, cost.cpu_hours_used = ended[job][0].used(ended[job][1])
+                    count += 1
+            if (
+                isinstance(owner, Charge)
+                and owner.state == "submitted"
+                and all(c.gpu_hours_used is not None for c in owner.job_costs.values())
+            ):
+                owner.state = "settled"
+                store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id,
+                                   f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"))  # fmt: skip
+    return count
+
+
+def _cost_owners(ledger: Ledger, target: str) -> list[tuple[dict[str, JobCost], Charge | Use]]:
+    owners: list[tuple[dict[str, JobCost], Charge | Use]] = [
+        (ch.job_costs, ch) for ch in ledger.charges if ch.target == target and ch.state == "submitted"
+    ]
+    owners += [(u.jobs, u) for a in ledger.approvals for u in a.uses if u.target == target and u.state == "submitted"]
+    return owners
+
+
+def _open_jobs(ledger: Ledger, target: str) -> set[str]:
+    return {j for costs, _ in _cost_owners(ledger, target) for j, c in costs.items() if c.gpu_hours_used is None}
+
+
+# cards ---------------------------------------------------------------------------------------
+def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float = 1.0) -> Card:
+    """Block until a human decides the card (or the timeout passes: PendingApproval)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        card = find_card(store.load(), card_id)
+        if card.status != "pending":
+            return card
+        if deadline is not None and time.monotonic() >= deadline:
+            raise PendingApproval(
+                f"card {card_id} is still pending",
+                f"ask the human to run `rsk approve {card_id}` or `rsk deny {card_id}`; wait again with "
+                f"`rsk wait {card_id}`",
+                details={"card_id": card_id},
+            )
+        time.sleep(poll)
+
+
+def find_card(ledger: Ledger, card_id: str) -> Card:
+    for c in ledger.cards:
+        if c.id == card_id:
+            return c
+    raise UsageError(f"no card {card_id!r} in project {ledger.project}", "`rsk approvals --all` lists cards")

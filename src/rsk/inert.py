@@ -1,0 +1,38 @@
+"""Text an agent controls, made inert for a human's terminal (pure).
+
+Every control character (C0, DEL, C1), every format character (bidi overrides and isolates, zero-width
+marks) and every line or paragraph separator is shown as a visible escape, never interpreted: a crafted
+requester, argument, environment value or script line cannot move the cursor, recolour the screen,
+reorder text or start a line of its own. A backslash is doubled so that an escape cannot be faked.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def _escape(ch: str) -> str:
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _unsafe(ch: str) -> bool:
+    return ch == "\\" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+
+
+def inert(text: str) -> str:
+    """One line: every unsafe character escaped (newlines too)."""
+    return "".join(_escape(ch) if _unsafe(ch) else ch for ch in text)
+
+
+def inert_lines(text: str) -> list[str]:
+    """A multi-line text (a script) as lines, each made inert; the line breaks themselves are kept."""
+    return [inert(line) for line in text.split("\n")]
