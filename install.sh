@@ -17,9 +17,11 @@ options:
   --from SRC          install the command from SRC (a checkout or a pip spec; default: this checkout)
   --agents LIST       comma-separated: claude,codex,pi (default: all three)
   --no-cli            install only the skill
-  --harden            add rules so agents cannot run rsk approve/grant/deny/deny-rule, sbatch or
-                      scancel on their own (Claude Code: permissions.deny in ~/.claude/settings.json;
-                      Codex: ~/.codex/rules/rsk.rules)
+  --harden            add rules so agents cannot run rsk approve/grant/deny/deny-rule, sbatch,
+                      srun, salloc or scancel on their own, in the forms an agent would use
+                      (python3 -m rsk, a path, env, sh -c), nor edit rsk's state (Claude Code:
+                      permissions.deny in ~/.claude/settings.json; Codex: ~/.codex/rules/rsk.rules).
+                      A guard against accidents, not a boundary: see docs/security.md
   --force             replace a skill folder this installer did not create
   --dry-run           print every action, change nothing
   --uninstall         remove exactly what the receipt lists
@@ -150,12 +152,21 @@ copy_skill() { # copy_skill SRC DEST DIGEST
 }
 
 # --- hardening ---------------------------------------------------------------------
-CLAUDE_RULES='Bash(rsk approve:*)
-Bash(rsk grant:*)
-Bash(rsk deny:*)
-Bash(rsk deny-rule:*)
-Bash(sbatch:*)
-Bash(scancel:*)'
+# Claude Code: a rule may hold * anywhere (Bash(* sbatch *)), and Edit(//ABS/**) denies file edits.
+# Each human-only rsk command and each Slurm command is denied at the start of a command line, after a
+# space (env, python3 -m, ssh HOST), after a slash (a path to it) and after a quote (sh -c '...').
+# A command built at run time (c=sbatch; $c) is beyond any rule: docs/security.md says so.
+claude_rules() {
+    for c in "rsk approve" "rsk grant" "rsk deny" "rsk deny-rule"; do
+        printf 'Bash(%s:*)\nBash(*%s *)\n' "$c" "$c"
+    done
+    for c in sbatch srun salloc scancel; do
+        printf 'Bash(%s:*)\nBash(* %s *)\nBash(*/%s *)\nBash(*%s%s *)\nBash(*"%s *)\n' "$c" "$c" "$c" "'" "$c" "$c"
+    done
+    printf 'Edit(/%s/**)\nEdit(/%s/**)\n' "$RSK_STATE_DIR" "$RSK_CONFIG_DIR"
+}
+RSK_STATE_DIR=${RSK_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/rsk}
+RSK_CONFIG_DIR=${XDG_CONFIG_HOME:-$HOME/.config}/rsk
 
 claude_settings() { # claude_settings add|remove RULE...: edit permissions.deny, keeping everything else
     need_cmd python3 "to edit ~/.claude/settings.json"
@@ -204,6 +215,8 @@ write_codex_rules() {
     cat >"$CODEX_RULES_FILE.tmp" <<'RULES'
 # Written by rsk's install.sh --harden; ./install.sh --uninstall removes it.
 # Approving, granting and denying are a human's acts, done in the human's own terminal.
+# Codex matches exact token prefixes (simple `bash -lc` scripts are split into their commands), so
+# each way of starting rsk gets its own rule.
 prefix_rule(
     pattern = ["rsk", ["approve", "grant", "deny", "deny-rule"]],
     decision = "forbidden",
@@ -212,9 +225,25 @@ prefix_rule(
     not_match = ["rsk launch -t lab -- true", "rsk approvals"],
 )
 prefix_rule(
-    pattern = [["sbatch", "scancel"]],
+    pattern = [["python", "python3"], "-m", "rsk", ["approve", "grant", "deny", "deny-rule"]],
+    decision = "forbidden",
+    justification = "A human approves rsk cards in their own terminal; tell them the card id and run `rsk wait CARD`.",
+    match = ["python3 -m rsk approve c-1"],
+)
+prefix_rule(
+    pattern = ["env", "rsk", ["approve", "grant", "deny", "deny-rule"]],
+    decision = "forbidden",
+    justification = "A human approves rsk cards in their own terminal.",
+)
+prefix_rule(
+    pattern = [["sbatch", "srun", "salloc", "scancel"]],
     decision = "forbidden",
     justification = "Use `rsk launch` and `rsk cancel`, which check the budget and never submit twice.",
+)
+prefix_rule(
+    pattern = ["env", ["sbatch", "srun", "salloc", "scancel"]],
+    decision = "forbidden",
+    justification = "Use `rsk launch` and `rsk cancel`.",
 )
 RULES
     mv "$CODEX_RULES_FILE.tmp" "$CODEX_RULES_FILE"
@@ -229,7 +258,7 @@ harden() {
                 act "add \"$rule\" to permissions.deny in ~/.claude/settings.json" claude_settings add "$rule"
                 receipt_add "claude-deny $rule"
             done <<RULES
-$CLAUDE_RULES
+$(claude_rules)
 RULES
             ;;
     esac

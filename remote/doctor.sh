@@ -21,9 +21,9 @@ main() {
     else check sha256 fail "neither sha256sum nor shasum" "install coreutils"; fi
     check version pass "$(sinfo -V 2>&1 | head -n 1)"
     if out=$(scontrol ping 2>&1) && printf '%s' "$out" | grep -q UP; then check controller pass "$(printf '%s' "$out" | tr '\n' ' ')"
-    else check controller fail "$(printf '%s' "$out" | head -c 300)" "the Slurm controller does not answer; ask the cluster admins"; fi
+    else check controller fail "$(printf '%s' "$out" | cut -c1-300 | head -n 3)" "the Slurm controller does not answer; ask the cluster admins"; fi
     if out=$(sacct -n -X -S now-1minute -o JobID 2>&1); then check sacct pass "sacct answers"
-    else check sacct unavailable "$(printf '%s' "$out" | head -c 200)" "rsk records outcomes in run markers instead"; fi
+    else check sacct unavailable "$(printf '%s' "$out" | cut -c1-200 | head -n 3)" "rsk records outcomes in run markers instead"; fi
     age=$(scontrol show config 2>/dev/null | sed -n 's/^MinJobAge *= *//p')
     check min-job-age pass "MinJobAge = ${age:-unknown} (Slurm forgets finished jobs after this; rsk's markers remember)"
     if (rsk_policy_load) >/dev/null 2>&1; then
@@ -36,8 +36,6 @@ main() {
     if [ -n "$parts" ]; then check partitions pass "$parts"; else check partitions fail "sinfo shows no partitions" ""; fi
     if (rsk_need_writable "$RSK_ROOT/journal") >/dev/null 2>&1; then check remote-root pass "$RSK_ROOT is writable"
     else check remote-root fail "$RSK_ROOT/journal is not writable" "fix permissions or free space under the remote root"; fi
-    if out=$(sbatch --test-only --time=1 --mem=64 --wrap true 2>&1); then check test-only pass "$(printf '%s' "$out" | head -c 200)"
-    else check test-only fail "$(printf '%s' "$out" | head -c 300)" "a small job cannot be scheduled; check partitions and limits"; fi
+    if out=$(sbatch --test-only --time=1 --mem=64 --wrap true 2>&1); then check test-only pass "$(printf '%s' "$out" | cut -c1-200 | head -n 3)"
+    else check test-only fail "$(printf '%s' "$out" | cut -c1-300 | head -n 3)" "a small job cannot be scheduled; check partitions and limits"; fi
 }
-
-main "$@"

@@ -228,16 +228,20 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
 
 rsk_job_name() { printf 'rsk:%s:%s' "$1" "$2"; } # rsk_job_name PROJECT RID: the identity of its jobs
 
-# rsk_evidence PROJECT RID: "IDX JOB" for every job Slurm or the run markers know for the request.
-# An array task's id is ARRAY_IDX; a single job (one task, index 0) has a plain id.
+# rsk_evidence PROJECT RID: "IDX JOB PLAN" for every job Slurm or the run markers know for the request.
+# An array task's id is ARRAY_IDX; a single job (one task, index 0) has a plain id. The plan comes from
+# the job's comment (rsk-plan:HASH) or its started marker; "-" when the job does not say (older rsk).
 rsk_evidence() {
     rsk_runs="$RSK_ROOT/runs/$1/$2"
     {
-        squeue -h -r -u "$(id -un)" -t all -n "$(rsk_job_name "$1" "$2")" -o '%i' 2>/dev/null || true
-        for rsk_s in "$rsk_runs"/t*/started; do
-            [ -f "$rsk_s" ] && sed -n 's/^job=\([0-9_]*\) .*/\1/p' "$rsk_s"
-        done
-    } | awk '/^[0-9]+$/ { print 0, $1; next } /^[0-9]+_[0-9]+$/ { split($1, p, "_"); print p[2] + 0, $1 }' | sort -u -k1,1n
+        squeue -h -r -u "$(id -un)" -t all -n "$(rsk_job_name "$1" "$2")" -o '%i %k' 2>/dev/null || true
+        # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
+        awk '{ j = ""; p = "-"; for (i = 1; i <= NF; i++) { if ($i ~ /^job=/) j = substr($i, 5); if ($i ~ /^plan=/) p = "rsk-plan:" substr($i, 6) }
+               if (j != "") print j, p }' "$rsk_runs"/t*/started 2>/dev/null || true
+    } | awk '
+        { plan = "-"; if ($2 ~ /^rsk-plan:[0-9a-f]+$/) plan = substr($2, 10) }
+        $1 ~ /^[0-9]+$/ { print 0, $1, plan; next }
+        $1 ~ /^[0-9]+_[0-9]+$/ { split($1, p, "_"); print p[2] + 0, $1, plan }' | sort -u -k1,1n
 }
 
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs

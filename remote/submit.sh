@@ -306,8 +306,8 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 
 # what the request id did before ------------------------------------------------
 # request_state: "IDX STATE JOB PLAN" for each task index, STATE one of done (the journal accepted it),
-# found (Slurm or a run marker knows a job the journal does not say), open (an intent with no outcome
-# and no evidence), none. Cancel events do not change a state: a cancelled job was still submitted.
+# found (Slurm or a run marker knows a job the journal does not say; its plan from the job itself), open
+# (an intent with no outcome and no evidence), none. Cancel events do not change a state.
 request_state() {
     { rsk_journal_rid "$PROJECT" "$RID" | sed 's/^/J /'; rsk_evidence "$PROJECT" "$RID" | sed 's/^/E /'; } | awk -v nt="$NT" '
         $1 == "J" {
@@ -318,12 +318,12 @@ request_state() {
             if ($3 ~ /^(accepted|reconciled)$/ && $5 != "-") job[i] = $5
             next
         }
-        $1 == "E" { ejob[$2 + 0] = $3 }
+        $1 == "E" { ejob[$2 + 0] = $3; if ($4 != "-") eplan[$2 + 0] = $4 }
         END {
             for (i = 0; i < nt; i++) {
                 p = (i in plan) ? plan[i] : "-"
                 if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], p
-                else if (i in ejob) print i, "found", ejob[i], p
+                else if (i in ejob) print i, "found", ejob[i], ((i in eplan) ? eplan[i] : p)
                 else if (st[i] == "intent") print i, "open", "-", p
                 else print i, "none", "-", p
             }
@@ -368,7 +368,7 @@ job_text() {
     else
         printf 'rsk_run=%s/t0\n' "$(rsk_sq "$RUN_DIR")"
     fi
-    printf 'rsk_limit=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$(rsk_sq "$JOBPATH")"
+    printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf '%s\n' "$RSK_WRAPPER"
     printf 'rsk_export() { case ${rsk_a%%%%=*} in SLURM_* | SLURMD_* | SBATCH_* | SALLOC_* | SRUN_* | RSK_* | rsk_* | PATH | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n'
     printf 'rsk_clean_env\nset --\n'
@@ -390,13 +390,13 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
     [ -n "$rsk_idxs" ] || return 0
     set_shape "$@"
     JOB=$(job_text "$rsk_idxs")
+    # the job carries its identity (name) and its plan (comment): evidence that needs no journal
+    set -- --job-name="$(rsk_job_name "$PROJECT" "$RID")" --comment="rsk-plan:$PLAN_HASH"
     if [ "$KIND" = batch ]; then
         rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',')
-        run_sbatch submit --job-name="$(rsk_job_name "$PROJECT" "$RID")" --array="${rsk_list#,}" \
-            --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
+        run_sbatch submit "$@" --array="${rsk_list#,}" --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
     else
-        run_sbatch submit --job-name="$(rsk_job_name "$PROJECT" "$RID")" \
-            --output="$RUN_DIR/t0/stdout" --error="$RUN_DIR/t0/stderr"
+        run_sbatch submit "$@" --output="$RUN_DIR/t0/stdout" --error="$RUN_DIR/t0/stderr"
     fi
     rsk_block_start
     if [ -n "$SB_JOB" ]; then

@@ -1,7 +1,8 @@
-# shellcheck shell=sh disable=SC2154  # rsk_run, rsk_limit and rsk_path are set by the generated header
+# shellcheck shell=sh disable=SC2154  # rsk_run, rsk_limit, rsk_plan and rsk_path are set by the generated header
 # rsk job wrapper body. The job script that sbatch receives on stdin (Slurm keeps its own copy, so no
 # file under the remote root is run) is: a header that sets rsk_run, rsk_limit and rsk_path, this
-# file, then the plan's environment and command as wire words, then `rsk_main "$@"`.
+# file, then the plan's environment and command as wire words, then `rsk_main "$@"`. The header also
+# sets rsk_plan, which the started marker records, so the job itself says which plan it runs.
 # The job's environment is what the plan binds: Slurm's own variables, HOME USER LOGNAME TMPDIR,
 # PATH from the plan, and the plan's --env values; nothing from the login session (docs/adr/0008).
 # Markers in $rsk_run: "started" (job, node, time) and "ended" (rc, signal, time).
@@ -26,7 +27,7 @@ rsk_script() { # rsk_script TEXT: writes the user's batch script; it runs with i
     mkdir -p "$rsk_run"
     printf '%s' "$1" >"$rsk_run/user.sbatch" && chmod 0700 "$rsk_run/user.sbatch"
 }
-rsk_stamp() { date -u +%s; }
+rsk_stamp() { awk 'BEGIN { srand(); print srand() }'; } # seconds since the epoch, in POSIX awk
 rsk_on_signal() {
     rsk_sig=$1
     [ -z "${rsk_child:-}" ] || kill -"$1" "$rsk_child" 2>/dev/null
@@ -36,7 +37,7 @@ rsk_main() {
     rsk_jobid=${SLURM_JOB_ID:-}
     [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
     mkdir -p "$rsk_run"
-    printf 'job=%s node=%s t=%s\n' "$rsk_jobid" "$(hostname)" "$rsk_t0" >"$rsk_run/started.tmp" \
+    printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan" >"$rsk_run/started.tmp" \
         && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
     trap 'rsk_on_signal TERM' TERM

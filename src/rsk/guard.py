@@ -150,17 +150,14 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
     """Decide now, under the ledger lock; hold a charge or an approval use; else file or find a card."""
     at = now()
     rid = request.request_id
+    # errors are raised after the block: what the decision released must be written first
+    card: Card | None = None
     with store.transaction() as ledger:
         active = count_active(ledger, target, plan, planned_at, rid)
         d = decide(ledger, facts(target, plan, rid, active), at)
         store.audit(_entry(store, "decision", plan.hash, rid, d.rule, d.kind + (f": {d.reason}" if d.reason else "")))
         if d.kind == "deny":
             _release_holds(store, ledger, rid, f"denied by {d.rule}")
-            raise DeniedError(
-                f"denied by {d.rule}: {d.reason}",
-                "do not try to get around a denial; tell the human and ask what to do instead",
-                details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
-            )
         if d.kind == "approval":
             approval = find_approval(ledger, plan.hash, at, rid)
             assert approval is not None
@@ -180,20 +177,28 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
                                 gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
                 ledger.charges.append(charge)
             return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
-        _release_holds(store, ledger, rid, f"decided again: {d.reason}")
-        card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
-        if card is None:
-            card = Card(
-                plan_hash=plan.hash,
-                request_id=rid,
-                requester=request.requester,
-                target=target,
-                request=request.model_dump(exclude={"hostkey"}),
-                plan=card_plan(target, plan),
-                closest_grant=d.closest_grant,
-                closest_why=d.closest_why,
-            )
-            ledger.cards.append(card)
+        if d.kind == "ask":
+            _release_holds(store, ledger, rid, f"decided again: {d.reason}")
+            card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
+            if card is None:
+                card = Card(
+                    plan_hash=plan.hash,
+                    request_id=rid,
+                    requester=request.requester,
+                    target=target,
+                    request=request.model_dump(exclude={"hostkey"}),
+                    plan=card_plan(target, plan),
+                    closest_grant=d.closest_grant,
+                    closest_why=d.closest_why,
+                )
+                ledger.cards.append(card)
+    if d.kind == "deny":
+        raise DeniedError(
+            f"denied by {d.rule}: {d.reason}",
+            "do not try to get around a denial; tell the human and ask what to do instead",
+            details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
+        )
+    assert card is not None
     raise PendingApproval(
         f"approval needed: card {card.id} waits for a human ({d.reason})",
         f"tell the human: `rsk approvals` shows card {card.id}; `rsk approve {card.id}` allows it. "
@@ -235,30 +240,34 @@ def record_submitted(store: Store, allowed: Allowed, plan: Plan, request_id: str
                     u.submitted_at = u.submitted_at or at
 
 
-def record_reconciled(store: Store, target: str, request_id: str, plan_hash: str, job_id: str) -> None:
-    """Reconcile found a job for an intent whose outcome was unknown: its hold is now submitted."""
+def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
+    """Holds whose request the cluster shows jobs for (request id -> job ids) were submitted after all
+    (the answer was lost on the way back): record them, so they are never released or reused."""
+    ledger = store.load()
+    charges, uses = _holds_for(ledger, target, jobs)
+    if not charges and not uses:
+        return 0
     with store.transaction() as ledger:
-        for ch in ledger.charges:
-            if (ch.request_id, ch.plan_hash, ch.target) == (request_id, plan_hash, target) and ch.state in (
-                "reserved",
-                "submitted",
-            ):
-                if job_id not in ch.job_costs:
-                    n = max(ch.jobs, 1)
-                    ch.job_costs[job_id] = JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
-                ch.state = "submitted"
-                ch.submitted_at = ch.submitted_at or now()
-                store.audit(
-                    _entry(store, "charge-submitted", plan_hash, request_id, ch.grant_id, f"reconciled {job_id}")
-                )
-        for a in ledger.approvals:
-            if a.plan_hash != plan_hash:
-                continue
-            for u in a.uses:
-                if u.request_id == request_id and u.target == target and u.state in ("held", "submitted"):
-                    u.jobs.setdefault(job_id, JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0))
-                    u.state = "submitted"
-                    u.submitted_at = u.submitted_at or now()
+        charges, uses = _holds_for(ledger, target, jobs)
+        for ch in charges:
+            n = max(ch.jobs, 1)
+            ch.job_costs = {j: JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
+                            for j in jobs[ch.request_id]}  # fmt: skip
+            ch.state, ch.submitted_at = "submitted", now()
+            store.audit(
+                _entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, "found on the cluster")
+            )
+        for use in uses:
+            use.jobs = {j: JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0) for j in jobs[use.request_id]}
+            use.state, use.submitted_at = "submitted", now()
+    return len(charges) + len(uses)
+
+
+def _holds_for(ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> tuple[list[Charge], list[Use]]:
+    charges = [c for c in ledger.charges if c.state == "reserved" and c.target == target and c.request_id in jobs]
+    uses = [u for a in ledger.approvals for u in a.uses
+            if u.state == "held" and u.target == target and u.request_id in jobs]  # fmt: skip
+    return charges, uses
 
 
 def release(store: Store, request_id: str, reason: str) -> None:

@@ -204,34 +204,46 @@ class AuditEntry(Model):
     parents: list[str] = []  # a human act: the process chain that ran it, nearest first
 
 
+def _dicts(value: object) -> list[dict[str, object]] | None:
+    """A list of objects, else None (the validator then reports what is wrong)."""
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        return [dict(v) for v in value]
+    return None
+
+
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """A schema-1 ledger as schema 2: spent charges become submitted, approvals' used_by become uses."""
+    """A schema-1 ledger as schema 2: spent charges become submitted, approvals' used_by become uses,
+    cards show env values. Anything malformed is left as it is for validation to refuse."""
     if raw.get("schema_version", 1) != 1:
         return raw
     out = dict(raw)
-    charges = []
-    for ch in list(raw.get("charges", []) or []):  # type: ignore[call-overload]
-        ch = dict(ch)
-        job = ch.pop("job_id", None)
-        if ch.get("state") == "spent":
-            ch["state"] = "submitted"
-            n = max(int(ch.get("jobs", 1)), 1)
-            ch["job_costs"] = {
-                j: {"gpu_hours_worst": ch["gpu_hours"] / n, "cpu_hours_worst": ch["cpu_hours"] / n}
-                for j in (job or "").split(",") if j
-            }  # fmt: skip
-        charges.append(ch)
-    approvals = []
-    for a in list(raw.get("approvals", []) or []):  # type: ignore[call-overload]
-        a = dict(a)
-        a["uses"] = [{"request_id": r, "target": "", "state": "submitted"} for r in a.pop("used_by", [])]
-        approvals.append(a)
-    cards = []
-    for c in list(raw.get("cards", []) or []):  # type: ignore[call-overload]
-        c = dict(c)
-        plan = dict(c.get("plan", {}))
-        plan.pop("env_names", None)
-        c["plan"] = plan
-        cards.append(c)
-    out.update(schema_version=2, charges=charges, approvals=approvals, cards=cards)
+    out["schema_version"] = 2
+    charges = _dicts(raw.get("charges", []))
+    if charges is not None:
+        for ch in charges:
+            job = ch.pop("job_id", None)
+            if ch.get("state") == "spent" and isinstance(ch.get("gpu_hours"), int | float):
+                ch["state"] = "submitted"
+                jobs = [j for j in str(job or "").split(",") if j]
+                n = max(len(jobs), 1)
+                ch["job_costs"] = {
+                    j: {"gpu_hours_worst": float(ch["gpu_hours"]) / n,  # type: ignore[arg-type]
+                        "cpu_hours_worst": float(ch.get("cpu_hours", 0)) / n}  # type: ignore[arg-type]
+                    for j in jobs
+                }  # fmt: skip
+        out["charges"] = charges
+    approvals = _dicts(raw.get("approvals", []))
+    if approvals is not None:
+        for a in approvals:
+            used = a.pop("used_by", [])
+            if isinstance(used, list):
+                a["uses"] = [{"request_id": str(r), "target": "", "state": "submitted"} for r in used]
+        out["approvals"] = approvals
+    cards = _dicts(raw.get("cards", []))
+    if cards is not None:
+        for c in cards:
+            plan = c.get("plan")
+            if isinstance(plan, dict):
+                c["plan"] = {k: v for k, v in plan.items() if k != "env_names"}
+        out["cards"] = cards
     return out

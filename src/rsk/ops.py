@@ -130,6 +130,10 @@ def status_call(remote: Remote, target: str, project: str, after: int | None = N
         at=head.kv.get("t", "") if head else "",
         jobs=jobs_from(out, slurm_up=up),
     )
+    by_request: dict[str, list[str]] = {}
+    for j in st.jobs:
+        by_request.setdefault(j.request_id, []).append(j.job_id)
+    guard.adopt(Store(project), target, by_request)
     settle_ended(target, project, st.jobs)
     return st, out
 
@@ -193,9 +197,12 @@ class ReconcileReport(Model):
 
 
 def reconcile(target: str, project: str) -> ReconcileReport:
+    """Resolve intents without outcome on the cluster, then bring the ledger in line: holds of requests
+    that have jobs become submitted, those of abandoned intents are released, ended jobs settle."""
     with remote_for(target) as remote:
         out = remote.call("reconcile", project)
-    raise_for_error(out)
+        raise_for_error(out)
+        status_call(remote, target, project)  # adopts and settles what the cluster knows
     items = [
         ReconcileItem(
             request_id=r.kv.get("rid", ""),
@@ -209,8 +216,6 @@ def reconcile(target: str, project: str) -> ReconcileReport:
     for item in items:  # the ledger follows what the cluster found
         if item.result == "abandoned":
             guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")
-        elif item.job_id:
-            guard.record_reconciled(store, target, item.request_id, item.plan_hash, item.job_id)
     head = out.first("reconciled")
     return ReconcileReport(
         target=target, project=project, open_intents=_int(head.kv.get("open")) or 0 if head else 0, items=items

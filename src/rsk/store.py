@@ -83,8 +83,10 @@ def read_ledger(path: Path, project: str) -> Ledger:
         raise StateError(f"cannot read the ledger {path}: {exc}") from exc
     if not isinstance(raw, dict):
         raise StateError(f"the ledger {path} is not a JSON object", hint)
-    version = raw.get("schema_version")
-    if isinstance(version, int) and version > LEDGER_SCHEMA:
+    version = raw.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise StateError(f"the ledger {path} has no valid schema_version ({version!r})", hint)
+    if version > LEDGER_SCHEMA:
         raise StateError(
             f"the ledger {path} has schema_version {version}; this rsk understands {LEDGER_SCHEMA}",
             "upgrade rsk to read it (pip install -U rsk)",

@@ -117,8 +117,8 @@ class Connection:
         if not ep.known_hosts.is_file():
             raise ConfigError(
                 f"known_hosts file {ep.known_hosts} does not exist",
-                f"add the cluster's host key: ssh-keyscan -p {ep.port} {ep.hostname} >> {ep.known_hosts} "
-                "(and compare its fingerprint with the one your admins publish)",
+                "a human adds the cluster's host key after comparing its fingerprint with the one the cluster's "
+                "admins publish (INSTALL.md); an agent must not add host keys itself",
             )
         client.load_host_keys(str(ep.known_hosts))
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
@@ -157,7 +157,8 @@ class Connection:
             if "not found in known_hosts" in str(exc):
                 raise ConfigError(
                     f"the host key of {ep.hostname}:{ep.port} is unknown (not in {ep.known_hosts})",
-                    f"verify and add it: ssh-keyscan -p {ep.port} {ep.hostname} >> {ep.known_hosts}",
+                    "a human verifies its fingerprint with the cluster's admins and adds it to known_hosts "
+                    "(INSTALL.md); an agent must not add host keys itself",
                 ) from exc
             stalled = time.monotonic() - started >= self.target.connect_timeout * 0.9
             if stalled or "banner" in str(exc).lower() or "no existing session" in str(exc).lower():

@@ -34,8 +34,23 @@ def test_granting_without_a_terminal_or_yes_needs_a_human(rsk_env: Path, project
     assert r.rc == Exit.HUMAN
     assert "needs a human" in r.err and "--yes" in r.err
     assert not ledger_path(rsk_env, project).exists()
-    for args in (["approve", "c-1"], ["deny", "c-1", "--reason", "x"], ["deny-rule", "add", "--reason", "x"]):
-        assert rsk(*args, "-p", project, stdin="").rc in (Exit.HUMAN, Exit.USAGE)
+    # a real pending card: without a terminal or --yes, approve and deny are refused and it stays pending
+    from rsk.ledger import Card, CardPlan
+    from rsk.store import Store
+
+    plan = CardPlan(
+        target="lab", cluster="c", user="u", command="true", argv=["true"], kind="argv", workdir="/",
+        partition="cpu", account="", qos="", nodes=1, cpus=1, mem_mb=1, gpus=0, time_min=1, gpu_hours=0,
+        cpu_hours=0, estimate_start="", policy_verdict="allow", policy_reasons=[],
+    )  # fmt: skip
+    with Store(project).transaction() as ledger:
+        ledger.cards.append(Card(id="c-gate", plan_hash="h", request_id="r", requester="agent", target="lab",
+                                 request={}, plan=plan))  # fmt: skip
+    for args in (["approve", "c-gate"], ["deny", "c-gate", "--reason", "x"], ["deny-rule", "add", "--reason", "x"]):
+        r = rsk(*args, "-p", project, stdin="")
+        assert r.rc == Exit.HUMAN, (args, r.err)
+    ledger = Store(project).load()
+    assert [c.status for c in ledger.cards] == ["pending"] and ledger.approvals == [] and ledger.deny_rules == []
 
 
 def test_unknown_ids_get_clear_messages(rsk_env: Path, project: str) -> None:

@@ -78,6 +78,11 @@ JSON
     deny() { python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["permissions"]["deny"]))' "$HOME/.claude/settings.json"; }
     deny | grep -qxF 'Bash(rsk approve:*)'
     deny | grep -qxF 'Bash(rsk grant:*)'
+    # the forms an agent would use: python3 -m rsk, a path, env, sh -c; srun and salloc beside sbatch
+    deny | grep -qxF 'Bash(*rsk approve *)'
+    deny | grep -qxF 'Bash(* srun *)'
+    deny | grep -qxF "Bash(*'salloc *)"
+    deny | grep -qxF "Edit(/$HOME/.local/state/rsk/**)"
     deny | grep -qxF 'Bash(rm -rf:*)'
     [ "$(deny | grep -cxF 'Bash(sbatch:*)')" -eq 1 ]
     grep -q 'decision = "forbidden"' "$HOME/.codex/rules/rsk.rules"

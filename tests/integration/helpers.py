@@ -3,9 +3,64 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import Ran, rsk
+
+SHIM = "/usr/local/bin/sbatch"
+FAULT_DIR = Path("/tmp/rsk-fault")
+
+# An sbatch on the cluster's PATH ahead of the real one. With no flag file it is the real sbatch.
+# With FAULT_DIR/kill-before it kills the submitting session before sbatch runs (an intent with no
+# job); with FAULT_DIR/kill-after it runs sbatch and then kills the session before the outcome is
+# journaled (a job whose outcome the journal never heard). Either way the SSH channel dies mid-call.
+# With FAULT_DIR/fill-after (holding a journal's path) it runs sbatch, then makes that journal refuse
+# writes, as a full disk would, before the outcome is journaled.
+SHIM_TEXT = f"""#!/bin/sh
+case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
+if [ -e {FAULT_DIR}/kill-before ]; then rm -f {FAULT_DIR}/kill-before; kill -9 -$(ps -o pgid= $$ | tr -d ' '); fi
+if [ -e {FAULT_DIR}/kill-after ]; then
+    rm -f {FAULT_DIR}/kill-after
+    /usr/bin/sbatch "$@"
+    kill -9 -$(ps -o pgid= $$ | tr -d ' ')
+fi
+if [ -e {FAULT_DIR}/fill-after ]; then
+    f=$(cat {FAULT_DIR}/fill-after)
+    rm -f {FAULT_DIR}/fill-after
+    /usr/bin/sbatch "$@"
+    rc=$?
+    chmod a-w "$f"
+    exit $rc
+fi
+exec /usr/bin/sbatch "$@"
+"""
+
+
+@pytest.fixture
+def sbatch_shim() -> Iterator[Path]:
+    FAULT_DIR.mkdir(exist_ok=True)
+    FAULT_DIR.chmod(0o777)
+    Path(SHIM).write_text(SHIM_TEXT)
+    Path(SHIM).chmod(0o755)
+    try:
+        yield FAULT_DIR
+    finally:
+        Path(SHIM).unlink(missing_ok=True)
+        for f in FAULT_DIR.iterdir():
+            f.unlink()
+
+
+def arm(flag: str, text: str = "") -> None:
+    (FAULT_DIR / flag).write_text(text)
+    (FAULT_DIR / flag).chmod(0o666)
+
+
+def grant_view(project: str) -> dict[str, Any]:
+    return dict(json.loads(rsk("grant", "list", "--project", project, "--json").out)[0])
 
 
 def grant(project: str, *options: str) -> dict[str, Any]:

@@ -15,48 +15,9 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import LAB_USER, ROOT, Lab, rsk
-from tests.integration.helpers import grant, jfield, launch, launched
+from tests.integration.helpers import arm, grant, grant_view, jfield, launch, launched, sbatch_shim
 
-SHIM = "/usr/local/bin/sbatch"
-FAULT_DIR = Path("/tmp/rsk-fault")
-
-# An sbatch on the cluster's PATH ahead of the real one. With no flag file it is the real sbatch.
-# With FAULT_DIR/kill-before it kills the submitting session before sbatch runs (an intent with no
-# job); with FAULT_DIR/kill-after it runs sbatch and then kills the session before the outcome is
-# journaled (a job whose outcome the journal never heard). Either way the SSH channel dies mid-call.
-SHIM_TEXT = f"""#!/bin/sh
-case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
-if [ -e {FAULT_DIR}/kill-before ]; then rm -f {FAULT_DIR}/kill-before; kill -9 -$(ps -o pgid= $$ | tr -d ' '); fi
-if [ -e {FAULT_DIR}/kill-after ]; then
-    rm -f {FAULT_DIR}/kill-after
-    /usr/bin/sbatch "$@"
-    kill -9 -$(ps -o pgid= $$ | tr -d ' ')
-fi
-exec /usr/bin/sbatch "$@"
-"""
-
-
-@pytest.fixture
-def sbatch_shim() -> Iterator[Path]:
-    FAULT_DIR.mkdir(exist_ok=True)
-    FAULT_DIR.chmod(0o777)
-    Path(SHIM).write_text(SHIM_TEXT)
-    Path(SHIM).chmod(0o755)
-    try:
-        yield FAULT_DIR
-    finally:
-        Path(SHIM).unlink(missing_ok=True)
-        for f in FAULT_DIR.iterdir():
-            f.unlink()
-
-
-def arm(flag: str) -> None:
-    (FAULT_DIR / flag).write_text("")
-    (FAULT_DIR / flag).chmod(0o666)
-
-
-def grant_view(project: str) -> dict[str, object]:
-    return dict(json.loads(rsk("grant", "list", "--project", project, "--json").out)[0])
+__all__ = ["sbatch_shim"]  # a fixture
 
 
 @pytest.mark.parametrize("when", ["kill-before", "kill-after"])
@@ -64,15 +25,21 @@ def test_connection_cut_around_sbatch_never_submits_twice(lab: Lab, project: str
     grant(project, "--jobs", "3")
     arm(when)
     cut = launch(project, "-r", "once", command=("sleep", "60"))
-    assert cut.rc in (Exit.CONNECT, Exit.CONNECT), cut.err
+    assert cut.rc == Exit.CONNECT, cut.err
     assert "--request-id once" in cut.err  # the hint says how to continue safely
     assert grant_view(project)["jobs_reserved"] == 1  # unknown outcome: the charge is kept
     events = [line.split(" ")[2] for line in lab.journal(project)]
     assert events == ["ev=intent"]
+    r = rsk("reconcile", "-t", "lab", "-p", project, "--json")
     if when == "kill-after":
         assert len(lab.jobs_named(f"rsk:{project}:once")) == 1
-        r = rsk("reconcile", "-t", "lab", "-p", project, "--json")
         assert [i["result"] for i in json.loads(r.out)["items"]] == ["reconciled"]
+        # the charge follows: the job exists, so it is submitted (never released: that would be a free job)
+        assert grant_view(project)["jobs_spent"] == 1 and grant_view(project)["jobs_reserved"] == 0
+    else:
+        assert [i["result"] for i in json.loads(r.out)["items"]] == ["abandoned"]
+        # nothing ran: reconcile gives the reservation back
+        assert grant_view(project)["jobs_spent"] == 0 and grant_view(project)["jobs_reserved"] == 0
     retry = launched(launch(project, "-r", "once", command=("sleep", "60")))
     assert len(lab.jobs_named(f"rsk:{project}:once")) == 1
     assert lab.jobs_named(f"rsk:{project}:once")[0].split(" ")[0] == retry["job_id"]

@@ -119,17 +119,6 @@ def test_hostile_arguments_and_environment_reach_the_job_byte_for_byte(lab: Lab,
     assert text == "".join(f"[{a}]" for a in hostile) + "{" + value + "}"
 
 
-def test_first_launch_deploys_scripts_once(lab: Lab, project: str) -> None:
-    grant(project, "--jobs", "2")
-    lab.ssh(f"rm -rf {lab.root_sh}/scripts")
-    first = launched(launch(project))
-    second = launched(launch(project))
-    assert first["deployed"] is True
-    assert second["deployed"] is False
-    listing = lab.ssh(f"ls {lab.root_sh}/scripts").stdout.split()
-    assert len(listing) == 1
-
-
 def test_unknown_target_is_a_usage_error(lab: Lab, project: str) -> None:
     r = rsk("launch", "--target", "nosuch", "--project", project, "--", "true")
     assert r.rc == Exit.USAGE

@@ -12,11 +12,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import ROOT, Lab, rsk
-from tests.integration.helpers import finished_output, grant, jfield, launch, launched
-
-
-def grant_view(project: str) -> dict[str, object]:
-    return dict(json.loads(rsk("grant", "list", "--project", project, "--json").out)[0])
+from tests.integration.helpers import finished_output, grant, grant_view, jfield, launch, launched
 
 
 def test_deny_rule_wins_over_approval_and_grant(lab: Lab, project: str) -> None:
@@ -120,8 +116,8 @@ def test_budget_exhaustion_gpu_hours_and_jobs(lab: Lab, project: str) -> None:
     assert third.rc == Exit.PENDING
     cards = json.loads(rsk("approvals", "-p", project, "--json").out)
     assert "needs 0.50 GPU-h, 0.00 left" in cards[0]["closest_why"][0]
-    view = grant_view(project)
-    assert view["gpu_hours_spent"] == 1.0 and view["gpu_hours_left"] == 0.0 and view["jobs_spent"] == 2
+    view = grant_view(project)  # both jobs still pending or running: their worst case is reserved
+    assert view["gpu_hours_reserved"] == 1.0 and view["gpu_hours_left"] == 0.0 and view["jobs_spent"] == 2
     assert view["status"] == "exhausted"
 
 

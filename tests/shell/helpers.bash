@@ -1,19 +1,27 @@
-# Helpers for the bats suites of the remote scripts: each test gets a fresh remote root owned by
-# the lab's cluster user, and runs the scripts there under dash, as that user, against the lab Slurm.
+# Helpers for the bats suites of the remote programs: each test gets a fresh remote root owned by
+# the lab's cluster user, and runs exactly the programs rsk ships (rsk.bundle) under dash, as that
+# user, against the lab Slurm, with the frame line rsk sends first on stdin.
 LAB_USER=${RSK_LAB_USER:-rsklab}
 REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+NONCE=0123456789abcdef0123456789abcdef
 
 setup_root() {
     ROOT=$(mktemp -d /tmp/rsk-bats.XXXXXX)
-    mkdir -p "$ROOT/scripts/dev"
-    cp "$REPO"/remote/*.sh "$REPO"/remote/*.awk "$ROOT/scripts/dev/"
     chown -R "$LAB_USER" "$ROOT"
     chmod 0755 "$ROOT"
     PROJECT="b$(date +%s)$$${BATS_TEST_NUMBER}"
+    PROGS="$BATS_FILE_TMPDIR/programs"
+    if [ ! -d "$PROGS" ]; then
+        mkdir -p "$PROGS"
+        PYTHONPATH="$REPO/src" python3 -c '
+import sys
+from rsk.bundle import ENTRIES, program
+for name in ENTRIES:
+    open(sys.argv[1] + "/" + name, "w").write(program(name))' "$PROGS"
+    fi
 }
 
 teardown_root() {
-    runuser -u "$LAB_USER" -- scancel --name "rsk:$PROJECT:" >/dev/null 2>&1 || true
     for j in $(runuser -u "$LAB_USER" -- squeue -h -o '%i %j' | awk -v p="rsk:$PROJECT:" 'index($2, p) == 1 {print $1}'); do
         runuser -u "$LAB_USER" -- scancel "$j" || true
     done
@@ -21,28 +29,33 @@ teardown_root() {
 }
 
 b64() { printf '%s' "$1" | base64 -w0; }
+enc() { # the wire form of a value, as rsk sends it
+    case $1 in *[!A-Za-z0-9._/:@+,-]*) b64 "$1" ;; *) printf '=%s' "$1" ;; esac
+}
 
 # request KEY=VALUE... : an rsk request on stdout ("arg=x" and "env=N=V" may repeat)
 request() {
-    printf 'rsk-request 1\n'
-    printf 'project %s\n' "$(b64 "$PROJECT")"
+    printf 'rsk-request 2\n'
+    printf 'project %s\n' "$(enc "$PROJECT")"
     for kv in "$@"; do
-        key=${kv%%=*}
-        value=${kv#*=}
-        if [ -z "$value" ] && { [ "$key" = arg ] || [ "$key" = env ]; }; then
-            printf "%s =\n" "$key"
-        else
-            printf '%s %s\n' "$key" "$(b64 "$value")"
-        fi
+        printf '%s %s\n' "${kv%%=*}" "$(enc "${kv#*=}")"
     done
     printf 'end\n'
 }
 
-# remote SCRIPT ARGS... : run a deployed script under dash as the cluster user (stdin passes through)
-remote() {
-    script=$1
-    shift
-    runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash "$ROOT/scripts/dev/$script" "$@"
+# remote ENTRY[.sh] ARGS... : run a shipped program under dash as the cluster user; its @@NONCE lines
+# come out as @@ lines (submit reads the request from stdin)
+remote() { remote_env "" "$@"; }
+
+# remote_env PATH ENTRY ARGS...: the same with another PATH for the cluster user ("" keeps it)
+remote_env() {
+    path=${1:-$PATH}
+    entry=${2%.sh}
+    shift 2
+    { printf 'rsk-frame 2 %s\n' "$NONCE"; [ "$entry" != submit ] || cat; } \
+        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/$entry")" "rsk-$entry" "$@" \
+        | sed "s/^@@$NONCE /@@/"
+    return "${PIPESTATUS[1]}"
 }
 
 # field KIND KEY: the value of KEY on the first @@KIND line of $output
@@ -68,11 +81,13 @@ dec() { # dec WIRE: a wire value ("=literal" or base64) decoded
 submit() { # submit RID ARGS...: plan, then submit with the expected hash; sets JOB
     rid=$1
     shift
-    run remote submit.sh plan < <(request "request_id=$rid" "$@")
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request "request_id=$rid" "$@")
+    run remote submit plan < <(request "request_id=$rid" "$@")
+    run remote submit submit --rs-expect "$(plan_hash)" < <(request "request_id=$rid" "$@")
     [ "$status" -eq 0 ]
     JOB=$(field accepted job)
 }
+
+events() { awk '{ for (i = 1; i <= NF; i++) if (index($i, "ev=") == 1) print substr($i, 4) }' "$ROOT/journal/$PROJECT.log"; }
 
 # lab_sbatch ARGS...: a plain job as the cluster user, not through rsk (its output and working
 # directory must be somewhere the cluster user can write, whatever directory the tests run from)

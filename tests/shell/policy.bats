@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# policy.sh under dash: defaults, the policy file, verdicts bound into the plan hash, the cap.
+# The policy part under dash: defaults, the policy file, verdicts bound into the plan hash, the cap.
 bats_require_minimum_version 1.5.0
 load helpers
 
@@ -9,24 +9,24 @@ teardown() { teardown_root; }
 write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$ROOT/policy.conf"; }
 
 @test "no policy file: the documented default is shown" {
-    run remote policy.sh show
+    run remote policy show
     [ "$status" -eq 0 ]
     [ "$(field policy source)" = default ]
     [ "$(field policy digest)" = default-1 ]
 }
 
 @test "the policy file's digest is bound into the plan hash" {
-    run remote submit.sh plan < <(request arg=true)
+    run remote submit plan < <(request arg=true)
     a=$(plan_hash)
     write_policy "max_gpus = 4"
-    run remote submit.sh plan < <(request arg=true)
+    run remote submit plan < <(request arg=true)
     [ "$(field policy source)" = file ]
     [ "$(plan_hash)" != "$a" ]
 }
 
 @test "a request over a ceiling or outside the allowed partitions is refused with reasons (rc 3)" {
     write_policy "partitions = cpu" "max_gpus = 1" "max_time_min = 30"
-    run remote submit.sh plan < <(request partition=gpu gpus=2 time_min=60 arg=true)
+    run remote submit plan < <(request partition=gpu gpus=2 time_min=60 arg=true)
     [ "$status" -eq 3 ]
     [ "$(field policy verdict)" = refuse ]
     reasons=$(printf '%s\n' "$output" | sed -n 's/^@@policy-reason msg=//p' | while read -r m; do printf '%s' "$m" | base64 -d; echo; done)
@@ -37,7 +37,7 @@ write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$R
 
 @test "policy defaults for time and memory apply to requests that give none" {
     write_policy "default_time_min = 15" "default_mem_mb = 256"
-    run remote submit.sh plan < <(request arg=true)
+    run remote submit plan < <(request arg=true)
     [ "$status" -eq 0 ]
     [ "$(dec "$(printf '%s\n' "$output" | awk '$2 == "time_min" { print $3 }')")" = 15 ]
     [ "$(dec "$(printf '%s\n' "$output" | awk '$2 == "mem_mb" { print $3 }')")" = 256 ]
@@ -45,20 +45,27 @@ write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$R
 
 @test "a cap reached since planning refuses with its own code (7) and journals it" {
     write_policy "max_active_jobs = 1"
-    run remote submit.sh plan < <(request request_id=a arg=sleep arg=60)
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request request_id=a arg=sleep arg=60)
+    run remote submit plan < <(request request_id=a arg=sleep arg=60)
+    run remote submit submit --rs-expect "$(plan_hash)" < <(request request_id=a arg=sleep arg=60)
     [ "$status" -eq 0 ]
-    run remote submit.sh plan < <(request request_id=b arg=sleep arg=61)
+    run remote submit plan < <(request request_id=b arg=sleep arg=61)
     [ "$(field active count)" = 1 ]
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request request_id=b arg=sleep arg=61)
+    run remote submit submit --rs-expect "$(plan_hash)" < <(request request_id=b arg=sleep arg=61)
     [ "$status" -eq 7 ]
     [ "$(field error code)" = active-cap ]
     tail -n 1 "$ROOT/journal/$PROJECT.log" | grep -q 'ev=refused rid=b .* code=active-cap'
 }
 
+@test "policy.conf can limit QOS; an allowed one passes" {
+    write_policy "qos = normal"
+    run remote submit plan < <(request qos=high arg=true)
+    [ "$status" -eq 3 ]
+    printf '%s\n' "$output" | sed -n 's/^@@policy-reason msg=//p' | base64 -d | grep -q 'qos high is not allowed'
+}
+
 @test "a malformed policy file is refused, naming the key" {
     write_policy "max_gpus = lots"
-    run remote submit.sh plan < <(request arg=true)
+    run remote submit plan < <(request arg=true)
     [ "$status" -eq 3 ]
     [ "$(field error code)" = bad-policy ]
 }

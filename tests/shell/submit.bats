@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# submit.sh under dash against the lab Slurm: plan, expect, journal, idempotency, hostile input.
+# The submit program under dash against the lab Slurm: plan, expect, journal, idempotency, hostile input.
 bats_require_minimum_version 1.5.0
 load helpers
 
@@ -7,7 +7,7 @@ setup() { setup_root; }
 teardown() { teardown_root; }
 
 @test "plan prints a canonical plan whose hash covers its lines, and ends with @@done rc=0" {
-    run --separate-stderr remote submit.sh plan < <(request request_id=r1 arg=true)
+    run --separate-stderr remote submit plan < <(request request_id=r1 arg=true)
     [ "$status" -eq 0 ]
     [ "$(printf '%s\n' "$output" | tail -n 1)" = "@@done rc=0" ]
     hash=$(plan_hash)
@@ -18,76 +18,148 @@ teardown() { teardown_root; }
     [ "$(field estimate start)" != unknown ]
 }
 
-@test "plan resolves defaults: cluster, user, default partition, policy default time and memory" {
-    run --separate-stderr remote submit.sh plan < <(request arg=true)
+@test "plan resolves defaults and binds the target's identity: cluster, user, resolved root, host key, scripts" {
+    ln -s "$ROOT" "$ROOT.link"
+    run --separate-stderr remote submit plan < <(request arg=true hostkey=SHA256:abc)
     [ "$status" -eq 0 ]
     planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" && $2 == k { print $3 }')"; }
     [ "$(planline cluster)" = rsklab ]
     [ "$(planline user)" = "$LAB_USER" ]
+    [ "$(planline root)" = "$ROOT" ]
+    [ "$(planline hostkey)" = SHA256:abc ]
+    [ "$(planline scripts)" = "$(PYTHONPATH=$REPO/src python3 -c 'from rsk.bundle import digest; print(digest())')" ]
     [ "$(planline partition)" = cpu ]
     [ "$(planline time_min)" = 60 ]
     [ "$(planline mem_mb)" = 1024 ]
+    [ "$(planline path)" = /usr/local/bin:/usr/bin:/bin ]
+    rm -f "$ROOT.link"
 }
 
-@test "the same request plans to the same hash; another command to another" {
-    run remote submit.sh plan < <(request arg=echo arg=a)
+@test "the working directory is bound as the cluster resolves it: symlinks followed" {
+    mkdir -p "$ROOT/real"
+    ln -s "$ROOT/real" "$ROOT/alias"
+    chown -h "$LAB_USER" "$ROOT/real" "$ROOT/alias"
+    run remote submit plan < <(request "workdir=$ROOT/alias" arg=true)
+    [ "$status" -eq 0 ]
+    [ "$(dec "$(printf '%s\n' "$output" | awk '$1 == "@@planline" && $2 == "workdir" { print $3 }')")" = "$ROOT/real" ]
+}
+
+@test "the same request plans to the same hash; another command, host key or QOS to another" {
+    run remote submit plan < <(request arg=echo arg=a)
     a=$(plan_hash)
-    run remote submit.sh plan < <(request arg=echo arg=a)
+    run remote submit plan < <(request arg=echo arg=a)
     [ "$(plan_hash)" = "$a" ]
-    run remote submit.sh plan < <(request arg=echo arg=b)
+    run remote submit plan < <(request arg=echo arg=b)
     [ "$(plan_hash)" != "$a" ]
+    run remote submit plan < <(request arg=echo arg=a hostkey=SHA256:other)
+    [ "$(plan_hash)" != "$a" ]
+    run remote submit plan < <(request arg=echo arg=a qos=normal)
+    [ "$(printf '%s\n' "$output" | awk '$2 == "qos" { print $3 }')" = "=normal" ]
+}
+
+@test "numbers are decimal: 08 is eight, never octal" {
+    run remote submit plan < <(request arg=true time_min=08 cpus=02)
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | awk '$2 == "time_min" { print $3 }')" = "=8" ]
+    [ "$(printf '%s\n' "$output" | awk '$2 == "cpus" { print $3 }')" = "=2" ]
 }
 
 @test "submit with a wrong hash refuses with rc 5 and journals nothing" {
-    run remote submit.sh submit --rs-expect 0000 < <(request request_id=r1 arg=true)
+    run remote submit submit --rs-expect 0000 < <(request request_id=r1 arg=true)
     [ "$status" -eq 5 ]
     [ "$(field error code)" = plan-mismatch ]
     [ ! -s "$ROOT/journal/$PROJECT.log" ]
 }
 
-@test "submit journals intent then accepted, and the job runs the command" {
-    run remote submit.sh plan < <(request request_id=r1 arg=sh arg=-c arg='echo ran-as-$(whoami)')
+@test "submit journals intent then accepted in sealed blocks, and the job runs the command" {
+    submit r1 arg=sh arg=-c 'arg=echo ran-as-$(whoami)'
+    [ -n "$JOB" ]
+    [ "$(events | tr '\n' ' ')" = "intent accepted " ]
+    sed -n 1p "$ROOT/journal/$PROJECT.log" | grep -Eq ' h=[0-9a-f]{16}$'
+    # the seal of the first block: sha256 of "" "\n" and the line without its seal
+    line=$(sed -n 1p "$ROOT/journal/$PROJECT.log")
+    [ "$(printf '\n%s\n' "${line% h=*}" | sha256sum | cut -c1-16)" = "${line##* h=}" ]
+    wait_file "$ROOT/runs/$PROJECT/r1/t0/ended"
+    [ "$(cat "$ROOT/runs/$PROJECT/r1/t0/stdout")" = "ran-as-$LAB_USER" ]
+    grep -q '^rc=0 ' "$ROOT/runs/$PROJECT/r1/t0/ended"
+}
+
+@test "the job's environment is the plan's: no login variables, PATH from the plan, SBATCH_* ignored" {
+    bin="$ROOT/bin"
+    mkdir -p "$bin"
+    printf '#!/bin/sh\necho impostor\n' >"$bin/hostname"
+    chmod 0755 "$bin/hostname"
+    chown -R "$LAB_USER" "$bin"
+    run remote submit plan < <(request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes)
     hash=$(plan_hash)
-    run remote submit.sh submit --rs-expect "$hash" < <(request request_id=r1 arg=sh arg=-c arg='echo ran-as-$(whoami)')
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$bin:$PATH" LEAK=secret SBATCH_GRES=gpu:4 \
+        SBATCH_PARTITION=gpu dash -c "$(cat "$PROGS/submit")" rsk-submit submit --rs-expect "$hash" \
+        < <(printf 'rsk-frame 2 %s\n' "$NONCE"; request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes)
     [ "$status" -eq 0 ]
-    job=$(field accepted job)
-    [ -n "$job" ]
-    [ "$(sed -n 1p "$ROOT/journal/$PROJECT.log" | cut -d' ' -f3)" = ev=intent ]
-    [ "$(sed -n 2p "$ROOT/journal/$PROJECT.log" | cut -d' ' -f3)" = ev=accepted ]
-    wait_file "$ROOT/runs/$PROJECT/r1/ended"
-    [ "$(cat "$ROOT/runs/$PROJECT/r1/stdout")" = "ran-as-$LAB_USER" ]
-    grep -q '^rc=0 ' "$ROOT/runs/$PROJECT/r1/ended"
+    job=$(printf '%s\n' "$output" | sed -n "s/^@@$NONCE accepted job=\([0-9]*\) .*/\1/p")
+    wait_file "$ROOT/runs/$PROJECT/e1/t0/ended"
+    out=$(cat "$ROOT/runs/$PROJECT/e1/t0/stdout")
+    printf '%s\n' "$out" | grep -qx 'GOOD=yes'
+    printf '%s\n' "$out" | grep -qx 'PATH=/usr/local/bin:/usr/bin:/bin'
+    ! printf '%s\n' "$out" | grep -q 'LEAK\|impostor\|SBATCH_'
+    # Slurm allocated what the plan says: the cpu partition, no GPU (scontrol remembers it MinJobAge)
+    shown=$(runuser -u "$LAB_USER" -- scontrol show job "$job")
+    printf '%s\n' "$shown" | grep -q 'Partition=cpu '
+    ! printf '%s\n' "$shown" | grep -q 'gpu'
+}
+
+@test "environment names that rsk or Slurm own are refused" {
+    for e in SLURM_JOB_ID=1 RSK_X=1 rsk_run=/tmp PATH=/tmp SBATCH_GRES=gpu:4; do
+        run remote submit plan < <(request "env=$e" arg=true)
+        [ "$status" -eq 2 ]
+        [ "$(field error code)" = bad-env ]
+    done
 }
 
 @test "a request id that was accepted replays the same job and submits nothing" {
-    run remote submit.sh plan < <(request request_id=r1 arg=true)
-    hash=$(plan_hash)
-    run remote submit.sh submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
-    job=$(field accepted job)
-    run remote submit.sh submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
+    submit r1 arg=true
+    job=$JOB
+    run remote submit plan < <(request request_id=r1 arg=true)
+    [ "$(field prior state)" = done ]
+    [ "$(field prior job)" = "$job" ]
+    run remote submit submit --rs-expect "$(plan_hash)" < <(request request_id=r1 arg=true)
     [ "$status" -eq 0 ]
     [ "$(field accepted job)" = "$job" ]
     [ "$(field accepted replay)" = 1 ]
     [ "$(wc -l < "$ROOT/journal/$PROJECT.log")" -eq 2 ]
 }
 
-@test "the same request id with another plan is a conflict (rc 5)" {
-    run remote submit.sh plan < <(request request_id=r1 arg=true)
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request request_id=r1 arg=true)
-    run remote submit.sh plan < <(request request_id=r1 arg=false)
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request request_id=r1 arg=false)
+@test "request ids are compared whole: exp.1 is not exp-1, and project a.b does not count aXb's jobs" {
+    submit exp-1 arg=sleep arg=60
+    first=$JOB
+    run remote submit plan < <(request request_id=exp.1 arg=sleep arg=60)
+    [ -z "$(field prior state)" ]
+    submit exp.1 arg=sleep arg=60
+    [ "$JOB" != "$first" ]
+    base=$PROJECT
+    PROJECT="${base}aXb"
+    submit x arg=sleep arg=60
+    PROJECT="${base}a.b"
+    run remote submit plan < <(request arg=true)
+    [ "$(field active count)" = 0 ]
+    PROJECT=$base
+}
+
+@test "the same request id with another plan is a conflict (rc 5), at plan time already" {
+    submit r1 arg=true
+    run remote submit plan < <(request request_id=r1 arg=false)
     [ "$status" -eq 5 ]
     [ "$(field error code)" = request-conflict ]
 }
 
 @test "request ids, projects and names that could escape a path are refused" {
     for rid in ../x a/b .hidden '-x' 'a b' "$(printf 'a\nb')"; do
-        run remote submit.sh plan < <(request "request_id=$rid" arg=true)
+        run remote submit plan < <(request "request_id=$rid" arg=true)
         [ "$status" -eq 2 ]
         [ "$(field error code)" = bad-request-id ]
     done
     PROJECT=../evil
-    run remote submit.sh plan < <(request arg=true)
+    run remote submit plan < <(request arg=true)
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-project ]
     [ ! -e "$ROOT/evil" ]
@@ -98,75 +170,154 @@ teardown() { teardown_root; }
     set -- "arg=sh" "arg=-c" 'arg=for a in "$@"; do printf "[%s]" "$a"; done; printf "{%s}" "$V"' "arg=sh" \
         "arg=\$(touch $marker)" 'arg=`touch '"$marker"'`' "arg=a;b" "arg=*" "arg=it's \"q\"" \
         "arg=$(printf 'x\ny')" "arg=é漢" "arg=" "env=V=\$(touch $marker); \`x\` *"
-    run remote submit.sh plan < <(request request_id=h "$@")
-    [ "$status" -eq 0 ]
-    run remote submit.sh submit --rs-expect "$(plan_hash)" < <(request request_id=h "$@")
-    [ "$status" -eq 0 ]
-    wait_file "$ROOT/runs/$PROJECT/h/ended"
+    submit h "$@"
+    wait_file "$ROOT/runs/$PROJECT/h/t0/ended"
     expected="[\$(touch $marker)][\`touch $marker\`][a;b][*][it's \"q\"][$(printf 'x\ny')][é漢][]{\$(touch $marker); \`x\` *}"
-    [ "$(cat "$ROOT/runs/$PROJECT/h/stdout")" = "$expected" ]
+    [ "$(cat "$ROOT/runs/$PROJECT/h/t0/stdout")" = "$expected" ]
     [ ! -e "$marker" ]
 }
 
-@test "a bad request is refused with a typed @@error: truncated, unknown key, not base64" {
-    run remote submit.sh plan < <(printf 'rsk-request 1\nproject %s\n' "$(b64 "$PROJECT")")
+@test "a bad request is refused with a typed @@error: truncated, unknown key, repeated key, not base64" {
+    run remote submit plan < <(printf 'rsk-request 2\nproject =%s\n' "$PROJECT")
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-request ]
-    run remote submit.sh plan < <(printf 'rsk-request 1\nbogus eA==\nend\n')
+    run remote submit plan < <(printf 'rsk-request 2\nbogus eA==\nend\n')
     [ "$status" -eq 2 ]
-    run remote submit.sh plan < <(printf 'rsk-request 1\nproject $(id)\nend\n')
+    run remote submit plan < <(printf 'rsk-request 2\nproject =a\nproject =b\nend\n')
+    [ "$status" -eq 2 ]
+    [ "$(field error code)" = bad-request ]
+    run remote submit plan < <(printf 'rsk-request 2\nproject $(id)\nend\n')
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-encoding ]
-    run remote submit.sh plan < <(printf 'rsk-request 9\nend\n')
+    run remote submit plan < <(printf 'rsk-request 9\nend\n')
     [ "$(field error code)" = bad-protocol ]
 }
 
+@test "without the frame line a program prints no @@ line and exits 2" {
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/status")" rsk-status "$PROJECT" </dev/null
+    [ "$status" -eq 2 ]
+    ! printf '%s\n' "$output" | grep -q '^@@'
+}
+
 @test "Slurm's refusal at plan time is rc 70 with its message" {
-    run remote submit.sh plan < <(request partition=gpu gpus=64 arg=true)
+    run remote submit plan < <(request partition=gpu gpus=64 arg=true)
     [ "$status" -eq 70 ]
     [ "$(field error code)" = slurm-rejected ]
 }
 
 @test "a missing working directory is refused before anything is submitted" {
-    run remote submit.sh plan < <(request workdir=/nonexistent/dir arg=true)
+    run remote submit plan < <(request workdir=/nonexistent/dir arg=true)
     [ "$status" -eq 2 ]
     [ "$(field error code)" = workdir-missing ]
 }
 
 @test "an unwritable remote root refuses before sbatch (rc 73)" {
-    run remote submit.sh plan < <(request request_id=r1 arg=true)
+    run remote submit plan < <(request request_id=r1 arg=true)
     hash=$(plan_hash)
     mkdir -p "$ROOT/journal"
     chown root "$ROOT/journal"
     chmod 0755 "$ROOT/journal"
-    run remote submit.sh submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
+    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
     [ "$status" -eq 73 ]
     [ "$(field error code)" = root-unwritable ]
     [ -z "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:r1" -o %i)" ]
 }
 
-@test "an intent with no outcome and no job is abandoned, then the request is submitted once" {
-    run remote submit.sh plan < <(request request_id=r1 arg=true)
+@test "flock is a checked requirement: without it nothing is journaled or submitted (rc 78)" {
+    noflock="$ROOT/noflock"
+    mkdir -p "$noflock"
+    for c in /usr/bin/*; do [ "${c##*/}" = flock ] || ln -s "$c" "$noflock/${c##*/}"; done
+    chown -R "$LAB_USER" "$noflock"
+    run remote submit plan < <(request request_id=r1 arg=true)
+    run remote_env "$noflock:/usr/sbin:/sbin" submit submit --rs-expect "$(plan_hash)" < <(request request_id=r1 arg=true)
+    [ "$status" -eq 78 ]
+    [ "$(field error code)" = missing-command ]
+    [ ! -s "$ROOT/journal/$PROJECT.log" ]
+}
+
+@test "a journal that refuses the outcome after sbatch loses no job: the same request id replays it" {
+    fake="$ROOT/fakebin"
+    mkdir -p "$fake"
+    # sbatch submits, then the disk "fills": the journal cannot take the outcome
+    printf '#!/bin/sh\n/usr/bin/sbatch "$@"; rc=$?; chmod a-w %s/journal/%s.log; exit $rc\n' "$ROOT" "$PROJECT" >"$fake/sbatch"
+    chmod 0755 "$fake/sbatch"
+    chown -R "$LAB_USER" "$fake"
+    run remote submit plan < <(request request_id=full arg=sleep arg=60)
+    hash=$(plan_hash)
+    run remote_env "$fake:$PATH" submit submit --rs-expect "$hash" < <(request request_id=full arg=sleep arg=60)
+    [ "$status" -eq 0 ]
+    job=$(field accepted job)
+    [ -n "$job" ]
+    [ "$(field warning code)" = journal-unwritable ]
+    chmod u+w "$ROOT/journal/$PROJECT.log"
+    [ "$(events | tr '\n' ' ')" = "intent " ]
+    run remote submit submit --rs-expect "$hash" < <(request request_id=full arg=sleep arg=60)
+    [ "$status" -eq 0 ]
+    [ "$(field accepted job)" = "$job" ]
+    [ "$(field accepted replay)" = 1 ]
+    [ "$(events | tr '\n' ' ')" = "intent reconciled " ]
+    [ "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:full" -o %i | wc -l)" -eq 1 ]
+}
+
+@test "a torn tail (a cut write, an older rsk) is kept and sealed with a repaired event" {
+    run remote submit plan < <(request request_id=r1 arg=true)
     hash=$(plan_hash)
     mkdir -p "$ROOT/journal"
-    printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s\n' "$hash" > "$ROOT/journal/$PROJECT.log"
+    printf 'v=1 t=2026-01-01T00:00:00Z ev=failed rid=old plan=p\nv=2 t=2026-01-01T00:00:01Z ev=inte' >"$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"
-    run remote submit.sh submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
+    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
     [ "$status" -eq 0 ]
-    [ "$(sed -n 2p "$ROOT/journal/$PROJECT.log" | cut -d' ' -f3)" = ev=abandoned ]
-    [ "$(sed -n 4p "$ROOT/journal/$PROJECT.log" | cut -d' ' -f3)" = ev=accepted ]
+    sed -n 1p "$ROOT/journal/$PROJECT.log" | grep -q 'ev=failed rid=old'
+    [ "$(sed -n 2p "$ROOT/journal/$PROJECT.log")" = 'v=2 t=2026-01-01T00:00:01Z ev=inte' ]
+    sed -n 3p "$ROOT/journal/$PROJECT.log" | grep -q 'ev=repaired .* lines=2'
+    [ "$(events | tail -n 2 | tr '\n' ' ')" = "intent accepted " ]
+    # every block checks out
+    PYTHONPATH="$REPO/src" python3 -c '
+import sys
+from rsk.chain import check
+lines = [(n + 1, t) for n, t in enumerate(open(sys.argv[1]).read().splitlines())]
+r = check("", lines)
+assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
+}
+
+@test "an intent with no outcome and no job is abandoned, then the request is submitted once" {
+    run remote submit plan < <(request request_id=r1 arg=true)
+    hash=$(plan_hash)
+    mkdir -p "$ROOT/journal"
+    printf 'v=2 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s idx=0\n' "$hash" > "$ROOT/journal/$PROJECT.log"
+    chown -R "$LAB_USER" "$ROOT/journal"
+    run remote submit plan < <(request request_id=r1 arg=true)
+    [ "$(field prior state)" = open ]
+    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
+    [ "$status" -eq 0 ]
+    [ "$(events | tr '\n' ' ')" = "intent repaired abandoned intent accepted " ]
 }
 
 @test "an intent with no outcome whose job exists is reconciled to that job, not resubmitted" {
-    run remote submit.sh plan < <(request request_id=r1 arg=sleep arg=30)
+    run remote submit plan < <(request request_id=r1 arg=sleep arg=30)
     hash=$(plan_hash)
     job=$(lab_sbatch --job-name "rsk:$PROJECT:r1" --wrap 'sleep 30')
     mkdir -p "$ROOT/journal"
     printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s\n' "$hash" > "$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"
-    run remote submit.sh submit --rs-expect "$hash" < <(request request_id=r1 arg=sleep arg=30)
+    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=sleep arg=30)
     [ "$status" -eq 0 ]
     [ "$(field accepted job)" = "$job" ]
-    [ "$(field accepted reconciled)" = 1 ]
+    [ "$(field accepted replay)" = 1 ]
     [ "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:r1" -o %i | wc -l)" -eq 1 ]
+}
+
+@test "a job found by its name that runs another plan is a conflict, never a replay" {
+    job=$(lab_sbatch --job-name "rsk:$PROJECT:r1" --comment "rsk-plan:0123abcd" --wrap 'sleep 30')
+    run remote submit plan < <(request request_id=r1 arg=sleep arg=30)
+    [ "$status" -eq 5 ]
+    [ "$(field error code)" = request-conflict ]
+    run remote submit plan < <(request request_id=r2 arg=sleep arg=30)
+    [ "$status" -eq 0 ]
+    [ -n "$job" ]
+}
+
+@test "the remote programs hold no eval, and none of the GNU-only forms rsk once used" {
+    ! grep -nw eval "$REPO"/remote/*
+    ! grep -n 'sleep 0\.\|mv -T\|head -c' "$REPO"/remote/*
 }

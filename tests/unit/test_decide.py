@@ -6,12 +6,12 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from rsk.decide import Facts, decide, usage_by_grant
-from rsk.ledger import Approval, Card, CardPlan, Charge, DenyRule, Grant, Ledger
+from rsk.ledger import Approval, Card, CardPlan, Charge, DenyRule, Grant, JobCost, Ledger, Use
 
 AT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 F = Facts(
-    target="lab", plan_hash="h1", request_id="r1", partition="gpu", account="", nodes=1, cpus=4, mem_mb=1024,
-    gpus=2, time_min=60, command="python train.py", active=0,
+    target="lab", plan_hash="h1", request_id="r1", partition="gpu", account="", qos="", nodes=1, cpus=4,
+    mem_mb=1024, gpus=2, time_min=60, commands=("python train.py",), active=0, gpu_hours=2.0, cpu_hours=4.0,
 )  # fmt: skip
 
 
@@ -51,7 +51,7 @@ def test_used_up_or_expired_approval_does_not_allow() -> None:
 def test_deny_rule_conditions_all_must_match_and_expire() -> None:
     rule = DenyRule(reason="r", partition="gpu", command="*rm -rf*")
     assert decide(ledger(deny_rules=[rule]), F, AT).kind == "ask"
-    assert decide(ledger(deny_rules=[rule]), replace(F, command="sh -c 'rm -rf /'"), AT).kind == "deny"
+    assert decide(ledger(deny_rules=[rule]), replace(F, commands=("sh -c 'rm -rf /'",)), AT).kind == "deny"
     old = DenyRule(reason="r", expires=AT - timedelta(hours=1))
     assert decide(ledger(deny_rules=[old]), F, AT).kind == "ask"
 
@@ -59,7 +59,7 @@ def test_deny_rule_conditions_all_must_match_and_expire() -> None:
 def test_a_denied_card_denies_the_same_plan_again() -> None:
     plan = CardPlan(
         target="lab", cluster="c", user="u", command="x", argv=["x"], kind="argv", workdir="/", partition="gpu",
-        account="", qos="", nodes=1, cpus=1, mem_mb=1, gpus=0, time_min=1, env_names=[], gpu_hours=0,
+        account="", qos="", nodes=1, cpus=1, mem_mb=1, gpus=0, time_min=1, gpu_hours=0,
         cpu_hours=0, estimate_start="", policy_verdict="allow", policy_reasons=[],
     )  # fmt: skip
     card = Card(plan_hash="h1", request_id="r", requester="a", status="denied", reason="too big", target="lab",
@@ -82,7 +82,8 @@ def test_grant_scope_and_ceilings_explain_why_not() -> None:
 def test_budgets_count_spent_and_reserved_but_not_released() -> None:
     g = Grant(gpu_hours=5.0, jobs=3)
     charges = [
-        Charge(grant_id=g.id, plan_hash="x", request_id="a", target="lab", gpu_hours=2, cpu_hours=4, state="spent"),
+        Charge(grant_id=g.id, plan_hash="x", request_id="a", target="lab", gpu_hours=2, cpu_hours=4,
+               state="submitted", job_costs={"7": JobCost(gpu_hours_worst=2, cpu_hours_worst=4)}),
         Charge(grant_id=g.id, plan_hash="y", request_id="b", target="lab", gpu_hours=2, cpu_hours=4),
         Charge(grant_id=g.id, plan_hash="z", request_id="c", target="lab", gpu_hours=9, cpu_hours=9, state="released"),
     ]  # fmt: skip
@@ -91,7 +92,7 @@ def test_budgets_count_spent_and_reserved_but_not_released() -> None:
     d = decide(ledger(grants=[g], charges=charges), F, AT)  # needs 2 GPU-h, 1 left
     assert d.kind == "ask"
     assert any("needs 2.00 GPU-h, 1.00 left" in w for w in d.closest_why)
-    assert decide(ledger(grants=[g], charges=charges), replace(F, gpus=0), AT).kind == "grant"
+    assert decide(ledger(grants=[g], charges=charges), replace(F, gpus=0, gpu_hours=0), AT).kind == "grant"
 
 
 def test_job_budget_and_active_limit() -> None:
@@ -100,6 +101,8 @@ def test_job_budget_and_active_limit() -> None:
     assert decide(ledger(grants=[g], charges=spent), F, AT).kind == "ask"
     assert decide(ledger(grants=[g]), replace(F, active=2), AT).kind == "ask"
     assert decide(ledger(grants=[g]), replace(F, active=1), AT).kind == "grant"
+    # the request's own reservation is not counted against it when it is decided again
+    assert decide(ledger(grants=[g], charges=spent), replace(F, request_id="a"), AT).kind == "grant"
 
 
 def test_expired_and_revoked_grants_do_not_cover() -> None:
@@ -108,3 +111,39 @@ def test_expired_and_revoked_grants_do_not_cover() -> None:
     assert decide(ledger(grants=[expired]), F, AT).closest_why[0].startswith("expired")
     assert decide(ledger(grants=[revoked]), F, AT).closest_why[0].startswith("revoked")
     assert decide(ledger(grants=[expired, revoked, Grant()]), F, AT).kind == "grant"
+
+
+def test_deny_rules_see_every_task_and_the_script_text() -> None:
+    rule = DenyRule(reason="no deletes", command="*rm -rf*")
+    batch = replace(F, commands=("echo a", "echo b", "sh -c 'rm -rf ~'"))
+    assert decide(ledger(deny_rules=[rule], grants=[Grant()]), batch, AT).kind == "deny"
+    script = replace(F, commands=("#!/bin/sh\necho start\nrm -rf /data\n",))
+    assert decide(ledger(deny_rules=[rule], grants=[Grant()]), script, AT).kind == "deny"
+
+
+def test_qos_is_scoped_by_grants_and_matched_by_deny_rules() -> None:
+    g = Grant(qos=["normal"])
+    assert decide(ledger(grants=[g]), replace(F, qos="high"), AT).kind == "ask"
+    assert decide(ledger(grants=[g]), replace(F, qos="normal"), AT).kind == "grant"
+    rule = DenyRule(reason="no high", qos="high")
+    assert decide(ledger(deny_rules=[rule], grants=[Grant()]), replace(F, qos="high"), AT).kind == "deny"
+
+
+def test_a_held_use_counts_only_while_the_approval_lives() -> None:
+    held = Approval(plan_hash="h1", decided_by="me", uses_left=0, uses=[Use(request_id="r1", target="lab")])
+    assert decide(ledger(approvals=[held]), F, AT).kind == "approval"  # r1 holds the one use
+    assert decide(ledger(approvals=[held]), replace(F, request_id="r2"), AT).kind == "ask"  # r2 does not
+    expired = held.model_copy(update={"expires": AT - timedelta(seconds=1)})
+    assert decide(ledger(approvals=[expired]), F, AT).kind == "ask"
+    submitted = held.model_copy(update={"uses": [Use(request_id="r1", target="lab", state="submitted")]})
+    assert decide(ledger(approvals=[submitted]), F, AT).kind == "ask"  # a used use allows nothing more
+
+
+def test_ended_jobs_count_what_they_used_and_running_ones_their_worst_case() -> None:
+    g = Grant(gpu_hours=10)
+    ch = Charge(grant_id=g.id, plan_hash="x", request_id="a", target="lab", gpu_hours=8, cpu_hours=8, jobs=2,
+                state="submitted", job_costs={
+                    "1": JobCost(gpu_hours_worst=4, cpu_hours_worst=4, gpu_hours_used=0.5, cpu_hours_used=0.5),
+                    "2": JobCost(gpu_hours_worst=4, cpu_hours_worst=4)})  # fmt: skip
+    u = usage_by_grant([ch])[g.id]
+    assert (u.gpu_hours_spent, u.gpu_hours_reserved, u.jobs_spent, u.jobs_reserved) == (0.5, 4, 2, 0)

@@ -22,10 +22,14 @@ def journal(
     after: Annotated[int, typer.Option(min=0, help="Only events after this cursor (line number).")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk.cli.common import err
+    from rsk.inert import inert
     from rsk.jobs import journal as read_journal
     from rsk.paths import resolve_project
 
     j = read_journal(resolve_target(target), resolve_project(project), after)
+    for problem in j.chain_problems:  # a journal someone edited, cut short or left torn
+        err().print(f"warning: {problem}")
     if json_out:
         print_json(j)
         return
@@ -38,12 +42,12 @@ def journal(
             for s in (
                 f"job={e.job_id}" if e.job_id else "",
                 f"code={e.code}" if e.code else "",
-                f"msg={e.message!r}" if e.message else "",
+                f"msg={inert(e.message)}" if e.message else "",
             )
             if s
         )
         o.print(
-            f"{e.n:>5} {e.t} {e.event:<10} {e.request_id} plan={e.plan_hash[:12]} {extra}".rstrip(),
+            inert(f"{e.n:>5} {e.t} {e.event:<10} {e.request_id} plan={e.plan_hash[:12]} {extra}".rstrip()),
         )
     o.print(f"cursor {j.cursor}")
 

@@ -193,6 +193,7 @@ def render_grant(v: "GrantView") -> str:
             f"targets {','.join(g.targets)}" if g.targets else "any target",
             f"partitions {','.join(g.partitions)}" if g.partitions else "",
             f"accounts {','.join(g.accounts)}" if g.accounts else "",
+            f"qos {','.join(g.qos)}" if g.qos else "",
         )
         if s
     )
@@ -232,6 +233,7 @@ def grant_add(
     target: Annotated[list[str] | None, typer.Option("--target", "-t", help="Allowed target (repeatable).")] = None,
     partition: Annotated[list[str] | None, typer.Option(help="Allowed partition (repeatable).")] = None,
     account: Annotated[list[str] | None, typer.Option(help="Allowed account (repeatable).")] = None,
+    qos: Annotated[list[str] | None, typer.Option("--qos", help="Allowed QOS (repeatable).")] = None,
     max_gpus: Annotated[int | None, typer.Option(min=0, help="Ceiling: total GPUs of one job.")] = None,
     max_cpus: Annotated[int | None, typer.Option(min=1, help="Ceiling: total CPUs of one job.")] = None,
     max_mem: Annotated[str | None, typer.Option(help="Ceiling: memory per node (16G).")] = None,
@@ -259,6 +261,7 @@ def grant_add(
             targets=list(target or []),
             partitions=list(partition or []),
             accounts=list(account or []),
+            qos=list(qos or []),
             max_gpus=max_gpus,
             max_cpus=max_cpus,
             max_mem_mb=parse_mem(max_mem) if max_mem else None,
@@ -336,11 +339,15 @@ def rule_add(
     target: Annotated[str | None, typer.Option("--target", "-t", help="Only on this target.")] = None,
     partition: Annotated[str | None, typer.Option(help="Only in this partition.")] = None,
     account: Annotated[str | None, typer.Option(help="Only with this account.")] = None,
+    qos: Annotated[str | None, typer.Option("--qos", help="Only with this QOS.")] = None,
     gpus_at_least: Annotated[int | None, typer.Option(min=0, help="Jobs with at least this many GPUs.")] = None,
     nodes_at_least: Annotated[int | None, typer.Option(min=1, help="Jobs with at least this many nodes.")] = None,
     time_at_least: Annotated[str | None, typer.Option(help="Jobs with at least this time limit.")] = None,
     gpu_hours_at_least: Annotated[float | None, typer.Option(min=0, help="Jobs of at least this many GPU-h.")] = None,
-    command: Annotated[str | None, typer.Option(help="Command lines matching this glob, e.g. '*rm -rf*'.")] = None,
+    command: Annotated[
+        str | None,
+        typer.Option(help="A glob matched against every task's command line and a script's whole text: '*rm -rf*'."),
+    ] = None,
     expires: Annotated[str | None, typer.Option(help="Expiry: 8h, 7d or an ISO date (default: never).")] = None,
     yes: YesOpt = False,
     json_out: JsonOpt = False,
@@ -359,6 +366,7 @@ def rule_add(
             target=target,
             partition=partition,
             account=account,
+            qos=qos,
             gpus_at_least=gpus_at_least,
             nodes_at_least=nodes_at_least,
             time_min_at_least=parse_time(time_at_least) if time_at_least else None,

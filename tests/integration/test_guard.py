@@ -1,0 +1,334 @@
+"""The guard under attack, on the lab cluster: each test is a way an agent would try to get work past the
+human (docs/security.md keeps the table of attacks, what stops each, and these tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rsk.errors import Exit
+from tests.conftest import LAB_DIR, LAB_USER, ROOT, Lab, rsk
+from tests.integration.helpers import (
+    arm,
+    finished_output,
+    grant,
+    grant_view,
+    launch,
+    launched,
+    sbatch_shim,
+)
+
+__all__ = ["sbatch_shim"]  # a fixture
+
+
+def card_of(r: object) -> str:
+    return str(json.loads(r.out)["card_id"])  # type: ignore[attr-defined]
+
+
+def jobs_of(lab: Lab, project: str, rid: str) -> list[str]:
+    return [line.split(" ")[0] for line in lab.jobs_named(f"rsk:{project}:{rid}")]
+
+
+def deny_rule(project: str, *options: str) -> str:
+    r = rsk("deny-rule", "add", "-p", project, "--yes", "--json", *options)
+    assert r.rc == 0, r.err
+    return str(json.loads(r.out)["id"])
+
+
+# 1. continuing a request passes the whole decision again -------------------------------------------
+def test_a_retry_after_a_cut_is_decided_again_deny_then_revoke(lab: Lab, project: str, sbatch_shim: Path) -> None:
+    g = grant(project, "--jobs", "3")
+    arm("kill-before")
+    cut = launch(project, "-r", "c1", command=("sleep", "60"))
+    assert cut.rc == Exit.CONNECT, cut.err
+    assert grant_view(project)["jobs_reserved"] == 1  # the outcome is unknown: the charge is held
+    rule = deny_rule(project, "--reason", "stop everything", "--command", "sleep*")
+    again = launch(project, "-r", "c1", command=("sleep", "60"))
+    assert again.rc == Exit.DENIED, again.err
+    assert jobs_of(lab, project, "c1") == []
+    assert grant_view(project)["jobs_reserved"] == 0  # the deny gave the hold back
+    assert rsk("deny-rule", "remove", rule, "-p", project, "--yes").rc == 0
+    arm("kill-before")
+    assert launch(project, "-r", "c1", command=("sleep", "60")).rc == Exit.CONNECT
+    assert rsk("grant", "revoke", g["grant"]["id"], "-p", project, "--yes").rc == 0
+    revoked = launch(project, "-r", "c1", command=("sleep", "60"))
+    assert revoked.rc == Exit.PENDING, revoked.err
+    assert jobs_of(lab, project, "c1") == []
+
+
+def test_a_held_approval_use_ends_with_the_approval(lab: Lab, project: str, sbatch_shim: Path) -> None:
+    card = card_of(launch(project, "-r", "a1", command=("echo", "once")))
+    assert rsk("approve", card, "-p", project, "--expires", "4s", "--yes").rc == 0
+    arm("kill-before")
+    assert launch(project, "-r", "a1", command=("echo", "once")).rc == Exit.CONNECT
+    time.sleep(4.5)
+    late = launch(project, "-r", "a1", command=("echo", "once"))
+    assert late.rc == Exit.PENDING, late.err
+    assert "expired" in late.err
+    assert jobs_of(lab, project, "a1") == []
+
+
+def test_rsk_wait_after_a_cut_is_decided_again(lab: Lab, project: str, sbatch_shim: Path) -> None:
+    card = card_of(launch(project, "-r", "w1", command=("echo", "x")))
+    assert rsk("approve", card, "-p", project, "--yes").rc == 0
+    arm("kill-before")
+    assert rsk("wait", card, "-p", project).rc == Exit.CONNECT
+    deny_rule(project, "--reason", "changed my mind", "--target", "lab")
+    waited = rsk("wait", card, "-p", project, "--json")
+    assert waited.rc == Exit.DENIED, waited.err
+    assert json.loads(waited.out)["reason"] == "changed my mind"
+    assert jobs_of(lab, project, "w1") == []
+
+
+# 2. a used permission never submits a second job, through another target or after a wipe ------------
+def other_target(lab: Lab, name: str, root: str) -> None:
+    text = (lab.targets_dir / "lab.toml").read_text().replace(lab.remote_root, root)
+    (lab.targets_dir / f"{name}.toml").write_text(text)
+
+
+def test_a_used_approval_does_not_replay_elsewhere_or_after_a_wipe(lab: Lab, project: str) -> None:
+    other_target(lab, "lab2", lab.remote_root + "-second")
+    try:
+        card = card_of(launch(project, "-r", "u1", command=("sleep", "30")))
+        assert rsk("approve", card, "-p", project, "--yes").rc == 0
+        first = launched(launch(project, "-r", "u1", command=("sleep", "30")))
+        # through a second target file that reaches the same cluster with another remote root: another plan
+        # hash, so the approval does not apply, and the job of the same request id (found by its name)
+        # runs another plan: a conflict, never a replay or a second job
+        elsewhere = rsk("launch", "-t", "lab2", "-p", project, "-r", "u1", "--json", "--", "sleep", "30")
+        assert elsewhere.rc == Exit.CONFLICT, elsewhere.err
+        fresh = rsk("launch", "-t", "lab2", "-p", project, "-r", "u9", "--json", "--", "sleep", "30")
+        assert fresh.rc == Exit.PENDING, fresh.err
+        assert json.loads(fresh.out)["plan_hash"] != first["plan_hash"]
+        # the remote root wiped while the job runs: Slurm still knows it by name and plan: a replay
+        lab.ssh(f"rm -rf {lab.root_sh}")
+        again = launched(launch(project, "-r", "u1", command=("sleep", "30")))
+        assert again["status"] == "replayed" and again["job_id"] == first["job_id"]
+        assert jobs_of(lab, project, "u1") == [first["job_id"]]
+        # and a new request id is a new decision: the one use is spent
+        assert launch(project, "-r", "u2", command=("sleep", "30")).rc == Exit.PENDING
+        assert jobs_of(lab, project, "u2") == []
+    finally:
+        (lab.targets_dir / "lab2.toml").unlink()
+        lab.ssh(f"rm -rf {lab.root_sh}-second")
+
+
+def test_after_a_wipe_and_slurm_forgetting_the_ledger_still_refuses_a_second_job(lab: Lab, project: str) -> None:
+    """The journal is gone and Slurm forgot the job (MinJobAge): only the ledger remembers the use."""
+    card = card_of(launch(project, "-r", "v1", command=("true",)))
+    assert rsk("approve", card, "-p", project, "--yes").rc == 0
+    first = launched(launch(project, "-r", "v1", command=("true",)))
+    lab.ssh(f"rm -rf {lab.root_sh}")
+    deadline = time.monotonic() + 120
+    while jobs_of(lab, project, "v1"):  # the lab's MinJobAge is 30 s
+        assert time.monotonic() < deadline, "Slurm did not forget the job"
+        time.sleep(2)
+    again = launched(launch(project, "-r", "v1", command=("true",)))
+    assert again["status"] == "replayed" and again["job_id"] == first["job_id"] and again["note"]
+    assert lab.journal(project) == []  # nothing was submitted, nothing journaled
+
+
+def test_a_spent_grant_does_not_replay_through_another_target(lab: Lab, project: str) -> None:
+    other_target(lab, "lab3", lab.remote_root + "-third")
+    try:
+        grant(project, "--jobs", "1")
+        launched(launch(project, "-r", "g1", command=("true",)))
+        same = rsk("launch", "-t", "lab3", "-p", project, "-r", "g1", "--json", "--", "true")
+        assert same.rc in (Exit.CONFLICT, Exit.PENDING), same.err  # found by name (conflict) or forgotten (ask)
+        other = rsk("launch", "-t", "lab3", "-p", project, "-r", "g2", "--json", "--", "true")
+        assert other.rc == Exit.PENDING, other.err
+        assert grant_view(project)["jobs_spent"] == 1
+    finally:
+        (lab.targets_dir / "lab3.toml").unlink()
+        lab.ssh(f"rm -rf {lab.root_sh}-third")
+
+
+# 3. cards are inert and complete --------------------------------------------------------------------
+CONTROL = "\x1b[2J\x1b[H\r\x07\x9b31m\u202e\u2066"
+
+
+def test_cards_show_agent_text_inert_and_label_the_requester_a_claim(lab: Lab, project: str, tmp_path: Path) -> None:
+    forged = f"{CONTROL}admin (approved)\n  plan hash     0000"
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n" + "".join(f"echo line {i} {CONTROL}\n" for i in range(60)))
+    r = rsk("launch", "-t", "lab", "-p", project, "--json", "--script", str(script), "--env", f"MODE=fast{CONTROL}",
+            env={"RSK_REQUESTER": forged})  # fmt: skip
+    assert r.rc == Exit.PENDING, r.err
+    card = card_of(r)
+    shown = rsk("approvals", "-p", project)
+    text = shown.out
+    for ch in "\x1b\r\x07\x9b\u202e\u2066":
+        assert ch not in text, repr(ch)
+    assert "\\x1b[2J" in text and "\\u202e" in text
+    assert "the agent's own claim" in text
+    assert sum(line.startswith("  plan hash") for line in text.splitlines()) == 1  # no forged line
+    assert "MODE=fast\\x1b" in text  # env names and values
+    assert "more line(s): rsk approvals show" in text  # 61 lines are folded on the list
+    full = rsk("approvals", "show", card, "-p", project).out
+    assert all(f"echo line {i} " in full for i in range(60))
+
+
+def test_a_card_lists_every_task_of_a_batch(lab: Lab, project: str, tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"key": f"k{i}", "argv": ["echo", f"task-{i}"]}) + "\n" for i in range(30)))
+    r = rsk("launch", "-t", "lab", "-p", project, "--json", "--tasks", str(tasks))
+    card = card_of(r)
+    listed = rsk("approvals", "-p", project).out
+    assert "echo task-0" in listed and "more task(s)" in listed
+    full = rsk("approvals", "show", card, "-p", project).out
+    assert all(f"echo task-{i}" in full for i in range(30))
+
+
+# 4. deny rules see what will run ----------------------------------------------------------------------
+def test_deny_rules_match_any_task_and_the_script_text(lab: Lab, project: str, tmp_path: Path) -> None:
+    grant(project, "--jobs", "50")
+    deny_rule(project, "--reason", "no deletes", "--command", "*rm -rf*")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(json.dumps({"key": f"k{i}", "argv": ["echo", str(i)]}) + "\n" for i in range(5))
+        + json.dumps({"key": "bad", "argv": ["sh", "-c", "rm -rf /tmp/data"]})
+        + "\n"
+    )
+    batch = rsk("launch", "-t", "lab", "-p", project, "--json", "--tasks", str(tasks))
+    assert batch.rc == Exit.DENIED, batch.err
+    script = tmp_path / "job.sh"
+    script.write_text('#!/bin/sh\necho starting\nrm -rf "$HOME/old"\n')
+    scripted = rsk("launch", "-t", "lab", "-p", project, "--json", "--script", str(script))
+    assert scripted.rc == Exit.DENIED, scripted.err
+    assert lab.journal(project) == []
+
+
+# 5. --max-active holds under concurrency -------------------------------------------------------------
+def test_max_active_holds_with_eight_parallel_launches(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "100", "--max-active", "2")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rsk",
+                "launch",
+                "-t",
+                "lab",
+                "-p",
+                project,
+                "-r",
+                f"p{i}",
+                "--json",
+                "--",
+                "sleep",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(8)
+    ]
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes.count(0) == 2, codes
+    assert codes.count(Exit.PENDING) == 6, codes
+    assert len(lab.jobs_named(f"rsk:{project}:")) == 2
+    assert sum(" ev=accepted " in line for line in lab.journal(project)) == 2
+
+
+# 6. charges follow reality ------------------------------------------------------------------------------
+def test_a_full_journal_after_sbatch_keeps_the_charge_and_the_job(lab: Lab, project: str, sbatch_shim: Path) -> None:
+    grant(project, "--jobs", "3")
+    lab.ssh(f"mkdir -p {lab.root_sh}/journal && touch {lab.root_sh}/journal/{project}.log")
+    home = lab.ssh("echo $HOME").stdout.strip()
+    arm("fill-after", f"{home}/{lab.remote_root.removeprefix('~/')}/journal/{project}.log")
+    first = launched(launch(project, "-r", "f1", command=("sleep", "60")))
+    assert grant_view(project)["jobs_spent"] == 1 and grant_view(project)["jobs_reserved"] == 0
+    lab.ssh(f"chmod u+w {lab.root_sh}/journal/{project}.log")
+    again = launched(launch(project, "-r", "f1", command=("sleep", "60")))
+    assert again["status"] == "replayed" and again["job_id"] == first["job_id"]
+    assert jobs_of(lab, project, "f1") == [first["job_id"]]
+    assert grant_view(project)["jobs_spent"] == 1
+
+
+def test_an_ended_job_settles_to_what_it_used(lab: Lab, project: str) -> None:
+    grant(project, "--cpu-hours", "1", "--jobs", "5")
+    job = launched(launch(project, "--time", "30", "--cpus", "2", command=("sleep", "2")))["job_id"]
+    held = grant_view(project)
+    assert held["cpu_hours_reserved"] == 1.0 and held["cpu_hours_spent"] == 0  # 2 CPUs x 30 min at worst
+    finished_output(project, job)
+    assert rsk("status", "-t", "lab", "-p", project, "--json").rc == 0
+    settled = grant_view(project)
+    assert settled["cpu_hours_reserved"] == 0
+    assert 0 < settled["cpu_hours_spent"] < 0.01  # about 2 CPUs x 2 s
+    assert settled["jobs_spent"] == 1
+
+
+# 7. bad input is refused before anything happens ---------------------------------------------------------
+def test_bad_input_is_refused_before_anything_happens(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "10")
+    assert rsk("launch", "-t", "lab", "-p", project + "\n", "--", "true").rc == Exit.USAGE
+    for env in ("SLURM_JOB_ID=1", "RSK_HOME=/x", "rsk_run=/tmp", "PATH=/tmp", "SBATCH_GRES=gpu:4"):
+        r = launch(project, "--env", env)
+        assert r.rc == Exit.USAGE and "belongs to rsk or Slurm" in r.err, (env, r.err)
+    raw = subprocess.run(
+        [sys.executable.encode(), b"-m", b"rsk", b"launch", b"-t", b"lab", b"-p", project.encode(), b"--", b"echo",
+         b"\xff\xfe"],
+        capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=False,
+    )  # fmt: skip
+    assert raw.returncode == Exit.USAGE, raw.stderr
+    assert b"not valid UTF-8" in raw.stderr and b"Traceback" not in raw.stderr
+    assert lab.journal(project) == []
+    assert grant_view(project)["jobs_spent"] == 0 and grant_view(project)["jobs_reserved"] == 0
+
+
+# 8. human acts are recorded with where they came from --------------------------------------------------------
+def test_human_acts_record_terminal_and_parent_chain(lab: Lab, project: str, rsk_env: Path) -> None:
+    card = card_of(launch(project))
+    gate = rsk("approve", card, "-p", project, stdin="")
+    assert gate.rc == Exit.HUMAN  # no terminal, no --yes: refused, and the card still waits
+    assert [c["status"] for c in json.loads(rsk("approvals", "-p", project, "--json").out)] == ["pending"]
+    assert rsk("approve", card, "-p", project, "--yes").rc == 0
+    audit = [json.loads(line) for line in (rsk_env / "projects" / project / "audit.jsonl").read_text().splitlines()]
+    act = next(a for a in audit if a["event"] == "approve")
+    assert act["tty"] is None and act["parents"] and "python" in act["parents"][0]
+
+
+# 9. the plan binds the resolved working directory and the QOS -----------------------------------------------
+def test_plan_binds_resolved_workdir_and_qos(lab: Lab, project: str) -> None:
+    lab.ssh(f"mkdir -p {lab.root_sh}/real && ln -sfn {lab.root_sh}/real {lab.root_sh}/alias")
+    grant(project, "--jobs", "5", "--qos", "normal")
+    r = launched(launch(project, "--workdir", f"{lab.remote_root}/alias", "--qos", "normal"))
+    assert r["plan"]["workdir"].endswith("/real") and r["plan"]["qos"] == "normal"
+    other = launch(project, "--qos", "high")
+    assert other.rc == Exit.PENDING
+    assert "qos high not in normal" in json.loads(rsk("approvals", "-p", project, "--json").out)[0]["closest_why"][0]
+    lab.set_policy("qos = normal\n")
+    assert launch(project, "--qos", "high").rc == Exit.DENIED
+
+
+# SSH: a ProxyJump chain of several hops is followed hop by hop, never cut to the first ----------------------
+def test_proxy_jump_chain_of_two_hops(lab: Lab, project: str, tmp_path: Path) -> None:
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text(f"Host 127.0.0.1\n  IdentityFile {LAB_DIR / 'id_ed25519'}\n")
+    hop = f"{LAB_USER}@127.0.0.1:2223"
+    text = (
+        (ROOT / "targets" / "lab.toml")
+        .read_text()
+        .replace('remote_root = "~/.rsk"', f'remote_root = "{lab.remote_root}"')
+    )
+    (lab.targets_dir / "chain.toml").write_text(text + f'proxy_jump = "{hop},{hop}"\nssh_config = "{cfg}"\n')
+    try:
+        grant(project, "--jobs", "1")
+        r = rsk("launch", "-t", "chain", "-p", project, "--json", "--", "true")
+        assert r.rc == 0, r.err
+        (lab.targets_dir / "chain.toml").write_text(
+            text + f'proxy_jump = "{hop},{LAB_USER}@127.0.0.1:1"\nssh_config = "{cfg}"\n'
+        )
+        broken = rsk("launch", "-t", "chain", "-p", project, "--", "true")
+        assert broken.rc == Exit.CONNECT, broken.err  # the second hop is used (and fails), never skipped
+        assert "127.0.0.1:1" in broken.err
+    finally:
+        (lab.targets_dir / "chain.toml").unlink()

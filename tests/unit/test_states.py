@@ -1,0 +1,41 @@
+"""Job states from raw facts (pure): what squeue, sacct, the run markers and the journal say."""
+
+from __future__ import annotations
+
+import pytest
+
+from rsk.states import Facts, job_state
+
+
+@pytest.mark.parametrize(
+    ("facts", "state"),
+    [
+        (Facts(squeue="PENDING"), "pending"),
+        (Facts(squeue="CONFIGURING"), "pending"),
+        (Facts(squeue="RUNNING"), "running"),
+        (Facts(squeue="COMPLETING", rc=0), "running"),  # squeue first: still completing
+        (Facts(squeue="TIMEOUT"), "timed-out"),
+        (Facts(squeue="CANCELLED"), "cancelled"),
+        (Facts(rc=0, signal="none"), "succeeded"),
+        (Facts(rc=4, signal="none"), "failed"),
+        (Facts(rc=143, signal="TERM", elapsed_s=10, limit_s=60), "cancelled"),
+        (Facts(rc=143, signal="TERM", elapsed_s=58, limit_s=60), "timed-out"),  # a signal at the limit
+        (Facts(sacct="COMPLETED"), "succeeded"),
+        (Facts(sacct="OUT_OF_MEMORY"), "failed"),
+        (Facts(sacct="CANCELLED"), "cancelled"),
+        (Facts(sacct="NODE_FAIL"), "lost"),
+        (Facts(squeue="COMPLETED"), "succeeded"),
+        (Facts(squeue="FAILED"), "failed"),
+        (Facts(squeue="NODE_FAIL"), "lost"),
+        (Facts(slurm_up=False), "unknown"),
+        (Facts(cancel_requested=True), "cancelled"),
+        (Facts(), "lost"),  # Slurm forgot it and it left no marker
+    ],
+)
+def test_job_state(facts: Facts, state: str) -> None:
+    assert job_state(facts) == state
+
+
+def test_markers_win_over_sacct_and_sacct_over_guessing() -> None:
+    assert job_state(Facts(rc=0, signal="none", sacct="FAILED")) == "succeeded"
+    assert job_state(Facts(sacct="TIMEOUT", cancel_requested=True)) == "timed-out"

@@ -1,0 +1,82 @@
+"""Inert text for humans' terminals, journal seals, shipped programs, and input checks (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from rsk import bundle
+from rsk.chain import check, seal
+from rsk.errors import UsageError
+from rsk.inert import inert, inert_lines
+from rsk.inputs import check_env, check_request
+from rsk.protocol import Request
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("plain text é 漢", "plain text é 漢"),
+        ("\x1b[2J", "\\x1b[2J"),
+        ("a\rb\nc\td", "a\\rb\\nc\\td"),
+        ("\x9b31m", "\\x9b31m"),  # C1
+        ("x\u202ey", "x\\u202ey"),  # right-to-left override
+        ("x\u2066y\u200by", "x\\u2066y\\u200by"),  # isolate, zero-width space
+        ("\u2028", "\\u2028"),  # line separator
+        ("back\\slash", "back\\\\slash"),  # an escape cannot be faked
+    ],
+)
+def test_inert(raw: str, shown: str) -> None:
+    assert inert(raw) == shown
+    assert all(ch.isprintable() for ch in inert(raw))
+
+
+def test_inert_lines_keep_line_breaks_only() -> None:
+    assert inert_lines("a\n\x1b[1mb\r\nc") == ["a", "\\x1b[1mb\\r", "c"]
+
+
+def sealed(prev: str, lines: list[str]) -> list[str]:
+    s = seal(prev, lines)
+    return [*lines[:-1], f"{lines[-1]} h={s}"]
+
+
+def test_a_chain_of_blocks_checks_out_and_an_edit_is_found() -> None:
+    b1 = sealed("", ["v=2 ev=intent rid=a"])
+    b2 = sealed(b1[-1][-16:], ["v=2 ev=accepted rid=a job=1", "v=2 ev=intent rid=b"])
+    lines = list(enumerate(b1 + b2, 1))
+    report = check("", lines)
+    assert report.ok and report.head_line == 3
+    # the shell computes the same seal: sha256 of the previous seal, a newline, and the block
+    expected = hashlib.sha256(b"\nv=2 ev=intent rid=a\n").hexdigest()[:16]
+    assert b1[0].endswith(expected)
+    edited = [(n, t.replace("job=1", "job=9")) for n, t in lines]
+    bad = check("", edited)
+    assert not bad.ok and "2-3" in bad.problems[0]
+
+
+def test_an_unsealed_tail_is_reported() -> None:
+    b1 = sealed("", ["v=2 ev=intent rid=a"])
+    report = check("", [(1, b1[0]), (2, "v=2 ev=acc")])
+    assert not report.ok and "no seal" in report.problems[0] and report.head_line == 1
+
+
+def test_programs_are_whole_and_bound_to_the_content_digest() -> None:
+    for entry in bundle.ENTRIES:
+        text = bundle.program(entry)
+        assert text.count('\nmain "$@"\n') == 1, entry  # exactly one call, at the end
+        assert text.rstrip().endswith('main "$@"')
+        assert f"RSK_SCRIPTS={bundle.digest()}" in text
+        assert len(text.encode()) < 100_000  # one sh -c argument: Linux allows 128 KiB
+    assert "rsk_main" in bundle.program("submit") and "rsk_main" not in bundle.program("status")
+
+
+def test_reserved_environment_names_and_non_utf8_are_refused() -> None:
+    for entry in ("SLURM_JOB_ID=1", "RSK_HOME=x", "rsk_run=x", "PATH=/x", "SBATCH_GRES=gpu:4", "1X=y", "NOEQ"):
+        with pytest.raises(UsageError):
+            check_env(entry)
+    assert check_env("CUDA_HOME=/opt/cuda") == "CUDA_HOME=/opt/cuda"
+    with pytest.raises(UsageError, match="UTF-8"):
+        check_request(Request(project="p", argv=["echo", "\udcff"]))
+    with pytest.raises(UsageError):
+        check_request(Request(project="p", argv=["true"], env=["SLURM_X=1"]))
