@@ -133,8 +133,8 @@ rsk_policy_show() {
     rsk_emit policy "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST"
 }
 
-# the "policy" program (submit and doctor define their own main after this file)
-main() {
+# the "policy" program's entry
+policy_main() {
     rsk_start
     case ${1:-show} in
         show) rsk_policy_show ;;

@@ -133,10 +133,12 @@ resolve() {
         || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $WORKDIR does not exist on the cluster"
     for rsk_e in $Q_env; do rsk_dec "$rsk_e"; env_name_ok "$RSK_V"; done
     if [ -n "$TASKS" ]; then
-        KIND=batch
-        [ -z "$Q_arg" ] && [ -z "$Q_script" ] || rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
-    elif [ -n "$Q_script" ]; then KIND=script
-    elif [ -n "$Q_arg" ]; then KIND=argv
+        KIND='batch'
+        if [ -n "$Q_arg" ] || [ -n "$Q_script" ]; then
+            rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
+        fi
+    elif [ -n "$Q_script" ]; then KIND='script'
+    elif [ -n "$Q_arg" ]; then KIND='argv'
     else rsk_fail "$RSK_E_USAGE" no-command "the request has no command"; fi
     resolve_tasks
 }

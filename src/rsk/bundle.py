@@ -16,7 +16,7 @@ from rsk.errors import StateError
 
 _HERE = Path(__file__).resolve().parent
 
-# entry -> the library parts it needs besides lib.sh (in order), and what its header carries
+# entry -> the parts it needs after lib.sh (in order); the program ends by calling the last part's main
 ENTRIES: dict[str, tuple[str, ...]] = {
     "submit": ("policy.sh", "submit.sh"),
     "doctor": ("policy.sh", "doctor.sh"),
@@ -27,6 +27,7 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "cancel": ("cancel.sh",),
     "reconcile": ("reconcile.sh",),
 }
+_MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
 _HEADER_FILES = {"submit": {"RSK_WRAPPER": "wrapper.sh"}, "status": {"RSK_STATUS_AWK": "status.awk"}}
 
 
@@ -60,7 +61,24 @@ def program(entry: str) -> str:
     if entry not in ENTRIES:
         raise ValueError(f"no remote entry {entry!r}")
     src = files()
-    header = [f"# rsk remote program {entry} (scripts {digest()})", "set -eu", f"RSK_SCRIPTS={digest()}"]
+    header = [
+        # SC2034: library constants a program leaves unused; SC2153: RSK_ROOT comes from the caller;
+        # SC2016: the job script is written with $ left for the job to expand
+        "# shellcheck shell=sh disable=SC2034,SC2153,SC2016",
+        f"# rsk remote program {entry} (scripts {digest()})",
+        "set -eu",
+        f"RSK_SCRIPTS={digest()}",
+    ]
     header += [f"{var}={shlex.quote(src[name])}" for var, name in _HEADER_FILES.get(entry, {}).items()]
     parts = [src["lib.sh"], *(src[name] for name in ENTRIES[entry])]
-    return "\n".join([*header, *parts, 'main "$@"', ""])
+    return "\n".join([*header, *parts, f'{_MAIN.get(entry, "main")} "$@"', ""])
+
+
+def write_all(directory: str | Path) -> list[Path]:
+    """Every program as DIRECTORY/ENTRY.sh (for shellcheck and the bats suites: they check what ships)."""
+    out = []
+    for entry in ENTRIES:
+        path = Path(directory) / f"{entry}.sh"
+        path.write_text(program(entry), encoding="utf-8")
+        out.append(path)
+    return out

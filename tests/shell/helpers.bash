@@ -13,11 +13,7 @@ setup_root() {
     PROGS="$BATS_FILE_TMPDIR/programs"
     if [ ! -d "$PROGS" ]; then
         mkdir -p "$PROGS"
-        PYTHONPATH="$REPO/src" python3 -c '
-import sys
-from rsk.bundle import ENTRIES, program
-for name in ENTRIES:
-    open(sys.argv[1] + "/" + name, "w").write(program(name))' "$PROGS"
+        PYTHONPATH="$REPO/src" python3 -c 'import sys; from rsk.bundle import write_all; write_all(sys.argv[1])' "$PROGS"
     fi
 }
 
@@ -53,7 +49,7 @@ remote_env() {
     entry=${2%.sh}
     shift 2
     { printf 'rsk-frame 2 %s\n' "$NONCE"; [ "$entry" != submit ] || cat; } \
-        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/$entry")" "rsk-$entry" "$@" \
+        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/$entry.sh")" "rsk-$entry" "$@" \
         | sed "s/^@@$NONCE /@@/"
     return "${PIPESTATUS[1]}"
 }

@@ -93,7 +93,7 @@ teardown() { teardown_root; }
     run remote submit plan < <(request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes)
     hash=$(plan_hash)
     run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$bin:$PATH" LEAK=secret SBATCH_GRES=gpu:4 \
-        SBATCH_PARTITION=gpu dash -c "$(cat "$PROGS/submit")" rsk-submit submit --rs-expect "$hash" \
+        SBATCH_PARTITION=gpu dash -c "$(cat "$PROGS/submit.sh")" rsk-submit submit --rs-expect "$hash" \
         < <(printf 'rsk-frame 2 %s\n' "$NONCE"; request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes)
     [ "$status" -eq 0 ]
     job=$(printf '%s\n' "$output" | sed -n "s/^@@$NONCE accepted job=\([0-9]*\) .*/\1/p")
@@ -194,7 +194,7 @@ teardown() { teardown_root; }
 }
 
 @test "without the frame line a program prints no @@ line and exits 2" {
-    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/status")" rsk-status "$PROJECT" </dev/null
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/status.sh")" rsk-status "$PROJECT" </dev/null
     [ "$status" -eq 2 ]
     ! printf '%s\n' "$output" | grep -q '^@@'
 }
