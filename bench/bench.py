@@ -56,7 +56,7 @@ def setup() -> None:
     run([*RSK, "grant", "add", "-p", "bench", "--target", "lab", "--yes"])
     root = '"$HOME"/' + REMOTE_ROOT[2:]
     run([*SSH, f"mkdir -p {root} && echo 'max_active_jobs = 5000' > {root}/policy.conf"])
-    run([*RSK, "doctor", "lab"])  # deploys the scripts
+    run([*RSK, "doctor", "lab"])  # warms the connection path (nothing is deployed: each call ships its program)
 
 
 def cleanup() -> None:

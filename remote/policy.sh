@@ -68,16 +68,6 @@ rsk_policy_set() { # rsk_policy_set KEY VALUE (KEY is one of the names above)
     esac
 }
 
-rsk_policy_get() { # rsk_policy_get KEY: prints the value
-    case $1 in
-        partitions) printf '%s' "$P_partitions" ;; accounts) printf '%s' "$P_accounts" ;; qos) printf '%s' "$P_qos" ;;
-        max_gpus) printf '%s' "$P_max_gpus" ;; max_cpus) printf '%s' "$P_max_cpus" ;;
-        max_mem_mb) printf '%s' "$P_max_mem_mb" ;; max_nodes) printf '%s' "$P_max_nodes" ;;
-        max_time_min) printf '%s' "$P_max_time_min" ;; max_active_jobs) printf '%s' "$P_max_active_jobs" ;;
-        default_time_min) printf '%s' "$P_default_time_min" ;; default_mem_mb) printf '%s' "$P_default_mem_mb" ;;
-    esac
-}
-
 rsk_in_list() { # rsk_in_list WORD LIST: LIST is space separated or *
     [ "$2" = '*' ] && return 0
     for rsk_w in $2; do
@@ -126,9 +116,10 @@ rsk_policy_emit() { # @@policy lines: the verdict and each reason
 
 rsk_policy_show() {
     rsk_policy_load
-    for rsk_k in partitions accounts qos max_gpus max_cpus max_mem_mb max_nodes max_time_min \
-        max_active_jobs default_time_min default_mem_mb; do
-        rsk_emit policy-rule "key=$rsk_k" "value=$(rsk_b64 "$(rsk_policy_get "$rsk_k")")"
+    for rsk_kv in "partitions=$P_partitions" "accounts=$P_accounts" "qos=$P_qos" "max_gpus=$P_max_gpus" \
+        "max_cpus=$P_max_cpus" "max_mem_mb=$P_max_mem_mb" "max_nodes=$P_max_nodes" "max_time_min=$P_max_time_min" \
+        "max_active_jobs=$P_max_active_jobs" "default_time_min=$P_default_time_min" "default_mem_mb=$P_default_mem_mb"; do
+        rsk_emit policy-rule "key=${rsk_kv%%=*}" "value=$(rsk_b64 "${rsk_kv#*=}")"
     done
     rsk_emit policy "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST"
 }

@@ -17,17 +17,16 @@ usage() {
 }
 
 # request -------------------------------------------------------------------
-rq_once() { [ -z "$1" ] || rsk_fail "$RSK_E_USAGE" bad-request "request key '$2' given twice"; }
+# The scalar keys are kept as " key=VALUE " words in Q (wire values hold no spaces); env, arg and the
+# task lines are lists.
+SCALARS=' project request_id name workdir path hostkey partition account qos nodes cpus mem_mb gpus time_min script '
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
     [ "$rq_magic" = rsk-request ] || rsk_fail "$RSK_E_USAGE" bad-request "not an rsk request"
     [ "$rq_version" = "$RSK_PROTOCOL" ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
         "request protocol $rq_version is not the protocol of this program ($RSK_PROTOCOL)"
-    Q_project='' Q_request_id='' Q_name='' Q_workdir='' Q_partition='' Q_account='' Q_qos='' Q_path=''
-    Q_hostkey='' Q_nodes='' Q_cpus='' Q_mem_mb='' Q_gpus='' Q_time_min='' Q_env='' Q_arg='' Q_script=''
-    TASKS='' # a batch's task lines as sent: task, then its tenv, targ and t<resource> lines
-    rq_end=0
+    Q=' ' Q_env='' Q_arg='' TASKS='' rq_end=0
     while IFS=' ' read -r rq_k rq_v rq_x; do
         [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_k' has more than one value"
         case $rq_v in
@@ -38,40 +37,34 @@ read_request() {
             end) rq_end=1; break ;;
             env) Q_env="$Q_env $rq_v" ;;
             arg) Q_arg="$Q_arg $rq_v" ;;
-            project) rq_once "$Q_project" "$rq_k"; Q_project=$rq_v ;;
-            request_id) rq_once "$Q_request_id" "$rq_k"; Q_request_id=$rq_v ;;
-            name) rq_once "$Q_name" "$rq_k"; Q_name=$rq_v ;;
-            workdir) rq_once "$Q_workdir" "$rq_k"; Q_workdir=$rq_v ;;
-            partition) rq_once "$Q_partition" "$rq_k"; Q_partition=$rq_v ;;
-            account) rq_once "$Q_account" "$rq_k"; Q_account=$rq_v ;;
-            qos) rq_once "$Q_qos" "$rq_k"; Q_qos=$rq_v ;;
-            path) rq_once "$Q_path" "$rq_k"; Q_path=$rq_v ;;
-            hostkey) rq_once "$Q_hostkey" "$rq_k"; Q_hostkey=$rq_v ;;
-            nodes) rq_once "$Q_nodes" "$rq_k"; Q_nodes=$rq_v ;;
-            cpus) rq_once "$Q_cpus" "$rq_k"; Q_cpus=$rq_v ;;
-            mem_mb) rq_once "$Q_mem_mb" "$rq_k"; Q_mem_mb=$rq_v ;;
-            gpus) rq_once "$Q_gpus" "$rq_k"; Q_gpus=$rq_v ;;
-            time_min) rq_once "$Q_time_min" "$rq_k"; Q_time_min=$rq_v ;;
-            script) rq_once "$Q_script" "$rq_k"; Q_script=$rq_v ;;
             task | targ | tenv | tnodes | tcpus | tmem_mb | tgpus | ttime_min) TASKS="$TASKS$rq_k $rq_v
 " ;;
-            *) rsk_fail "$RSK_E_USAGE" bad-request "unknown request key '$rq_k'" ;;
+            *)
+                case $SCALARS in *" $rq_k "*) ;; *) rsk_fail "$RSK_E_USAGE" bad-request "unknown request key '$rq_k'" ;; esac
+                case $Q in *" $rq_k="*) rsk_fail "$RSK_E_USAGE" bad-request "request key '$rq_k' given twice" ;; esac
+                Q="$Q$rq_k=$rq_v " ;;
         esac
     done
     [ "$rq_end" = 1 ] || rsk_fail "$RSK_E_USAGE" bad-request "request is truncated (no end line)"
+    q script; Q_script=$RSK_W
 }
 
-num() { # num WHAT WIRE DEFAULT: sets RSK_V to a whole number, read as decimal
-    if [ -z "$2" ]; then RSK_V=$3; return 0; fi
-    case $2 in "="*) ;; *) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be a whole number" ;; esac
-    rsk_is_uint "${2#=}" || rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be a whole number"
-    rsk_decimal "${2#=}"
+q() { # q KEY: sets RSK_W to the wire value of a scalar key ("" when not given)
+    case $Q in *" $1="*) RSK_W=${Q#*" $1="}; RSK_W=${RSK_W%% *} ;; *) RSK_W='' ;; esac
 }
 
-slurm_name() { # slurm_name WHAT WIRE: sets RSK_V to a partition/account/qos name or ""
-    RSK_V=''
-    [ -n "$2" ] || return 0
-    rsk_dec "$2"
+qdec() { q "$1"; rsk_dec "$RSK_W"; } # qdec KEY: sets RSK_V to the decoded value
+
+num() { # num WHAT KEY DEFAULT: sets RSK_V to a whole number, read as decimal
+    q "$2"
+    if [ -z "$RSK_W" ]; then RSK_V=$3; return 0; fi
+    case $RSK_W in "="*) ;; *) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be a whole number" ;; esac
+    rsk_is_uint "${RSK_W#=}" || rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be a whole number"
+    rsk_decimal "${RSK_W#=}"
+}
+
+slurm_name() { # slurm_name KEY: sets RSK_V to a partition/account/qos name or ""
+    qdec "$1"
     case $RSK_V in *[!A-Za-z0-9._-]* | -*) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 '$RSK_V' is not a valid name" ;; esac
 }
 
@@ -95,32 +88,27 @@ cluster_facts() { # sets CLUSTER (ClusterName) and DEFAULT_PARTITION
 }
 
 resolve() {
-    rsk_dec "$Q_project"; PROJECT=$RSK_V
+    qdec project; PROJECT=$RSK_V
     rsk_need_token project "$PROJECT"
-    RID=''
-    if [ -n "$Q_request_id" ]; then
-        rsk_dec "$Q_request_id"; RID=$RSK_V
-        rsk_need_token request-id "$RID"
-    fi
-    rsk_dec "$Q_name"; NAME=$RSK_V
-    [ -n "$NAME" ] || NAME=job
+    qdec request_id; RID=$RSK_V
+    [ -z "$RID" ] || rsk_need_token request-id "$RID"
+    qdec name; NAME=${RSK_V:-job}
     rsk_need_token name "$NAME"
-    slurm_name partition "$Q_partition"; PARTITION=$RSK_V
-    [ -n "$PARTITION" ] || PARTITION=$DEFAULT_PARTITION
+    slurm_name partition; PARTITION=${RSK_V:-$DEFAULT_PARTITION}
     [ -n "$PARTITION" ] || rsk_fail "$RSK_E_USAGE" no-partition "no partition given and the cluster has no default partition"
-    slurm_name account "$Q_account"; ACCOUNT=$RSK_V
-    slurm_name qos "$Q_qos"; QOS=$RSK_V
-    num nodes "$Q_nodes" 1; NODES=$RSK_V
-    num cpus "$Q_cpus" 1; CPUS=$RSK_V
-    num mem "$Q_mem_mb" "$P_default_mem_mb"; MEM_MB=$RSK_V
-    num gpus "$Q_gpus" 0; GPUS=$RSK_V
-    num time "$Q_time_min" "$P_default_time_min"; TIME_MIN=$RSK_V
+    slurm_name account; ACCOUNT=$RSK_V
+    slurm_name qos; QOS=$RSK_V
+    num nodes nodes 1; NODES=$RSK_V
+    num cpus cpus 1; CPUS=$RSK_V
+    num mem mem_mb "$P_default_mem_mb"; MEM_MB=$RSK_V
+    num gpus gpus 0; GPUS=$RSK_V
+    num time time_min "$P_default_time_min"; TIME_MIN=$RSK_V
     if [ "$NODES" -lt 1 ] || [ "$CPUS" -lt 1 ] || [ "$MEM_MB" -lt 1 ] || [ "$TIME_MIN" -lt 1 ]; then
         rsk_fail "$RSK_E_USAGE" bad-resources "nodes, cpus, memory and time must be at least 1"
     fi
-    rsk_dec "$Q_path"; JOBPATH=${RSK_V:-/usr/local/bin:/usr/bin:/bin}
-    rsk_dec "$Q_hostkey"; HOSTKEY=$RSK_V
-    rsk_dec "$Q_workdir"; WORKDIR=$RSK_V
+    qdec path; JOBPATH=${RSK_V:-/usr/local/bin:/usr/bin:/bin}
+    qdec hostkey; HOSTKEY=$RSK_V
+    qdec workdir; WORKDIR=$RSK_V
     # shellcheck disable=SC2088  # a literal ~/ sent by the client, expanded here
     case $WORKDIR in
         '' | '~') WORKDIR=$HOME ;;
