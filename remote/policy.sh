@@ -31,7 +31,7 @@ rsk_policy_load() { # sets P_* and RSK_POLICY_DIGEST
     P_default_mem_mb=1024
     rsk_pf=$(rsk_policy_file)
     if [ ! -f "$rsk_pf" ]; then
-        RSK_POLICY_DIGEST=default-1
+        RSK_POLICY_DIGEST='default-1'
         RSK_POLICY_SOURCE=default
         return 0
     fi

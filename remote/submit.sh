@@ -285,7 +285,9 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
     run_sbatch test-only
     if [ "$SB_RC" -ne 0 ]; then
         [ "$SB_CODE" = slurm-unavailable ] || SB_CODE=slurm-rejected
-        rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400)"
+        # name the valid choices: the partitions, with their time limits and GRES
+        rsk_parts=$(sinfo -h -o '%P (time %l, gres %G)' 2>/dev/null | tr '\n' ',' | sed 's/,$//; s/,/, /g')
+        rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400); partitions: $rsk_parts"
     fi
     if [ -z "$ESTIMATE" ]; then
         rsk_start_at=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* to start at \([0-9T:-]*\) using.*/\1/p' | head -n 1)

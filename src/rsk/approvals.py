@@ -52,6 +52,40 @@ def list_cards(store: Store, include_decided: bool = False) -> list[Card]:
     return cards if include_decided else [c for c in cards if c.status == "pending"]
 
 
+def projects() -> list[str]:
+    """Every project that has a ledger here."""
+    from rsk.paths import TOKEN, rsk_home
+
+    root = rsk_home() / "projects"
+    found = root.glob("*/ledger.json") if root.is_dir() else []
+    return sorted(p.parent.name for p in found if TOKEN.fullmatch(p.parent.name))
+
+
+def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
+    """(project, card) for every project's cards: what a human sees without --project."""
+    from rsk.errors import StateError
+
+    out: list[tuple[str, Card]] = []
+    for project in projects():
+        try:
+            out += [(project, c) for c in list_cards(Store(project), include_decided)]
+        except StateError:
+            continue  # a broken ledger is reported by the commands that use it
+    return out
+
+
+def store_of_card(card_id: str, project: str | None) -> Store:
+    """The project whose ledger holds the card: the one given, else whichever has it (ids are unique)."""
+    from rsk.paths import check_token
+
+    if project:
+        return Store(check_token("project", project))
+    for owner, card in cards_everywhere(include_decided=True):
+        if card.id == card_id:
+            return Store(owner)
+    raise UsageError(f"no card {card_id!r} in any project", "`rsk approvals --all` lists the cards")
+
+
 def approve(
     store: Store, card_id: str, by: str, uses: int = 1, expires: datetime | None = None, note: str = ""
 ) -> Approval:
@@ -98,4 +132,18 @@ def deny(store: Store, card_id: str, by: str, reason: str) -> Card:
         human_entry(store.project, "deny", by, plan_hash=card.plan_hash, request_id=card.request_id,
                     rule=card.id, detail=reason)
     )  # fmt: skip
+    return card
+
+
+def withdraw(store: Store, card_id: str, by: str) -> Card:
+    """The agent takes back its own pending card (it no longer needs the work): nothing was spent."""
+    with store.transaction() as ledger:
+        card = find_card(ledger, card_id)
+        if card.status != "pending":
+            raise UsageError(f"card {card_id} is already {card.status}")
+        card.status = "withdrawn"
+        card.decided_by = by
+        card.decided_at = now()
+    store.audit(AuditEntry(project=store.project, event="withdraw", plan_hash=card.plan_hash,
+                           request_id=card.request_id, rule=card.id, by=by))  # fmt: skip
     return card

@@ -26,6 +26,7 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "logs": ("logs.sh",),
     "cancel": ("cancel.sh",),
     "reconcile": ("reconcile.sh",),
+    "info": ("policy.sh", "info.sh"),
 }
 _MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
 _HEADER_FILES = {"submit": {"RSK_WRAPPER": "wrapper.sh"}, "status": {"RSK_STATUS_AWK": "status.awk"}}

@@ -16,6 +16,7 @@ class Exit(IntEnum):
     CAP = 7  # the project's active-jobs cap on the cluster is reached
     REJECTED = 8  # Slurm refuses the request as asked (sbatch --test-only or sbatch)
     CHECKS = 9  # rsk doctor: at least one check failed
+    RUNNING = 10  # rsk wait: the jobs still run at the timeout; call again
     UNAVAILABLE = 69  # the Slurm controller does not answer
     REMOTE_ROOT = 73  # the remote root is not writable (full disk, permissions)
     CONNECT = 75  # the cluster cannot be reached now (refused, timeout): try again later
@@ -36,12 +37,16 @@ class RskError(Exception):
         self.hint = hint
         self.details = details or {}
 
+    retry_after: float | None = None  # seconds: the same call may succeed then (None: do not retry as is)
+
     def to_json(self) -> dict[str, object]:
         return {
             "error": self.code,
             "exit_code": int(self.exit_code),
             "message": self.message,
             "hint": self.hint,
+            "retryable": self.retry_after is not None,
+            "retry_after": self.retry_after,
             **self.details,
         }
 
@@ -84,6 +89,7 @@ class RejectedError(RskError):
 class UnavailableError(RskError):
     exit_code = Exit.UNAVAILABLE
     code = "slurm-unavailable"
+    retry_after = 60.0
 
 
 class RemoteRootError(RskError):
@@ -94,6 +100,7 @@ class RemoteRootError(RskError):
 class ConnectError(RskError):
     exit_code = Exit.CONNECT
     code = "connect"
+    retry_after = 30.0
 
 
 class NeedsHuman(RskError):
@@ -111,3 +118,4 @@ class ProtocolError(RskError):
 
     exit_code = Exit.CONNECT
     code = "protocol"
+    retry_after = 30.0

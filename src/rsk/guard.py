@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from rsk.decide import Facts, decide, find_approval
 from rsk.errors import DeniedError, PendingApproval, UsageError
 from rsk.ledger import AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Ledger, Use, now
+from rsk.paths import scope
 from rsk.protocol import Plan, Request, Resources
 from rsk.store import Store
 
@@ -152,6 +153,7 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
     rid = request.request_id
     # errors are raised after the block: what the decision released must be written first
     card: Card | None = None
+    new_card = False
     with store.transaction() as ledger:
         active = count_active(ledger, target, plan, planned_at, rid)
         d = decide(ledger, facts(target, plan, rid, active), at)
@@ -192,6 +194,7 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
                     closest_why=d.closest_why,
                 )
                 ledger.cards.append(card)
+                new_card = True
     if d.kind == "deny":
         raise DeniedError(
             f"denied by {d.rule}: {d.reason}",
@@ -201,9 +204,10 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
     assert card is not None
     raise PendingApproval(
         f"approval needed: card {card.id} waits for a human ({d.reason})",
-        f"tell the human: `rsk approvals` shows card {card.id}; `rsk approve {card.id}` allows it. "
-        f"Then run `rsk wait {card.id}` (or launch again with --request-id {rid}).",
-        details={"card_id": card.id, "plan_hash": plan.hash, "request_id": rid},
+        f"tell the human: `rsk approvals show {card.id}` shows what it runs and costs; `rsk approve {card.id}` "
+        f"allows it. Then run `rsk wait {card.id}` "
+        f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
+        details={"card_id": card.id, "plan_hash": plan.hash, "request_id": rid, "new_card": new_card},
     )
 
 

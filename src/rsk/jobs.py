@@ -98,6 +98,32 @@ def journal(target_name: str, project: str, after: int = 0) -> Journal:
     )
 
 
+class JobEnd(BaseModel):
+    """How a job's command ended, from the wrapper's marker."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    exit_code: int | None
+    signal: str | None  # None: it exited on its own
+    elapsed_s: int | None
+    limit_s: int | None
+    at: int | None  # seconds since the epoch
+
+
+def job_end(marker: str) -> JobEnd | None:
+    if not marker:
+        return None
+    kv = parse_kv(marker.split())
+
+    def num(key: str) -> int | None:
+        value = kv.get(key, "")
+        return int(value) if value.lstrip("-").isdigit() else None
+
+    sig = kv.get("sig")
+    return JobEnd(exit_code=num("rc"), signal=None if sig in (None, "", "none") else sig, elapsed_s=num("elapsed"),
+                  limit_s=num("limit"), at=num("t"))  # fmt: skip
+
+
 class LogTail(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -106,9 +132,12 @@ class LogTail(BaseModel):
     request_id: str
     stream: str
     started: bool
-    ended: str | None
+    ended: str | None  # the marker as written (kept for readers of schema 1)
+    end: JobEnd | None = None
     size: int
     text: str
+    followed_s: float | None = None  # with --follow: how long it followed
+    timed_out: bool = False  # with --follow: it stopped at its timeout while the job still ran
 
 
 def logs(
@@ -131,17 +160,22 @@ def logs(
             rec = out.first("log")
             assert rec is not None
             data = b"".join(base64.b64decode(r.words[0]) for r in out.all("chunk") if r.words)
+            ended = unb64(rec.kv.get("ended", "")).strip() or None
             tail = LogTail(
                 job_id=job_id,
                 request_id=rec.kv.get("rid", ""),
                 stream=stream,
                 started=rec.kv.get("started") == "yes",
-                ended=unb64(rec.kv.get("ended", "")).strip() or None,
+                ended=ended,
+                end=job_end(ended or ""),
                 size=int(rec.kv.get("size", "0")),
                 text=data.decode("utf-8", "replace"),
             )
             if on_poll:
                 on_poll(tail)
             if deadline is None or tail.ended or time.monotonic() >= deadline:
+                if deadline is not None:
+                    tail.followed_s = round(follow_until_end or 0, 1)
+                    tail.timed_out = not tail.ended
                 return tail
             time.sleep(1.0)

@@ -99,6 +99,11 @@ def launch(
             try:
                 allowed = authorize(store, target.name, plan, request, planned_at)
             except PendingApproval as pending:
+                if pending.details.get("new_card"):
+                    from rsk.guard import find_card
+                    from rsk.notify import card_filed
+
+                    card_filed(find_card(store.load(), str(pending.details["card_id"])), store.project)
                 if wait is None:
                     raise
                 card_id = str(pending.details["card_id"])
@@ -132,6 +137,61 @@ def launch(
         return _result(target.name, request, plan, allowed, accepted)
     finally:
         conn.close()
+
+
+class PlanReport(BaseModel):
+    """What a launch would do now, without doing it: no card is filed, nothing is submitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    request_id: str
+    plan_hash: str
+    would: Literal["replay", "deny", "approval", "grant", "ask"]
+    rule: str | None = None  # the deny rule, approval or grant that decides
+    reason: str = ""
+    closest_grant: str | None = None
+    closest_why: list[str] = []
+    gpu_hours_worst: float
+    cpu_hours_worst: float
+    jobs: int
+    policy_verdict: str
+    policy_reasons: list[str]
+    estimate_start: str
+    plan: Plan
+
+
+def preview(target_name: str, request: Request) -> PlanReport:
+    """Plan on the cluster and say how the ledger would decide now (rsk plan)."""
+    from rsk.decide import decide
+    from rsk.guard import count_active, facts
+
+    target = find_target(target_name)
+    store = Store(request.project)
+    from rsk.transport import Connection
+
+    with Connection(target) as conn:
+        remote = Remote(conn)
+        request = request.model_copy(update={"hostkey": remote.host_key})
+        planned_at = now()
+        out = remote.call("submit", "plan", stdin=request.encode())
+    raise_for_error(out)
+    plan = plan_from(out)
+    ledger = store.load()
+    base = {
+        "target": target.name, "project": request.project, "request_id": request.request_id,
+        "plan_hash": plan.hash, "gpu_hours_worst": round(plan.gpu_hours, 4),
+        "cpu_hours_worst": round(plan.cpu_hours, 4), "jobs": plan.jobs, "policy_verdict": plan.verdict,
+        "policy_reasons": plan.reasons, "estimate_start": plan.estimate_start, "plan": plan,
+    }  # fmt: skip
+    if _replayed(plan) or (submitted_jobs(ledger, request.request_id, plan.hash, target.name) and not plan.prior):
+        return PlanReport(would="replay", reason="this request's jobs were submitted already", **base)
+    active = count_active(ledger, target.name, plan, planned_at, request.request_id)
+    d = decide(ledger, facts(target.name, plan, request.request_id, active), now())
+    return PlanReport(would=d.kind, rule=d.rule, reason=d.reason, closest_grant=d.closest_grant,
+                      closest_why=d.closest_why, **base)  # fmt: skip
 
 
 def _replayed(plan: Plan) -> Allowed | None:

@@ -15,8 +15,8 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{secrets.token_hex(4)}"
+def new_id(prefix: str, nbytes: int = 4) -> str:
+    return f"{prefix}-{secrets.token_hex(nbytes)}"
 
 
 class Model(BaseModel):
@@ -164,11 +164,11 @@ class CardPlan(Model):
 class Card(Model):
     """A pending question for a human: may this exact plan run?"""
 
-    id: str = Field(default_factory=lambda: new_id("c"))
+    id: str = Field(default_factory=lambda: new_id("c", 6))  # unique across projects: cards are found by id
     plan_hash: str
     request_id: str
     requester: str
-    status: Literal["pending", "approved", "denied"] = "pending"
+    status: Literal["pending", "approved", "denied", "withdrawn"] = "pending"
     created: datetime = Field(default_factory=now)
     target: str
     request: dict[str, object]  # the Request, so `rsk wait` can continue the launch

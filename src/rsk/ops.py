@@ -61,6 +61,7 @@ class Status(Model):
     slurm: Literal["up", "down"]
     at: str
     jobs: list[JobState]
+    counts: dict[str, int] = {}  # jobs per state (after any filter)
 
 
 def _int(value: str | None) -> int | None:
@@ -231,6 +232,8 @@ class Event(Model):
     journal: JournalEvent | None = None
     old_state: str | None = None
     new_state: str | None = None
+    exit_code: int | None = None
+    at: str | None = None  # when the change was seen (the cluster's clock)
 
 
 class Events(Model):
@@ -239,6 +242,9 @@ class Events(Model):
     project: str
     cursor: str
     events: list[Event]
+    summary: dict[str, int] = {}  # jobs per state now (the first call gives this instead of the whole journal)
+    idle: bool = False  # nothing is pending or running: waiting longer would change nothing
+    note: str = ""
 
 
 def _snapshots(project: str, target: str) -> Path:
@@ -275,12 +281,15 @@ def _key(j: JobState) -> str:
 
 
 def events(target: str, project: str, after: str | None = None, wait: float = 0, poll: float = 2.0) -> Events:
-    """What changed since the cursor: new journal events and job state transitions; waits up to `wait` s."""
+    """What changed since the cursor: new journal events and job state transitions; waits up to `wait` s.
+    The first call (no cursor) returns a cursor and a summary of job states, not the whole journal. With
+    nothing pending or running, a wait returns at once and says so."""
+    first = after is None
     lines, old = _load_snapshot(project, target, after) if after else (0, {})
     deadline = time.monotonic() + wait
     with remote_for(target) as remote:
         while True:
-            st, out = status_call(remote, target, project, after=lines)
+            st, out = status_call(remote, target, project, after=_END if first else lines)
             cur = out.first("cursor")
             new_lines = _int(cur.kv.get("lines")) if cur else lines
             new_lines = lines if new_lines is None else new_lines
@@ -290,13 +299,21 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
                 evs.append(Event(kind="journal", request_id=je.request_id, job_id=je.job_id, journal=je,
                                  task=r.kv.get("task") or None))  # fmt: skip
             states: dict[str, str] = {_key(j): j.state for j in st.jobs}
-            if after is not None:
-                for j in st.jobs:
-                    before = old.get(_key(j))
-                    if before != j.state:
-                        evs.append(Event(kind="state", request_id=j.request_id, task=j.task, job_id=j.job_id,
-                                         old_state=before, new_state=j.state))  # fmt: skip
-            if evs or after is None or time.monotonic() >= deadline:
+            summary: dict[str, int] = {}
+            for j in st.jobs:
+                summary[j.state] = summary.get(j.state, 0) + 1
+                before = old.get(_key(j))
+                if not first and before != j.state:
+                    evs.append(Event(kind="state", request_id=j.request_id, task=j.task, job_id=j.job_id,
+                                     old_state=before, new_state=j.state, exit_code=j.exit_code,
+                                     at=st.at))  # fmt: skip
+            idle = all(j.state in FINAL for j in st.jobs)
+            if evs or first or idle or time.monotonic() >= deadline:
                 cursor = _save_snapshot(project, target, new_lines, states)
-                return Events(target=target, project=project, cursor=cursor, events=evs)
+                note = "nothing is pending or running" if idle and not evs and wait > 0 else ""
+                return Events(target=target, project=project, cursor=cursor, events=evs, summary=summary,
+                              idle=idle, note=note)  # fmt: skip
             time.sleep(min(poll, max(deadline - time.monotonic(), 0.1)))
+
+
+_END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back

@@ -38,8 +38,24 @@ def check_token(what: str, value: str) -> str:
 
 
 def resolve_project(option: str | None) -> str:
-    """--project, else RSK_PROJECT, else 'default'."""
-    return check_token("project", option or os.environ.get("RSK_PROJECT") or DEFAULT_PROJECT)
+    """--project, else RSK_PROJECT, else the working tree's project file (rsk init), else 'default'."""
+    if option:
+        return check_token("project", option)
+    from rsk.projectfile import env_or_file
+
+    return check_token("project", env_or_file("RSK_PROJECT", "project") or DEFAULT_PROJECT)
+
+
+def scope(project: str, target: str | None = None) -> str:
+    """The options a hint needs to reach the same project and target: empty when the defaults do."""
+    from rsk.projectfile import env_or_file
+
+    parts = []
+    if project != (env_or_file("RSK_PROJECT", "project") or DEFAULT_PROJECT):
+        parts.append(f"--project {project}")
+    if target is not None and target != env_or_file("RSK_TARGET", "target"):
+        parts.append(f"--target {target}")
+    return (" " + " ".join(parts)) if parts else ""
 
 
 def project_dir(project: str) -> Path:

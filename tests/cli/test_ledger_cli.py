@@ -142,3 +142,23 @@ def test_top_level_help_lists_every_command(rsk_env: Path) -> None:
     for name in COMMANDS:  # and each command's own help starts with the same line
         own = rsk(name, "--help")
         assert own.rc == 0 and COMMANDS[name][1][:40] in " ".join(own.out.split()), name
+
+
+def test_json_after_the_double_dash_belongs_to_the_job_and_a_leading_dash_dash_is_a_usage_error(
+    rsk_env: Path, project: str
+) -> None:
+    # `--json` after `--` is the job's own argument: errors are not printed as JSON for it
+    r = rsk("launch", "-t", "nosuch", "-p", project, "--", "echo", "--json")
+    assert r.rc == Exit.USAGE and r.out == "" and "no target named" in r.err
+    r = rsk("--", "approvals")
+    assert r.rc == Exit.USAGE and "a command comes first" in r.err
+
+
+def test_shell_completion_is_offered(rsk_env: Path) -> None:
+    r = rsk("--help")
+    assert "--install-completion" in r.out
+    import os
+
+    done = rsk(env={"_RSK_COMPLETE": "complete_bash", "COMP_WORDS": "rsk app", "COMP_CWORD": "1",
+                    **{k: v for k, v in os.environ.items() if k == "PATH"}})  # fmt: skip
+    assert "approvals" in done.out and "approve" in done.out

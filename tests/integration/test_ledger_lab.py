@@ -78,8 +78,11 @@ def test_wait_blocks_until_a_human_approves_then_submits(lab: Lab, project: str)
     assert waiter.poll() is None  # still waiting
     assert rsk("approve", card, "-p", project, "--yes").rc == 0
     out, err = waiter.communicate(timeout=90)
-    assert waiter.returncode == 0, err
-    job = json.loads(out)["job_id"]
+    assert waiter.returncode == 0, err  # done: approved, submitted, and the job ended within the timeout
+    body = json.loads(out)
+    assert body["status"] == "done" and body["card_id"] == card
+    job = body["launch"]["job_id"]
+    assert [(j["job_id"], j["state"], j["exit_code"]) for j in body["jobs"]] == [(job, "succeeded", 0)]
     assert finished_output(project, job)["text"] == "waited\n"
 
 

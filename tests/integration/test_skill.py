@@ -67,7 +67,7 @@ def test_an_agent_following_the_skill(lab: Lab, project: str) -> None:
     assert rc == Exit.PENDING  # the skill: tell the human the card id, then rsk wait CARD
     card = str(body["card_id"])
     waiter = subprocess.Popen(
-        ["python3", "-m", "rsk", "wait", card, "--project", project, "--json"],
+        ["python3", "-m", "rsk", "wait", card, "--project", project, "--timeout", "20", "--json"],
         stdout=subprocess.PIPE, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT / "src")},
     )  # fmt: skip
     used.add("wait")
@@ -75,8 +75,8 @@ def test_an_agent_following_the_skill(lab: Lab, project: str) -> None:
     assert rsk("approvals", "--project", project).rc == 0
     assert rsk("approve", card, "--project", project, "--yes").rc == 0
     out, _ = waiter.communicate(timeout=120)
-    assert waiter.returncode == 0
-    job = json.loads(out)["job_id"]
+    assert waiter.returncode == Exit.RUNNING  # approved and submitted; the job still runs: call again
+    job = json.loads(out)["launch"]["job_id"]
     deadline = time.monotonic() + 90
     state = ""
     while state != "running":

@@ -42,12 +42,3 @@ def test_parse_expiry_durations_and_dates() -> None:
     assert parse_expiry("2026-12-31T18:00") == datetime(2026, 12, 31, 18, 0, tzinfo=UTC)
     with pytest.raises(UsageError):
         parse_expiry("soon")
-
-
-def test_bare_wait_means_no_limit_and_the_job_command_is_untouched() -> None:
-    from rsk.cli.app import optional_wait
-
-    assert optional_wait(["launch", "--wait", "--json", "--", "x"]) == ["launch", "--wait=0", "--json", "--", "x"]
-    assert optional_wait(["launch", "--wait", "30", "--", "x"]) == ["launch", "--wait", "30", "--", "x"]
-    assert optional_wait(["launch", "--wait", "--", "--wait"]) == ["launch", "--wait=0", "--", "--wait"]
-    assert optional_wait(["launch", "--wait"]) == ["launch", "--wait=0"]

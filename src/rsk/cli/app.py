@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from rsk import __version__
-from rsk.cli.commands import COMMANDS, GROUPS
+from rsk.cli.commands import COMMANDS
 
 app = typer.Typer(
     name="rsk",
@@ -16,7 +16,7 @@ app = typer.Typer(
         "Humans: `rsk approvals`, `rsk approve`, `rsk deny`, `rsk grant`."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
@@ -37,33 +37,12 @@ def root(
     """rsk: plans bound on the cluster, a ledger of approvals and grants, a journal that never submits twice."""
 
 
-def register(command: str | None) -> None:
-    """Register the module that owns `command`. Typer inspects every registered function at start-up
-    (about 2 ms each), so the top-level help and unknown commands get stubs with the same one-line help."""
+def register_all() -> None:
+    """Every command, registered the ordinary Typer way (completion and Click's errors come with it)."""
     import importlib
 
-    if command in COMMANDS:
-        importlib.import_module(f"rsk.cli.{COMMANDS[command][0]}").register(app)
-        return
-    for name, (_, line) in COMMANDS.items():
-        if name in GROUPS:
-            app.add_typer(typer.Typer(help=line), name=name)
-        else:
-            app.command(name, help=line)(lambda: None)
-
-
-def optional_wait(args: list[str]) -> list[str]:
-    """`--wait` may stand alone (wait without a limit) or take SECONDS; typer options cannot, so a bare
-    `--wait` becomes `--wait=0` here. Nothing after `--` (the job's own command) is touched."""
-    out: list[str] = []
-    for i, arg in enumerate(args):
-        if arg == "--":
-            return out + args[i:]
-        nxt = args[i + 1] if i + 1 < len(args) else ""
-        if arg == "--wait" and not nxt.replace(".", "", 1).isdigit():
-            arg = "--wait=0"
-        out.append(arg)
-    return out
+    for module in dict.fromkeys(m for m, _ in COMMANDS.values()):
+        importlib.import_module(f"rsk.cli.{module}").register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -73,11 +52,17 @@ def main(argv: list[str] | None = None) -> None:
     if args == ["--version"]:  # the fast path scripts use to probe for rsk
         sys.stdout.write(f"rsk {__version__}\n")
         return
-    args = optional_wait(args)
-    want_json = "--json" in args
-    register(args[0] if args else None)
+    head = args[: args.index("--")] if "--" in args else args  # the job's own argv is never rsk's
+    want_json = "--json" in head
+    if args and args[0] == "--":
+        sys.stderr.write("error: a command comes first: rsk COMMAND [OPTIONS] [-- JOB ARGV]\nhint: rsk --help\n")
+        raise SystemExit(int(Exit.USAGE))
+    register_all()
     try:
-        app(args=args, prog_name="rsk", standalone_mode=False)
+        # outside standalone mode, Click returns a command's typer.Exit code instead of raising it
+        rc = app(args=args, prog_name="rsk", standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            raise SystemExit(rc)
     except RskError as exc:
         if want_json:
             from rsk.cli.common import print_json

@@ -10,6 +10,7 @@ from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, reso
 
 
 def register(app: typer.Typer) -> None:
+    app.command("info", help=help_for("info"))(info)
     app.command("journal", help=help_for("journal"))(journal)
     app.command("logs", help=help_for("logs"))(logs)
     app.command("targets", help=help_for("targets"))(targets)
@@ -95,10 +96,46 @@ def logs(
     if json_out:
         print_json(result)
         return
-    state = f"ended ({result.ended})" if result.ended else ("running" if result.started else "not started")
     from rsk.cli.common import err
 
+    e = result.end
+    if e is not None:
+        how = f"signal {e.signal}" if e.signal else f"exit code {e.exit_code}"
+        state = f"ended: {how} after {e.elapsed_s}s (limit {e.limit_s}s)"
+    else:
+        state = "running" if result.started else "not started"
     err().print(f"rsk: job {job} {state}; {result.size} bytes of {stream}")
+    if result.timed_out:
+        err().print(f"rsk: stopped following after {timeout:g}s; the job still runs: run the same command again")
+
+
+def info(
+    target: Annotated[str | None, typer.Argument(help="Target name (default: as for every command).")] = None,
+    project: ProjectOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.info import info as get_info
+    from rsk.paths import resolve_project
+
+    report = get_info(resolve_target(target), resolve_project(project))
+    if json_out:
+        print_json(report)
+        return
+    o = out()
+    o.print(f"{report.target}: partitions")
+    for p in report.partitions:
+        limit = "no limit" if p.max_time_min is None else f"{p.max_time_min} min"
+        gpu = f"{p.gpus_per_node} GPU/node" + (f" ({','.join(p.gpu_types)})" if p.gpu_types else "")
+        o.print(f"  {p.name + ('*' if p.default else ''):<12} {p.state:<6} {limit:<12} {p.nodes} node(s), "
+                f"{p.cpus_per_node} CPU and {p.mem_mb_per_node} MB per node, {gpu}")  # fmt: skip
+    rules = ", ".join(f"{k}={v}" for k, v in report.policy.items() if v not in ("", "*"))
+    o.print(f"policy: {rules or 'defaults'}")
+    if not report.grants:
+        o.print(f"grants of project {report.project}: none (every launch waits for a human)")
+    for v in report.grants:
+        jobs = "unlimited" if v.jobs_left is None else v.jobs_left
+        hours = "unlimited" if v.gpu_hours_left is None else v.gpu_hours_left
+        o.print(f"grant {v.grant.id} [{v.status}]: jobs left {jobs}, GPU-h left {hours}")
 
 
 def targets(json_out: JsonOpt = False) -> None:

@@ -2,7 +2,12 @@
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("launch_cmd", "Plan a job on the cluster, check the ledger, and submit it exactly once."),
-    "wait": ("launch_cmd", "Wait for a human to decide card CARD, then continue its launch."),
+    "plan": ("launch_cmd", "Plan a launch and say how the ledger would decide now; files no card, submits nothing."),
+    "init": ("launch_cmd", "Write the project file (.rsk.toml) here: commands below it use its project and target."),
+    "wait": (
+        "launch_cmd",
+        "Wait for a card (then its launch), a job, a request or a batch: exit 0 done, 10 still running.",
+    ),
     "status": ("ops_cmds", "State of the project's rsk jobs (one remote call for all of them)."),
     "events": ("ops_cmds", "What changed since a cursor: journal events and job state changes."),
     "logs": ("cluster_cmds", "Show a bounded tail of a job's stdout or stderr."),
@@ -11,10 +16,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "journal": ("cluster_cmds", "Show the project's attempt journal on the cluster (intent, outcome, ...)."),
     "watch": ("watch_cmd", "A live table of the project's batches and jobs."),
     "targets": ("cluster_cmds", "List the targets rsk can find."),
+    "info": ("cluster_cmds", "What a target offers: partitions and limits, its policy, this project's grants left."),
     "doctor": ("cluster_cmds", "Check a target end to end; exit 0 when nothing fails, 9 when a check fails."),
     "approvals": ("ledger_cmds", "List approval cards that wait for a human."),
     "approve": ("ledger_cmds", "Approve card CARD: its exact plan may run (once by default)."),
     "deny": ("ledger_cmds", "Deny card CARD; the reason reaches the agent."),
+    "withdraw": ("ledger_cmds", "Withdraw your own pending card CARD (an agent that no longer needs the work)."),
     "grant": ("ledger_cmds", "Standing grants: scope, per-job ceilings, budgets, expiry."),
     "deny-rule": ("ledger_cmds", "Deny rules: they win over every approval and grant."),
 }

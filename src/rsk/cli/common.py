@@ -16,11 +16,19 @@ if TYPE_CHECKING:
 
 ProjectOpt = Annotated[
     str | None,
-    typer.Option("--project", "-p", help="Project (ledger and journal); default: $RSK_PROJECT, else 'default'."),
+    typer.Option(
+        "--project",
+        "-p",
+        help="Project (ledger and journal); default: $RSK_PROJECT, else the project file (rsk init), else 'default'.",
+    ),
 ]
 TargetOpt = Annotated[
     str | None,
-    typer.Option("--target", "-t", help="Target name (targets/NAME.toml); default: $RSK_TARGET or the only one."),
+    typer.Option(
+        "--target",
+        "-t",
+        help="Target name (targets/NAME.toml); default: $RSK_TARGET, else the project file, else the only one.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (for agents).")]
 YesOpt = Annotated[
@@ -82,12 +90,13 @@ def require_human(action: str, yes: bool) -> None:
 
 
 def resolve_target(option: str | None) -> str:
+    from rsk.projectfile import env_or_file
     from rsk.targets import list_targets
 
     if option:
         return option
-    if env := os.environ.get("RSK_TARGET"):
-        return env
+    if chosen := env_or_file("RSK_TARGET", "target"):
+        return chosen
     found = list_targets()
     if len(found) == 1:
         return found[0].name

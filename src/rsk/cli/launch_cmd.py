@@ -1,19 +1,23 @@
-"""rsk launch and rsk wait: the agent's way to run work."""
+"""rsk launch, plan, wait and init: the agent's way to run work."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
 
+if TYPE_CHECKING:
+    from rsk.protocol import Request
+
 WaitOpt = Annotated[
-    str | None,
+    float | None,
     typer.Option(
         "--wait",
-        help="--wait[=SECONDS]: if a human must approve, wait for the decision (up to SECONDS; bare or 0: "
-        "no limit), then go on.",
+        min=0,
+        help="If a human must approve, block up to SECONDS for the decision (0: no limit), then go on. "
+        "--wait takes seconds everywhere (launch, events, logs --follow --timeout).",
         metavar="SECONDS",
     ),
 ]
@@ -30,24 +34,22 @@ def register(app: typer.Typer) -> None:
             "5 plan changed / request id conflict; see README for all.",
         ),
     )(launch)
+    app.command(
+        "plan",
+        context_settings={"allow_interspersed_args": False},
+        help=help_for(
+            "plan",
+            "Takes launch's options. Prints the plan, its worst-case cost, the cluster's verdict and start "
+            "estimate, and how the ledger would decide now (which grant covers it, or why none does). "
+            "Exit codes: 0 planned, 3 the cluster's policy refuses, 5 the request id belongs to another plan.",
+        ),
+    )(launch)
     app.command("wait", help=help_for("wait"))(wait)
-
-
-def _parse_wait(value: str | None) -> float | None:
-    from rsk.errors import UsageError
-
-    if value is None:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError as exc:
-        raise UsageError(f"--wait takes seconds, not {value!r}") from exc
-    if seconds < 0:
-        raise UsageError("--wait takes a number of seconds >= 0")
-    return seconds
+    app.command("init", help=help_for("init"))(init)
 
 
 def launch(
+    ctx: typer.Context,
     command: Annotated[list[str] | None, typer.Argument(help="The command and its arguments, after --.")] = None,
     target: TargetOpt = None,
     project: ProjectOpt = None,
@@ -91,7 +93,7 @@ def launch(
     from rsk.inputs import check_request
     from rsk.launch import launch as do_launch
     from rsk.launch import requester
-    from rsk.paths import check_token, new_request_id, resolve_project
+    from rsk.paths import check_token, new_request_id, resolve_project, scope
     from rsk.protocol import Request
     from rsk.tasks import parse_tasks, sbatch_directives
     from rsk.units import parse_mem, parse_time
@@ -152,7 +154,16 @@ def launch(
     console = err()
     progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
     check_request(request)
-    result = do_launch(resolve_target(target), request, wait=_parse_wait(wait), progress=progress)
+    target_name = resolve_target(target)
+    if ctx.info_name == "plan":
+        _print_plan(target_name, request, json_out)
+        return
+    if request.project == "default" and not json_out:
+        console.print(
+            "rsk: warning: launching into the shared project 'default'; "
+            "`rsk init --project NAME` in your working tree gives your work its own ledger and journal"
+        )
+    result = do_launch(target_name, request, wait=wait, progress=progress)
     if json_out:
         print_json(result)
         return
@@ -177,38 +188,111 @@ def launch(
     o.print(f"  allowed by  {how}")
     if result.note:
         o.print(f"  note        {result.note}")
+    o.print(f"next: rsk wait {result.job_id}{scope(result.project, result.target)}")
+
+
+def _print_plan(target: str, request: "Request", json_out: bool) -> None:
+    from rsk.inert import inert
+    from rsk.launch import preview
+
+    report = preview(target, request)
+    if json_out:
+        print_json(report)
+        return
+    o = out()
+    p = report.plan
+    o.print(f"plan {report.plan_hash} on {report.target} (project {report.project}, request {report.request_id})")
+    o.print(f"  runs          {inert(p.command)}")
+    big = {k: p.largest(k) for k in ("nodes", "cpus", "mem_mb", "gpus", "time_min")}
     o.print(
-        f"next: rsk logs {result.job_id} --target {result.target} --project {result.project} --follow",
+        f"  per job       {big['nodes']} node(s), {big['cpus']} CPU/node, {big['mem_mb']} MB/node, "
+        f"{big['gpus']} GPU/node, {big['time_min']} min"
     )
+    o.print(
+        f"  worst case    {report.gpu_hours_worst:.2f} GPU-h, {report.cpu_hours_worst:.2f} CPU-h, {report.jobs} job(s)"
+    )
+    o.print(f"  cluster       policy {report.policy_verdict}; start estimate {report.estimate_start}")
+    verdicts = {
+        "replay": "nothing new: the request's jobs exist already",
+        "deny": f"denied by {report.rule}: {report.reason}",
+        "approval": f"allowed by approval {report.rule}",
+        "grant": f"allowed by grant {report.rule}",
+        "ask": f"a human must approve: {report.reason}"
+        + (f" (closest grant {report.closest_grant}: {'; '.join(report.closest_why)})" if report.closest_grant else ""),
+    }
+    o.print(f"  ledger now    {verdicts[report.would]}")
+    o.print("nothing was filed or submitted; `rsk launch` with the same options does it")
+
+
+def init(
+    project: Annotated[
+        str | None, typer.Option("--project", "-p", help="Project name (default: the directory's).")
+    ] = None,
+    target: Annotated[str | None, typer.Option("--target", "-t", help="Target for commands run below here.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing project file.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from pathlib import Path
+
+    from rsk.projectfile import default_project, write
+    from rsk.targets import find_target
+
+    here = Path.cwd()
+    name = project or default_project(here)
+    if target:
+        find_target(target)  # an unknown target is an error now, not at the first launch
+    path = write(here, name, target, force=force)
+    if json_out:
+        print_json({"schema_version": 1, "path": str(path), "project": name, "target": target})
+        return
+    out().print(f"wrote {path}: project {name}" + (f", target {target}" if target else ""))
+    out().print("next: rsk plan -- CMD  (every rsk command below this directory uses this project)")
 
 
 def wait(
-    card: Annotated[str, typer.Argument(help="The card id a pending launch printed.")],
+    what: Annotated[str | None, typer.Argument(metavar="[CARD|JOB]", help="A card id (c-...) or a job id.")] = None,
+    request_id: Annotated[str | None, typer.Option("--request-id", "-r", help="Every job of this request.")] = None,
+    batch: Annotated[str | None, typer.Option("--batch", "-b", help="Every task of this batch.")] = None,
+    target: TargetOpt = None,
     project: ProjectOpt = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait (0: no limit).", min=0)] = 0,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            help="Give up after this many seconds (0: no limit). The default stays below agents' shell timeouts."
+        ),
+    ] = 100,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.errors import DeniedError
-    from rsk.guard import find_card, wait_for_card
-    from rsk.launch import launch as do_launch
-    from rsk.paths import resolve_project
-    from rsk.protocol import Request
-    from rsk.store import Store
+    from rsk.errors import Exit, UsageError
+    from rsk.paths import check_token, resolve_project
+    from rsk.waiting import wait_card, wait_jobs
 
-    store = Store(resolve_project(project))
-    find_card(store.load(), card)
-    decided = wait_for_card(store, card, timeout or None)
-    if decided.status == "denied":
-        raise DeniedError(
-            f"card {card} was denied by {decided.decided_by}: {decided.reason}",
-            "do not try to get around a denial; tell the human and ask what to do instead",
-            details={"card_id": card, "reason": decided.reason},
+    given = [x for x in (what, request_id, batch) if x]
+    if len(given) != 1:
+        raise UsageError(
+            "wait for one thing: a CARD, a JOB, --request-id R or --batch B", "e.g. rsk wait c-1a2b3c4d5e6f"
         )
-    request = Request.model_validate(decided.request)
-    result = do_launch(decided.target, request)
+    if what and what.startswith("c-"):
+        result = wait_card(check_token("card id", what), project, timeout or None)
+    else:
+        if what and not what.replace("_", "").isdigit():
+            raise UsageError(f"{what!r} is neither a card id (c-...) nor a job id")
+        rid = request_id or batch
+        result = wait_jobs(
+            resolve_target(target), resolve_project(project), job=what if what else None,
+            request_id=check_token("request id", rid) if rid else None, timeout=timeout or None,
+        )  # fmt: skip
     if json_out:
         print_json(result)
     else:
-        out().print(
-            f"approved; submitted job {result.job_id} on {result.target} (plan {result.plan_hash[:12]})",
-        )
+        o = out()
+        if result.launch is not None:
+            o.print(f"approved; submitted job {result.launch.job_id} on {result.launch.target}")
+        for j in result.jobs:
+            end = f" exit {j.exit_code}" if j.exit_code is not None else ""
+            o.print(f"  {j.job_id:<12} {j.task or j.request_id:<24} {j.state}{end}")
+        o.print(f"{result.status} after {result.waited_s:g}s" + (f": {result.hint}" if result.hint else ""))
+    if result.status == "pending":
+        raise typer.Exit(int(Exit.PENDING))
+    if result.status == "running":
+        raise typer.Exit(int(Exit.RUNNING))

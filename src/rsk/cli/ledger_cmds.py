@@ -20,6 +20,7 @@ def register(app: typer.Typer) -> None:
     app.command("approvals", help=help_for("approvals"))(approvals)
     app.command("approve", help=help_for("approve"))(approve)
     app.command("deny", help=help_for("deny"))(deny)
+    app.command("withdraw", help=help_for("withdraw"))(withdraw)
     app.add_typer(grant_app, name="grant")
     app.add_typer(rule_app, name="deny-rule")
 
@@ -107,20 +108,24 @@ def approvals(
     all_cards: Annotated[bool, typer.Option("--all", help="Include decided cards.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import list_cards
+    from rsk.approvals import cards_everywhere, list_cards, store_of_card
     from rsk.errors import UsageError
     from rsk.guard import find_card
 
     if action is not None:
         if action != "show" or card_id is None:
             raise UsageError(f"unknown approvals action {action!r}", "use `rsk approvals show CARD`")
-        found = find_card(_store(project).load(), card_id)
+        found = find_card(store_of_card(card_id, project).load(), card_id)
         if json_out:
             print_json(found)
         else:
             out().print(render_card(found, full=True))
         return
-    cards = list_cards(_store(project), include_decided=all_cards)
+    # without --project, a human sees what waits in every project
+    if project:
+        cards = list_cards(_store(project), include_decided=all_cards)
+    else:
+        cards = [c for _, c in cards_everywhere(include_decided=all_cards)]
     if json_out:
         print_json(cards)
         return
@@ -134,7 +139,7 @@ def approvals(
 
 
 def approve(
-    card: Annotated[str, typer.Argument(help="Card id (from rsk approvals).")],
+    card: Annotated[str, typer.Argument(help="Card id (from rsk approvals); found in whichever project has it.")],
     project: ProjectOpt = None,
     uses: Annotated[int, typer.Option(min=1, help="How many launches of this exact plan it allows.")] = 1,
     expires: Annotated[str | None, typer.Option(help="Expiry: 30m, 8h, 7d or an ISO date.")] = None,
@@ -143,11 +148,11 @@ def approve(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.approvals import approve as do_approve
-    from rsk.approvals import who
+    from rsk.approvals import store_of_card, who
     from rsk.guard import find_card
     from rsk.units import parse_expiry
 
-    store = _store(project)
+    store = store_of_card(card, project)
     found = find_card(store.load(), card)
     if not yes and not json_out:
         out().print(render_card(found))
@@ -170,15 +175,31 @@ def deny(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.approvals import deny as do_deny
-    from rsk.approvals import who
+    from rsk.approvals import store_of_card, who
 
-    store = _store(project)
+    store = store_of_card(card, project)
     require_human(f"deny card {card}", yes)
     decided = do_deny(store, card, who(yes), reason)
     if json_out:
         print_json(decided)
         return
     out().print(f"denied card {card}: {reason}")
+
+
+def withdraw(
+    card: Annotated[str, typer.Argument(help="Your own pending card (from a launch that waits).")],
+    project: ProjectOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.approvals import store_of_card
+    from rsk.approvals import withdraw as do_withdraw
+    from rsk.launch import requester
+
+    withdrawn = do_withdraw(store_of_card(card, project), card, requester())
+    if json_out:
+        print_json(withdrawn)
+        return
+    out().print(f"withdrew card {card}: it no longer waits for a human")
 
 
 def _fmt_left(left: float | int | None) -> str:

@@ -25,19 +25,30 @@ def status(
     target: TargetOpt = None,
     project: ProjectOpt = None,
     batch: Annotated[str | None, typer.Option("--batch", "-b", help="Only this batch (its request id).")] = None,
+    request_id: Annotated[str | None, typer.Option("--request-id", "-r", help="Only this request's jobs.")] = None,
+    active: Annotated[bool, typer.Option("--active", help="Only pending and running jobs.")] = False,
+    limit: Annotated[int, typer.Option(min=0, help="At most this many jobs, newest first (0: all).")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
     from rsk.ops import status as get_status
     from rsk.paths import resolve_project
+    from rsk.states import FINAL
 
     st = get_status(resolve_target(target), resolve_project(project))
     if job:
         st.jobs = [j for j in st.jobs if j.job_id == job]
         if not st.jobs:
             raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them")
-    if batch:
-        st.jobs = [j for j in st.jobs if j.request_id == batch]
+    if batch or request_id:
+        st.jobs = [j for j in st.jobs if j.request_id == (batch or request_id)]
+    if active:
+        st.jobs = [j for j in st.jobs if j.state not in FINAL]
+    if limit:
+        st.jobs = st.jobs[-limit:]
+    st.counts = {}
+    for j in st.jobs:
+        st.counts[j.state] = st.counts.get(j.state, 0) + 1
     if json_out:
         print_json(st)
         return
@@ -54,12 +65,17 @@ def cancel(
     batch: Annotated[str | None, typer.Option("--batch", "-b", help="Cancel every task of this batch.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk.errors import Exit
     from rsk.ops import cancel as do_cancel
-    from rsk.paths import resolve_project
+    from rsk.paths import resolve_project, scope
 
     report = do_cancel(resolve_target(target), resolve_project(project), job=job, request_id=request_id, batch=batch)
+    # a job that is not this project's, or that could not be cancelled, is an answer the caller must see
+    bad = [r for r in report.results if r.result in ("not-ours", "failed")]
     if json_out:
         print_json(report)
+        if bad:
+            raise typer.Exit(int(Exit.USAGE if bad[0].result == "not-ours" else Exit.UNAVAILABLE))
         return
     o = out()
     for r in report.results:
@@ -71,7 +87,9 @@ def cancel(
             "failed": "could not be cancelled",
         }[r.result]
         o.print(f"{what} {text}")
-    o.print(f"next: rsk status --target {report.target} --project {report.project}")
+    o.print(f"next: rsk status{scope(report.project, report.target)}")
+    if bad:
+        raise typer.Exit(int(Exit.USAGE if bad[0].result == "not-ours" else Exit.UNAVAILABLE))
 
 
 def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
@@ -107,11 +125,16 @@ def events(
         print_json(ev)
         return
     o = out()
+    if after is None:
+        o.print("jobs now: " + (", ".join(f"{n} {s}" for s, n in sorted(ev.summary.items())) or "none"))
     for e in ev.events:
         if e.kind == "state":
+            end = f" (exit {e.exit_code})" if e.exit_code is not None and e.new_state != "running" else ""
             o.print(f"job {e.job_id} ({e.request_id}{'/' + e.task if e.task else ''}): "
-                    f"{e.old_state or 'new'} -> {e.new_state}")  # fmt: skip
+                    f"{e.old_state or 'new'} -> {e.new_state}{end}")  # fmt: skip
         elif e.journal is not None:
             o.print(f"journal {e.journal.n}: {e.journal.event} {e.request_id}"
                     + (f" job={e.job_id}" if e.job_id else ""))  # fmt: skip
+    if ev.note:
+        o.print(ev.note)
     o.print(f"cursor {ev.cursor}")

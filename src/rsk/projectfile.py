@@ -1,0 +1,99 @@
+"""The project file: `.rsk.toml` at the root of a working tree, found by walking up like git.
+
+Every command run below it uses its project and target; RSK_PROJECT / RSK_TARGET and flags override.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rsk.atomic import write_atomic
+from rsk.errors import StateError, UsageError
+from rsk.paths import check_token
+
+NAME = ".rsk.toml"
+SCHEMA = 1
+
+
+class ProjectFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = SCHEMA
+    project: str
+    target: str | None = None
+
+
+@cache
+def _find(start: str) -> tuple[Path, ProjectFile] | None:
+    here = Path(start)
+    for directory in (here, *here.parents):
+        path = directory / NAME
+        if path.is_file():
+            return path, read(path)
+    return None
+
+
+def find(start: Path | None = None) -> tuple[Path, ProjectFile] | None:
+    """The nearest project file at or above `start` (the working directory), with its contents."""
+    return _find(str((start or Path.cwd()).resolve()))
+
+
+def read(path: Path) -> ProjectFile:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise StateError(
+            f"the project file {path} cannot be read: {exc}", "fix it, or write it anew with `rsk init --force`"
+        ) from exc
+    version = raw.get("schema_version", SCHEMA)
+    if not isinstance(version, int) or version > SCHEMA:
+        raise StateError(f"the project file {path} has schema_version {version!r}", "upgrade rsk to read it")
+    try:
+        pf = ProjectFile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise StateError(
+            f"the project file {path} is invalid at {'.'.join(map(str, first['loc']))}: {first['msg']}",
+            "fix it, or write it anew with `rsk init --force`",
+        ) from exc
+    check_token("project", pf.project)
+    if pf.target:
+        check_token("target", pf.target)
+    return pf
+
+
+def write(directory: Path, project: str, target: str | None, force: bool = False) -> Path:
+    path = directory / NAME
+    if path.exists() and not force:
+        raise UsageError(f"{path} exists already", "pass --force to replace it")
+    check_token("project", project)
+    lines = [
+        "# rsk project file: every rsk command run below this directory uses this project and target",
+        "# (RSK_PROJECT, RSK_TARGET and --project/--target override it).",
+        f"schema_version = {SCHEMA}",
+        f'project = "{project}"',
+    ]
+    if target:
+        lines.append(f'target = "{check_token("target", target)}"')
+    write_atomic(path, ("\n".join(lines) + "\n").encode())
+    _find.cache_clear()
+    return path
+
+
+def default_project(directory: Path) -> str:
+    """A project name from a directory's name: its token characters, else 'work'."""
+    name = "".join(ch if ch.isalnum() or ch in "._-" else "-" for ch in directory.name).strip(".-")
+    return name[:64] or "work"
+
+
+def env_or_file(variable: str, field: str) -> str | None:
+    """RSK_PROJECT/RSK_TARGET, else the project file's value."""
+    if value := os.environ.get(variable):
+        return value
+    found = find()
+    return getattr(found[1], field) if found else None

@@ -1,0 +1,179 @@
+"""What an agent needs to finish work alone, on the lab cluster: a project that sticks, planning without
+asking, waiting for work, what the cluster offers, honest answers, and the human told."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rsk.errors import Exit
+from tests.conftest import Lab, rsk
+from tests.integration.helpers import grant, launch, launched
+
+
+def in_tree(tree: Path, *args: str, env: dict[str, str] | None = None) -> object:
+    """rsk run from a working tree (the project file is found by walking up from the working directory)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, Ran
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "rsk", *args], capture_output=True, text=True, cwd=tree, timeout=300, check=False,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})},
+    )  # fmt: skip
+    return Ran(proc.returncode, proc.stdout, proc.stderr)
+
+
+def test_a_project_that_sticks_and_hints_that_carry_it(lab: Lab, project: str, tmp_path: Path) -> None:
+    tree = tmp_path / "work"
+    (tree / "src" / "deep").mkdir(parents=True)
+    r = in_tree(tree, "init", "--project", project, "--target", "lab")
+    assert r.rc == 0, r.err  # type: ignore[attr-defined]
+    assert (tree / ".rsk.toml").read_text().count(f'project = "{project}"') == 1
+    grant(project, "--jobs", "2")
+    deep = tree / "src" / "deep"
+    launched_in_tree = in_tree(deep, "launch", "--json", "-r", "t1", "--", "true")
+    body = json.loads(launched_in_tree.out)  # type: ignore[attr-defined]
+    assert body["project"] == project and body["target"] == "lab"
+    # a flag and RSK_PROJECT override the file
+    assert json.loads(in_tree(deep, "status", "--json").out)["project"] == project  # type: ignore[attr-defined]
+    other = in_tree(deep, "status", "--json", env={"RSK_PROJECT": "elsewhere"})
+    assert json.loads(other.out)["project"] == "elsewhere"  # type: ignore[attr-defined]
+    # hints name the project and target when they are not what the working tree gives
+    plain = rsk("launch", "-t", "lab", "-p", project, "-r", "t2", "--", "true")
+    assert f"--project {project}" in plain.out
+    pending = rsk("launch", "-t", "lab", "-p", project, "-r", "t3", "--json", "--", "echo", "more")
+    assert pending.rc == Exit.PENDING
+    assert f"--project {project}" in json.loads(pending.out)["hint"]
+    # the default project warns
+    assert "shared project 'default'" in rsk("launch", "-t", "lab", "-r", "t4", "--", "true").err
+
+
+def test_card_ids_are_found_in_any_project(lab: Lab, project: str) -> None:
+    card = json.loads(launch(project, "-r", "c1", command=("echo", "x")).out)["card_id"]
+    listed = json.loads(rsk("approvals", "--json").out)  # no --project: every project's pending cards
+    assert card in [c["id"] for c in listed]
+    assert rsk("approvals", "show", card).rc == 0
+    assert rsk("approve", card, "--yes").rc == 0  # no --project: the card says where it belongs
+    done = rsk("wait", card, "--json", "--timeout", "60")
+    assert done.rc == 0, done.err
+    assert json.loads(done.out)["jobs"][0]["state"] == "succeeded"
+
+
+def test_plan_says_what_would_happen_and_files_nothing(lab: Lab, project: str) -> None:
+    r = rsk("plan", "-t", "lab", "-p", project, "--gpus", "1", "--partition", "gpu", "--time", "30", "--json",
+            "--", "python", "train.py")  # fmt: skip
+    assert r.rc == 0, r.err
+    body = json.loads(r.out)
+    assert body["would"] == "ask" and body["gpu_hours_worst"] == 0.5 and body["estimate_start"] != "unknown"
+    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # no card
+    assert lab.journal(project) == []  # nothing submitted
+    g = grant(project, "--jobs", "1", "--max-gpus", "1")
+    covered = json.loads(rsk("plan", "-t", "lab", "-p", project, "--json", "--", "true").out)
+    assert covered["would"] == "grant" and covered["rule"] == g["grant"]["id"]
+    too_big = json.loads(
+        rsk("plan", "-t", "lab", "-p", project, "--gpus", "2", "--partition", "gpu", "--json", "--", "true").out
+    )
+    assert too_big["would"] == "ask" and "GPUs 2 > ceiling 1" in too_big["closest_why"]
+
+
+def test_a_reused_request_id_is_a_conflict_before_any_card(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "1")
+    launched(launch(project, "-r", "same", command=("echo", "a")))
+    for verb in ("plan", "launch"):
+        r = rsk(verb, "-t", "lab", "-p", project, "-r", "same", "--json", "--", "echo", "b")
+        assert r.rc == Exit.CONFLICT, (verb, r.err)
+    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
+
+
+def test_wait_for_a_job_a_request_or_a_batch(lab: Lab, project: str, tmp_path: Path) -> None:
+    grant(project, "--jobs", "10")
+    quick = launched(launch(project, "-r", "q", command=("sh", "-c", "exit 3")))["job_id"]
+    done = rsk("wait", quick, "-t", "lab", "-p", project, "--json", "--timeout", "60")
+    assert done.rc == 0, done.err
+    body = json.loads(done.out)
+    assert body["status"] == "done" and body["jobs"][0]["state"] == "failed" and body["jobs"][0]["exit_code"] == 3
+    launched(launch(project, "-r", "slow", command=("sleep", "60")))
+    still = rsk("wait", "-r", "slow", "-t", "lab", "-p", project, "--json", "--timeout", "3")
+    assert still.rc == Exit.RUNNING and json.loads(still.out)["status"] == "running"
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(json.dumps({"key": "ok", "argv": ["true"]}) + "\n" + json.dumps({"key": "bad", "argv": ["false"]}))
+    assert rsk("launch", "-t", "lab", "-p", project, "-r", "b1", "--tasks", str(tasks), "--json").rc == 0
+    batch = json.loads(rsk("wait", "--batch", "b1", "-t", "lab", "-p", project, "--json", "--timeout", "60").out)
+    assert batch["status"] == "done" and batch["counts"] == {"succeeded": 1, "failed": 1}
+    status = json.loads(rsk("status", "-t", "lab", "-p", project, "--batch", "b1", "--json").out)
+    assert status["counts"] == {"succeeded": 1, "failed": 1}
+    active = json.loads(rsk("status", "-t", "lab", "-p", project, "--active", "--json").out)
+    assert [j["request_id"] for j in active["jobs"]] == ["slow"]
+    unknown = rsk("wait", "999999", "-t", "lab", "-p", project, "--json")
+    assert unknown.rc == Exit.USAGE
+
+
+def test_info_lists_partitions_policy_and_grants_left(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "7")
+    lab.set_policy("max_gpus = 2\n")
+    body = json.loads(rsk("info", "lab", "-p", project, "--json").out)
+    parts = {p["name"]: p for p in body["partitions"]}
+    assert parts["cpu"]["default"] is True and parts["gpu"]["gpus_per_node"] == 4
+    assert parts["gpu"]["gpu_types"] == ["fake"] and parts["cpu"]["max_time_min"] == 1440
+    assert body["policy"]["max_gpus"] == "2"
+    assert body["grants"][0]["jobs_left"] == 7
+    refused = launch(project, "--partition", "gpu", "--gpus", "1", "--nodes", "9")
+    assert refused.rc == Exit.REJECTED and "partitions: cpu" in refused.err
+
+
+def test_honest_answers_withdraw_cancel_logs_events(lab: Lab, project: str) -> None:
+    card = json.loads(launch(project, "-r", "w1").out)["card_id"]
+    assert rsk("withdraw", card, "-p", project).rc == 0
+    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
+    grant(project, "--jobs", "5")
+    assert rsk("cancel", "999999", "-t", "lab", "-p", project).rc == Exit.USAGE  # not this project's job
+    first = json.loads(rsk("events", "-t", "lab", "-p", project, "--json").out)
+    assert first["events"] == [] and "." in first["cursor"]
+    idle = json.loads(rsk("events", "-t", "lab", "-p", project, "--after", first["cursor"], "--wait", "60",
+                          "--json").out)  # fmt: skip
+    assert idle["idle"] is True and idle["note"] == "nothing is pending or running"
+    job = launched(launch(project, "-r", "l1", command=("sleep", "30")))["job_id"]
+    follow = rsk("logs", job, "-t", "lab", "-p", project, "--follow", "--timeout", "2", "--json")
+    body = json.loads(follow.out)
+    assert body["timed_out"] is True and body["end"] is None
+    assert "stopped following" in rsk("logs", job, "-t", "lab", "-p", project, "--follow", "--timeout", "2").err
+    rsk("cancel", job, "-t", "lab", "-p", project)
+    deadline = time.monotonic() + 60
+    while (end := json.loads(rsk("logs", job, "-t", "lab", "-p", project, "--json").out)["end"]) is None:
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    assert end["signal"] == "TERM" and end["limit_s"] == 3600  # the policy default of 60 min
+
+
+@pytest.fixture
+def notify_hook(tmp_path: Path, rsk_env: Path) -> Path:
+    seen = tmp_path / "notified.json"
+    config = Path(str(rsk_env)).parent / "config" / "rsk"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "config.toml").write_text(f'[notify]\ncommand = "cat > {seen}"\n')
+    return seen
+
+
+def test_a_filed_card_runs_the_humans_hook_and_a_failing_hook_blocks_nothing(
+    lab: Lab, project: str, notify_hook: Path, rsk_env: Path
+) -> None:
+    r = launch(project, "-r", "n1", command=("echo", "notify"))
+    assert r.rc == Exit.PENDING
+    card = json.loads(r.out)["card_id"]
+    deadline = time.monotonic() + 10
+    while not notify_hook.exists() or not notify_hook.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    told = json.loads(notify_hook.read_text())
+    assert told["card_id"] == card and "echo notify" in told["summary"]
+    config = Path(str(rsk_env)).parent / "config" / "rsk" / "config.toml"
+    config.write_text('[notify]\ncommand = "sleep 30; exit 1"\nurl = "http://127.0.0.1:1/nothing"\n')
+    t0 = time.monotonic()
+    assert launch(project, "-r", "n2", command=("echo", "again")).rc == Exit.PENDING
+    assert time.monotonic() - t0 < 20  # the hook runs detached
