@@ -9,9 +9,11 @@ usage: ./install.sh [options]
 
 Installs the rsk command (uv tool, else pipx, else a virtual environment with a shim in
 ~/.local/bin) and the rsk skill where agents read it:
-  claude  ~/.claude/skills/rsk   (Claude Code)
-  codex   ~/.agents/skills/rsk   (OpenAI Codex)
+  claude  ~/.claude/skills/rsk   (Claude Code; $CLAUDE_CONFIG_DIR/skills/rsk when that is set)
+  codex   ~/.agents/skills/rsk   (OpenAI Codex; its rules go to $CODEX_HOME, default ~/.codex)
   pi      ~/.agents/skills/rsk   (pi)
+A skill folder another tool made (a link from `npx skills add`, or an rsk skill without this
+installer's receipt) is left as it is.
 
 options:
   --from SRC          install the command from SRC (a checkout or a pip spec; default: this checkout)
@@ -117,9 +119,13 @@ write_shim() {
 }
 
 # --- the skill -------------------------------------------------------------------
+# Claude Code reads $CLAUDE_CONFIG_DIR (default ~/.claude), Codex $CODEX_HOME (default ~/.codex).
+CLAUDE_DIR=${CLAUDE_CONFIG_DIR:-$HOME/.claude}
+CODEX_DIR=${CODEX_HOME:-$HOME/.codex}
+
 skill_dirs() {
     dirs=''
-    case ",$AGENTS," in *,claude,*) dirs="$HOME/.claude/skills/rsk" ;; esac
+    case ",$AGENTS," in *,claude,*) dirs="$CLAUDE_DIR/skills/rsk" ;; esac
     case ",$AGENTS," in *,codex,* | *,pi,*) dirs="$dirs $HOME/.agents/skills/rsk" ;; esac
     printf '%s' "$dirs"
 }
@@ -129,6 +135,16 @@ install_skill() { # install_skill DIR
     srcdir=$HERE/skills/rsk
     [ -f "$srcdir/SKILL.md" ] || srcdir=$(python3 -c 'import rsk.bundle as b; print(b.data_dir("skills") / "rsk")')
     want=$(digest_dir "$srcdir")
+    if [ -L "$dest" ] && [ "$FORCE" != 1 ]; then
+        # `npx skills add` installs into ~/.agents/skills and links each agent's folder to it
+        say "skill $dest: a link to $(readlink "$dest") (installed by another tool, e.g. npx skills add); left as it is"
+        return 0
+    fi
+    if [ -d "$dest" ] && ! receipt_has "skill $dest" && [ "$FORCE" != 1 ] \
+        && grep -qx 'name: rsk' "$dest/SKILL.md" 2>/dev/null; then
+        say "skill $dest: the rsk skill, installed by another tool; left as it is (--force replaces it)"
+        return 0
+    fi
     if [ -d "$dest" ]; then
         if [ -f "$dest/.rsk-install" ] && [ "$(cat "$dest/.rsk-install")" = "$want" ] && receipt_has "skill $dest"; then
             say "skill $dest: unchanged"
@@ -169,10 +185,10 @@ RSK_STATE_DIR=${RSK_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/rsk}
 RSK_CONFIG_DIR=${XDG_CONFIG_HOME:-$HOME/.config}/rsk
 
 claude_settings() { # claude_settings add|remove RULE...: edit permissions.deny, keeping everything else
-    need_cmd python3 "to edit ~/.claude/settings.json"
+    need_cmd python3 "to edit $CLAUDE_DIR/settings.json"
     mode=$1
     shift
-    python3 - "$HOME/.claude/settings.json" "$mode" "$@" <<'PY'
+    python3 - "$CLAUDE_DIR/settings.json" "$mode" "$@" <<'PY'
 import json, os, sys
 path, mode, rules = sys.argv[1], sys.argv[2], sys.argv[3:]
 try:
@@ -197,8 +213,8 @@ PY
 }
 
 claude_has_rule() {
-    [ -f "$HOME/.claude/settings.json" ] || return 1
-    python3 - "$HOME/.claude/settings.json" "$1" <<'PY'
+    [ -f "$CLAUDE_DIR/settings.json" ] || return 1
+    python3 - "$CLAUDE_DIR/settings.json" "$1" <<'PY'
 import json, sys
 try:
     data = json.load(open(sys.argv[1], encoding="utf-8"))
@@ -208,7 +224,7 @@ sys.exit(0 if sys.argv[2] in data.get("permissions", {}).get("deny", []) else 1)
 PY
 }
 
-CODEX_RULES_FILE=$HOME/.codex/rules/rsk.rules
+CODEX_RULES_FILE=$CODEX_DIR/rules/rsk.rules
 
 write_codex_rules() {
     mkdir -p "$(dirname "$CODEX_RULES_FILE")"
@@ -255,7 +271,7 @@ harden() {
             while IFS= read -r rule; do # a here-document, not a pipe: CHANGED must survive the loop
                 if receipt_has "claude-deny $rule"; then continue; fi
                 if claude_has_rule "$rule"; then say "Claude Code already denies $rule (left as the user's)"; continue; fi
-                act "add \"$rule\" to permissions.deny in ~/.claude/settings.json" claude_settings add "$rule"
+                act "add \"$rule\" to permissions.deny in $CLAUDE_DIR/settings.json" claude_settings add "$rule"
                 receipt_add "claude-deny $rule"
             done <<RULES
 $(claude_rules)
@@ -287,7 +303,7 @@ uninstall() {
             file) [ ! -e "$arg" ] || act "remove $arg" rm -f "$arg" ;;
             uv-tool) act "uninstall $arg (uv tool)" uv tool uninstall "$arg" ;;
             pipx) act "uninstall $arg (pipx)" pipx uninstall "$arg" ;;
-            claude-deny) act "remove \"$arg\" from permissions.deny in ~/.claude/settings.json" claude_settings remove "$arg" ;;
+            claude-deny) act "remove \"$arg\" from permissions.deny in $CLAUDE_DIR/settings.json" claude_settings remove "$arg" ;;
             cli-src) ;;
             *) say "receipt line not understood, left alone: $line" ;;
         esac

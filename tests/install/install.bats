@@ -8,7 +8,7 @@ REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 setup() {
     HOME=$(mktemp -d /tmp/rsk-home.XXXXXX)
     export HOME
-    unset XDG_STATE_HOME XDG_DATA_HOME XDG_CONFIG_HOME
+    unset XDG_STATE_HOME XDG_DATA_HOME XDG_CONFIG_HOME CLAUDE_CONFIG_DIR CODEX_HOME
 }
 
 teardown() { rm -rf "$HOME"; }
@@ -142,4 +142,27 @@ JSON
     sh "$REPO/install.sh" --uninstall >/dev/null
     [ ! -e "$HOME/.local/bin/rsk" ]
     [ ! -e "$HOME/.local/share/rsk" ]
+}
+
+@test "CLAUDE_CONFIG_DIR and CODEX_HOME move where the skill and the rules go" {
+    export CLAUDE_CONFIG_DIR="$HOME/cc" CODEX_HOME="$HOME/cx"
+    run sh "$REPO/install.sh" --no-cli --harden
+    [ "$status" -eq 0 ]
+    [ -f "$HOME/cc/skills/rsk/SKILL.md" ]
+    [ ! -e "$HOME/.claude/skills/rsk" ]
+    grep -qF 'Bash(rsk approve:*)' "$HOME/cc/settings.json"
+    [ -f "$HOME/cx/rules/rsk.rules" ]
+    run sh "$REPO/install.sh" --uninstall
+    [ ! -e "$HOME/cc/skills/rsk" ] && [ ! -e "$HOME/cx/rules/rsk.rules" ]
+}
+
+@test "a skill that npx skills add linked in is recognised and left alone, not refused" {
+    mkdir -p "$HOME/.agents/skills/rsk" "$HOME/.claude/skills"
+    cp -R "$REPO/skills/rsk/." "$HOME/.agents/skills/rsk/"
+    ln -s ../../.agents/skills/rsk "$HOME/.claude/skills/rsk"
+    run sh "$REPO/install.sh" --no-cli
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q 'left as it is'
+    [ -L "$HOME/.claude/skills/rsk" ]
+    [ ! -f "$HOME/.agents/skills/rsk/.rsk-install" ]
 }

@@ -12,7 +12,7 @@ app = typer.Typer(
     name="rsk",
     help=(
         "Run agents' work on remote Slurm clusters while a human keeps a hand on the budget.\n\n"
-        "Agents: `rsk launch` (never sbatch), `rsk wait`, `rsk status`, `rsk logs`. "
+        "Agents: `rsk init`, `rsk plan`, `rsk launch` (never sbatch), `rsk wait`, `rsk status`, `rsk logs`. "
         "Humans: `rsk approvals`, `rsk approve`, `rsk deny`, `rsk grant`."
     ),
     no_args_is_help=True,
