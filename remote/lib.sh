@@ -244,6 +244,21 @@ rsk_evidence() {
         $1 ~ /^[0-9]+_[0-9]+$/ { split($1, p, "_"); print p[2] + 0, $1, plan }' | sort -u -k1,1n
 }
 
+# rsk_job_run PROJECT JOB: sets RSK_RID and RSK_RUN (the job's run directory) for a job the project's
+# journal accepted, comparing job ids as whole strings; fails with not-ours otherwise
+rsk_job_run() {
+    case $2 in '' | *[!0-9_]*) rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX)" ;; esac
+    rsk_found=$(awk -v job="$2" '
+        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
+        (kv("ev") == "accepted" || kv("ev") == "reconciled") && kv("job") == job && kv("rid") ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ && kv("idx") ~ /^[0-9]*$/ { r = kv("rid") " " kv("idx") }
+        END { print r }' "$(rsk_journal_file "$1")" 2>/dev/null || true)
+    [ -n "${rsk_found% }" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
+    RSK_RID=${rsk_found%% *}
+    RSK_RUN="$RSK_ROOT/runs/$1/$RSK_RID"
+    rsk_idx=${rsk_found#* }
+    [ -z "$rsk_idx" ] || RSK_RUN="$RSK_RUN/t$rsk_idx"
+}
+
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs
     squeue -h -r -u "$(id -un)" -t PD,R,CG,S,CF -o '%i %j' 2>/dev/null \
         | awk -v p="rsk:$1:" 'index($2, p) == 1 { print $1 }'

@@ -10,20 +10,11 @@ main() {
     lines=${5:-0}
     rsk_is_uint "$lines" || rsk_fail "$RSK_E_USAGE" usage "LINES must be a number"
     rsk_need_token project "$1"
-    case $2 in '' | *[!0-9_]*) rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX)" ;; esac
     case $3 in stdout | stderr) ;; *) rsk_fail "$RSK_E_USAGE" bad-stream "stream is stdout or stderr" ;; esac
     rsk_is_uint "$4" || rsk_fail "$RSK_E_USAGE" usage "MAXBYTES must be a number"
-    jf=$(rsk_journal_file "$1")
-    # the request and task index of this exact job id (compared as a whole string, never a pattern)
-    found=$(awk -v job="$2" '
-        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
-        (kv("ev") == "accepted" || kv("ev") == "reconciled") && kv("job") == job && kv("rid") ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ && kv("idx") ~ /^[0-9]*$/ { r = kv("rid") " " kv("idx") }
-        END { print r }' "$jf" 2>/dev/null || true)
-    [ -n "${found% }" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
-    rid=${found%% *}
-    idx=${found#* }
-    run="$RSK_ROOT/runs/$1/$rid"
-    [ -z "$idx" ] || run="$run/t$idx"
+    rsk_job_run "$1" "$2"
+    rid=$RSK_RID
+    run=$RSK_RUN
     started=no
     ended=''
     [ ! -f "$run/started" ] || started=yes

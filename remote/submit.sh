@@ -19,7 +19,7 @@ usage() {
 # request -------------------------------------------------------------------
 # The scalar keys are kept as " key=VALUE " words in Q (wire values hold no spaces); env, arg and the
 # task lines are lists.
-SCALARS=' project request_id name workdir path hostkey partition account qos nodes cpus mem_mb gpus time_min script '
+SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script '
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
@@ -108,7 +108,17 @@ resolve() {
     fi
     qdec path; JOBPATH=${RSK_V:-/usr/local/bin:/usr/bin:/bin}
     qdec hostkey; HOSTKEY=$RSK_V
+    qdec code; CODE=$RSK_V CODE_DIR=''
     qdec workdir; WORKDIR=$RSK_V
+    if [ -n "$CODE" ]; then
+        case $CODE in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" bad-code "the code digest is hex" ;; esac
+        [ -z "$WORKDIR" ] || rsk_fail "$RSK_E_USAGE" bad-code "a job with --code runs in a copy of the snapshot: no --workdir"
+        CODE_DIR=$RSK_ROOT/code/$PROJECT/snap/$CODE
+        if [ ! -f "$CODE_DIR/.rsk-manifest" ] || [ "$(rsk_sha256 <"$CODE_DIR/.rsk-manifest")" != "$CODE" ]; then
+            rsk_fail "$RSK_E_USAGE" code-missing "the code snapshot $CODE is not on the cluster (or was changed)"
+        fi
+        WORKDIR=$CODE_DIR
+    fi
     # shellcheck disable=SC2088  # a literal ~/ sent by the client, expanded here
     case $WORKDIR in
         '' | '~') WORKDIR=$HOME ;;
@@ -204,6 +214,7 @@ build_plan() {
     plan_put name "$NAME"
     plan_put kind "$KIND"
     plan_put workdir "$WORKDIR"
+    plan_put code "$CODE"
     plan_put path "$JOBPATH"
     plan_put partition "$PARTITION"
     plan_put account "$ACCOUNT"
@@ -361,6 +372,7 @@ job_text() {
         printf 'rsk_run=%s/t0\n' "$(rsk_sq "$RUN_DIR")"
     fi
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
+    printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
     printf '%s\n' "$RSK_WRAPPER"
     printf 'rsk_export() { case ${rsk_a%%%%=*} in SLURM_* | SLURMD_* | SBATCH_* | SALLOC_* | SRUN_* | RSK_* | rsk_* | PATH | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n'
     printf 'rsk_clean_env\nset --\n'

@@ -1,4 +1,4 @@
-# shellcheck shell=sh disable=SC2154  # rsk_run, rsk_limit, rsk_plan and rsk_path are set by the generated header
+# shellcheck shell=sh disable=SC2154  # rsk_run, rsk_limit, rsk_plan, rsk_path, rsk_code* are set by the generated header
 # rsk job wrapper body. The job script that sbatch receives on stdin (Slurm keeps its own copy, so no
 # file under the remote root is run) is: a header that sets rsk_run, rsk_limit and rsk_path, this
 # file, then the plan's environment and command as wire words, then `rsk_main "$@"`. The header also
@@ -21,11 +21,31 @@ rsk_clean_env() {
         esac
     done
     PATH=$rsk_path
-    export PATH
+    RSK_RUN_DIR=$rsk_run # where rsk fetch finds results (with --code the job runs in $RSK_RUN_DIR/work)
+    export PATH RSK_RUN_DIR
 }
 rsk_script() { # rsk_script TEXT: writes the user's batch script; it runs with its own #! line
     mkdir -p "$rsk_run"
     printf '%s' "$1" >"$rsk_run/user.sbatch" && chmod 0700 "$rsk_run/user.sbatch"
+}
+rsk_use_code() { # a fresh copy of the approved snapshot, checked against its manifest, becomes the cwd
+    [ -n "${rsk_code:-}" ] || return 0
+    rsk_sum=sha256sum
+    command -v sha256sum >/dev/null 2>&1 || rsk_sum='shasum -a 256'
+    rm -rf "$rsk_run/work"
+    if ! { mkdir -p "$rsk_run/work" && cp -R "$rsk_code/." "$rsk_run/work/" && rm -f "$rsk_run/work/.rsk-manifest" \
+        && cd "$rsk_run/work"; }; then
+        echo "rsk: cannot copy the code snapshot into $rsk_run/work" >&2
+        return 2
+    fi
+    # shellcheck disable=SC2086  # rsk_sum is a command and its options
+    find . -type f -exec $rsk_sum {} + | awk '{ print $1, substr($2, 3) }' | sort >"$rsk_run/code.sums"
+    # shellcheck disable=SC2086
+    if [ "$($rsk_sum <"$rsk_code/.rsk-manifest" | cut -c1-64)" != "$rsk_code_digest" ] \
+        || ! awk '{ print $1, $3 }' "$rsk_code/.rsk-manifest" | sort | cmp -s - "$rsk_run/code.sums"; then
+        echo "rsk: the code differs from the snapshot the plan bound; not running it" >&2
+        return 2
+    fi
 }
 rsk_stamp() { awk 'BEGIN { srand(); print srand() }'; } # seconds since the epoch, in POSIX awk
 rsk_on_signal() {
@@ -40,6 +60,7 @@ rsk_main() {
     printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan" >"$rsk_run/started.tmp" \
         && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
+    rsk_use_code || rsk_end 2
     trap 'rsk_on_signal TERM' TERM
     trap 'rsk_on_signal INT' INT
     trap 'rsk_on_signal USR1' USR1
@@ -50,8 +71,11 @@ rsk_main() {
     while kill -0 "$rsk_child" 2>/dev/null; do
         wait "$rsk_child" && rsk_rc=0 || rsk_rc=$?
     done
+    rsk_end "$rsk_rc"
+}
+rsk_end() { # rsk_end RC: the ended marker, then exit RC
     rsk_t1=$(rsk_stamp)
-    printf 'rc=%s sig=%s t=%s elapsed=%s limit=%s\n' "$rsk_rc" "${rsk_sig:-none}" "$rsk_t1" \
+    printf 'rc=%s sig=%s t=%s elapsed=%s limit=%s\n' "$1" "${rsk_sig:-none}" "$rsk_t1" \
         "$((rsk_t1 - rsk_t0))" "$rsk_limit" >"$rsk_run/ended.tmp" && mv "$rsk_run/ended.tmp" "$rsk_run/ended"
-    exit "$rsk_rc"
+    exit "$1"
 }

@@ -62,6 +62,7 @@ def card_plan(target: str, plan: Plan) -> CardPlan:
         argv=plan.argv,
         kind=plan.kind,
         workdir=plan.workdir,
+        code=plan.code,
         path=plan.path,
         partition=plan.partition,
         account=plan.account,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,9 +14,10 @@ from pydantic import BaseModel, ConfigDict
 
 from rsk import chain
 from rsk.atomic import write_atomic
+from rsk.errors import UsageError
 from rsk.paths import project_dir
 from rsk.protocol import parse_kv, raise_for_error, unb64
-from rsk.remote import remote_for
+from rsk.remote import Remote, remote_for
 
 
 class JournalEvent(BaseModel):
@@ -179,3 +181,84 @@ def logs(
                     tail.timed_out = not tail.ended
                 return tail
             time.sleep(1.0)
+
+
+# results down ------------------------------------------------------------------------------
+FETCH_CHUNK = 4 * 1024 * 1024  # per remote call; a multiple of 65536, as the cluster side requires
+_FETCH_PATH = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
+
+
+class FetchedFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    size: int
+    to: str
+    resumed_from: int = 0
+
+
+class FetchReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    job_id: str
+    files: list[FetchedFile]
+    bytes: int
+
+
+def _fetch_one(
+    remote: Remote, project: str, job: str, path: str, size: int, to: Path, budget: list[int]
+) -> FetchedFile:
+    dest = to / path
+    part = dest.with_name(dest.name + ".rsk-part")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    offset = 0
+    if part.exists():  # a cut transfer: resume from the whole blocks already here
+        offset = part.stat().st_size // 65536 * 65536
+    resumed = offset
+    with part.open("r+b" if part.exists() else "wb") as fh:
+        fh.truncate(offset)
+        fh.seek(offset)
+        while offset < size:
+            if budget[0] <= 0:
+                raise UsageError(f"fetch stopped at its byte limit before {path} was whole",
+                                 "pass a larger --max-bytes; run the same command again to resume")  # fmt: skip
+            out = remote.call("fetch", project, job, path, str(offset), str(FETCH_CHUNK))
+            raise_for_error(out)
+            data = b"".join(base64.b64decode(r.words[0]) for r in out.all("chunk") if r.words)
+            head = out.first("file")
+            size = int(head.kv.get("size", size)) if head else size  # a file that still grows
+            if not data:
+                break
+            fh.write(data)
+            offset += len(data)
+            budget[0] -= len(data)
+    part.replace(dest)
+    return FetchedFile(path=path, size=offset, to=str(dest), resumed_from=resumed)
+
+
+def fetch(target_name: str, project: str, job: str, paths: list[str], to: Path,
+          max_bytes: int = 1024**3) -> FetchReport:  # fmt: skip
+    """Files from a job's run directory (its work copy, where it wrote), whole files or directories."""
+    for p in paths:
+        if not _FETCH_PATH.fullmatch(p) or ".." in p.split("/"):
+            raise UsageError(
+                f"cannot fetch {p!r}", "give paths relative to the job's directory: A-Z a-z 0-9 . _ + @ : , - /"
+            )
+    files: list[FetchedFile] = []
+    budget = [max_bytes]
+    with remote_for(target_name) as remote:
+        for p in paths:
+            out = remote.call("fetch", project, job, p, "0", "0")
+            raise_for_error(out)
+            head = out.first("file")
+            if head is not None:
+                files.append(_fetch_one(remote, project, job, p, int(head.kv.get("size", "0")), to, budget))
+                continue
+            for e in out.all("entry"):
+                sub = f"{p.rstrip('/')}/{e.kv.get('path', '')}"
+                if _FETCH_PATH.fullmatch(sub) and ".." not in sub.split("/"):
+                    files.append(_fetch_one(remote, project, job, sub, int(e.kv.get("size", "0")), to, budget))
+    return FetchReport(target=target_name, project=project, job_id=job, files=files, bytes=sum(f.size for f in files))

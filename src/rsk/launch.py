@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,6 +13,9 @@ from rsk.guard import Allowed, authorize, record_submitted, release, submitted_j
 from rsk.ledger import now
 from rsk.protocol import Accepted, Plan, Request, accepted_from, plan_from, raise_for_error
 from rsk.remote import Remote
+
+if TYPE_CHECKING:
+    from rsk.code import CodeSnapshot
 from rsk.store import Store
 from rsk.targets import find_target
 
@@ -60,11 +63,23 @@ def requester() -> str:
     return f"{agent} ({user}, pid {os.getppid()})"
 
 
+def _with_code(remote: Remote, request: Request, code: CodeSnapshot | None, say: Progress) -> Request:
+    """Send the code snapshot (only what the cluster lacks) and bind its digest into the request."""
+    if code is None:
+        return request
+    from rsk.code import sync
+
+    say(f"code: {len(code.files)} files, {code.total_bytes // 1024} KiB, snapshot {code.digest[:12]}")
+    sync(remote, request.project, code)
+    return request.model_copy(update={"code": code.digest})
+
+
 def launch(
     target_name: str,
     request: Request,
     wait: float | None = None,
     progress: Progress | None = None,
+    code: CodeSnapshot | None = None,
 ) -> LaunchResult:
     """The whole path: plan, ledger, expect, journal. `wait`: seconds to wait for a human (None: don't)."""
     say = progress or (lambda _msg: None)
@@ -75,7 +90,7 @@ def launch(
     conn = Connection(target)
     try:
         remote = Remote(conn)
-        request = request.model_copy(update={"hostkey": remote.host_key})
+        request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, say)
         payload = request.encode()
         say(f"planning on {target.name}")
         planned_at = now()
@@ -116,7 +131,7 @@ def launch(
                         "do not try to get around a denial; tell the human and ask what to do instead",
                         details={"card_id": card.id, "reason": card.reason},
                     ) from None
-                return launch(target_name, request, wait=None, progress=progress)
+                return launch(target_name, request, wait=None, progress=progress)  # the code is there now
         say(f"submitting (allowed by {allowed.kind} {allowed.id})")
         try:
             out = remote.call("submit", "submit", "--rs-expect", plan.hash, stdin=payload)
@@ -163,7 +178,7 @@ class PlanReport(BaseModel):
     plan: Plan
 
 
-def preview(target_name: str, request: Request) -> PlanReport:
+def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:
     """Plan on the cluster and say how the ledger would decide now (rsk plan)."""
     from rsk.decide import decide
     from rsk.guard import count_active, facts
@@ -174,7 +189,7 @@ def preview(target_name: str, request: Request) -> PlanReport:
 
     with Connection(target) as conn:
         remote = Remote(conn)
-        request = request.model_copy(update={"hostkey": remote.host_key})
+        request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
         planned_at = now()
         out = remote.call("submit", "plan", stdin=request.encode())
     raise_for_error(out)

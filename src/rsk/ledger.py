@@ -141,6 +141,7 @@ class CardPlan(Model):
     argv: list[str]
     kind: str
     workdir: str
+    code: str = ""  # the digest of the code snapshot the job runs (a checked copy of it)
     path: str = ""
     partition: str
     account: str

@@ -135,6 +135,7 @@ class Request(BaseModel):
     tasks: list[TaskSpec] = []
     requester: str = ""  # the agent's claim, kept on the card; never sent to the cluster
     hostkey: str = ""  # the fingerprint of the host key this connection verified; bound into the plan
+    code: str = ""  # the digest of a code snapshot already on the cluster (rsk launch --code)
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -143,7 +144,8 @@ class Request(BaseModel):
             if value is not None and value != "":
                 lines.append(f"{key} {enc(str(value))}")
 
-        for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey"):
+        for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
+                    "code"):  # fmt: skip
             put(key, getattr(self, key))
         for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
             put(key, getattr(self, key))
@@ -304,6 +306,7 @@ class Plan(BaseModel):
     name: str
     kind: Literal["argv", "script", "batch"]
     workdir: str
+    code: str = ""  # the code snapshot's digest ("" without --code)
     path: str
     partition: str
     account: str

@@ -177,3 +177,81 @@ def test_a_filed_card_runs_the_humans_hook_and_a_failing_hook_blocks_nothing(
     t0 = time.monotonic()
     assert launch(project, "-r", "n2", command=("echo", "again")).rc == Exit.PENDING
     assert time.monotonic() - t0 < 20  # the hook runs detached
+
+
+def test_the_whole_loop_from_a_fresh_working_tree(lab: Lab, project: str, tmp_path: Path) -> None:
+    """init -> plan -> launch --code (pending) -> a human approves -> wait -> status -> fetch -> cancel."""
+    tree = tmp_path / "proj"
+    (tree / "data").mkdir(parents=True)
+    (tree / "train.sh").write_text(
+        '#!/bin/sh\nmkdir -p out\necho "trained on $(cat data/input.txt)" > out/result.txt\n'
+    )
+    (tree / "train.sh").chmod(0o755)
+    (tree / "data" / "input.txt").write_text("42 samples\n")
+    (tree / ".gitignore").write_text("scratch/\n")
+    (tree / "scratch").mkdir()
+    (tree / "scratch" / "big.bin").write_bytes(b"x" * 1000)
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    assert in_tree(tree, "init", "--project", project, "--target", "lab").rc == 0  # type: ignore[attr-defined]
+    planned = in_tree(tree, "plan", "--code", ".", "-r", "loop-1", "--json", "--", "./train.sh")
+    assert planned.rc == 0, planned.err  # type: ignore[attr-defined]
+    plan = json.loads(planned.out)  # type: ignore[attr-defined]
+    assert plan["would"] == "ask" and len(plan["plan"]["code"]) == 64
+    pending = in_tree(tree, "launch", "--code", ".", "-r", "loop-1", "--json", "--", "./train.sh")
+    assert pending.rc == Exit.PENDING  # type: ignore[attr-defined]
+    card = json.loads(pending.out)["card_id"]  # type: ignore[attr-defined]
+    shown = rsk("approvals", "show", card).out
+    assert plan["plan"]["code"] in shown
+    assert rsk("approve", card, "--yes").rc == 0  # the human, in their own terminal
+    waited = in_tree(tree, "wait", card, "--json", "--timeout", "90")
+    assert waited.rc == 0, waited.err  # type: ignore[attr-defined]
+    body = json.loads(waited.out)  # type: ignore[attr-defined]
+    job = body["launch"]["job_id"]
+    assert body["jobs"][0]["state"] == "succeeded"
+    status = json.loads(in_tree(tree, "status", "--json").out)  # type: ignore[attr-defined]
+    assert [j["state"] for j in status["jobs"] if j["job_id"] == job] == ["succeeded"]
+    got = in_tree(tree, "fetch", job, "out/result.txt", "--to", str(tmp_path / "results"), "--json")
+    assert got.rc == 0, got.err  # type: ignore[attr-defined]
+    assert (tmp_path / "results" / "out" / "result.txt").read_text() == "trained on 42 samples\n"
+    # the ignored file never travelled
+    listing = in_tree(tree, "fetch", job, "data", "--to", str(tmp_path / "all"), "--json")
+    fetched = {f["path"] for f in json.loads(listing.out)["files"]}  # type: ignore[attr-defined]
+    assert fetched == {"data/input.txt"}
+    assert (tmp_path / "all" / "data" / "input.txt").read_text() == "42 samples\n"
+    grant(project, "--jobs", "2")
+    second = json.loads(in_tree(tree, "launch", "-r", "loop-2", "--json", "--", "sleep", "120").out)  # type: ignore[attr-defined]
+    cancelled = in_tree(tree, "cancel", second["job_id"], "--json")
+    assert cancelled.rc == 0 and json.loads(cancelled.out)["results"][0]["result"] == "cancelled"  # type: ignore[attr-defined]
+
+
+def test_code_that_changed_on_the_cluster_does_not_run_and_fetch_stays_inside(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    tree = tmp_path / "c"
+    tree.mkdir()
+    (tree / "run.sh").write_text("#!/bin/sh\necho approved code\n")
+    (tree / "run.sh").chmod(0o755)
+    grant(project, "--jobs", "5")
+    first = launched(rsk("launch", "-t", "lab", "-p", project, "--code", str(tree), "-r", "k1", "--json", "--",
+                         "./run.sh"))  # fmt: skip
+    assert rsk("wait", first["job_id"], "-t", "lab", "-p", project, "--json", "--timeout", "60").rc == 0
+    # a job (same account) rewrites the snapshot; the next job of that exact plan refuses to run it
+    digest = first["plan"]["code"]
+    lab.ssh(f"chmod -R u+w {lab.root_sh}/code && echo 'echo EVIL' > {lab.root_sh}/code/{project}/snap/{digest}/run.sh")
+    again = rsk("launch", "-t", "lab", "-p", project, "--code", str(tree), "-r", "k2", "--json", "--", "./run.sh")
+    assert again.rc == 0, again.err  # its manifest still hashes right, so it plans and submits: the job checks
+    job = json.loads(again.out)["job_id"]
+    waited = json.loads(rsk("wait", job, "-t", "lab", "-p", project, "--json", "--timeout", "60").out)
+    assert waited["jobs"][0]["state"] == "failed" and waited["jobs"][0]["exit_code"] == 2
+    log = json.loads(rsk("logs", job, "-t", "lab", "-p", project, "--stream", "stderr", "--json").out)
+    assert "differs from the snapshot" in log["text"]
+    assert "EVIL" not in json.loads(rsk("logs", job, "-t", "lab", "-p", project, "--json").out)["text"]
+    # fetch never leaves the job's directory
+    for bad in ("../../journal", "/etc/passwd", "a/../../b"):
+        r = rsk("fetch", first["job_id"], bad, "-t", "lab", "-p", project, "--to", str(tmp_path / "x"))
+        assert r.rc == Exit.USAGE, (bad, r.err)
+    lab.ssh(f"ln -s /etc {lab.root_sh}/runs/{project}/k1/t0/work/etc-link")
+    r = rsk("fetch", first["job_id"], "etc-link/passwd", "-t", "lab", "-p", project, "--to", str(tmp_path / "x"))
+    assert r.rc == Exit.USAGE and "symlink" in r.err

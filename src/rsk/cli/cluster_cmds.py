@@ -1,6 +1,7 @@
 """Commands that read the cluster: journal, logs, targets."""
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,6 +12,7 @@ from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, reso
 
 def register(app: typer.Typer) -> None:
     app.command("info", help=help_for("info"))(info)
+    app.command("fetch", help=help_for("fetch"))(fetch)
     app.command("journal", help=help_for("journal"))(journal)
     app.command("logs", help=help_for("logs"))(logs)
     app.command("targets", help=help_for("targets"))(targets)
@@ -136,6 +138,29 @@ def info(
         jobs = "unlimited" if v.jobs_left is None else v.jobs_left
         hours = "unlimited" if v.gpu_hours_left is None else v.gpu_hours_left
         o.print(f"grant {v.grant.id} [{v.status}]: jobs left {jobs}, GPU-h left {hours}")
+
+
+def fetch(
+    job: Annotated[str, typer.Argument(help="Job id (as rsk launch printed it).")],
+    paths: Annotated[list[str], typer.Argument(help="Files or directories, relative to the job's directory.")],
+    to: Annotated[Path, typer.Option("--to", help="Where to put them (default: here).")] = Path(),
+    max_bytes: Annotated[
+        int, typer.Option(min=1, help="Stop after this many bytes in all (resume by running again).")
+    ] = 1024**3,
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.jobs import fetch as do_fetch
+    from rsk.paths import resolve_project
+
+    report = do_fetch(resolve_target(target), resolve_project(project), job, list(paths), to, max_bytes)
+    if json_out:
+        print_json(report)
+        return
+    for f in report.files:
+        out().print(f"{f.to}  {f.size} bytes" + (f" (resumed at {f.resumed_from})" if f.resumed_from else ""))
+    out().print(f"fetched {len(report.files)} file(s), {report.bytes} bytes from job {job}")
 
 
 def targets(json_out: JsonOpt = False) -> None:

@@ -11,6 +11,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("ops_cmds", "State of the project's rsk jobs (one remote call for all of them)."),
     "events": ("ops_cmds", "What changed since a cursor: journal events and job state changes."),
     "logs": ("cluster_cmds", "Show a bounded tail of a job's stdout or stderr."),
+    "fetch": ("cluster_cmds", "Bring files back from a job's directory (bounded, resumable; never outside it)."),
     "cancel": ("ops_cmds", "Cancel a job, a request or a batch this project launched (and only those)."),
     "reconcile": ("ops_cmds", "Resolve every intent without an outcome from Slurm's evidence; never resubmits."),
     "journal": ("cluster_cmds", "Show the project's attempt journal on the cluster (intent, outcome, ...)."),

@@ -9,6 +9,7 @@ from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
 
 if TYPE_CHECKING:
+    from rsk.code import CodeSnapshot
     from rsk.protocol import Request
 
 WaitOpt = Annotated[
@@ -77,6 +78,18 @@ def launch(
     script: Annotated[
         Path | None,
         typer.Option("--script", help="Submit this batch script; its #SBATCH resource lines join the plan."),
+    ] = None,
+    code: Annotated[
+        Path | None,
+        typer.Option(
+            "--code",
+            help="Send a snapshot of this directory (its .gitignore respected; only new or changed files travel); "
+            "the job runs in a checked copy of it, and the plan binds its digest.",
+        ),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option("--exclude", help="With --code: leave out files matching this glob (repeatable)."),
     ] = None,
     tasks: Annotated[
         Path | None,
@@ -155,15 +168,20 @@ def launch(
     progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
     check_request(request)
     target_name = resolve_target(target)
+    snap = None
+    if code is not None:
+        from rsk.code import snapshot
+
+        snap = snapshot(code, list(exclude or []))
     if ctx.info_name == "plan":
-        _print_plan(target_name, request, json_out)
+        _print_plan(target_name, request, json_out, snap)
         return
     if request.project == "default" and not json_out:
         console.print(
             "rsk: warning: launching into the shared project 'default'; "
             "`rsk init --project NAME` in your working tree gives your work its own ledger and journal"
         )
-    result = do_launch(target_name, request, wait=wait, progress=progress)
+    result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
     if json_out:
         print_json(result)
         return
@@ -191,11 +209,11 @@ def launch(
     o.print(f"next: rsk wait {result.job_id}{scope(result.project, result.target)}")
 
 
-def _print_plan(target: str, request: "Request", json_out: bool) -> None:
+def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None") -> None:
     from rsk.inert import inert
     from rsk.launch import preview
 
-    report = preview(target, request)
+    report = preview(target, request, code)
     if json_out:
         print_json(report)
         return

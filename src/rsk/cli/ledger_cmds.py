@@ -58,6 +58,7 @@ def render_card(card: "Card", full: bool = False) -> str:
         lines.append(f"  command       {argv(p.argv)}")
     lines += [
         f"  workdir       {inert(p.workdir)}",
+        *([f"  code          snapshot {p.code} (the job runs in a copy checked against it)"] if p.code else []),
         f"  PATH          {inert(p.path)}",
         f"  partition     {inert(p.partition)}"
         + (f"  account {inert(p.account)}" if p.account else "")

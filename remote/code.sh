@@ -1,0 +1,87 @@
+# shellcheck shell=sh
+# rsk code: a project's code snapshots, content-addressed, under $RSK_ROOT/code/PROJECT/.
+#   code need PROJECT DIGEST  < MANIFEST end         which blobs are missing (@@N need sha=S); when none
+#                                                    is, the snapshot is built and @@N ready dir=D
+#   code put PROJECT DIGEST   < MANIFEST end TAR      store the blobs (a tar of files named by their sha256,
+#                                                    each checked on arrival), build, @@N ready dir=D
+# MANIFEST: "SHA256 MODE PATH" lines (MODE 644 or 755; PATH relative, of A-Z a-z 0-9 . _ / + @ : , -),
+# sorted by path; DIGEST is its sha256. A snapshot is built once, from verified blobs, and checked against
+# DIGEST; a job runs in its own copy and checks that copy against the manifest before it starts.
+
+read_manifest() { # reads the manifest lines up to "end" into MANIFEST (checked line by line)
+    MANIFEST=''
+    while IFS= read -r rsk_l; do
+        [ "$rsk_l" != end ] || return 0
+        case $rsk_l in
+            *[!\ A-Za-z0-9._/+@:,-]*) rsk_fail "$RSK_E_USAGE" bad-manifest "a manifest line has unsafe characters" ;;
+        esac
+        # shellcheck disable=SC2086  # the line splits into its three words (no glob characters: checked above)
+        set -- $rsk_l
+        if [ $# -ne 3 ] || [ "${#1}" -ne 64 ]; then
+            rsk_fail "$RSK_E_USAGE" bad-manifest "a manifest line is not SHA MODE PATH"
+        fi
+        case $2 in 644 | 755) ;; *) rsk_fail "$RSK_E_USAGE" bad-manifest "mode must be 644 or 755" ;; esac
+        case /$3/ in */../* | */./* | //*) rsk_fail "$RSK_E_USAGE" bad-manifest "path $3 leaves the snapshot" ;; esac
+        case $3 in -* | */-*) rsk_fail "$RSK_E_USAGE" bad-manifest "path $3 starts with a dash" ;; esac
+        MANIFEST="$MANIFEST$rsk_l
+"
+    done
+    rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest has no end line"
+}
+
+build() { # the snapshot from blobs, once; its manifest must hash to DIGEST
+    SNAP=$AREA/snap/$DIGEST
+    if [ -f "$SNAP/.rsk-manifest" ]; then rsk_emit ready "dir=$SNAP"; return 0; fi
+    rsk_tmp=$AREA/snap/.build.$$
+    rm -rf "$rsk_tmp"
+    mkdir -p "$rsk_tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_tmp"
+    printf '%s' "$MANIFEST" | while read -r sha mode path; do
+        mkdir -p "$rsk_tmp/$(dirname "$path")" && cp "$AREA/blobs/$sha" "$rsk_tmp/$path" && chmod "$mode" "$rsk_tmp/$path" \
+            || exit 1
+    done || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_ROOT" root-unwritable "cannot build the snapshot (a full disk?)"; }
+    printf '%s' "$MANIFEST" >"$rsk_tmp/.rsk-manifest"
+    [ "$(rsk_sha256 <"$rsk_tmp/.rsk-manifest")" = "$DIGEST" ] \
+        || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest does not hash to $DIGEST"; }
+    mv "$rsk_tmp" "$SNAP" 2>/dev/null || rm -rf "$rsk_tmp" # another call built it first: fine
+    rsk_emit ready "dir=$SNAP"
+}
+
+missing() { # the blobs of the manifest not stored yet
+    printf '%s' "$MANIFEST" | while read -r sha mode path; do [ -f "$AREA/blobs/$sha" ] || echo "$sha"; done | sort -u
+}
+
+main() {
+    rsk_start
+    [ $# -eq 3 ] || rsk_fail "$RSK_E_USAGE" usage "usage: code need|put PROJECT DIGEST"
+    rsk_need_token project "$2"
+    case $3 in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" bad-digest "the digest is hex" ;; esac
+    [ "${#3}" -eq 64 ] || rsk_fail "$RSK_E_USAGE" bad-digest "the digest is a sha256"
+    DIGEST=$3
+    AREA=$RSK_ROOT/code/$2
+    rsk_need_writable "$AREA/blobs" "$AREA/snap"
+    read_manifest
+    rsk_lock "$2"
+    case $1 in
+        need)
+            rsk_need_list=$(missing)
+            if [ -z "$rsk_need_list" ]; then build; return 0; fi
+            for sha in $rsk_need_list; do rsk_emit need "sha=$sha"; done
+            ;;
+        put)
+            rsk_in=$AREA/.in.$$
+            if ! { mkdir -p "$rsk_in" && (cd "$rsk_in" && tar -xf -); }; then
+                rm -rf "$rsk_in"
+                rsk_fail "$RSK_E_ROOT" root-unwritable "cannot unpack the blobs"
+            fi
+            # every blob is named by its content's sha256: anything else is dropped, never stored
+            for f in "$rsk_in"/*; do
+                [ -f "$f" ] || continue
+                [ "$(rsk_sha256 <"$f")" = "${f##*/}" ] && mv "$f" "$AREA/blobs/${f##*/}"
+            done
+            rm -rf "$rsk_in"
+            [ -z "$(missing)" ] || rsk_fail "$RSK_E_USAGE" blobs-missing "some blobs did not arrive whole; send them again"
+            build
+            ;;
+        *) rsk_fail "$RSK_E_USAGE" usage "usage: code need|put PROJECT DIGEST" ;;
+    esac
+}

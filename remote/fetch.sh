@@ -1,0 +1,51 @@
+# shellcheck shell=sh
+# rsk fetch: files from a job's run directory (its work copy of the code, where it wrote its results,
+# else the run directory itself), never from outside it.
+#   fetch PROJECT JOB PATH OFFSET MAXBYTES
+# A directory: one @@N entry path=P size=N per regular file below it (at most 1000). A file: @@N file size=N,
+# then @@N chunk B64 lines of bytes OFFSET .. OFFSET+MAXBYTES (both multiples of 65536): a client resumes
+# a cut transfer from the size it already has. Paths are relative, of A-Z a-z 0-9 . _ / + @ : , -, with no
+# .. and no symlink on the way.
+
+main() {
+    rsk_start
+    [ $# -eq 5 ] || rsk_fail "$RSK_E_USAGE" usage "usage: fetch PROJECT JOB PATH OFFSET MAXBYTES"
+    rsk_need_token project "$1"
+    rsk_job_run "$1" "$2"
+    path=$3
+    for n in "$4" "$5"; do
+        rsk_is_uint "$n" || rsk_fail "$RSK_E_USAGE" usage "OFFSET and MAXBYTES are numbers"
+        [ $((n % 65536)) -eq 0 ] || rsk_fail "$RSK_E_USAGE" usage "OFFSET and MAXBYTES are multiples of 65536"
+    done
+    case $path in
+        '' | /* | -* | *[!A-Za-z0-9._/+@:,-]*) rsk_fail "$RSK_E_USAGE" bad-path "paths are relative, of A-Z a-z 0-9 . _ / + @ : , -" ;;
+    esac
+    case /$path/ in */../*) rsk_fail "$RSK_E_USAGE" bad-path "a path may not contain .." ;; esac
+    base=$RSK_RUN
+    [ ! -d "$base/work" ] || base=$base/work
+    [ -d "$base" ] || rsk_fail "$RSK_E_USAGE" not-found "job $2 has no run directory yet"
+    real_base=$(cd "$base" && pwd -P)
+    # every component on the way must be a real directory inside the base: no symlink leads out
+    rest=$path
+    at=$real_base
+    while :; do
+        part=${rest%%/*}
+        [ -z "$part" ] || [ "$part" = . ] || {
+            [ ! -L "$at/$part" ] || rsk_fail "$RSK_E_USAGE" bad-path "$path goes through a symlink"
+            at=$at/$part
+        }
+        case $rest in */*) rest=${rest#*/} ;; *) break ;; esac
+    done
+    if [ -d "$at" ]; then
+        (cd "$at" && find . -type f | head -n 1000) | while IFS= read -r f; do
+            case $f in *[!A-Za-z0-9._/+@:,-]*) continue ;; esac
+            [ -L "$at/$f" ] || rsk_emit entry "path=${f#./}" "size=$(wc -c <"$at/$f" | tr -d ' ')"
+        done
+        return 0
+    fi
+    [ -f "$at" ] || rsk_fail "$RSK_E_USAGE" not-found "no file $path in the run directory of job $2"
+    rsk_emit file "size=$(wc -c <"$at" | tr -d ' ')"
+    [ "$5" -gt 0 ] || return 0
+    dd if="$at" bs=65536 skip=$(($4 / 65536)) count=$(($5 / 65536)) 2>/dev/null | base64 | tr -d '\n' \
+        | fold -w 4000 | while IFS= read -r chunk || [ -n "$chunk" ]; do rsk_emit chunk "$chunk"; done
+}

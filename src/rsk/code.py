@@ -1,0 +1,131 @@
+"""Code up: a content-addressed snapshot of a directory, sent over the launch's own connection.
+
+The snapshot lists every file (what git would track, when the directory is in a git work tree: its
+.gitignore is respected; else every file), minus rsk's default excludes and the caller's, each with
+its sha256 and whether it is executable. Its digest is bound into the plan, so the human approves
+exactly that code. Only blobs the cluster does not have yet travel (docs/protocol.md, "Code").
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import io
+import os
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.errors import ProtocolError, UsageError
+from rsk.protocol import raise_for_error
+from rsk.remote import Remote
+
+DEFAULT_EXCLUDES = (".git", ".rsk.toml", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", ".mypy_cache",
+                    ".pytest_cache", ".ruff_cache", "*.rsk-part")  # fmt: skip
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+_SAFE = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
+
+
+class CodeFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    sha256: str
+    size: int
+    executable: bool
+
+
+class CodeSnapshot(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    root: str
+    files: list[CodeFile]
+    digest: str
+    total_bytes: int
+
+    @property
+    def manifest(self) -> str:
+        return "".join(f"{f.sha256} {755 if f.executable else 644} {f.path}\n" for f in self.files)
+
+
+def _listed(root: Path) -> list[str]:
+    """Relative paths under root: git's view (tracked and untracked, ignored left out) when in a work tree."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            capture_output=True, check=True, timeout=60,
+        ).stdout  # fmt: skip
+        return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        found = []
+        for base, dirs, names in os.walk(root):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            found += [str((Path(base) / n).relative_to(root)) for n in names]
+        return found
+
+
+def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
+    parts = path.split("/")
+    return any(fnmatch.fnmatch(path, p) or any(fnmatch.fnmatch(c, p) for c in parts) for p in patterns)
+
+
+def snapshot(root: Path, excludes: list[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> CodeSnapshot:
+    root = root.resolve()
+    if not root.is_dir():
+        raise UsageError(f"--code {root} is not a directory")
+    patterns = DEFAULT_EXCLUDES + tuple(excludes or ())
+    files: list[CodeFile] = []
+    for rel in sorted(set(_listed(root))):
+        if _excluded(rel, patterns):
+            continue
+        full = root / rel
+        if full.is_symlink():
+            raise UsageError(f"--code: {rel} is a symlink", "rsk copies regular files only: exclude it (--exclude)")
+        if not full.is_file():
+            continue  # a file git knows that was deleted
+        if not _SAFE.fullmatch(rel) or any(c in (".", "..") for c in rel.split("/")) or rel.startswith("-"):
+            raise UsageError(
+                f"--code: the file name {rel!r} cannot travel",
+                "names are A-Z a-z 0-9 . _ + @ : , - and /; rename the file or exclude it (--exclude)",
+            )
+        data = full.read_bytes()
+        files.append(CodeFile(path=rel, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                              executable=os.access(full, os.X_OK)))  # fmt: skip
+    if not files:
+        raise UsageError(f"--code {root} has no files to send (after excludes)")
+    total = sum(f.size for f in files)
+    if total > max_bytes:
+        big = ", ".join(f"{f.path} ({f.size // 1024} KiB)" for f in sorted(files, key=lambda f: -f.size)[:5])
+        raise UsageError(
+            f"--code {root} holds {total // (1024 * 1024)} MiB, more than the {max_bytes // (1024 * 1024)} MiB cap",
+            f"exclude data and build outputs (--exclude PATTERN); the largest: {big}",
+        )
+    snap = CodeSnapshot(root=str(root), files=files, digest="", total_bytes=total)
+    return snap.model_copy(update={"digest": hashlib.sha256(snap.manifest.encode()).hexdigest()})
+
+
+def sync(remote: Remote, project: str, snap: CodeSnapshot) -> str:
+    """Make the snapshot exist on the cluster, sending only the blobs it lacks. Returns its directory."""
+    body = (snap.manifest + "end\n").encode()
+    out = remote.call("code", "need", project, snap.digest, stdin=body)
+    raise_for_error(out)
+    ready = out.first("ready")
+    if ready is not None:
+        return ready.kv.get("dir", "")
+    need = {r.kv.get("sha", "") for r in out.all("need")}
+    by_sha = {f.sha256: f for f in snap.files}
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for sha in sorted(need):
+            if sha not in by_sha:
+                raise ProtocolError(f"the cluster asked for a blob that is not in the snapshot: {sha[:16]}")
+            tar.add(str(Path(snap.root) / by_sha[sha].path), arcname=sha, recursive=False)
+    out = remote.call("code", "put", project, snap.digest, stdin=body + buf.getvalue(), timeout=600)
+    raise_for_error(out)
+    ready = out.first("ready")
+    if ready is None:
+        raise ProtocolError("the cluster did not confirm the code snapshot")
+    return ready.kv.get("dir", "")

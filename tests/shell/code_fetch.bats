@@ -1,0 +1,86 @@
+#!/usr/bin/env bats
+# The code and fetch programs under dash: blobs checked on arrival, only missing blobs asked for,
+# snapshots bound to their digest, and fetch confined to a job's directory.
+bats_require_minimum_version 1.5.0
+load helpers
+
+setup() { setup_root; }
+teardown() { teardown_root; }
+
+manifest() { # manifest FILE...: "SHA MODE PATH" lines for files in $SRC, sorted by path
+    for f in "$@"; do printf '%s 644 %s\n' "$(sha256sum <"$SRC/$f" | cut -c1-64)" "$f"; done | sort -k3
+}
+
+code() { # code MODE MANIFEST_FILE [TAR]: run the code program
+    { printf 'rsk-frame 2 %s\n' "$NONCE"; cat "$2"; echo end; [ -z "${3:-}" ] || cat "$3"; } \
+        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/code.sh")" rsk-code "$1" "$PROJECT" "$DIGEST" \
+        | sed "s/^@@$NONCE /@@/"
+    return "${PIPESTATUS[1]}"
+}
+
+@test "only missing blobs are asked for; a blob whose content does not match its name is never stored" {
+    SRC=$(mktemp -d)
+    echo one >"$SRC/a.txt"
+    mkdir "$SRC/sub" && echo two >"$SRC/sub/b.txt"
+    manifest a.txt sub/b.txt >"$SRC/m"
+    DIGEST=$(sha256sum <"$SRC/m" | cut -c1-64)
+    run code need "$SRC/m"
+    [ "$(printf '%s\n' "$output" | grep -c '^@@need ')" -eq 2 ]
+    # a tar holding one good blob and one whose name lies about its content
+    blobs=$(mktemp -d)
+    cp "$SRC/a.txt" "$blobs/$(sha256sum <"$SRC/a.txt" | cut -c1-64)"
+    echo forged >"$blobs/$(sha256sum <"$SRC/sub/b.txt" | cut -c1-64)"
+    (cd "$blobs" && tar -cf "$SRC/t.tar" ./*)
+    run code put "$SRC/m" "$SRC/t.tar"
+    [ "$status" -eq 2 ]
+    [ "$(field error code)" = blobs-missing ]
+    run code need "$SRC/m"
+    [ "$(printf '%s\n' "$output" | grep -c '^@@need ')" -eq 1 ]
+    cp "$SRC/sub/b.txt" "$blobs/$(sha256sum <"$SRC/sub/b.txt" | cut -c1-64)"
+    (cd "$blobs" && tar -cf "$SRC/t.tar" ./*)
+    run code put "$SRC/m" "$SRC/t.tar"
+    [ "$status" -eq 0 ]
+    dir=$(field ready dir)
+    [ "$(cat "$dir/sub/b.txt")" = two ]
+    run code need "$SRC/m"
+    [ "$(field ready dir)" = "$dir" ]
+    rm -rf "$SRC" "$blobs"
+}
+
+@test "a manifest that would leave the snapshot, or lies about its digest, is refused" {
+    SRC=$(mktemp -d)
+    DIGEST=$(printf 'x' | sha256sum | cut -c1-64)
+    printf '%s 644 ../escape\n' "$DIGEST" >"$SRC/m"
+    run code need "$SRC/m"
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-manifest ]
+    printf '%s 644 a;rm\n' "$DIGEST" >"$SRC/m"
+    run code need "$SRC/m"
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-manifest ]
+    echo one >"$SRC/a.txt"
+    manifest a.txt >"$SRC/m"
+    mkdir -p "$ROOT/code/$PROJECT/blobs"
+    cp "$SRC/a.txt" "$ROOT/code/$PROJECT/blobs/$(sha256sum <"$SRC/a.txt" | cut -c1-64)"
+    chown -R "$LAB_USER" "$ROOT/code"
+    run code need "$SRC/m"  # DIGEST is not the manifest's
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-manifest ]
+    [ -z "$(ls "$ROOT/code/$PROJECT/snap")" ]
+    rm -rf "$SRC"
+}
+
+@test "fetch reads a job's files, in blocks from an offset, and nothing outside its directory" {
+    submit f1 arg=sh arg=-c 'arg=mkdir -p "$RSK_RUN_DIR/out"; seq 1 30000 > "$RSK_RUN_DIR/out/n.txt"'
+    wait_file "$ROOT/runs/$PROJECT/f1/t0/ended"
+    run remote fetch "$PROJECT" "$JOB" . 0 0
+    printf '%s\n' "$output" | grep -q '^@@entry path=out/n.txt size=168894'
+    run remote fetch "$PROJECT" "$JOB" out/n.txt 65536 65536
+    [ "$(field file size)" = 168894 ]
+    [ "$(printf '%s\n' "$output" | sed -n 's/^@@chunk //p' | tr -d '\n' | base64 -d | wc -c)" -eq 65536 ]
+    for bad in ../../journal /etc/passwd 'a b' out/../../x; do
+        run remote fetch "$PROJECT" "$JOB" "$bad" 0 0
+        [ "$status" -eq 2 ]
+    done
+    run remote fetch "$PROJECT" "$JOB" out/n.txt 100 65536
+    [ "$status" -eq 2 ]
+    run remote fetch "$PROJECT" 999999 out/n.txt 0 0
+    [ "$(field error code)" = not-ours ]
+}
