@@ -94,3 +94,18 @@ def jfield(line: str, key: str) -> str | None:
         if sep and k == key:
             return v
     return None
+
+
+def in_tree(tree: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 300) -> Ran:
+    """rsk run from a working tree (its project file is found by walking up from the working directory)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "rsk", *args], capture_output=True, text=True, cwd=tree, timeout=timeout,
+        check=False, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})},
+    )  # fmt: skip
+    return Ran(proc.returncode, proc.stdout, proc.stderr)

@@ -11,39 +11,24 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import Lab, rsk
-from tests.integration.helpers import grant, launch, launched
-
-
-def in_tree(tree: Path, *args: str, env: dict[str, str] | None = None) -> object:
-    """rsk run from a working tree (the project file is found by walking up from the working directory)."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import ROOT, Ran
-
-    proc = subprocess.run(
-        [sys.executable, "-m", "rsk", *args], capture_output=True, text=True, cwd=tree, timeout=300, check=False,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})},
-    )  # fmt: skip
-    return Ran(proc.returncode, proc.stdout, proc.stderr)
+from tests.integration.helpers import grant, in_tree, launch, launched
 
 
 def test_a_project_that_sticks_and_hints_that_carry_it(lab: Lab, project: str, tmp_path: Path) -> None:
     tree = tmp_path / "work"
     (tree / "src" / "deep").mkdir(parents=True)
     r = in_tree(tree, "init", "--project", project, "--target", "lab")
-    assert r.rc == 0, r.err  # type: ignore[attr-defined]
+    assert r.rc == 0, r.err
     assert (tree / ".rsk.toml").read_text().count(f'project = "{project}"') == 1
     grant(project, "--jobs", "2")
     deep = tree / "src" / "deep"
     launched_in_tree = in_tree(deep, "launch", "--json", "-r", "t1", "--", "true")
-    body = json.loads(launched_in_tree.out)  # type: ignore[attr-defined]
+    body = json.loads(launched_in_tree.out)
     assert body["project"] == project and body["target"] == "lab"
     # a flag and RSK_PROJECT override the file
-    assert json.loads(in_tree(deep, "status", "--json").out)["project"] == project  # type: ignore[attr-defined]
+    assert json.loads(in_tree(deep, "status", "--json").out)["project"] == project
     other = in_tree(deep, "status", "--json", env={"RSK_PROJECT": "elsewhere"})
-    assert json.loads(other.out)["project"] == "elsewhere"  # type: ignore[attr-defined]
+    assert json.loads(other.out)["project"] == "elsewhere"
     # hints name the project and target when they are not what the working tree gives
     plain = rsk("launch", "-t", "lab", "-p", project, "-r", "t2", "--", "true")
     assert f"--project {project}" in plain.out
@@ -194,36 +179,36 @@ def test_the_whole_loop_from_a_fresh_working_tree(lab: Lab, project: str, tmp_pa
     import subprocess
 
     subprocess.run(["git", "init", "-q", str(tree)], check=True)
-    assert in_tree(tree, "init", "--project", project, "--target", "lab").rc == 0  # type: ignore[attr-defined]
+    assert in_tree(tree, "init", "--project", project, "--target", "lab").rc == 0
     planned = in_tree(tree, "plan", "--code", ".", "-r", "loop-1", "--json", "--", "./train.sh")
-    assert planned.rc == 0, planned.err  # type: ignore[attr-defined]
-    plan = json.loads(planned.out)  # type: ignore[attr-defined]
+    assert planned.rc == 0, planned.err
+    plan = json.loads(planned.out)
     assert plan["would"] == "ask" and len(plan["plan"]["code"]) == 64
     pending = in_tree(tree, "launch", "--code", ".", "-r", "loop-1", "--json", "--", "./train.sh")
-    assert pending.rc == Exit.PENDING  # type: ignore[attr-defined]
-    card = json.loads(pending.out)["card_id"]  # type: ignore[attr-defined]
+    assert pending.rc == Exit.PENDING
+    card = json.loads(pending.out)["card_id"]
     shown = rsk("approvals", "show", card).out
     assert plan["plan"]["code"] in shown
     assert rsk("approve", card, "--yes").rc == 0  # the human, in their own terminal
     waited = in_tree(tree, "wait", card, "--json", "--timeout", "90")
-    assert waited.rc == 0, waited.err  # type: ignore[attr-defined]
-    body = json.loads(waited.out)  # type: ignore[attr-defined]
+    assert waited.rc == 0, waited.err
+    body = json.loads(waited.out)
     job = body["launch"]["job_id"]
     assert body["jobs"][0]["state"] == "succeeded"
-    status = json.loads(in_tree(tree, "status", "--json").out)  # type: ignore[attr-defined]
+    status = json.loads(in_tree(tree, "status", "--json").out)
     assert [j["state"] for j in status["jobs"] if j["job_id"] == job] == ["succeeded"]
     got = in_tree(tree, "fetch", job, "out/result.txt", "--to", str(tmp_path / "results"), "--json")
-    assert got.rc == 0, got.err  # type: ignore[attr-defined]
+    assert got.rc == 0, got.err
     assert (tmp_path / "results" / "out" / "result.txt").read_text() == "trained on 42 samples\n"
     # the ignored file never travelled
     listing = in_tree(tree, "fetch", job, "data", "--to", str(tmp_path / "all"), "--json")
-    fetched = {f["path"] for f in json.loads(listing.out)["files"]}  # type: ignore[attr-defined]
+    fetched = {f["path"] for f in json.loads(listing.out)["files"]}
     assert fetched == {"data/input.txt"}
     assert (tmp_path / "all" / "data" / "input.txt").read_text() == "42 samples\n"
     grant(project, "--jobs", "2")
-    second = json.loads(in_tree(tree, "launch", "-r", "loop-2", "--json", "--", "sleep", "120").out)  # type: ignore[attr-defined]
+    second = json.loads(in_tree(tree, "launch", "-r", "loop-2", "--json", "--", "sleep", "120").out)
     cancelled = in_tree(tree, "cancel", second["job_id"], "--json")
-    assert cancelled.rc == 0 and json.loads(cancelled.out)["results"][0]["result"] == "cancelled"  # type: ignore[attr-defined]
+    assert cancelled.rc == 0 and json.loads(cancelled.out)["results"][0]["result"] == "cancelled"
 
 
 def test_code_that_changed_on_the_cluster_does_not_run_and_fetch_stays_inside(

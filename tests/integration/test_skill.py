@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import time
+from pathlib import Path
 
 from rsk.errors import Exit
 from tests.conftest import ROOT, Lab, rsk
@@ -48,7 +49,8 @@ def test_skill_names_only_agent_commands() -> None:
     assert {"launch", "wait", "status", "events", "logs", "cancel", "journal", "targets"} <= named
     human_only = {"grant", "deny-rule"}
     _, body = front_matter()
-    _, _, rest = body.partition("## Launch")
+    _, sep, rest = body.partition("## Start")
+    assert sep, "the skill's agent sections start at '## Start'"
     assert not human_only & set(re.findall(r"`?rsk ([a-z-]+)", rest)), "agent sections must not use human commands"
 
 
@@ -98,3 +100,49 @@ def test_an_agent_following_the_skill(lab: Lab, project: str) -> None:
     rc, cancelled = agent("cancel", job)
     assert [r["result"] for r in cancelled["results"]] == ["cancelled"]  # type: ignore[index]
     assert used <= skill_commands(), f"the agent used commands the skill does not name: {used - skill_commands()}"
+
+
+def skill_command_lines() -> list[str]:
+    """Every `rsk ...` line of the skill's shell blocks, comments removed."""
+    text = (ROOT / "skills" / "rsk" / "SKILL.md").read_text()
+    lines = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL):
+        for line in block.splitlines():
+            line = line.split("  #")[0].strip()
+            if line.startswith("rsk "):
+                lines.append(line)
+    return lines
+
+
+def test_every_command_in_the_skill_runs_as_written(lab: Lab, project: str, tmp_path: Path) -> None:
+    """The skill's commands, literally (hpc is the lab, myproj this test's project; JOB, CARD and CURSOR
+    are real ones), from a fresh working tree: none is a usage error, none crashes."""
+    import shlex
+
+    from tests.integration.helpers import grant, in_tree
+
+    tree = tmp_path / "work"
+    tree.mkdir()
+    lines = skill_command_lines()
+    assert any(line.startswith("rsk init") for line in lines) and len(lines) >= 15
+    init = next(line for line in lines if line.startswith("rsk init"))
+    words = shlex.split(init.replace("myproj", project).replace("hpc", "lab"))
+    assert in_tree(tree, *words[1:]).rc == 0
+    grant(project, "--jobs", "20", "--gpu-hours", "50", "--max-gpus", "2")
+    tasks = tree / "sweep.jsonl"  # the skill's own batch example
+    tasks.write_text(
+        "\n".join(re.findall(r"^\{\"key\".*\}$", (ROOT / "skills/rsk/SKILL.md").read_text(), re.MULTILINE))
+    )
+    assert in_tree(tree, "launch", "--request-id", "sweep-1", "--tasks", str(tasks), "--json").rc == 0
+    card = json.loads(in_tree(tree, "launch", "-r", "big", "--gpus", "3", "--json", "--", "true").out)["card_id"]
+    job = ""
+    cursor = json.loads(in_tree(tree, "events", "--json").out)["cursor"]
+    for line in lines:
+        if line.startswith("rsk init"):
+            continue
+        text = line.replace("hpc", "lab").replace("myproj", project).replace("CURSOR", cursor).replace("CARD", card)
+        text = text.replace("JOB", job or "0")
+        r = in_tree(tree, *shlex.split(text)[1:], timeout=200)
+        assert r.rc not in (1, 2) and "Traceback" not in r.err, (line, r.rc, r.err)
+        if line.startswith("rsk launch"):
+            job = json.loads(r.out)["job_id"]
