@@ -264,8 +264,19 @@ def _save_snapshot(project: str, target: str, lines: int, states: dict[str, str]
     return f"{lines}.{sid}"
 
 
-def _load_snapshot(project: str, target: str, cursor: str) -> tuple[int, dict[str, str]]:
+def cursor_line(cursor: str) -> int:
+    """The journal line of a cursor. One form serves `rsk journal` and `rsk events`: LINE.SNAPSHOT, where
+    the snapshot (job states when events made it) is optional; journal ignores it."""
     lines_s, _, sid = cursor.partition(".")
+    if not lines_s.isdigit() or (sid and not sid.isalnum()):
+        raise UsageError(f"cursor {cursor!r} is not one rsk gave", "start without --after to get a cursor")
+    return int(lines_s)
+
+
+def _load_snapshot(project: str, target: str, cursor: str) -> tuple[int, dict[str, str] | None]:
+    lines_s, _, sid = cursor.partition(".")
+    if lines_s.isdigit() and not sid:
+        return int(lines_s), None  # a journal's cursor: job states unknown, journal events after it
     if not lines_s.isdigit() or not sid.isalnum():
         raise UsageError(f"cursor {cursor!r} is not one rsk gave", "start without --after to get a cursor")
     d = _snapshots(project, target)
@@ -285,7 +296,8 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
     The first call (no cursor) returns a cursor and a summary of job states, not the whole journal. With
     nothing pending or running, a wait returns at once and says so."""
     first = after is None
-    lines, old = _load_snapshot(project, target, after) if after else (0, {})
+    lines, snap = _load_snapshot(project, target, after) if after else (0, {})
+    old = snap or {}
     deadline = time.monotonic() + wait
     with remote_for(target) as remote:
         while True:
@@ -303,7 +315,7 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
             for j in st.jobs:
                 summary[j.state] = summary.get(j.state, 0) + 1
                 before = old.get(_key(j))
-                if not first and before != j.state:
+                if not first and snap is not None and before != j.state:
                     evs.append(Event(kind="state", request_id=j.request_id, task=j.task, job_id=j.job_id,
                                      old_state=before, new_state=j.state, exit_code=j.exit_code,
                                      at=st.at))  # fmt: skip

@@ -240,3 +240,16 @@ def test_code_that_changed_on_the_cluster_does_not_run_and_fetch_stays_inside(
     lab.ssh(f"ln -s /etc {lab.root_sh}/runs/{project}/k1/t0/work/etc-link")
     r = rsk("fetch", first["job_id"], "etc-link/passwd", "-t", "lab", "-p", project, "--to", str(tmp_path / "x"))
     assert r.rc == Exit.USAGE and "symlink" in r.err
+
+
+def test_journal_and_events_share_one_cursor_form(lab: Lab, project: str) -> None:
+    grant(project, "--jobs", "3")
+    launched(launch(project, "-r", "cur1"))
+    ev = json.loads(rsk("events", "-t", "lab", "-p", project, "--json").out)
+    journal = json.loads(rsk("journal", "-t", "lab", "-p", project, "--after", ev["cursor"], "--json").out)
+    assert journal["events"] == [] and journal["cursor"] == int(ev["cursor"].split(".")[0])
+    launched(launch(project, "-r", "cur2"))
+    after_journal = json.loads(rsk("events", "-t", "lab", "-p", project, "--after", str(journal["cursor"]),
+                                   "--json").out)  # fmt: skip
+    assert {e["request_id"] for e in after_journal["events"] if e["kind"] == "journal"} == {"cur2"}
+    assert rsk("journal", "-t", "lab", "-p", project, "--after", "x.y", "--json").rc == Exit.USAGE

@@ -22,15 +22,18 @@ def register(app: typer.Typer) -> None:
 def journal(
     target: TargetOpt = None,
     project: ProjectOpt = None,
-    after: Annotated[int, typer.Option(min=0, help="Only events after this cursor (line number).")] = 0,
+    after: Annotated[
+        str, typer.Option(help="Only events after this cursor: a line number, or a cursor `rsk events` gave.")
+    ] = "0",
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.cli.common import err
     from rsk.inert import inert
     from rsk.jobs import journal as read_journal
+    from rsk.ops import cursor_line
     from rsk.paths import resolve_project
 
-    j = read_journal(resolve_target(target), resolve_project(project), after)
+    j = read_journal(resolve_target(target), resolve_project(project), cursor_line(after))
     for problem in j.chain_problems:  # a journal someone edited, cut short or left torn
         err().print(f"warning: {problem}")
     if json_out:

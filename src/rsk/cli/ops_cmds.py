@@ -113,7 +113,9 @@ def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: Js
 def events(
     target: TargetOpt = None,
     project: ProjectOpt = None,
-    after: Annotated[str | None, typer.Option(help="The cursor a previous call returned.")] = None,
+    after: Annotated[
+        str | None, typer.Option(help="A cursor from a previous events call, or `rsk journal`'s (its line number).")
+    ] = None,
     wait: Annotated[float, typer.Option(min=0, max=3600, help="Block up to this many seconds for a change.")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
