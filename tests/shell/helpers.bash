@@ -65,7 +65,7 @@ wait_file() { # wait_file PATH [SECONDS]
     i=0
     while [ ! -f "$1" ]; do
         i=$((i + 1))
-        [ "$i" -lt "$(( ${2:-60} * 5 ))" ] || return 1
+        [ "$i" -lt "$(( ${2:-180} * 5 ))" ] || return 1
         sleep 0.2
     done
 }
