@@ -202,7 +202,8 @@ def launch(
     if result.allowed_by.kind == "replay":
         how = f"nothing new: the {result.allowed_by.id} already knows this request's job(s)"
     if result.allowed_by.kind == "grant":
-        how += f" (charged {result.plan.gpu_hours:.2f} GPU-h, {result.plan.cpu_hours:.2f} CPU-h at worst)"
+        p = result.plan
+        how += f" (reserved {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h at worst until it ends)"
     o.print(f"  allowed by  {how}")
     if result.note:
         o.print(f"  note        {result.note}")
