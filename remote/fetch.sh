@@ -24,6 +24,11 @@ main() {
     base=$RSK_RUN
     [ ! -d "$base/work" ] || base=$base/work
     [ -d "$base" ] || rsk_fail "$RSK_E_USAGE" not-found "job $2 has no run directory yet"
+    # the job's own directories are checked like every component below them: a job (same account) that
+    # turns its run or work directory into a symlink does not lead fetch out of the project's area
+    for d in "$RSK_ROOT/runs/$1" "$RSK_ROOT/runs/$1/$RSK_RID" "$RSK_RUN" "$base"; do
+        [ ! -L "$d" ] || rsk_fail "$RSK_E_USAGE" bad-path "the job's directory $d is a symlink"
+    done
     real_base=$(cd "$base" && pwd -P)
     # every component on the way must be a real directory inside the base: no symlink leads out
     rest=$path

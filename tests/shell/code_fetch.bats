@@ -84,3 +84,20 @@ code() { # code MODE MANIFEST_FILE [TAR]: run the code program
     run remote fetch "$PROJECT" 999999 out/n.txt 0 0
     [ "$(field error code)" = not-ours ]
 }
+
+@test "fetch refuses a job directory that was turned into a symlink" {
+    submit f2 arg=true
+    wait_file "$ROOT/runs/$PROJECT/f2/t0/ended"
+    mkdir -p "$ROOT/runs/$PROJECT/f2/t0/work"
+    run remote fetch "$PROJECT" "$JOB" . 0 0
+    [ "$status" -eq 0 ]
+    rm -rf "$ROOT/runs/$PROJECT/f2/t0/work"
+    ln -s /etc "$ROOT/runs/$PROJECT/f2/t0/work"
+    run remote fetch "$PROJECT" "$JOB" passwd 0 0
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-path ]
+    rm "$ROOT/runs/$PROJECT/f2/t0/work"
+    mv "$ROOT/runs/$PROJECT/f2/t0" "$ROOT/t0-moved"
+    ln -s /etc "$ROOT/runs/$PROJECT/f2/t0"
+    run remote fetch "$PROJECT" "$JOB" passwd 0 0
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-path ]
+}
