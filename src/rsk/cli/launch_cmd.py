@@ -103,20 +103,12 @@ def launch(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.inputs import check_request
     from rsk.launch import launch as do_launch
     from rsk.launch import requester
-    from rsk.paths import check_token, new_request_id, resolve_project, scope
-    from rsk.protocol import Request
-    from rsk.tasks import parse_tasks, sbatch_directives
-    from rsk.units import parse_mem, parse_time
+    from rsk.paths import resolve_project, scope
+    from rsk.spec import LaunchSpec, build_request
+    from rsk.tasks import parse_tasks
 
-    argv = list(command or [])
-    if sum(bool(x) for x in (argv, script, tasks)) != 1:
-        raise UsageError(
-            "give exactly one of: a command after --, --script FILE, or --tasks FILE",
-            "e.g. rsk launch -t lab -- python train.py",
-        )
     script_text = None
     task_specs = []
     if script is not None:
@@ -124,49 +116,19 @@ def launch(
             script_text = script.read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot read --script {script}: {exc}") from exc
-        lifted = sbatch_directives(script_text)
-        given = {"partition": partition, "account": account, "qos": qos, "nodes": nodes, "cpus": cpus,
-                 "mem": mem, "time": time, "name": name, "gpus": gpus}  # fmt: skip
-        for key, value in lifted.items():
-            if given.get(key) is not None and str(given[key]) != value:
-                raise UsageError(f"--{key} {given[key]} and the script's #SBATCH {key}={value} disagree")
-        partition = partition or lifted.get("partition")
-        account = account or lifted.get("account")
-        qos = qos or lifted.get("qos")
-        nodes = nodes if nodes is not None else (int(lifted["nodes"]) if "nodes" in lifted else None)
-        cpus = cpus if cpus is not None else (int(lifted["cpus"]) if "cpus" in lifted else None)
-        gpus = gpus if gpus is not None else (int(lifted["gpus"]) if "gpus" in lifted else None)
-        mem = mem or lifted.get("mem")
-        time = time or lifted.get("time")
-        name = name or lifted.get("name")
     if tasks is not None:
         try:
             task_specs = parse_tasks(tasks.read_text(encoding="utf-8"), str(tasks))
         except OSError as exc:
             raise UsageError(f"cannot read --tasks {tasks}: {exc}") from exc
-    request = Request(
-        project=resolve_project(project),
-        request_id=check_token("request id", request_id) if request_id else new_request_id(),
-        name=check_token("job name", name) if name else "",
-        workdir=workdir or "",
-        path=path or "",
-        partition=partition or "",
-        account=account or "",
-        qos=qos or "",
-        nodes=nodes,
-        cpus=cpus,
-        mem_mb=parse_mem(mem) if mem else None,
-        gpus=gpus,
-        time_min=parse_time(time) if time else None,
-        env=list(env or []),
-        argv=argv,
-        script=script_text,
-        tasks=task_specs,
-        requester=requester(),
-    )
+    spec = LaunchSpec(
+        argv=list(command or []), script=script_text, tasks=task_specs, request_id=request_id, name=name,
+        workdir=workdir, path=path, partition=partition, account=account, qos=qos, nodes=nodes, cpus=cpus,
+        gpus=gpus, mem=mem, time=time, env=list(env or []),
+    )  # fmt: skip
+    request = build_request(spec, resolve_project(project), requester())
     console = err()
     progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
-    check_request(request)
     target_name = resolve_target(target)
     snap = None
     if code is not None:
