@@ -138,6 +138,8 @@ class LogTail(BaseModel):
     end: JobEnd | None = None
     size: int
     text: str
+    start: int = 0  # where `text` begins in the stream (bytes): pass `size` as the next call's `after`
+    gap: bool = False  # with `after`: bytes between it and `start` were left out (more than max_bytes)
     followed_s: float | None = None  # with --follow: how long it followed
     timed_out: bool = False  # with --follow: it stopped at its timeout while the job still ran
 
@@ -151,9 +153,11 @@ def logs(
     lines: int = 0,
     follow_until_end: float | None = None,
     on_poll: Callable[[LogTail], None] | None = None,
+    after: int | None = None,
 ) -> LogTail:
-    """The last `lines` lines (0: all), at most `max_bytes`; with follow_until_end, poll over one connection
-    until the job's run ends or the time passes, calling on_poll with each tail."""
+    """The last `lines` lines (0: all), at most `max_bytes`; with `after`, only what follows that byte of
+    the stream. With follow_until_end, poll over one connection until the job's run ends or the time
+    passes, calling on_poll with each tail."""
     deadline = None if follow_until_end is None else time.monotonic() + follow_until_end
     with remote_for(target_name) as remote:
         while True:
@@ -162,6 +166,13 @@ def logs(
             rec = out.first("log")
             assert rec is not None
             data = b"".join(base64.b64decode(r.words[0]) for r in out.all("chunk") if r.words)
+            size = int(rec.kv.get("size", "0"))
+            start, gap = max(size - len(data), 0), False
+            if after is not None:
+                if after >= start:
+                    data, start = data[min(after, size) - start :], min(after, size)
+                else:
+                    gap = True
             ended = unb64(rec.kv.get("ended", "")).strip() or None
             tail = LogTail(
                 job_id=job_id,
@@ -170,8 +181,10 @@ def logs(
                 started=rec.kv.get("started") == "yes",
                 ended=ended,
                 end=job_end(ended or ""),
-                size=int(rec.kv.get("size", "0")),
+                size=size,
                 text=data.decode("utf-8", "replace"),
+                start=start,
+                gap=gap,
             )
             if on_poll:
                 on_poll(tail)

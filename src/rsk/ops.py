@@ -144,6 +144,27 @@ def status(target: str, project: str) -> Status:
         return status_call(remote, target, project)[0]
 
 
+def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = None, active: bool = False,
+                limit: int = 0) -> Status:  # fmt: skip
+    """Only the jobs asked for (one job, one request's, the live ones, the newest `limit`), counted again."""
+    jobs = st.jobs
+    if job:
+        jobs = [j for j in jobs if j.job_id == job]
+        if not jobs:
+            raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them",
+                             details={"code": "not-found"})  # fmt: skip
+    if request_id:
+        jobs = [j for j in jobs if j.request_id == request_id]
+    if active:
+        jobs = [j for j in jobs if j.state not in FINAL]
+    if limit:
+        jobs = jobs[-limit:]
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j.state] = counts.get(j.state, 0) + 1
+    return st.model_copy(update={"jobs": jobs, "counts": counts})
+
+
 class CancelResult(Model):
     job_id: str
     request_id: str | None = None
@@ -244,6 +265,7 @@ class Events(Model):
     events: list[Event]
     summary: dict[str, int] = {}  # jobs per state now (the first call gives this instead of the whole journal)
     idle: bool = False  # nothing is pending or running: waiting longer would change nothing
+    reset: bool = False  # the cursor was unknown or expired: this answer starts afresh (a summary, no events)
     note: str = ""
 
 
@@ -283,7 +305,8 @@ def _load_snapshot(project: str, target: str, cursor: str) -> tuple[int, dict[st
     try:
         data = json.loads((d / f"{sid}.json").read_text())
     except (OSError, ValueError) as exc:
-        raise UsageError(f"cursor {cursor!r} is unknown or expired", "start again without --after") from exc
+        raise UsageError(f"cursor {cursor!r} is unknown or expired", "start again without --after",
+                         details={"code": "cursor-expired"}) from exc  # fmt: skip
     return int(lines_s), dict(data["states"])
 
 
@@ -291,12 +314,20 @@ def _key(j: JobState) -> str:
     return f"{j.request_id}/{j.task or ''}/{j.job_id}"
 
 
-def events(target: str, project: str, after: str | None = None, wait: float = 0, poll: float = 2.0) -> Events:
+def events(target: str, project: str, after: str | None = None, wait: float = 0, poll: float = 2.0,
+           reset_expired: bool = False) -> Events:  # fmt: skip
     """What changed since the cursor: new journal events and job state transitions; waits up to `wait` s.
     The first call (no cursor) returns a cursor and a summary of job states, not the whole journal. With
-    nothing pending or running, a wait returns at once and says so."""
+    nothing pending or running, a wait returns at once and says so. With reset_expired, a cursor rsk no
+    longer keeps starts afresh (reset=True) instead of failing."""
+    reset = False
+    try:
+        lines, snap = _load_snapshot(project, target, after) if after else (0, {})
+    except UsageError as exc:
+        if not (reset_expired and exc.details.get("code") == "cursor-expired"):
+            raise
+        after, lines, snap, reset = None, 0, {}, True
     first = after is None
-    lines, snap = _load_snapshot(project, target, after) if after else (0, {})
     old = snap or {}
     deadline = time.monotonic() + wait
     with remote_for(target) as remote:
@@ -323,8 +354,10 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
             if evs or first or idle or time.monotonic() >= deadline:
                 cursor = _save_snapshot(project, target, new_lines, states)
                 note = "nothing is pending or running" if idle and not evs and wait > 0 else ""
+                if reset:
+                    note = "the cursor was unknown or expired: started afresh; changes before now are not listed"
                 return Events(target=target, project=project, cursor=cursor, events=evs, summary=summary,
-                              idle=idle, note=note)  # fmt: skip
+                              idle=idle, reset=reset, note=note)  # fmt: skip
             time.sleep(min(poll, max(deadline - time.monotonic(), 0.1)))
 
 

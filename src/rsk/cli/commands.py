@@ -19,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "targets": ("cluster_cmds", "List the targets rsk can find."),
     "info": ("cluster_cmds", "What a target offers: partitions and limits, its policy, this project's grants left."),
     "doctor": ("cluster_cmds", "Check a target end to end; exit 0 when nothing fails, 9 when a check fails."),
+    "mcp": ("mcp_cmd", "Serve rsk's tools over MCP on stdio, pinned to one project and target (no human acts)."),
     "approvals": ("ledger_cmds", "List approval cards that wait for a human."),
     "approve": ("ledger_cmds", "Approve card CARD: its exact plan may run (once by default)."),
     "deny": ("ledger_cmds", "Deny card CARD; the reason reaches the agent."),

@@ -30,25 +30,12 @@ def status(
     limit: Annotated[int, typer.Option(min=0, help="At most this many jobs, newest first (0: all).")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.errors import UsageError
+    from rsk.ops import filter_jobs
     from rsk.ops import status as get_status
     from rsk.paths import resolve_project
-    from rsk.states import FINAL
 
-    st = get_status(resolve_target(target), resolve_project(project))
-    if job:
-        st.jobs = [j for j in st.jobs if j.job_id == job]
-        if not st.jobs:
-            raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them")
-    if batch or request_id:
-        st.jobs = [j for j in st.jobs if j.request_id == (batch or request_id)]
-    if active:
-        st.jobs = [j for j in st.jobs if j.state not in FINAL]
-    if limit:
-        st.jobs = st.jobs[-limit:]
-    st.counts = {}
-    for j in st.jobs:
-        st.counts[j.state] = st.counts.get(j.state, 0) + 1
+    st = filter_jobs(get_status(resolve_target(target), resolve_project(project)), job=job,
+                     request_id=batch or request_id, active=active, limit=limit)  # fmt: skip
     if json_out:
         print_json(st)
         return

@@ -1,0 +1,45 @@
+"""rsk mcp: the MCP server on stdio, for agents that call tools instead of a shell."""
+
+from typing import Annotated
+
+import typer
+
+from rsk.cli.commands import help_for
+from rsk.cli.common import ProjectOpt, TargetOpt, resolve_target
+
+
+def register(app: typer.Typer) -> None:
+    app.command(
+        "mcp",
+        help=help_for(
+            "mcp",
+            "Speaks MCP on stdin and stdout; register it with your agent (install.sh --mcp does). Every tool works "
+            "on the project and target fixed here (flags, then $RSK_PROJECT / $RSK_TARGET, then the project file "
+            "found from the working directory). No tool approves, grants or denies. See docs/mcp.md.",
+        ),
+    )(mcp)
+
+
+def mcp(
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    max_wait: Annotated[
+        float,
+        typer.Option(
+            min=1, max=3600,
+            help="Longest a wait or events call blocks, in seconds; keep it below your client's tool timeout.",
+        ),
+    ] = 50,
+) -> None:  # fmt: skip
+    from rsk.errors import ConfigError
+    from rsk.paths import resolve_project
+    from rsk.targets import find_target
+
+    try:
+        from rsk.mcp_server import Pin, serve
+    except ImportError as exc:
+        raise ConfigError(
+            f"rsk mcp needs the MCP SDK ({exc.name} is missing)", "pip install 'rsk[mcp]' (install.sh --mcp does it)"
+        ) from exc
+    pin = Pin(project=resolve_project(project), target=find_target(resolve_target(target)).name, max_wait=max_wait)
+    serve(pin)
