@@ -7,7 +7,6 @@ refused like any unknown tool. Blocking tools (wait, events) are bounded by `max
 below the client's own tool timeout (Codex: 60 s by default).
 """
 
-
 import functools
 import json
 from collections.abc import Callable
@@ -264,8 +263,9 @@ def build(pin: Pin) -> MCPServer:
     @_guarded
     def events(
         after: Annotated[str | None, Field(description="The cursor from the previous call.")] = None,
-        wait: Annotated[float, Field(ge=0, description=f"Block up to this many seconds (at most {pin.max_wait:g}).")]
-        = 0,
+        wait: Annotated[
+            float, Field(ge=0, description=f"Block up to this many seconds (at most {pin.max_wait:g}).")
+        ] = 0,
     ) -> Events:
         from rsk.ops import events as get_events
 
@@ -282,8 +282,7 @@ def build(pin: Pin) -> MCPServer:
         stream: Literal["stdout", "stderr"] = "stdout",
         lines: Annotated[int, Field(ge=0, description="The last N lines (0: all that fit).")] = 200,
         max_bytes: Annotated[int, Field(ge=1, le=1024 * 1024, description="At most this many bytes.")] = 64 * 1024,
-        after: Annotated[int | None, Field(ge=0, description="Only bytes after this offset (a previous size).")]
-        = None,
+        after: Annotated[int | None, Field(ge=0, description="Only bytes after this offset (a previous size).")] = None,
     ) -> LogTail:
         from rsk.jobs import logs as read_logs
 
