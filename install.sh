@@ -24,6 +24,11 @@ options:
                       (python3 -m rsk, a path, env, sh -c), nor edit rsk's state (Claude Code:
                       permissions.deny in ~/.claude/settings.json; Codex: ~/.codex/rules/rsk.rules).
                       A guard against accidents, not a boundary: see docs/security.md
+  --mcp               register rsk's MCP server (`rsk mcp`) at user scope: Claude Code with
+                      `claude mcp add --scope user` (else in ~/.claude.json, or
+                      $CLAUDE_CONFIG_DIR/.claude.json), Codex with `codex mcp add` (else in
+                      $CODEX_HOME/config.toml); pi uses the skill. An `rsk` server the user
+                      registered is left as it is
   --force             replace a skill folder this installer did not create
   --dry-run           print every action, change nothing
   --uninstall         remove exactly what the receipt lists
@@ -44,6 +49,7 @@ DRY=0
 FORCE=0
 CLI=1
 HARDEN=0
+MCP=0
 UNINSTALL=0
 AGENTS=claude,codex,pi
 SRC=$HERE
@@ -292,6 +298,117 @@ RULES
     esac
 }
 
+# --- MCP registration ----------------------------------------------------------------
+# Claude Code keeps user-scope servers in mcpServers of ~/.claude.json ($CLAUDE_CONFIG_DIR/.claude.json
+# when that is set); Codex in [mcp_servers.NAME] of $CODEX_HOME/config.toml. Each agent's own command
+# edits its file when it is installed (it may be running and rewriting that file); else the file is
+# edited here. The receipt says which, so --uninstall undoes it the same way.
+CLAUDE_JSON=${CLAUDE_CONFIG_DIR:-$HOME}/.claude.json
+CODEX_TOML=$CODEX_DIR/config.toml
+MCP_BEGIN='# rsk: begin (written by rsk install.sh --mcp; ./install.sh --uninstall removes it)'
+MCP_END='# rsk: end'
+
+rsk_command() {
+    if [ -x "$BIN/rsk" ]; then printf '%s' "$BIN/rsk"; return 0; fi
+    command -v rsk 2>/dev/null || die "--mcp needs the rsk command: install it first (drop --no-cli)"
+}
+
+claude_mcp() { # claude_mcp add|remove cli|FILE [COMMAND]
+    if [ "$2" = cli ]; then
+        if [ "$1" = add ]; then claude mcp add --scope user rsk -- "$3" mcp; else claude mcp remove --scope user rsk; fi
+        return
+    fi
+    need_cmd python3 "to edit $2"
+    python3 - "$2" "$1" "${3:-}" <<'PY'
+import json, os, sys
+path, mode, command = sys.argv[1:4]
+try:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+except FileNotFoundError:
+    data = {}
+except ValueError as exc:
+    sys.exit(f"rsk-install: error: {path} is not valid JSON ({exc}); fix it first, it was not changed")
+servers = data.setdefault("mcpServers", {})
+if mode == "add":
+    servers["rsk"] = {"type": "stdio", "command": command, "args": ["mcp"], "env": {}}
+else:
+    servers.pop("rsk", None)
+    if not servers:
+        del data["mcpServers"]
+tmp = path + ".rsk-tmp"
+os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+with open(tmp, "w", encoding="utf-8") as fh:
+    json.dump(data, fh, indent=2)
+    fh.write("\n")
+os.replace(tmp, path)
+PY
+}
+
+claude_has_mcp() {
+    [ -f "$CLAUDE_JSON" ] || return 1
+    python3 -c 'import json,sys; sys.exit(0 if "rsk" in json.load(open(sys.argv[1])).get("mcpServers", {}) else 1)' \
+        "$CLAUDE_JSON" 2>/dev/null
+}
+
+codex_mcp() { # codex_mcp add|remove cli|FILE [COMMAND]
+    if [ "$2" = cli ]; then
+        if [ "$1" = add ]; then codex mcp add rsk -- "$3" mcp; else codex mcp remove rsk; fi
+        return
+    fi
+    if [ "$1" = add ]; then
+        mkdir -p "$(dirname "$2")"
+        sep=''
+        [ ! -s "$2" ] || sep='\n'
+        printf "$sep"'%s\n[mcp_servers.rsk]\ncommand = "%s"\nargs = ["mcp"]\n%s\n' "$MCP_BEGIN" "$3" "$MCP_END" >>"$2"
+    elif [ -f "$2" ]; then
+        # drop the block and the blank line written before it
+        awk -v b="$MCP_BEGIN" -v e="$MCP_END" '
+            skip { if ($0 == e) skip = 0; next }
+            $0 == b { skip = 1; blank = 0; next }
+            blank { print ""; blank = 0 }
+            $0 == "" { blank = 1; next }
+            { print }
+            END { if (blank) print "" }' "$2" >"$2.rsk-tmp"
+        mv "$2.rsk-tmp" "$2"
+    fi
+}
+
+register_mcp() {
+    cmd=$(rsk_command)
+    case $cmd in *'"'* | *\\*) die "the rsk command's path ($cmd) holds a quote or backslash: cannot register it" ;; esac
+    case ",$AGENTS," in
+        *,claude,*)
+            if receipt_has "claude-mcp cli" || receipt_has "claude-mcp $CLAUDE_JSON"; then
+                say "Claude Code MCP server rsk: unchanged"
+            elif command -v claude >/dev/null 2>&1; then
+                act "register the MCP server rsk with Claude Code (claude mcp add --scope user)" claude_mcp add cli "$cmd"
+                receipt_add "claude-mcp cli"
+            elif claude_has_mcp; then
+                say "Claude Code already has an MCP server named rsk in $CLAUDE_JSON (left as the user's)"
+            else
+                act "add the MCP server rsk to mcpServers in $CLAUDE_JSON" claude_mcp add "$CLAUDE_JSON" "$cmd"
+                receipt_add "claude-mcp $CLAUDE_JSON"
+            fi
+            ;;
+    esac
+    case ",$AGENTS," in
+        *,codex,*)
+            if receipt_has "codex-mcp cli" || receipt_has "codex-mcp $CODEX_TOML"; then
+                say "Codex MCP server rsk: unchanged"
+            elif command -v codex >/dev/null 2>&1; then
+                act "register the MCP server rsk with Codex (codex mcp add)" codex_mcp add cli "$cmd"
+                receipt_add "codex-mcp cli"
+            elif [ -f "$CODEX_TOML" ] && grep -q '^\[mcp_servers\.rsk\]' "$CODEX_TOML"; then
+                say "Codex already has [mcp_servers.rsk] in $CODEX_TOML (left as the user's)"
+            else
+                act "add [mcp_servers.rsk] to $CODEX_TOML" codex_mcp add "$CODEX_TOML" "$cmd"
+                receipt_add "codex-mcp $CODEX_TOML"
+            fi
+            ;;
+    esac
+}
+
 # --- uninstall ---------------------------------------------------------------------
 uninstall() {
     if [ ! -f "$RECEIPT" ]; then say "nothing to uninstall (no receipt at $RECEIPT)"; return 0; fi
@@ -303,6 +420,8 @@ uninstall() {
             file) [ ! -e "$arg" ] || act "remove $arg" rm -f "$arg" ;;
             uv-tool) act "uninstall $arg (uv tool)" uv tool uninstall "$arg" ;;
             pipx) act "uninstall $arg (pipx)" pipx uninstall "$arg" ;;
+            claude-mcp) act "remove the MCP server rsk from Claude Code ($arg)" claude_mcp remove "$arg" ;;
+            codex-mcp) act "remove the MCP server rsk from Codex ($arg)" codex_mcp remove "$arg" ;;
             claude-deny) act "remove \"$arg\" from permissions.deny in $CLAUDE_DIR/settings.json" claude_settings remove "$arg" ;;
             cli-src) ;;
             *) say "receipt line not understood, left alone: $line" ;;
@@ -321,6 +440,7 @@ main() {
             --force) FORCE=1 ;;
             --no-cli) CLI=0 ;;
             --harden) HARDEN=1 ;;
+            --mcp) MCP=1 ;;
             --uninstall) UNINSTALL=1 ;;
             --agents) [ $# -ge 2 ] || die "--agents needs a list"; AGENTS=$2; shift ;;
             --agents=*) AGENTS=${1#*=} ;;
@@ -340,6 +460,7 @@ main() {
         [ "$CLI" = 0 ] || install_cli
         for d in $(skill_dirs); do install_skill "$d"; done
         [ "$HARDEN" = 0 ] || harden
+        [ "$MCP" = 0 ] || register_mcp
         if [ "$DRY" = 1 ]; then say "dry run: nothing was changed"
         elif [ "$CHANGED" = 0 ]; then say "everything was already installed: nothing changed"
         else say "done; receipt: $RECEIPT"; fi

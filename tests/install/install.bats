@@ -166,3 +166,66 @@ JSON
     [ -L "$HOME/.claude/skills/rsk" ]
     [ ! -f "$HOME/.agents/skills/rsk/.rsk-install" ]
 }
+
+@test "--mcp registers rsk mcp at user scope for Claude Code and Codex, and uninstall removes only that" {
+    printf '{"numStartups": 3, "mcpServers": {"other": {"command": "x"}}}\n' >"$HOME/.claude.json"
+    mkdir -p "$HOME/.codex"
+    printf 'model = "o9"\n\n[mcp_servers.other]\ncommand = "x"\n' >"$HOME/.codex/config.toml"
+    cp "$HOME/.codex/config.toml" "$BATS_TEST_TMPDIR/codex-before"
+    run sh "$REPO/install.sh" --no-cli --mcp
+    [ "$status" -eq 0 ]
+    rsk_path=$(command -v rsk)
+    python3 - "$HOME/.claude.json" "$rsk_path" <<'PY'
+import json, sys
+data = json.load(open(sys.argv[1]))
+assert data["numStartups"] == 3 and data["mcpServers"]["other"] == {"command": "x"}, data
+assert data["mcpServers"]["rsk"] == {"type": "stdio", "command": sys.argv[2], "args": ["mcp"], "env": {}}, data
+PY
+    python3 - "$HOME/.codex/config.toml" "$rsk_path" <<'PY'
+import sys, tomllib
+data = tomllib.load(open(sys.argv[1], "rb"))
+assert data["model"] == "o9" and data["mcp_servers"]["other"] == {"command": "x"}, data
+assert data["mcp_servers"]["rsk"] == {"command": sys.argv[2], "args": ["mcp"]}, data
+PY
+    grep -qx "claude-mcp $HOME/.claude.json" "$HOME/.local/state/rsk/install-receipt"
+    # idempotent
+    run sh "$REPO/install.sh" --no-cli --mcp
+    [[ "$output" == *"nothing changed"* ]]
+    [ "$(grep -c 'mcp_servers.rsk' "$HOME/.codex/config.toml")" -eq 1 ]
+    run sh "$REPO/install.sh" --uninstall
+    [ "$status" -eq 0 ]
+    cmp "$HOME/.codex/config.toml" "$BATS_TEST_TMPDIR/codex-before"
+    [ "$(python3 -c 'import json,sys; print(sorted(json.load(open(sys.argv[1]))["mcpServers"]))' "$HOME/.claude.json")" = "['other']" ]
+}
+
+@test "--mcp leaves an rsk server the user registered alone, and honours CLAUDE_CONFIG_DIR and CODEX_HOME" {
+    export CLAUDE_CONFIG_DIR="$HOME/cc" CODEX_HOME="$HOME/cx"
+    mkdir -p "$CODEX_HOME"
+    printf '[mcp_servers.rsk]\ncommand = "mine"\n' >"$CODEX_HOME/config.toml"
+    run sh "$REPO/install.sh" --no-cli --mcp
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"left as the user's"* ]]
+    [ "$(cat "$CODEX_HOME/config.toml")" = "$(printf '[mcp_servers.rsk]\ncommand = "mine"')" ]
+    [ -f "$CLAUDE_CONFIG_DIR/.claude.json" ]
+    [ ! -e "$HOME/.claude.json" ]
+    sh "$REPO/install.sh" --uninstall >/dev/null
+    [ "$(cat "$CODEX_HOME/config.toml")" = "$(printf '[mcp_servers.rsk]\ncommand = "mine"')" ]
+    [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])))' "$CLAUDE_CONFIG_DIR/.claude.json")" = "{}" ]
+}
+
+@test "--mcp uses the agents' own commands when they are installed (they may be rewriting their files)" {
+    mkdir -p "$BATS_TEST_TMPDIR/bin"
+    for agent in claude codex; do
+        printf '#!/bin/sh\necho "%s $*" >>"%s"\n' "$agent" "$BATS_TEST_TMPDIR/calls" >"$BATS_TEST_TMPDIR/bin/$agent"
+        chmod +x "$BATS_TEST_TMPDIR/bin/$agent"
+    done
+    PATH="$BATS_TEST_TMPDIR/bin:$PATH" run sh "$REPO/install.sh" --no-cli --mcp
+    [ "$status" -eq 0 ]
+    rsk_path=$(command -v rsk)
+    grep -qxF "claude mcp add --scope user rsk -- $rsk_path mcp" "$BATS_TEST_TMPDIR/calls"
+    grep -qxF "codex mcp add rsk -- $rsk_path mcp" "$BATS_TEST_TMPDIR/calls"
+    [ ! -e "$HOME/.claude.json" ] && [ ! -e "$HOME/.codex/config.toml" ]
+    PATH="$BATS_TEST_TMPDIR/bin:$PATH" run sh "$REPO/install.sh" --uninstall
+    grep -qxF "claude mcp remove --scope user rsk" "$BATS_TEST_TMPDIR/calls"
+    grep -qxF "codex mcp remove rsk" "$BATS_TEST_TMPDIR/calls"
+}

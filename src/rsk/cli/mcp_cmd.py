@@ -39,7 +39,8 @@ def mcp(
         from rsk.mcp_server import Pin, serve
     except ImportError as exc:
         raise ConfigError(
-            f"rsk mcp needs the MCP SDK ({exc.name} is missing)", "pip install 'rsk[mcp]' (install.sh --mcp does it)"
+            f"rsk mcp needs the MCP SDK ({exc.name} is missing)",
+            "reinstall rsk (pip install -e . or ./install.sh): the mcp package is one of its dependencies",
         ) from exc
     pin = Pin(project=resolve_project(project), target=find_target(resolve_target(target)).name, max_wait=max_wait)
     serve(pin)
