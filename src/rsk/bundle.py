@@ -29,6 +29,7 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "info": ("policy.sh", "info.sh"),
     "code": ("code.sh",),
     "fetch": ("fetch.sh",),
+    "gpus": ("gpus.sh",),
 }
 _MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
 _HEADER_FILES = {"submit": {"RSK_WRAPPER": "wrapper.sh"}, "status": {"RSK_STATUS_AWK": "status.awk"}}

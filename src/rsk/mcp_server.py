@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rsk import __version__
 from rsk.code import CodeSnapshot
 from rsk.errors import PendingApproval, RskError, UsageError
+from rsk.gpus import GpuInventory
 from rsk.info import TargetInfo
 from rsk.jobs import FetchReport, Journal, LogTail
 from rsk.launch import LaunchResult, PlanReport, preview
@@ -177,6 +178,17 @@ def build(pin: Pin) -> MCPServer:
         from rsk.info import info as get_info
 
         return get_info(pin.target, pin.project)
+
+    @server.tool(
+        description="Every GPU of the target: free, held (by which job, project and request, since when), or on a "
+        "node that is down.",
+        annotations=READ,
+    )
+    @_guarded
+    def gpus() -> GpuInventory:
+        from rsk.gpus import inventory
+
+        return inventory(pin.target)
 
     @server.tool(
         description="Plan a launch on the cluster and say how the ledger would decide now. Files no card, submits "

@@ -17,6 +17,11 @@ def register(app: typer.Typer) -> None:
     app.command("logs", help=help_for("logs"))(logs)
     app.command("targets", help=help_for("targets"))(targets)
     app.command("doctor", help=help_for("doctor"))(doctor)
+    app.command(
+        "gpus",
+        help=help_for("gpus", "From the cluster's own GRES view (scontrol), in one remote call. Jobs rsk did not "
+                      "launch are shown by their Slurm name."),
+    )(gpus)  # fmt: skip
 
 
 def journal(
@@ -199,3 +204,23 @@ def doctor(
         o.print("all checks passed" if report.ok else "some checks failed")
     if not report.ok:
         raise typer.Exit(int(Exit.CHECKS))
+
+
+def gpus(target: TargetOpt = None, json_out: JsonOpt = False) -> None:
+    from rsk.gpus import inventory
+
+    inv = inventory(resolve_target(target))
+    if json_out:
+        print_json(inv)
+        return
+    o = out()
+    o.print(f"{inv.target}: {inv.free} of {inv.total} GPUs free ({inv.at})")
+    for n in inv.nodes:
+        o.print(f"{n.name} ({n.state.lower()}; {','.join(n.partitions)}): {n.free} of {n.total} free")
+        for g in n.gpus:
+            kind = f" {g.type}" if g.type else ""
+            if g.state != "held":
+                o.print(f"  gpu{g.index}{kind}  {g.state}")
+                continue
+            who = f"{g.project}/{g.request_id}" if g.project else f"not rsk's: {g.job_name}"
+            o.print(f"  gpu{g.index}{kind}  held by job {g.job_id} ({who}) since {g.since}")

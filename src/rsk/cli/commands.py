@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "watch": ("watch_cmd", "A live table of the project's batches and jobs."),
     "targets": ("cluster_cmds", "List the targets rsk can find."),
     "info": ("cluster_cmds", "What a target offers: partitions and limits, its policy, this project's grants left."),
+    "gpus": ("cluster_cmds", "Every GPU of a target: free or held, and by which job (project, request id, since)."),
     "doctor": ("cluster_cmds", "Check a target end to end; exit 0 when nothing fails, 9 when a check fails."),
     "mcp": ("mcp_cmd", "Serve rsk's tools over MCP on stdio, pinned to one project and target (no human acts)."),
     "approvals": ("ledger_cmds", "List approval cards that wait for a human."),

@@ -1,0 +1,37 @@
+"""The GPU inventory from the cluster's GRES records (pure parsing)."""
+
+from __future__ import annotations
+
+from rsk.gpus import gpu_types, held_indices, inventory_from
+from rsk.protocol import b64, parse
+
+N = "0123456789abcdef0123456789abcdef"
+
+
+def test_gres_strings() -> None:
+    assert gpu_types("gpu:a100:2,gpu:v100:1") == ["a100", "a100", "v100"]
+    assert gpu_types("gpu:4(S:0-1)") == [None] * 4
+    assert gpu_types("gpu:fake:2,license:x:1") == ["fake", "fake"]
+    assert held_indices("gpu:fake:3(IDX:0,2-3)") == [0, 2, 3]
+    assert held_indices("gpu:fake:0(IDX:N/A)") == []
+
+
+def test_each_gpu_is_free_held_by_whom_or_unavailable() -> None:
+    text = "\n".join([
+        f"@@{N} node name=n1 state=MIXED partitions=cpu,gpu gres={b64('gpu:fake:4')} used={b64('gpu:fake:3(IDX:0-2)')}",
+        f"@@{N} node name=n2 state=IDLE+DRAIN partitions=gpu gres={b64('gpu:2')} used={b64('gpu:0(IDX:N/A)')}",
+        f"@@{N} held job=7_1 name={b64('rsk:proj:train-1')} node=n1 gres={b64('gpu:fake:2(IDX:0,2)')} start=T1",
+        f"@@{N} held job=8 name={b64('someone else')} node=n1 gres={b64('gpu:fake:1(IDX:1)')} start=T2",
+        f"@@{N} done rc=0",
+    ])  # fmt: skip
+    out = parse(text, N)
+    assert out is not None
+    inv = inventory_from("lab", out)
+    assert (inv.total, inv.free) == (6, 1)
+    n1, n2 = inv.nodes
+    assert [(g.index, g.state, g.job_id) for g in n1.gpus] == [
+        (0, "held", "7_1"), (1, "held", "8"), (2, "held", "7_1"), (3, "free", None),
+    ]  # fmt: skip
+    assert (n1.gpus[0].project, n1.gpus[0].request_id, n1.gpus[0].since) == ("proj", "train-1", "T1")
+    assert (n1.gpus[1].project, n1.gpus[1].job_name) == (None, "someone else")
+    assert [g.state for g in n2.gpus] == ["unavailable", "unavailable"] and n2.free == 0
