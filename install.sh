@@ -190,13 +190,12 @@ claude_rules() {
 RSK_STATE_DIR=${RSK_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/rsk}
 RSK_CONFIG_DIR=${XDG_CONFIG_HOME:-$HOME/.config}/rsk
 
-claude_settings() { # claude_settings add|remove RULE...: edit permissions.deny, keeping everything else
-    need_cmd python3 "to edit $CLAUDE_DIR/settings.json"
-    mode=$1
-    shift
-    python3 - "$CLAUDE_DIR/settings.json" "$mode" "$@" <<'PY'
+json_edit() { # json_edit FILE OP ARG...: one edit of a JSON file, keeping everything else; atomic
+    # OP: deny-add RULE... | deny-remove RULE... (permissions.deny) | mcp-add COMMAND | mcp-remove (mcpServers.rsk)
+    need_cmd python3 "to edit $1"
+    python3 - "$@" <<'PY'
 import json, os, sys
-path, mode, rules = sys.argv[1], sys.argv[2], sys.argv[3:]
+path, op, args = sys.argv[1], sys.argv[2], sys.argv[3:]
 try:
     with open(path, encoding="utf-8") as fh:
         data = json.load(fh)
@@ -204,18 +203,33 @@ except FileNotFoundError:
     data = {}
 except ValueError as exc:
     sys.exit(f"rsk-install: error: {path} is not valid JSON ({exc}); fix it first, it was not changed")
-deny = data.setdefault("permissions", {}).setdefault("deny", [])
-if mode == "add":
-    deny.extend(r for r in rules if r not in deny)
+if op.startswith("deny-"):
+    deny = data.setdefault("permissions", {}).setdefault("deny", [])
+    if op == "deny-add":
+        deny.extend(r for r in args if r not in deny)
+    else:
+        data["permissions"]["deny"] = [r for r in deny if r not in args]
 else:
-    data["permissions"]["deny"] = [r for r in deny if r not in rules]
-os.makedirs(os.path.dirname(path), exist_ok=True)
+    servers = data.setdefault("mcpServers", {})
+    if op == "mcp-add":
+        servers["rsk"] = {"type": "stdio", "command": args[0], "args": ["mcp"], "env": {}}
+    else:
+        servers.pop("rsk", None)
+        if not servers:
+            del data["mcpServers"]
+os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
 tmp = path + ".rsk-tmp"
 with open(tmp, "w", encoding="utf-8") as fh:
     json.dump(data, fh, indent=2)
     fh.write("\n")
 os.replace(tmp, path)
 PY
+}
+
+claude_settings() { # claude_settings add|remove RULE...: edit permissions.deny
+    op=deny-$1
+    shift
+    json_edit "$CLAUDE_DIR/settings.json" "$op" "$@"
 }
 
 claude_has_rule() {
@@ -318,31 +332,7 @@ claude_mcp() { # claude_mcp add|remove cli|FILE [COMMAND]
         if [ "$1" = add ]; then claude mcp add --scope user rsk -- "$3" mcp; else claude mcp remove --scope user rsk; fi
         return
     fi
-    need_cmd python3 "to edit $2"
-    python3 - "$2" "$1" "${3:-}" <<'PY'
-import json, os, sys
-path, mode, command = sys.argv[1:4]
-try:
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
-except FileNotFoundError:
-    data = {}
-except ValueError as exc:
-    sys.exit(f"rsk-install: error: {path} is not valid JSON ({exc}); fix it first, it was not changed")
-servers = data.setdefault("mcpServers", {})
-if mode == "add":
-    servers["rsk"] = {"type": "stdio", "command": command, "args": ["mcp"], "env": {}}
-else:
-    servers.pop("rsk", None)
-    if not servers:
-        del data["mcpServers"]
-tmp = path + ".rsk-tmp"
-os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-with open(tmp, "w", encoding="utf-8") as fh:
-    json.dump(data, fh, indent=2)
-    fh.write("\n")
-os.replace(tmp, path)
-PY
+    if [ "$1" = add ]; then json_edit "$2" mcp-add "$3"; else json_edit "$2" mcp-remove; fi
 }
 
 claude_has_mcp() {
