@@ -14,7 +14,7 @@ main() {
     mode=$2
     value=$3
     case $mode in
-        job) case $value in '' | *[!0-9_]*) rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number" ;; esac ;;
+        job) rsk_is_job_id "$value" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (a lease's step: LEASEJOBsSEQ)" ;;
         rid | batch) rsk_need_token request-id "$value" ;;
         *) rsk_fail "$RSK_E_USAGE" usage "mode is job, rid or batch" ;;
     esac
@@ -26,7 +26,7 @@ main() {
         function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
         kv("ev") == "accepted" || kv("ev") == "reconciled" {
             j = kv("job"); r = kv("rid")
-            if (j !~ /^[0-9_]+$/ || r !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/) next
+            if (j !~ /^[0-9_]+(s[0-9]+)?$/ || r !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/) next
             if ((mode == "job" && j == value) || (mode != "job" && r == value)) {
                 i = kv("idx"); t = kv("task"); p = kv("plan")
                 print j, r, (i == "" ? "-" : i), (t == "" ? "-" : t), (p == "" ? "-" : p)
@@ -38,22 +38,18 @@ main() {
     fi
     live=$(squeue -h -r -u "$(id -un)" -o '%i|%j' 2>/dev/null) \
         || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: the controller does not answer"
+    steps=''
+    case $matches in *s*) steps=$(rsk_lease_steps "$project") ;; esac
     rsk_block_start
     results=''
     while read -r job rid idx task plan; do
         [ "$task" != - ] || task=''
         [ "$idx" != - ] || idx=''
-        name=$(printf '%s\n' "$live" | awk -F'|' -v j="$job" '$1 == j { print $2; exit }')
-        if [ -z "$name" ]; then
-            result=finished
-        elif [ "$name" != "$(rsk_job_name "$project" "$rid")" ]; then
-            result=not-ours
-        elif scancel "$job" 2>/dev/null; then
-            rsk_jline cancelled "$rid" "$plan" "${idx:--}" "job=$job" "task=$task"
-            result=cancelled
-        else
-            result=failed
-        fi
+        case $job in
+            *s*) cancel_step ;;
+            *) cancel_job ;;
+        esac
+        [ "$result" != cancelled ] || rsk_jline cancelled "$rid" "$plan" "${idx:--}" "job=$job" "task=$task"
         results="${results}job=$job rid=$rid task=$task result=$result
 "
     done <<EOT
@@ -61,4 +57,47 @@ $matches
 EOT
     rsk_journal_write "$project" || true
     printf '%s' "$results" | while read -r j r t x; do rsk_emit cancel "$j" "$r" "$t" "$x"; done
+}
+
+cancel_job() { # sets result for one Slurm job
+    name=$(printf '%s\n' "$live" | awk -F'|' -v j="$job" '$1 == j { print $2; exit }')
+    if [ -z "$name" ]; then
+        result=finished
+    elif [ "$name" != "$(rsk_job_name "$project" "$rid")" ]; then
+        result=not-ours
+    elif scancel "$job" 2>/dev/null; then
+        result=cancelled
+    else
+        result=failed
+    fi
+}
+
+# cancel_step: a queued step leaves the queue (under the project lock, so the controller either claimed it
+# already or never will); a running one is cancelled as the Slurm step its started marker names, when
+# that step still carries the step's identity
+cancel_step() {
+    # shellcheck disable=SC2046  # three words
+    set -- $(printf '%s\n' "$steps" | awk -v j="$job" '$2 == j { print $1, $6, $7; exit }')
+    result=finished
+    [ $# -eq 3 ] || return 0
+    ldir=$(rsk_lease_dir "$project" "$2")
+    case $1 in
+        q)
+            # moving the .step file is the claim; the controller claims the same way, so one of the two wins
+            if mv "$ldir/q/$3.step" "$ldir/end/$3.step" 2>/dev/null; then
+                printf 'cancelled\n' >"$ldir/end/$3.why"
+                mv "$ldir/q/$3.sh" "$ldir/end/$3.sh" 2>/dev/null || true
+                result=cancelled
+            fi ;;
+        run)
+            slurm_step=$(rsk_field "$(cat "$RSK_ROOT/runs/$project/$rid/t${idx:-0}/started" 2>/dev/null || true)" slurm)
+            case $slurm_step in
+                *[!0-9.]* | '' | .* | *.) result=failed ;; # started but not yet running, or an older marker
+                *)
+                    if squeue -h -s -j "${slurm_step%%.*}" -o '%i|%j' 2>/dev/null | grep -qxF "$slurm_step|$(rsk_job_name "$project" "$rid")" \
+                        && scancel "$slurm_step" 2>/dev/null; then
+                        result=cancelled
+                    fi ;;
+            esac ;;
+    esac
 }

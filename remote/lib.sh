@@ -238,8 +238,12 @@ rsk_evidence() {
         # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
         awk '{ j = ""; p = "-"; for (i = 1; i <= NF; i++) { if ($i ~ /^job=/) j = substr($i, 5); if ($i ~ /^plan=/) p = "rsk-plan:" substr($i, 6) }
                if (j != "") print j, p }' "$rsk_runs"/t*/started 2>/dev/null || true
+        # steps queued into a lease: their queue entries (rsk_lease_steps) are evidence from the start
+        rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
     } | awk '
+        $1 == "S" { print $2 + 0, $3, $4; next }
         { plan = "-"; if ($2 ~ /^rsk-plan:[0-9a-f]+$/) plan = substr($2, 10) }
+        $1 ~ /^[0-9]+s[0-9]+$/ { print 0, $1, plan; next }
         $1 ~ /^[0-9]+$/ { print 0, $1, plan; next }
         $1 ~ /^[0-9]+_[0-9]+$/ { split($1, p, "_"); print p[2] + 0, $1, plan }' | sort -u -k1,1n
 }
@@ -247,7 +251,7 @@ rsk_evidence() {
 # rsk_job_run PROJECT JOB: sets RSK_RID and RSK_RUN (the job's run directory) for a job the project's
 # journal accepted, comparing job ids as whole strings; fails with not-ours otherwise
 rsk_job_run() {
-    case $2 in '' | *[!0-9_]*) rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX)" ;; esac
+    rsk_is_job_id "$2" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX, or a step's LEASEJOBsSEQ)"
     rsk_found=$(awk -v job="$2" '
         function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
         (kv("ev") == "accepted" || kv("ev") == "reconciled") && kv("job") == job && kv("rid") ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ && kv("idx") ~ /^[0-9]*$/ { r = kv("rid") " " kv("idx") }
@@ -262,4 +266,39 @@ rsk_job_run() {
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs
     squeue -h -r -u "$(id -un)" -t PD,R,CG,S,CF -o '%i %j' 2>/dev/null \
         | awk -v p="rsk:$1:" 'index($2, p) == 1 { print $1 }'
+}
+
+rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
+    case $1 in '' | *[!0-9_s]* | [!0-9]* | *[!0-9]) return 1 ;; *_*_* | *s*s* | *_*s* | *s*_*) return 1 ;; esac
+}
+
+# leases ----------------------------------------------------------------------
+# A lease's state lives in $RSK_ROOT/leases/PROJECT/NAME (docs/leases.md): "lease" (what was opened),
+# "ctl" (what its controller says), the flags "drain" and "closed", and one entry per step: q/SEQ.step
+# (queued), run/SEQ.step + SEQ.at (started by the controller) + SEQ.rc (srun returned), end/SEQ.step
+# (+ SEQ.why when it never ran to its end). A .step file is one line:
+#   seq=SEQ job=STEPID rid=RID idx=I task=KEY plan=HASH gpus=G cpus=C mem=M time=MIN
+rsk_lease_dir() { printf '%s/leases/%s/%s' "$RSK_ROOT" "$1" "$2"; }
+
+# rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS" for every
+# step of every lease of the project (WHERE: q, run or end; "-" for what is not known)
+rsk_lease_steps() {
+    set -- "$RSK_ROOT/leases/$1"/*/*/*.step
+    [ -f "$1" ] || return 0
+    awk '
+        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
+        function d(v) { return v == "" ? "-" : v }
+        FNR == 1 {
+            n = split(FILENAME, p, "/"); where = p[n - 1]; lease = p[n - 2]; base = FILENAME; sub(/\.step$/, "", base)
+            node = ""; start = ""; why = ""; rc = ""
+            if ((getline at < (base ".at")) > 0) { node = kv2(at, "node"); start = kv2(at, "start") }
+            close(base ".at")
+            if ((getline w < (base ".why")) > 0) why = w
+            close(base ".why")
+            if ((getline r < (base ".rc")) > 0) rc = r
+            close(base ".rc")
+            print where, kv("job"), kv("rid"), kv("idx"), d(kv("plan")), lease, kv("seq"), d(kv("time")), d(node), d(start), d(why), d(rc), d(kv("gpus"))
+        }
+        function kv2(line, key,    i, n, w) { n = split(line, w, " "); for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2); return "" }
+    ' "$@" 2>/dev/null | awk '$2 ~ /^[0-9]+s[0-9]+$/ && $3 ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ && $4 ~ /^[0-9]+$/'
 }

@@ -3,10 +3,11 @@
 #   status PROJECT [AFTER]     with AFTER, also the journal lines after that line (one call for events)
 # Joins in one awk pass: squeue (what Slurm still knows), the run markers the job wrapper writes
 # (started / ended: exit code, signal, elapsed), sacct where accounting works, and the attempt journal
-# (what rsk submitted, cancels it asked for). It decides nothing: rsk.states turns the facts into a
+# (what rsk submitted, cancels it asked for); a lease's steps join as squeue-like lines from the lease's
+# directory (rsk_lease_steps). It decides nothing: rsk.states turns the facts into a
 # job's state, where unit tests reach it. Prints @@status, then one @@job line per job:
 #   @@N job rid=R task=K idx=I job=J sq=STATE sq_elapsed=S sq_limit=S where=NODES|(REASON)
-#           ac=STATE ac_exit=N rc=N sig=SIG elapsed=S limit=S cancel=0|1 submitted=T res=N,C,M,G,T
+#           ac=STATE ac_exit=N rc=N sig=SIG elapsed=S limit=S cancel=0|1 submitted=T res=N,C,M,G,T lease=NAME
 # and, with AFTER, @@journal n=LINE ... lines and @@cursor lines=N.
 
 main() {
@@ -38,6 +39,40 @@ main() {
     if [ -d "$runs" ]; then
         find "$runs" \( -name started -o -name ended \) -type f -exec awk '{ print FILENAME " " $0 }' {} + \
             >"$tmp/markers" 2>/dev/null || true
+    fi
+    # the steps of the project's leases, as squeue would show them: queued (PENDING, and why it waits),
+    # started by a controller whose allocation lives (RUNNING on its node), cancelled or refused before
+    # they ran; a step whose allocation is gone is left to its markers (ended, else lost)
+    leases=''
+    for lf in "$RSK_ROOT/leases/$project"/*/lease; do
+        [ -f "$lf" ] || continue
+        ld=${lf%/lease}
+        leases="$leases${ld##*/} $(rsk_field "$(cat "$lf")" job) $([ ! -f "$ld/drain" ] || echo drained)
+"
+    done
+    if [ -n "$leases" ]; then
+        rsk_lease_steps "$project" | awk -v p="rsk:$project:" -v leases="$leases" -v sqf="$tmp/sq" '
+            BEGIN {
+                srand(); now = srand()
+                while ((getline line < sqf) > 0) { split(line, f, "|"); live[f[1]] = f[3] }
+                n = split(leases, ls, "\n")
+                for (i = 1; i <= n; i++) { split(ls[i], w, " "); ljob[w[1]] = w[2]; ldrain[w[1]] = w[3] }
+            }
+            {
+                where = $1; sid = $2; name = p $3; lease = $6; lim = $8 ":00"; why = $11; rc = $12
+                if (where == "q") {
+                    j = ljob[lease]
+                    r = (j in live) ? (live[j] == "PENDING" ? "LeasePending" : (ldrain[lease] != "" ? "LeaseDrained" : "Queued")) : "LeaseEnded"
+                    print sid "|" name "|PENDING|0|" lim "|(" r ")"
+                } else if (where == "run" && rc == "-" && (ljob[lease] in live)) {
+                    el = ($10 == "-") ? 0 : now - $10
+                    print sid "|" name "|RUNNING|" el "|" lim "|" $9
+                } else if (where == "end" && (why == "lease-closed" || why == "cancelled")) {
+                    print sid "|" name "|CANCELLED|0|" lim "|(" why ")"
+                } else if (where == "end" && why == "outlives-lease") {
+                    print sid "|" name "|FAILED|0|" lim "|(" why ")"
+                }
+            }' >>"$tmp/sq"
     fi
     [ -f "$jf" ] || jf=/dev/null
     rsk_emit status "slurm=$slurm" "t=$(rsk_now)" "project=$project"

@@ -10,7 +10,8 @@
 # REQUEST is "rsk-request 2", then "KEY VALUE" lines, then "end" (docs/protocol.md). A single job is a
 # batch of one task (index 0, no key); a batch has N keyed tasks, one job array per resource shape.
 # One path does both: one job-script writer, one evidence lookup, one journal writer, one cap check,
-# one sbatch-failure classifier.
+# one sbatch-failure classifier. A lease (lease_open NAME) is one job whose payload is rsk's controller;
+# a step (lease NAME) is queued into the lease's directory instead of going to sbatch (docs/leases.md).
 
 usage() {
     rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit submit --rs-expect HASH (request on stdin)"
@@ -19,7 +20,7 @@ usage() {
 # request -------------------------------------------------------------------
 # The scalar keys are kept as " key=VALUE " words in Q (wire values hold no spaces); env, arg and the
 # task lines are lists.
-SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script '
+SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun '
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
@@ -130,7 +131,10 @@ resolve() {
     WORKDIR=$(cd "$WORKDIR" 2>/dev/null && pwd -P) \
         || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $WORKDIR does not exist on the cluster"
     for rsk_e in $Q_env; do rsk_dec "$rsk_e"; env_name_ok "$RSK_V"; done
-    if [ -n "$TASKS" ]; then
+    resolve_lease
+    if [ -n "$LEASE_OPEN" ]; then
+        KIND='lease'
+    elif [ -n "$TASKS" ]; then
         KIND='batch'
         if [ -n "$Q_arg" ] || [ -n "$Q_script" ]; then
             rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
@@ -191,6 +195,89 @@ resolve_tasks() {
     NT=$(printf '%s\n' "$TASKOUT" | grep -c '^S ')
 }
 
+# leases ----------------------------------------------------------------------
+# resolve_lease: LEASE_OPEN (open a lease), or LEASE (a step into one: the lease's facts as L_*)
+resolve_lease() {
+    qdec lease_open; LEASE_OPEN=$RSK_V
+    qdec lease; LEASE=$RSK_V
+    num drain drain_min 5; DRAIN_MIN=$RSK_V
+    qdec overrun; OVERRUN=${RSK_V:-refuse}
+    LEASE_JOB='' LDIR=''
+    if [ -z "$LEASE_OPEN" ]; then
+        q drain_min; rsk_d=$RSK_W
+        q overrun
+        [ -z "$rsk_d$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "drain and overrun are settings of a lease being opened"
+    fi
+    if [ -n "$LEASE_OPEN" ]; then
+        rsk_need_token lease "$LEASE_OPEN"
+        if [ -n "$LEASE$Q_arg$Q_script$TASKS$CODE" ]; then
+            rsk_fail "$RSK_E_USAGE" bad-request "a lease runs rsk's controller: no command, script, tasks, code or lease of its own"
+        fi
+        case $OVERRUN in refuse | clip) ;; *) rsk_fail "$RSK_E_USAGE" bad-overrun "overrun is refuse or clip" ;; esac
+        LDIR=$(rsk_lease_dir "$PROJECT" "$LEASE_OPEN")
+        return 0
+    fi
+    [ -n "$LEASE" ] || return 0
+    rsk_need_token lease "$LEASE"
+    LDIR=$(rsk_lease_dir "$PROJECT" "$LEASE")
+    [ -f "$LDIR/lease" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $PROJECT has no lease $LEASE on this cluster (rsk lease open $LEASE)"
+    rsk_l=$(cat "$LDIR/lease")
+    LEASE_JOB=$(rsk_field "$rsk_l" job)
+    L_partition=$(rsk_field "$rsk_l" partition) L_account=$(rsk_field "$rsk_l" account) L_qos=$(rsk_field "$rsk_l" qos)
+    L_nodes=$(rsk_field "$rsk_l" nodes) L_cpus=$(rsk_field "$rsk_l" cpus) L_mem=$(rsk_field "$rsk_l" mem)
+    L_gpus=$(rsk_field "$rsk_l" gpus) L_time=$(rsk_field "$rsk_l" time) L_overrun=$(rsk_field "$rsk_l" overrun)
+    for rsk_v in "$LEASE_JOB" "$L_nodes" "$L_cpus" "$L_mem" "$L_gpus" "$L_time"; do
+        rsk_is_uint "$rsk_v" || rsk_fail "$RSK_E_USAGE" bad-lease "the lease file of $LEASE is damaged (rsk lease open $LEASE again)"
+    done
+    case $L_partition$L_account$L_qos in *[!A-Za-z0-9._-]*) rsk_fail "$RSK_E_USAGE" bad-lease "the lease file of $LEASE is damaged" ;; esac
+    case $L_overrun in refuse | clip) ;; *) rsk_fail "$RSK_E_USAGE" bad-lease "the lease file of $LEASE is damaged" ;; esac
+    for rsk_k in partition account qos; do
+        q "$rsk_k"
+        [ -z "$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "a step runs in its lease's allocation: no $rsk_k of its own"
+    done
+    PARTITION=$L_partition ACCOUNT=$L_account QOS=$L_qos
+    q mem_mb; [ -n "$RSK_W" ] || [ "$MEM_MB" -le "$L_mem" ] || MEM_MB=$L_mem
+    q time_min; [ -n "$RSK_W" ] || [ "$TIME_MIN" -le "$L_time" ] || TIME_MIN=$L_time
+}
+
+# step_fit NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused at plan time
+step_fit() {
+    set_shape "$@"
+    rsk_why=''
+    [ "$NODES" -eq 1 ] || rsk_why="$rsk_why; a step runs on one node of its lease (asked $NODES)"
+    [ "$GPUS" -le "$L_gpus" ] || rsk_why="$rsk_why; $GPUS GPUs, the lease has $L_gpus per node"
+    [ "$CPUS" -le "$L_cpus" ] || rsk_why="$rsk_why; $CPUS CPUs, the lease has $L_cpus per node"
+    [ "$MEM_MB" -le "$L_mem" ] || rsk_why="$rsk_why; $MEM_MB MB, the lease has $L_mem MB per node"
+    [ "$TIME_MIN" -le "$L_time" ] || rsk_why="$rsk_why; $TIME_MIN min, the lease holds its allocation for $L_time min"
+    [ -z "$rsk_why" ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE:${rsk_why#;}"
+    # a lease that has started knows when it ends (its controller's ctl file); refuse=never outlive it
+    rsk_end=$(rsk_field "$(cat "$LDIR/ctl" 2>/dev/null || true)" end)
+    rsk_ljob=$(rsk_field "$(cat "$LDIR/ctl" 2>/dev/null || true)" job)
+    if [ "$L_overrun" = refuse ] && [ "$rsk_ljob" = "$LEASE_JOB" ] && rsk_is_uint "$rsk_end"; then
+        rsk_left=$((rsk_end - $(awk 'BEGIN { srand(); print srand() }')))
+        [ $((TIME_MIN * 60)) -le "$rsk_left" ] || rsk_fail "$RSK_E_POLICY" outlives-lease \
+            "this step's $TIME_MIN min would outlive lease $LEASE ($((rsk_left / 60)) min left); ask for less --time"
+    fi
+}
+
+lease_live() { # lease_live JOB: the lease's Slurm job is pending or running
+    [ -n "$1" ] && [ -n "$(squeue -h -j "$1" -t PD,R,CG,S,CF -o %i 2>/dev/null)" ]
+}
+
+# check_lease: a step's lease must still hold (or wait for) its allocation; a lease name is one live lease
+check_lease() {
+    if [ -n "$LEASE" ]; then
+        lease_live "$LEASE_JOB" || rsk_fail "$RSK_E_USAGE" lease-ended \
+            "lease $LEASE (job $LEASE_JOB) has ended; open it again (its queued steps carry over) or launch without --lease"
+        for_shapes step_fit
+    elif [ -n "$LEASE_OPEN" ] && [ -f "$LDIR/lease" ]; then
+        rsk_l=$(cat "$LDIR/lease")
+        if [ "$(rsk_field "$rsk_l" rid)" != "$RID" ] && lease_live "$(rsk_field "$rsk_l" job)"; then
+            rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $(rsk_field "$rsk_l" job)); close it or use another name"
+        fi
+    fi
+}
+
 shapes() { printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u; } # the distinct task shapes
 
 set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch uses
@@ -224,6 +311,14 @@ build_plan() {
     plan_put mem_mb "$MEM_MB"
     plan_put gpus "$GPUS"
     plan_put time_min "$TIME_MIN"
+    if [ -n "$LEASE_OPEN" ]; then
+        plan_put lease "$LEASE_OPEN"
+        plan_put drain_min "$DRAIN_MIN"
+        plan_put overrun "$OVERRUN"
+    elif [ -n "$LEASE" ]; then
+        plan_put lease "$LEASE"
+        plan_put lease_job "$LEASE_JOB"
+    fi
     for rsk_e in $Q_env; do PLAN="${PLAN}env $rsk_e
 "; done
     for rsk_a in $Q_arg; do PLAN="${PLAN}arg $rsk_a
@@ -356,6 +451,11 @@ do_plan() {
         done
     fi
     [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
+    check_lease
+    if [ -n "$LEASE" ]; then
+        rsk_emit estimate start=in-lease "nodes=$(rsk_b64 "lease $LEASE")"
+        return 0
+    fi
     ESTIMATE=''
     for_shapes test_only
     # shellcheck disable=SC2086  # ESTIMATE holds two key=value words
@@ -364,23 +464,36 @@ do_plan() {
 
 # submit mode -------------------------------------------------------------------
 # job_text IDXS: the job script sbatch reads on stdin for these task indices of the current shape
+# job_text IDXS [STEP]: ... or, with STEP (its step id), the script a lease's controller runs as that step
 job_text() {
     printf '#!/bin/sh\n# rsk job: project %s, request %s, plan %s\n' "$PROJECT" "$RID" "$PLAN_HASH"
-    if [ "$KIND" = batch ]; then
-        printf 'rsk_run=%s/t"${SLURM_ARRAY_TASK_ID:-x}"\n' "$(rsk_sq "$RUN_DIR")"
+    if [ -n "${2:-}" ]; then
+        printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"
+    elif [ "$KIND" = batch ]; then
+        printf 'rsk_ti=${SLURM_ARRAY_TASK_ID:-x}\n'
     else
-        printf 'rsk_run=%s/t0\n' "$(rsk_sq "$RUN_DIR")"
+        printf 'rsk_ti=0\n'
     fi
+    printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
     printf '%s\n' "$RSK_WRAPPER"
     printf 'rsk_export() { case ${rsk_a%%%%=*} in SLURM_* | SLURMD_* | SBATCH_* | SALLOC_* | SRUN_* | RSK_* | rsk_* | PATH | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n'
     printf 'rsk_clean_env\nset --\n'
     for rsk_e in $Q_env; do printf "rsk_arg '%s'; rsk_export\n" "$rsk_e"; done
+    if [ "$KIND" = lease ]; then
+        printf 'rsk_root=%s\nrsk_ldir=%s\nrsk_project=%s\nrsk_lease=%s\n' "$(rsk_sq "$ROOT_REAL")" "$(rsk_sq "$LDIR")" \
+            "$PROJECT" "$LEASE_OPEN"
+        printf 'rsk_lgpus=%s\nrsk_lcpus=%s\nrsk_lmem=%s\nrsk_drain=%s\nrsk_overrun=%s\nrsk_srun=%s\n' "$GPUS" "$CPUS" \
+            "$MEM_MB" "$DRAIN_MIN" "$OVERRUN" "$(rsk_sq "$(command -v srun)")"
+        printf '%s\n' "$RSK_CONTROLLER"
+        printf 'rsk_main rsk_lease_supervise\n'
+        return 0
+    fi
     if [ "$KIND" = batch ]; then
-        printf 'case ${SLURM_ARRAY_TASK_ID:-x} in\n'
+        printf 'case $rsk_ti in\n'
         printf '%s\n' "$TASKOUT" | awk -v keep=" $1 " '$1 == "W" && index(keep, " " $2 " ") { sub(/^W [0-9]+ /, ""); print }'
-        printf '*) echo "rsk: no task for array index ${SLURM_ARRAY_TASK_ID:-}" >&2; exit 97 ;;\nesac\n'
+        printf '*) echo "rsk: no task for index $rsk_ti" >&2; exit 97 ;;\nesac\n'
     else
         [ -z "$Q_script" ] || printf "rsk_arg '%s'; rsk_script \"\$rsk_a\"; set -- \"\$rsk_run/user.sbatch\"\n" "$Q_script"
         for rsk_a in $Q_arg; do printf "rsk_arg '%s'; set -- \"\$@\" \"\$rsk_a\"\n" "$rsk_a"; done
@@ -422,7 +535,7 @@ jlines() {
     jl_ev=$1 jl_plan=$2 jl_idxs=$3 jl_job=$4
     shift 4
     RSK_BLOCK="$RSK_BLOCK$(printf '%s\n' "$TASKOUT" | awk -v ev="$jl_ev" -v rid="$RID" -v plan="$jl_plan" \
-        -v idxs="$jl_idxs" -v t="$RSK_T" -v job="$jl_job" -v kind="$KIND" -v extra="$*" '
+        -v idxs="$jl_idxs" -v t="$RSK_T" -v job="$jl_job" -v kind="$KIND" -v step="$LEASE" -v extra="$*" '
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
         END {
             m = split(idxs, ix, " ")
@@ -430,7 +543,7 @@ jlines() {
                 i = ix[k]
                 line = "v=2 t=" t " ev=" ev " rid=" rid " plan=" plan " idx=" i
                 if (kind == "batch") line = line " task=" key[i]
-                if (job != "") line = line " job=" (kind == "batch" ? job "_" i : job)
+                if (job != "") line = line " job=" (kind == "batch" && step == "" ? job "_" i : job)
                 if (extra != "") line = line " " extra
                 print line
             }
@@ -486,7 +599,14 @@ $STATES
 EOT
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
     if [ -z "$TODO" ]; then
+        [ "$KIND" != lease ] || write_lease_file
         emit_accepted 1
+        return 0
+    fi
+    check_lease
+    if [ -n "$LEASE" ]; then
+        queue_steps
+        emit_accepted 0
         return 0
     fi
     rsk_active=$(rsk_active_jobs "$PROJECT" | wc -l | tr -d ' ')
@@ -510,8 +630,55 @@ EOT
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
     FAIL_CODE=''
     for_shapes submit_shape
+    [ "$KIND" != lease ] || [ -z "$DONE" ] || write_lease_file
     emit_accepted 0
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "sbatch failed: $(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
+}
+
+# a lease's file says what was opened: the controller's allocation, and what steps may ask of it.
+# A lease opened again under the same name takes over the steps still queued in its directory.
+write_lease_file() {
+    rsk_lj=$(printf '%s\n' "$DONE" | awk 'NF { print $2; exit }')
+    mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
+    [ "$(rsk_field "$(cat "$LDIR/lease" 2>/dev/null || true)" job)" != "$rsk_lj" ] || return 0
+    rm -f "$LDIR/drain" "$LDIR/closed"
+    printf 'job=%s rid=%s plan=%s partition=%s account=%s qos=%s nodes=%s cpus=%s mem=%s gpus=%s time=%s drain=%s overrun=%s\n' \
+        "$rsk_lj" "$RID" "$PLAN_HASH" "$PARTITION" "$ACCOUNT" "$QOS" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" \
+        "$DRAIN_MIN" "$OVERRUN" >"$LDIR/lease.tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $LDIR/lease"
+    mv "$LDIR/lease.tmp" "$LDIR/lease"
+}
+
+# queue_steps: each task to do becomes a queue entry of the lease (the project lock is held): its script
+# (q/SEQ.sh), then its line (q/SEQ.step, the commit point the controller looks for), then the journal
+queue_steps() {
+    mkdir -p "$RUN_DIR" "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
+    rsk_block_start
+    rsk_seq=$(cat "$LDIR/seq" 2>/dev/null || echo 0)
+    rsk_is_uint "$rsk_seq" || rsk_seq=0
+    rsk_decimal "$rsk_seq"; rsk_seq=$RSK_V
+    for rsk_i in $TODO; do
+        rsk_seq=$((rsk_seq + 1))
+        printf '%s\n' "$rsk_seq" >"$LDIR/seq.tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $LDIR/seq"
+        mv "$LDIR/seq.tmp" "$LDIR/seq"
+        rsk_sn=$(printf '%06d' "$rsk_seq")
+        rsk_sid="${LEASE_JOB}s$rsk_seq"
+        # shellcheck disable=SC2046  # five numbers
+        set -- $(printf '%s\n' "$TASKOUT" | awk -v i="$rsk_i" '$1 == "S" && $2 == i { print $3, $4, $5, $6, $7 }')
+        set_shape "$@"
+        JOB=$(job_text "$rsk_i" "$rsk_sid")
+        mkdir -p "$RUN_DIR/t$rsk_i" && rm -f "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"
+        { printf '%s\n' "$JOB" >"$LDIR/q/$rsk_sn.sh.tmp" && mv "$LDIR/q/$rsk_sn.sh.tmp" "$LDIR/q/$rsk_sn.sh" \
+            && printf 'seq=%s job=%s rid=%s idx=%s task=%s plan=%s gpus=%s cpus=%s mem=%s time=%s\n' "$rsk_sn" "$rsk_sid" \
+                "$RID" "$rsk_i" "$(task_key "$rsk_i")" "$PLAN_HASH" "$GPUS" "$CPUS" "$MEM_MB" "$TIME_MIN" >"$LDIR/q/$rsk_sn.step.tmp" \
+            && mv "$LDIR/q/$rsk_sn.step.tmp" "$LDIR/q/$rsk_sn.step"; } \
+            || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the queue of lease $LEASE"
+        jlines accepted "$PLAN_HASH" " $rsk_i" "$rsk_sid" "lease=$LEASE" "res=1,$CPUS,$MEM_MB,$GPUS,$TIME_MIN"
+        DONE="$DONE$rsk_i $rsk_sid
+"
+    done
+    # the queue entries are evidence of their own (rsk_evidence), so a journal that cannot take this
+    # block loses nothing
+    rsk_journal_write "$PROJECT" || true
 }
 
 main() {

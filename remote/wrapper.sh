@@ -5,7 +5,8 @@
 # sets rsk_plan, which the started marker records, so the job itself says which plan it runs.
 # The job's environment is what the plan binds: Slurm's own variables, HOME USER LOGNAME TMPDIR,
 # PATH from the plan, and the plan's --env values; nothing from the login session (docs/adr/0008).
-# Markers in $rsk_run: "started" (job, node, time) and "ended" (rc, signal, time).
+# Markers in $rsk_run: "started" (job, node, time; for a lease's step also its Slurm step and GPUs) and
+# "ended" (rc, signal, time).
 rsk_arg() { # "=LITERAL" is the value itself; anything else is base64
     case $1 in
         "="*) rsk_a=${1#=} ;;
@@ -57,8 +58,12 @@ rsk_main() {
     rsk_jobid=${SLURM_JOB_ID:-}
     [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
     mkdir -p "$rsk_run"
-    printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan" >"$rsk_run/started.tmp" \
-        && mv "$rsk_run/started.tmp" "$rsk_run/started"
+    if [ -n "${rsk_step:-}" ]; then # a lease's step: its id, its Slurm step, its node and GPUs
+        printf 'job=%s node=%s t=%s plan=%s slurm=%s.%s gpus=%s\n' "$rsk_step" "${SLURMD_NODENAME:-$(uname -n)}" \
+            "$rsk_t0" "$rsk_plan" "${SLURM_JOB_ID:-}" "${SLURM_STEP_ID:-}" "${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}"
+    else
+        printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan"
+    fi >"$rsk_run/started.tmp" && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
     rsk_use_code || rsk_end 2
     trap 'rsk_on_signal TERM' TERM

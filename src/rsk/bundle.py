@@ -30,9 +30,13 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "code": ("code.sh",),
     "fetch": ("fetch.sh",),
     "gpus": ("gpus.sh",),
+    "lease": ("lease.sh",),
 }
 _MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
-_HEADER_FILES = {"submit": {"RSK_WRAPPER": "wrapper.sh"}, "status": {"RSK_STATUS_AWK": "status.awk"}}
+_HEADER_FILES = {
+    "submit": {"RSK_WRAPPER": "wrapper.sh", "RSK_CONTROLLER": "controller.sh"},
+    "status": {"RSK_STATUS_AWK": "status.awk"},
+}
 
 
 def data_dir(name: str) -> Path:

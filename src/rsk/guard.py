@@ -14,9 +14,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.decide import Facts, decide, find_approval
+from rsk.decide import Facts, decide, denied_card, deny_matches, find_approval
 from rsk.errors import DeniedError, PendingApproval, UsageError
-from rsk.ledger import AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Ledger, Use, now
+from rsk.ledger import AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Lease, Ledger, Use, now
 from rsk.paths import scope
 from rsk.protocol import Plan, Request, Resources
 from rsk.store import Store
@@ -25,7 +25,7 @@ from rsk.store import Store
 class Allowed(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["approval", "grant", "replay"]
+    kind: Literal["approval", "grant", "replay", "lease"]
     id: str
     charge_id: str | None = None
 
@@ -210,6 +210,85 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
         f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
         details={"card_id": card.id, "plan_hash": plan.hash, "request_id": rid, "new_card": new_card},
     )
+
+
+# leases -----------------------------------------------------------------------------------------
+StepVerdict = Literal["deny", "lease", "closed"]
+
+
+def decide_step(ledger: Ledger, target: str, plan: Plan, request_id: str) -> tuple[StepVerdict, str | None, str]:
+    """How a step is decided (pure): ("deny", rule, reason), ("lease", lease id, "") or ("closed", None, why)."""
+    at = now()
+    f = facts(target, plan, request_id, 0)
+    for rule in ledger.deny_rules:
+        if deny_matches(rule, f, at):
+            return "deny", rule.id, rule.reason
+    card = denied_card(ledger, plan.hash)
+    if card is not None:
+        return "deny", card.id, card.reason or "a human denied this plan"
+    lease = open_lease(ledger, target, plan.lease, plan.lease_job)
+    if lease is None:
+        return (
+            "closed",
+            None,
+            f"lease {plan.lease} (job {plan.lease_job}) is not open in this project's ledger on {target}",
+        )
+    return "lease", lease.id, ""
+
+
+def authorize_step(store: Store, target: str, plan: Plan, request: Request) -> Allowed:
+    """A step queued into a lease: the lease paid for its allocation, so the step is allowed by the lease
+    while the ledger holds it open, and only deny rules (and a human's denial of this plan) can stop it."""
+    rid = request.request_id
+    with store.transaction() as ledger:
+        kind, rule, reason = decide_step(ledger, target, plan, rid)
+        store.audit(_entry(store, "decision", plan.hash, rid, rule, kind + (f": {reason}" if reason else "")))
+    if kind == "deny":
+        raise DeniedError(
+            f"denied by {rule}: {reason}",
+            "do not try to get around a denial; tell the human and ask what to do instead",
+            details={"rule": rule, "reason": reason, "plan_hash": plan.hash},
+        )
+    if kind == "closed":
+        raise UsageError(
+            reason,
+            f"`rsk lease status{scope(store.project, target)}` lists the project's leases; a lease is opened "
+            "with `rsk lease open NAME` (a human allows it like any launch)",
+        )
+    assert rule is not None
+    return Allowed(kind="lease", id=rule)
+
+
+def open_lease(ledger: Ledger, target: str, name: str, job_id: str) -> Lease | None:
+    return next((x for x in ledger.leases if x.name == name and x.target == target and x.job_id == job_id
+                 and x.closed is None), None)  # fmt: skip
+
+
+def record_lease(store: Store, target: str, plan: Plan, request_id: str, allowed: Allowed, job_id: str) -> Lease:
+    """The cluster accepted a lease's job: the ledger holds it open (once, however often it is replayed)."""
+    with store.transaction() as ledger:
+        found = next((x for x in ledger.leases if x.target == target and x.job_id == job_id and x.name == plan.lease),
+                     None)  # fmt: skip
+        if found is not None:
+            return found
+        lease = Lease(name=plan.lease, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
+                      allowed_by=f"{allowed.kind} {allowed.id}", nodes=plan.nodes, gpus=plan.gpus, cpus=plan.cpus,
+                      mem_mb=plan.mem_mb, time_min=plan.time_min)  # fmt: skip
+        ledger.leases.append(lease)
+        store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
+        return lease
+
+
+def close_lease(store: Store, target: str, name: str, by: str) -> list[Lease]:
+    """Steps are no longer allowed into the project's open leases of this name on the target."""
+    closed: list[Lease] = []
+    with store.transaction() as ledger:
+        for x in ledger.leases:
+            if x.name == name and x.target == target and x.closed is None:
+                x.closed, x.closed_by = now(), by
+                closed.append(x)
+                store.audit(_entry(store, "lease-closed", x.plan_hash, x.request_id, x.id, f"{name} job {x.job_id}"))
+    return closed
 
 
 def _costs(plan: Plan, jobs: dict[int, str]) -> dict[str, JobCost]:

@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rsk.errors import ConnectError, DeniedError, PendingApproval, ProtocolError, RskError
-from rsk.guard import Allowed, authorize, record_submitted, release, submitted_jobs, wait_for_card
+from rsk.guard import (
+    Allowed,
+    authorize,
+    authorize_step,
+    record_lease,
+    record_submitted,
+    release,
+    submitted_jobs,
+    wait_for_card,
+)
 from rsk.ledger import now
 from rsk.protocol import Accepted, Plan, Request, accepted_from, plan_from, raise_for_error
 from rsk.remote import Remote
@@ -110,6 +119,8 @@ def launch(
         if replay is not None:
             say("already submitted: replaying")
             allowed = replay
+        elif plan.is_step:
+            allowed = authorize_step(store, target.name, plan, request)
         else:
             try:
                 allowed = authorize(store, target.name, plan, request, planned_at)
@@ -142,7 +153,10 @@ def launch(
             )
             raise
         accepted = accepted_from(out)
-        record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})
+        if allowed.kind != "lease":  # a step costs the lease nothing new
+            record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})
+        if plan.kind == "lease" and accepted:
+            record_lease(store, target.name, plan, request.request_id, allowed, accepted[0].job_id)
         try:
             raise_for_error(out)
         except RskError as exc:
@@ -164,7 +178,7 @@ class PlanReport(BaseModel):
     project: str
     request_id: str
     plan_hash: str
-    would: Literal["replay", "deny", "approval", "grant", "ask"]
+    would: Literal["replay", "deny", "approval", "grant", "ask", "lease", "closed"]
     rule: str | None = None  # the deny rule, approval or grant that decides
     reason: str = ""
     closest_grant: str | None = None
@@ -203,6 +217,11 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
     }  # fmt: skip
     if _replayed(plan) or (submitted_jobs(ledger, request.request_id, plan.hash, target.name) and not plan.prior):
         return PlanReport(would="replay", reason="this request's jobs were submitted already", **base)
+    if plan.is_step:
+        from rsk.guard import decide_step
+
+        kind, rule, reason = decide_step(ledger, target.name, plan, request.request_id)
+        return PlanReport(would=kind, rule=rule, reason=reason, **base)
     active = count_active(ledger, target.name, plan, planned_at, request.request_id)
     d = decide(ledger, facts(target.name, plan, request.request_id, active), now())
     return PlanReport(would=d.kind, rule=d.rule, reason=d.reason, closest_grant=d.closest_grant,

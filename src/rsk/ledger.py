@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LEDGER_SCHEMA = 2
+LEDGER_SCHEMA = 3
 
 
 def now() -> datetime:
@@ -181,6 +181,27 @@ class Card(Model):
     reason: str = ""
 
 
+class Lease(Model):
+    """A lease this project opened: its allocation was allowed (and charged) like any launch, so steps
+    queued into it while it is open need no decision of their own beyond the deny rules."""
+
+    id: str = Field(default_factory=lambda: new_id("l"))
+    name: str
+    target: str
+    job_id: str  # the lease's Slurm job
+    request_id: str
+    plan_hash: str
+    allowed_by: str  # "grant g-..." or "approval a-..."
+    nodes: int
+    gpus: int  # per node
+    cpus: int  # per node
+    mem_mb: int  # per node
+    time_min: int
+    opened: datetime = Field(default_factory=now)
+    closed: datetime | None = None
+    closed_by: str = ""
+
+
 class Ledger(Model):
     schema_version: int = LEDGER_SCHEMA
     project: str
@@ -189,6 +210,7 @@ class Ledger(Model):
     grants: list[Grant] = []
     charges: list[Charge] = []
     cards: list[Card] = []
+    leases: list[Lease] = []
 
 
 class AuditEntry(Model):
@@ -213,8 +235,11 @@ def _dicts(value: object) -> list[dict[str, object]] | None:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """A schema-1 ledger as schema 2: spent charges become submitted, approvals' used_by become uses,
-    cards show env values. Anything malformed is left as it is for validation to refuse."""
+    """An older ledger as the current schema. 2 -> 3 adds leases (none). 1 -> 2: spent charges become
+    submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
+    for validation to refuse."""
+    if raw.get("schema_version", 1) == 2:
+        return {**raw, "schema_version": 3}
     if raw.get("schema_version", 1) != 1:
         return raw
     out = dict(raw)
@@ -247,4 +272,4 @@ def migrate(raw: dict[str, object]) -> dict[str, object]:
             if isinstance(plan, dict):
                 c["plan"] = {k: v for k, v in plan.items() if k != "env_names"}
         out["cards"] = cards
-    return out
+    return migrate(out)

@@ -40,6 +40,7 @@ class JobState(Model):
     cpus: int | None = None
     mem_mb: int | None = None
     gpus: int | None = None
+    lease: str | None = None  # a step: the lease it was queued into
 
     @property
     def gpu_hours_used(self) -> float:
@@ -102,6 +103,7 @@ def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
                 cpus=cpus,
                 mem_mb=mem,
                 gpus=gpus,
+                lease=kv.get("lease") or None,
             )
         )
     return jobs

@@ -38,6 +38,14 @@ SINGLETONS = frozenset(
 POSITIONAL = frozenset({"planline", "journal", "chunk"})  # words, not key=value pairs
 
 
+_JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+|s[0-9]+)?")
+
+
+def is_job_id(value: str) -> bool:
+    """A Slurm job (123), an array task (123_4), or a step rsk queued into a lease (123s4: lease job 123)."""
+    return bool(_JOB_ID.fullmatch(value))
+
+
 def b64(value: str) -> str:
     return base64.b64encode(value.encode("utf-8", "surrogateescape")).decode("ascii")
 
@@ -136,6 +144,10 @@ class Request(BaseModel):
     requester: str = ""  # the agent's claim, kept on the card; never sent to the cluster
     hostkey: str = ""  # the fingerprint of the host key this connection verified; bound into the plan
     code: str = ""  # the digest of a code snapshot already on the cluster (rsk launch --code)
+    lease: str = ""  # a step: queued into this lease of the project instead of a job of its own
+    lease_open: str = ""  # open a lease of this name: one job that runs rsk's controller
+    drain_min: int | None = None  # a lease: start no step this many minutes before the allocation ends
+    overrun: str = ""  # a lease: a step longer than what is left is refused (refuse) or clipped (clip)
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -145,9 +157,9 @@ class Request(BaseModel):
                 lines.append(f"{key} {enc(str(value))}")
 
         for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
-                    "code"):  # fmt: skip
+                    "code", "lease", "lease_open", "overrun"):  # fmt: skip
             put(key, getattr(self, key))
-        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
+        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min"):
             put(key, getattr(self, key))
         for entry in sorted(self.env, key=lambda e: e.split("=", 1)[0]):
             lines.append(f"env {enc(entry)}")
@@ -304,7 +316,7 @@ class Plan(BaseModel):
     policy: str
     project: str
     name: str
-    kind: Literal["argv", "script", "batch"]
+    kind: Literal["argv", "script", "batch", "lease"]
     workdir: str
     code: str = ""  # the code snapshot's digest ("" without --code)
     path: str
@@ -328,6 +340,14 @@ class Plan(BaseModel):
     estimate_start: str = "unknown"
     estimate_nodes: str = ""
     prior: list[Prior] = []
+    lease: str = ""  # kind lease: the lease it opens; otherwise: the lease this step is queued into
+    lease_job: str = ""  # a step: the Slurm job of the lease it is bound to
+    drain_min: int | None = None  # kind lease
+    overrun: str = ""  # kind lease: refuse | clip
+
+    @property
+    def is_step(self) -> bool:
+        return bool(self.lease) and self.kind != "lease"
 
     @property
     def jobs(self) -> int:
@@ -349,6 +369,8 @@ class Plan(BaseModel):
     @property
     def command(self) -> str:
         """A one-line summary for lists; cards show every task and the whole script."""
+        if self.kind == "lease":
+            return f"lease {self.lease}: {self.nodes} node(s) x {self.gpus} GPU(s), steps started by rsk's controller"
         if self.kind == "batch":
             return f"batch of {len(self.tasks)} tasks, e.g. {shlex.join(self.tasks[0].argv)}"
         if self.kind == "script":
@@ -356,7 +378,10 @@ class Plan(BaseModel):
         return shlex.join(self.argv)
 
     def commands(self) -> list[str]:
-        """Everything that will run, for deny rules: each task's command line, and the script's text."""
+        """Everything that will run, for deny rules: each task's command line, and the script's text; a
+        lease runs `rsk lease NAME` (its controller), so `--command 'rsk lease*'` denies leases."""
+        if self.kind == "lease":
+            return [f"rsk lease {self.lease}"]
         if self.kind == "batch":
             return [shlex.join(t.argv) for t in self.tasks]
         if self.kind == "script":
@@ -457,5 +482,5 @@ def accepted_from(out: Output) -> list[Accepted]:
             task=rec.kv.get("task") or None,
         )
         for rec in out.all("accepted")
-        if rec.kv.get("job", "").replace("_", "").isdigit()
+        if is_job_id(rec.kv.get("job", ""))
     ]

@@ -36,6 +36,7 @@ class LaunchSpec(BaseModel):
     mem: str | None = None
     time: str | None = None
     env: list[str] = []
+    lease: str | None = None  # a step of this lease of the project
 
 
 def _lift_script(spec: LaunchSpec) -> LaunchSpec:
@@ -80,6 +81,7 @@ def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
         script=spec.script,
         tasks=list(spec.tasks),
         requester=requester,
+        lease=check_token("lease name", spec.lease) if spec.lease else "",
     )
     check_request(request)
     return request

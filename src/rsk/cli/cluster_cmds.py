@@ -206,15 +206,28 @@ def doctor(
         raise typer.Exit(int(Exit.CHECKS))
 
 
-def gpus(target: TargetOpt = None, json_out: JsonOpt = False) -> None:
+def gpus(
+    target: TargetOpt = None,
+    lease: Annotated[
+        str | None, typer.Option("--lease", metavar="NAME", help="The GPUs of this lease, as its controller sees them.")
+    ] = None,
+    project: ProjectOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
     from rsk.gpus import inventory
 
-    inv = inventory(resolve_target(target))
+    if lease:
+        from rsk.leases import gpus as lease_gpus
+        from rsk.paths import resolve_project
+
+        inv = lease_gpus(resolve_target(target), resolve_project(project), lease)
+    else:
+        inv = inventory(resolve_target(target))
     if json_out:
         print_json(inv)
         return
     o = out()
-    o.print(f"{inv.target}: {inv.free} of {inv.total} GPUs free ({inv.at})")
+    o.print(f"{inv.target}{f' lease {lease}' if lease else ''}: {inv.free} of {inv.total} GPUs free ({inv.at})")
     for n in inv.nodes:
         o.print(f"{n.name} ({n.state.lower()}; {','.join(n.partitions)}): {n.free} of {n.total} free")
         for g in n.gpus:

@@ -99,6 +99,15 @@ def launch(
             "One plan, one approval, one remote call; each task its own job.",
         ),
     ] = None,
+    lease: Annotated[
+        str | None,
+        typer.Option(
+            "--lease",
+            help="Queue this as a step of the project's lease NAME: started by its controller within seconds, with "
+            "its own GPUs, on one node of the lease; no new charge (deny rules still apply).",
+            metavar="NAME",
+        ),
+    ] = None,
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
@@ -124,7 +133,7 @@ def launch(
     spec = LaunchSpec(
         argv=list(command or []), script=script_text, tasks=task_specs, request_id=request_id, name=name,
         workdir=workdir, path=path, partition=partition, account=account, qos=qos, nodes=nodes, cpus=cpus,
-        gpus=gpus, mem=mem, time=time, env=list(env or []),
+        gpus=gpus, mem=mem, time=time, env=list(env or []), lease=lease,
     )  # fmt: skip
     request = build_request(spec, resolve_project(project), requester())
     console = err()
@@ -155,6 +164,8 @@ def launch(
             o.print(f"  {t.task:<24} job {t.job_id}")
         if len(result.tasks) > 10:
             o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)")
+    elif result.plan.is_step:
+        o.print(f"{verb} step {result.job_id} into lease {result.plan.lease} on {result.target}")
     else:
         o.print(f"{verb} job {result.job_id} on {result.target}")
     o.print(f"  project     {result.project}")
@@ -198,6 +209,8 @@ def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnap
         "deny": f"denied by {report.rule}: {report.reason}",
         "approval": f"allowed by approval {report.rule}",
         "grant": f"allowed by grant {report.rule}",
+        "lease": f"allowed by lease {report.rule} (its allocation is paid; deny rules still apply)",
+        "closed": report.reason,
         "ask": f"a human must approve: {report.reason}"
         + (f" (closest grant {report.closest_grant}: {'; '.join(report.closest_why)})" if report.closest_grant else ""),
     }
@@ -256,7 +269,9 @@ def wait(
     if what and what.startswith("c-"):
         result = wait_card(check_token("card id", what), project, timeout or None)
     else:
-        if what and not what.replace("_", "").isdigit():
+        from rsk.protocol import is_job_id
+
+        if what and not is_job_id(what):
             raise UsageError(f"{what!r} is neither a card id (c-...) nor a job id")
         rid = request_id or batch
         result = wait_jobs(

@@ -1,0 +1,238 @@
+# shellcheck shell=sh disable=SC2154  # rsk_ldir, rsk_lgpus, ... are set by the generated header
+# rsk lease controller: the payload of a lease's Slurm job (docs/leases.md). The job script that sbatch
+# receives is a header (the lease's directory and shape, srun's path), the job wrapper, this file, and
+# `rsk_main rsk_lease_supervise`: like the wrapper, it comes from Slurm's own copy of the script, so no
+# file under the remote root is ever run as the controller.
+#
+# The supervisor keeps one controller process alive for the life of the allocation; killed, it is
+# started again, and the new one finds everything from the lease directory: steps it started are
+# "run/SEQ.*" entries whose srun, started in a subshell of its own, writes run/SEQ.rc when it returns,
+# whoever is the controller by then. So a step is started at most once: claiming it (q/ -> run/) comes
+# before srun, and an entry already in run/ is never started again.
+
+rsk_lease_log() { printf 'rsk lease %s: %s %s\n' "$rsk_lease" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
+
+rsk_lease_supervise() {
+    while :; do
+        rsk_controller &
+        rsk_cpid=$!
+        printf '%s\n' "$rsk_cpid" >"$rsk_ldir/ctl.pid.tmp" && mv "$rsk_ldir/ctl.pid.tmp" "$rsk_ldir/ctl.pid"
+        rsk_crc=0
+        wait "$rsk_cpid" || rsk_crc=$?
+        [ "$rsk_crc" -ne 0 ] || return 0
+        [ ! -f "$rsk_ldir/closed" ] || return 0
+        rsk_lease_log "the controller (pid $rsk_cpid) ended with rc=$rsk_crc; starting a new one"
+        sleep 1
+    done
+}
+
+rsk_ctl_write() { # rsk_ctl_write STATE: what the controller says about the lease, for rsk lease status
+    printf 'job=%s nodes=%s start=%s end=%s drain=%s state=%s t=%s\n' "$rsk_me" "$rsk_nodes_csv" \
+        "$rsk_t0" "$rsk_lend" "$rsk_drain" "$1" "$(rsk_stamp)" >"$rsk_ldir/ctl.tmp" && mv "$rsk_ldir/ctl.tmp" "$rsk_ldir/ctl"
+    rsk_state=$1
+}
+
+rsk_step_end() { # rsk_step_end SEQ WHY: the entry leaves run/ (or q/) for end/, its ended marker written if missing
+    rsk_sf="$rsk_ldir/run/$1.step"
+    [ -f "$rsk_sf" ] || rsk_sf="$rsk_ldir/q/$1.step"
+    rsk_line=$(cat "$rsk_sf" 2>/dev/null) || return 0
+    rsk_sdir="$rsk_root/runs/$rsk_project/$(rsk_kv "$rsk_line" rid)/t$(rsk_kv "$rsk_line" idx)"
+    if [ -n "$2" ]; then
+        printf '%s\n' "$2" >"$rsk_ldir/end/$1.why"
+    elif [ ! -f "$rsk_sdir/ended" ] && [ -f "$rsk_sdir/started" ]; then
+        # the step's wrapper could not say how it ended (killed hard): srun's status is what is known
+        rsk_rc=$(cat "$rsk_ldir/run/$1.rc" 2>/dev/null || echo 1)
+        rsk_s=$(rsk_kv "$(cat "$rsk_sdir/started")" t)
+        rsk_now=$(rsk_stamp)
+        printf 'rc=%s sig=KILL t=%s elapsed=%s limit=%s\n' "$rsk_rc" "$rsk_now" "$((rsk_now - ${rsk_s:-$rsk_now}))" \
+            "$(($(rsk_kv "$rsk_line" time) * 60))" >"$rsk_sdir/ended"
+    fi
+    for rsk_x in step sh at rc pid; do
+        for rsk_d in run q; do
+            [ ! -f "$rsk_ldir/$rsk_d/$1.$rsk_x" ] || mv "$rsk_ldir/$rsk_d/$1.$rsk_x" "$rsk_ldir/end/$1.$rsk_x"
+        done
+    done
+}
+
+rsk_kv() { # rsk_kv LINE KEY
+    rsk_r=" $1 "
+    case $rsk_r in *" $2="*) rsk_r=${rsk_r#*" $2="}; printf '%s' "${rsk_r%% *}" ;; esac
+}
+
+# rsk_step_start SEQ NODE MINUTES: claim the entry (q/ -> run/), then srun it in a subshell that records
+# srun's status; explicit node, GPUs, CPUs and memory, so Slurm gives each live step its own GPUs
+rsk_step_start() {
+    mv "$rsk_ldir/q/$1.step" "$rsk_ldir/run/$1.step" 2>/dev/null || return 0 # cancelled meanwhile
+    mv "$rsk_ldir/q/$1.sh" "$rsk_ldir/run/$1.sh"
+    rsk_line=$(cat "$rsk_ldir/run/$1.step")
+    rsk_g=$(rsk_kv "$rsk_line" gpus) rsk_c=$(rsk_kv "$rsk_line" cpus) rsk_m=$(rsk_kv "$rsk_line" mem)
+    rsk_sdir="$rsk_root/runs/$rsk_project/$(rsk_kv "$rsk_line" rid)/t$(rsk_kv "$rsk_line" idx)"
+    rsk_s=$(rsk_stamp)
+    printf 'node=%s gpus=%s cpus=%s mem=%s start=%s end=%s job=%s\n' "$2" "$rsk_g" "$rsk_c" "$rsk_m" "$rsk_s" \
+        "$((rsk_s + $3 * 60))" "$rsk_me" >"$rsk_ldir/run/$1.at"
+    if [ "$rsk_g" -gt 0 ]; then rsk_gres="gpu:$rsk_g"; else rsk_gres=none; fi
+    mkdir -p "$rsk_sdir"
+    (
+        rsk_src=0
+        "$rsk_srun" --nodes=1 --ntasks=1 --exact --nodelist="$2" --cpus-per-task="$rsk_c" --mem="$rsk_m" \
+            --gres="$rsk_gres" --time="$3" --job-name="rsk:$rsk_project:$(rsk_kv "$rsk_line" rid)" \
+            --output="$rsk_sdir/stdout" --error="$rsk_sdir/stderr" --input=none --kill-on-bad-exit=1 \
+            sh -c "$(cat "$rsk_ldir/run/$1.sh")" </dev/null >/dev/null 2>>"$rsk_ldir/srun.err" || rsk_src=$?
+        printf '%s\n' "$rsk_src" >"$rsk_ldir/run/$1.rc.tmp" && mv "$rsk_ldir/run/$1.rc.tmp" "$rsk_ldir/run/$1.rc"
+    ) &
+    printf '%s\n' "$!" >"$rsk_ldir/run/$1.pid"
+    rsk_lease_log "step $(rsk_kv "$rsk_line" job) ($(rsk_kv "$rsk_line" rid)) started on $2 with $rsk_g GPU(s) for $3 min"
+}
+
+# rsk_reap: entries whose srun returned leave run/; entries nobody runs any more (the allocation that
+# started them is gone, or their subshell died before srun returned) are lost, never started again
+rsk_reap() {
+    for rsk_f in "$rsk_ldir"/run/*.step; do
+        [ -f "$rsk_f" ] || continue
+        rsk_q=${rsk_f##*/}
+        rsk_q=${rsk_q%.step}
+        if [ -f "$rsk_ldir/run/$rsk_q.rc" ]; then
+            rsk_step_end "$rsk_q" ''
+            rsk_changed=1
+            continue
+        fi
+        rsk_at=$(cat "$rsk_ldir/run/$rsk_q.at" 2>/dev/null || true)
+        if [ "$(rsk_kv "$rsk_at" job)" != "$rsk_me" ]; then
+            rsk_step_end "$rsk_q" lease-ended
+            rsk_lease_log "step $rsk_q was started by an earlier allocation of this lease: lost with it"
+            rsk_changed=1
+            continue
+        fi
+        rsk_p=$(cat "$rsk_ldir/run/$rsk_q.pid" 2>/dev/null || true)
+        if [ -n "$rsk_p" ] && kill -0 "$rsk_p" 2>/dev/null; then continue; fi
+        [ ! -f "$rsk_ldir/run/$rsk_q.rc" ] || continue # it returned just now
+        # no srun status and no live subshell: a controller was killed between claiming and srun, or
+        # the subshell itself was killed; wait a little for a step that did start to say so
+        rsk_s=$(rsk_kv "$rsk_at" start)
+        if [ $(($(rsk_stamp) - ${rsk_s:-0})) -ge 30 ]; then
+            rsk_step_end "$rsk_q" controller-lost
+            rsk_lease_log "step $rsk_q has no srun any more: lost (not started again)"
+            rsk_changed=1
+        fi
+    done
+}
+
+# rsk_schedule: FIFO with backfill. One awk pass decides, from the capacity of each node, the steps
+# running (their node, shape and end) and the queue in order: the first step that does not fit gets a
+# reservation at the earliest time running steps free enough for it; a later step starts now only if it
+# fits and ends before that time. Steps longer than what is left of the lease are clipped or refused.
+rsk_schedule() {
+    rsk_plan_out=$(
+        {
+            printf 'C %s %s %s %s\n' "$(rsk_stamp)" "$rsk_lend" "$rsk_drain" "$rsk_overrun"
+            for rsk_n in $rsk_nodes; do printf 'N %s %s %s %s\n' "$rsk_n" "$rsk_lgpus" "$rsk_lcpus" "$rsk_lmem"; done
+            for rsk_f in "$rsk_ldir"/run/*.at; do
+                [ -f "$rsk_f" ] || continue
+                rsk_at=$(cat "$rsk_f")
+                printf 'R %s %s %s %s %s\n' "$(rsk_kv "$rsk_at" node)" "$(rsk_kv "$rsk_at" gpus)" "$(rsk_kv "$rsk_at" cpus)" \
+                    "$(rsk_kv "$rsk_at" mem)" "$(rsk_kv "$rsk_at" end)"
+            done
+            for rsk_f in "$rsk_ldir"/q/*.step; do
+                [ -f "$rsk_f" ] || continue
+                rsk_line=$(cat "$rsk_f")
+                printf 'Q %s %s %s %s %s\n' "$(rsk_kv "$rsk_line" seq)" "$(rsk_kv "$rsk_line" gpus)" \
+                    "$(rsk_kv "$rsk_line" cpus)" "$(rsk_kv "$rsk_line" mem)" "$(rsk_kv "$rsk_line" time)"
+            done
+        } | awk '
+            function fit(g, c, m,    k) { for (k = 1; k <= nn; k++) if (fg[nm[k]] >= g && fc[nm[k]] >= c && fm[nm[k]] >= m) return nm[k]; return "" }
+            function shadow(g, c, m,    k, x, y, t, n, ord, sg, sc, sm) {
+                n = 0
+                for (k = 1; k <= nr; k++) ord[++n] = k
+                for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (re[ord[y]] < re[ord[x]]) { t = ord[x]; ord[x] = ord[y]; ord[y] = t }
+                for (k = 1; k <= nn; k++) { sg[nm[k]] = fg[nm[k]]; sc[nm[k]] = fc[nm[k]]; sm[nm[k]] = fm[nm[k]] }
+                for (x = 1; x <= n; x++) {
+                    k = ord[x]; sg[rn[k]] += rg[k]; sc[rn[k]] += rc[k]; sm[rn[k]] += rm[k]
+                    if (sg[rn[k]] >= g && sc[rn[k]] >= c && sm[rn[k]] >= m) return re[k]
+                }
+                return -1
+            }
+            $1 == "C" { now = $2; lend = $3; drain = $4; ov = $5 }
+            $1 == "N" { nm[++nn] = $2; fg[$2] = $3; fc[$2] = $4; fm[$2] = $5 }
+            $1 == "R" { fg[$2] -= $3; fc[$2] -= $4; fm[$2] -= $5; nr++; rn[nr] = $2; rg[nr] = $3; rc[nr] = $4; rm[nr] = $5; re[nr] = $6 }
+            $1 == "Q" { nq++; qs[nq] = $2; qg[nq] = $3; qc[nq] = $4; qm[nq] = $5; qt[nq] = $6 }
+            END {
+                sh = -1
+                for (i = 1; i <= nq; i++) {
+                    t = qt[i] * 60
+                    left = lend - now
+                    if (t > left) {
+                        if (ov == "refuse" || left < 60) { print "X", qs[i], "outlives-lease"; continue }
+                        t = int(left / 60) * 60
+                    }
+                    node = fit(qg[i], qc[i], qm[i])
+                    if (node != "" && (sh < 0 || now + t <= sh)) {
+                        print "S", qs[i], node, t / 60
+                        fg[node] -= qg[i]; fc[node] -= qc[i]; fm[node] -= qm[i]
+                        nr++; rn[nr] = node; rg[nr] = qg[i]; rc[nr] = qc[i]; rm[nr] = qm[i]; re[nr] = now + t
+                    } else if (sh < 0) {
+                        sh = shadow(qg[i], qc[i], qm[i])
+                        if (sh < 0) sh = lend
+                    }
+                }
+            }'
+    )
+    [ -n "$rsk_plan_out" ] || return 0
+    while read -r rsk_w rsk_a rsk_b rsk_c2; do
+        case $rsk_w in
+            S) rsk_step_start "$rsk_a" "$rsk_b" "$rsk_c2" ;;
+            X)
+                rsk_step_end "$rsk_a" "$rsk_b"
+                rsk_lease_log "step $rsk_a would outlive the lease: not started ($rsk_b)" ;;
+        esac
+    done <<EOT
+$rsk_plan_out
+EOT
+}
+
+rsk_controller() {
+    rsk_me=${SLURM_JOB_ID:-0}
+    rsk_nodes=$(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null | tr '\n' ' ')
+    rsk_nodes_csv=$(printf '%s' "$rsk_nodes" | tr ' ' ',' | sed 's/,$//')
+    rsk_lend=$((rsk_t0 + rsk_limit))
+    mkdir -p "$rsk_ldir/q" "$rsk_ldir/run" "$rsk_ldir/end"
+    rsk_ctl_write running
+    rsk_lease_log "controller holds nodes $rsk_nodes_csv ($rsk_lgpus GPUs, $rsk_lcpus CPUs, $rsk_lmem MB each) until $rsk_lend"
+    rsk_changed=1
+    rsk_tick=0
+    while :; do
+        if [ -f "$rsk_ldir/closed" ]; then
+            rsk_ctl_write closed
+            rsk_lease_log "closed: no new steps; the allocation ends"
+            return 0
+        fi
+        rsk_reap
+        rsk_want=running
+        if [ -f "$rsk_ldir/drain" ]; then
+            rsk_want=drained
+        elif [ $((rsk_tick % 5)) -eq 0 ] && [ "$(rsk_stamp)" -ge $((rsk_lend - rsk_drain * 60)) ]; then
+            rsk_want=draining
+        elif [ "$rsk_state" = draining ]; then
+            rsk_want=draining
+        fi
+        if [ "$rsk_want" != "$rsk_state" ]; then
+            rsk_ctl_write "$rsk_want"
+            rsk_changed=1
+            case $rsk_want in
+                draining) rsk_lease_log "draining: the allocation ends in under $rsk_drain min; running steps go on, no new ones start" ;;
+                drained) rsk_lease_log "drained by a human (rsk lease drain): running steps go on, no new ones start" ;;
+                running) rsk_lease_log "resumed: starting queued steps again" ;;
+            esac
+        fi
+        set -- "$rsk_ldir"/q/*.step
+        if [ "$rsk_state" = running ] && [ -f "$1" ]; then
+            if [ "$rsk_changed" = 1 ] || [ "$*" != "${rsk_seen:-}" ]; then
+                rsk_changed=0
+                rsk_seen=$*
+                rsk_schedule
+            fi
+        fi
+        jobs >/dev/null 2>&1 || true # reaps finished subshells
+        rsk_tick=$((rsk_tick + 1))
+        sleep 0.2 2>/dev/null || sleep 1
+    done
+}

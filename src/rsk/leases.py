@@ -1,0 +1,232 @@
+"""Leases: one held allocation that rsk's controller on the cluster divides among steps (docs/leases.md).
+
+Opening a lease is a launch (planned on the cluster, decided by the ledger, charged at worst case for the
+whole allocation); a step is a launch with `lease` set (rsk.launch). This module holds what is only a
+lease's: the request that opens one, and status, drain, resume, close and the GPU view, each one call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal, cast, get_args
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.errors import UsageError
+from rsk.gpus import GpuInventory, inventory_from
+from rsk.guard import close_lease
+from rsk.ledger import now
+from rsk.paths import check_token, new_request_id
+from rsk.protocol import Output, Record, Request, raise_for_error
+from rsk.remote import Remote, remote_for
+from rsk.store import Store
+from rsk.units import parse_mem, parse_time
+
+LeaseState = Literal["pending", "starting", "running", "draining", "drained", "closed", "ended"]
+_STATES = frozenset(get_args(LeaseState))
+
+
+class LeaseSpec(BaseModel):
+    """What opening a lease asks for, as the human or agent gives it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    nodes: int | None = None
+    gpus: int | None = None  # per node
+    cpus: int | None = None  # per node
+    mem: str | None = None  # per node
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    drain_min: int | None = None
+    overrun: Literal["refuse", "clip"] | None = None
+    request_id: str | None = None
+
+
+def open_request(spec: LeaseSpec, project: str, requester: str) -> Request:
+    """The request that opens a lease: no command of its own (its job runs rsk's controller)."""
+    name = check_token("lease name", spec.name)
+    return Request(
+        project=project,
+        request_id=check_token("request id", spec.request_id) if spec.request_id else new_request_id(),
+        name=f"lease-{name}"[:64],
+        partition=spec.partition or "",
+        account=spec.account or "",
+        qos=spec.qos or "",
+        nodes=spec.nodes,
+        cpus=spec.cpus,
+        gpus=spec.gpus,
+        mem_mb=parse_mem(spec.mem) if spec.mem else None,
+        time_min=parse_time(spec.time) if spec.time else None,
+        lease_open=name,
+        drain_min=spec.drain_min,
+        overrun=spec.overrun or "",
+        requester=requester,
+    )
+
+
+class LeaseInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    job_id: str  # the lease's Slurm job
+    request_id: str
+    state: LeaseState
+    nodes: int
+    gpus: int  # per node
+    cpus: int  # per node
+    mem_mb: int  # per node
+    time_min: int
+    partition: str
+    drain_min: int
+    overrun: str
+    hosts: list[str]  # the allocation's nodes, once the controller runs
+    start: int | None  # epoch seconds, once the controller runs
+    end: int | None
+    queued: int
+    running: int
+    ended: int
+    drained: bool  # a human asked it to start no new steps (rsk lease drain)
+    ledger: Literal["open", "closed", "unknown"]  # whether this project's ledger allows steps into it
+
+
+class LeaseList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    leases: list[LeaseInfo]
+
+
+class CloseReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    name: str
+    job_id: str
+    result: Literal["cancelled", "ended"]  # the allocation was ended now, or had ended already
+    queued_cancelled: int
+    settled: bool  # the lease's charge now counts what the allocation held, not its worst case
+
+
+def _int(value: str) -> int | None:
+    return int(value) if value.isdigit() else None
+
+
+def _info(r: Record, store: Store, target: str) -> LeaseInfo:
+    kv = r.kv
+    job = kv.get("job", "")
+    ledger = store.load()
+    known = [x for x in ledger.leases if x.target == target and x.job_id == job and x.name == kv.get("name")]
+    state = kv.get("state", "ended")
+    return LeaseInfo(
+        name=kv.get("name", ""),
+        job_id=job,
+        request_id=kv.get("rid", ""),
+        state=cast(LeaseState, state if state in _STATES else "running"),
+        nodes=_int(kv.get("nodes", "")) or 0,
+        gpus=_int(kv.get("gpus", "")) or 0,
+        cpus=_int(kv.get("cpus", "")) or 0,
+        mem_mb=_int(kv.get("mem", "")) or 0,
+        time_min=_int(kv.get("time", "")) or 0,
+        partition=kv.get("partition", ""),
+        drain_min=_int(kv.get("drain", "")) or 0,
+        overrun=kv.get("overrun", ""),
+        hosts=[h for h in kv.get("hosts", "").split(",") if h],
+        start=_int(kv.get("start", "")),
+        end=_int(kv.get("end", "")),
+        queued=_int(kv.get("queued", "")) or 0,
+        running=_int(kv.get("running", "")) or 0,
+        ended=_int(kv.get("ended", "")) or 0,
+        drained=kv.get("drained") == "1",
+        ledger="unknown" if not known else "closed" if known[0].closed else "open",
+    )
+
+
+def _call(remote: Remote, *args: str) -> Output:
+    out = remote.call("lease", *args)
+    raise_for_error(out)
+    return out
+
+
+def status(target: str, project: str, name: str | None = None) -> LeaseList:
+    if name is not None:
+        check_token("lease name", name)
+    store = Store(project)
+    with remote_for(target) as remote:
+        out = _call(remote, "status", project, *([name] if name else []))
+    return LeaseList(target=target, project=project, leases=[_info(r, store, target) for r in out.all("lease")])
+
+
+def set_drain(target: str, project: str, name: str, drain: bool) -> LeaseInfo:
+    """Drain: the controller starts no new step (running ones go on) until resume."""
+    check_token("lease name", name)
+    with remote_for(target) as remote:
+        out = _call(remote, "drain" if drain else "resume", project, name)
+    rec = out.first("lease")
+    if rec is None:
+        raise UsageError(f"the cluster did not report lease {name}")
+    return _info(rec, Store(project), target)
+
+
+def close(target: str, project: str, name: str, by: str, settle_wait: float = 20.0) -> CloseReport:
+    """End the lease: its queued steps are cancelled, its allocation ends, the ledger stops allowing steps
+    into it, and its charge is settled to what the allocation held (once Slurm says it ended)."""
+    check_token("lease name", name)
+    from rsk.ops import status_call
+
+    store = Store(project)
+    with remote_for(target) as remote:
+        out = _call(remote, "close", project, name)
+        rec = out.first("closed")
+        if rec is None:
+            raise UsageError(f"the cluster did not report closing lease {name}")
+        job = rec.kv.get("job", "")
+        close_lease(store, target, name, by)
+        settled = False
+        deadline = time.monotonic() + settle_wait
+        while True:
+            st, _ = status_call(remote, target, project)
+            mine = [j for j in st.jobs if j.job_id == job]
+            if not mine or mine[0].state not in ("pending", "running"):
+                settled = bool(mine)
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+    return CloseReport(
+        target=target,
+        project=project,
+        name=name,
+        job_id=job,
+        result="cancelled" if rec.kv.get("result") == "cancelled" else "ended",
+        queued_cancelled=int(rec.kv.get("queued", "0") or 0),
+        settled=settled,
+    )
+
+
+def gpus(target: str, project: str, name: str) -> GpuInventory:
+    """The lease's GPUs from its controller: per node, each free or held by which step."""
+    check_token("lease name", name)
+    with remote_for(target) as remote:
+        out = _call(remote, "gpus", project, name)
+    return inventory_from(target, out)
+
+
+def describe(info: LeaseInfo) -> str:
+    """One line for humans."""
+    left = ""
+    if info.end and info.state in ("running", "draining", "drained"):
+        mins = max(info.end - int(now().timestamp()), 0) // 60
+        left = f", {mins} min left"
+    where = ",".join(info.hosts) or "-"
+    return (
+        f"{info.name:<14} job {info.job_id:<8} {info.state:<9} {info.nodes}x{info.gpus} GPU on {where}{left}; "
+        f"steps: {info.queued} queued, {info.running} running, {info.ended} ended"
+        + ("" if info.ledger == "open" else f" (ledger: {info.ledger})")
+    )
