@@ -40,12 +40,15 @@ lease_emit() { # lease_emit NAME
     else
         state=starting
     fi
+    running=$(count "$LDIR"/run/*.step)
+    ended=$(count "$LDIR"/end/*.step)
+    case $state in closed | ended) ended=$((ended + running)) running=0 ;; esac # gone with the allocation
     rsk_emit lease "name=$1" "job=$LJOB" "rid=$LRID" "state=$state" "nodes=$(rsk_field "$L" nodes)" \
         "gpus=$(rsk_field "$L" gpus)" "cpus=$(rsk_field "$L" cpus)" "mem=$(rsk_field "$L" mem)" \
         "time=$(rsk_field "$L" time)" "partition=$(rsk_field "$L" partition)" "drain=$(rsk_field "$L" drain)" \
         "overrun=$(rsk_field "$L" overrun)" "hosts=$(rsk_field "$ctl" nodes)" "start=$(rsk_field "$ctl" start)" \
-        "end=$(rsk_field "$ctl" end)" "queued=$(count "$LDIR"/q/*.step)" "running=$(count "$LDIR"/run/*.step)" \
-        "ended=$(count "$LDIR"/end/*.step)" "drained=$(count "$LDIR/drain")"
+        "end=$(rsk_field "$ctl" end)" "queued=$(count "$LDIR"/q/*.step)" "running=$running" \
+        "ended=$ended" "drained=$(count "$LDIR/drain")"
 }
 
 do_status() {

@@ -54,7 +54,7 @@ main() {
         rsk_lease_steps "$project" | awk -v p="rsk:$project:" -v leases="$leases" -v sqf="$tmp/sq" '
             BEGIN {
                 srand(); now = srand()
-                while ((getline line < sqf) > 0) { split(line, f, "|"); live[f[1]] = f[3] }
+                while ((getline line < sqf) > 0) { split(line, f, "|"); if (f[3] ~ /^(PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED)$/) live[f[1]] = f[3] }
                 n = split(leases, ls, "\n")
                 for (i = 1; i <= n; i++) { split(ls[i], w, " "); ljob[w[1]] = w[2]; ldrain[w[1]] = w[3] }
             }

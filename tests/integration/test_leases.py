@@ -1,0 +1,308 @@
+"""Leases on the lab: one held allocation whose GPUs rsk's controller shares among steps.
+
+Every claim is checked from what the steps themselves recorded (their node, CUDA_VISIBLE_DEVICES,
+SLURM_STEP_GPUS, start and end times), from Slurm, and from the cluster's files: never from rsk's own
+summary alone.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rsk.errors import Exit
+from tests.conftest import Lab, Ran, rsk
+from tests.integration.helpers import grant, launch, launched
+
+# what each step records: one "start" line (appended, so a step started twice would show two), its node
+# and GPUs as Slurm gave them, then one "end" line
+RECORD = (
+    'echo "start $(date +%s.%N) node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES sg=$SLURM_STEP_GPUS" '
+    '>> "$RSK_RUN_DIR/record"; sleep {secs}; echo "end $(date +%s.%N)" >> "$RSK_RUN_DIR/record"'
+)
+
+
+def open_lease(project: str, name: str, *options: str) -> dict[str, Any]:
+    r = rsk("lease", "open", name, "--target", "lab", "--project", project, "--partition", "gpu", "--json", *options)
+    return launched(r)
+
+
+def step(project: str, lease: str, *options: str, secs: int = 2, command: tuple[str, ...] | None = None) -> Ran:
+    cmd = command or ("sh", "-c", RECORD.format(secs=secs))
+    return launch(project, "--lease", lease, *options, command=cmd)
+
+
+def lease_info(project: str, name: str) -> dict[str, Any]:
+    r = rsk("lease", "status", name, "--target", "lab", "--project", project, "--json")
+    assert r.rc == 0, r.err
+    return dict(json.loads(r.out)["leases"][0])
+
+
+def wait_running(project: str, name: str, timeout: float = 90) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        info = lease_info(project, name)
+        if info["state"] == "running":
+            return info
+        time.sleep(0.5)
+    raise AssertionError(f"lease {name} did not start: {info}")
+
+
+def records(lab: Lab, project: str, rid: str, idx: int = 0) -> list[str]:
+    r = lab.ssh(f"cat {lab.root_sh}/runs/{project}/{rid}/t{idx}/record 2>/dev/null || true")
+    return [line for line in r.stdout.splitlines() if line]
+
+
+def close(project: str, name: str) -> dict[str, Any]:
+    r = rsk("lease", "close", name, "--target", "lab", "--project", project, "--json")
+    assert r.rc == 0, r.err
+    return dict(json.loads(r.out))
+
+
+@pytest.fixture
+def leases(lab: Lab, project: str) -> Iterator[list[str]]:
+    """Names of leases the test opens; every one is closed afterwards, so the lab's GPUs come back."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        rsk("lease", "close", name, "--target", "lab", "--project", project, "--json")
+
+
+def parse_record(lines: list[str]) -> tuple[float, float, str, set[int], set[int]]:
+    starts = [line for line in lines if line.startswith("start ")]
+    ends = [line for line in lines if line.startswith("end ")]
+    assert len(starts) == 1 and len(ends) == 1, f"a step must start and end exactly once: {lines}"
+    words = dict(w.split("=", 1) for w in starts[0].split()[2:] if "=" in w)
+    cvd = {int(x) for x in words.get("cvd", "").split(",") if x}
+    sg = {int(x) for x in words.get("sg", "").split(",") if x}
+    return float(starts[0].split()[1]), float(ends[0].split()[1]), words["node"], cvd, sg
+
+
+def test_twenty_one_gpu_steps_share_two_nodes_of_four_gpus(
+    lab: Lab, project: str, leases: list[str], tmp_path: Path
+) -> None:
+    grant(project, "--gpu-hours", "20")
+    lease = open_lease(project, "pool", "--nodes", "2", "--gpus", "4", "--cpus", "4", "--mem", "2000",
+                       "--time", "15", "--drain", "1")  # fmt: skip
+    leases.append("pool")
+    assert lease["allowed_by"]["kind"] == "grant" and lease["plan"]["kind"] == "lease"
+    assert lease["plan"]["gpus"] == 4 and lease["plan"]["nodes"] == 2
+    # charged at worst case for the whole allocation: 2 nodes x 4 GPUs x 15 min
+    reserved = json.loads(rsk("grant", "list", "--project", project, "--json").out)[0]["gpu_hours_reserved"]
+    assert abs(reserved - 2.0) < 1e-6
+    wait_running(project, "pool")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(
+        json.dumps({"key": f"s{i:02d}", "argv": ["sh", "-c", RECORD.format(secs=4)], "gpus": 1, "mem": "200M",
+                    "time": 3}) + "\n" for i in range(20)
+    ))  # fmt: skip
+    body = launched(rsk("launch", "--target", "lab", "--project", project, "--lease", "pool", "--tasks", str(tasks),
+                        "-r", "twenty", "--json"))  # fmt: skip
+    assert body["allowed_by"]["kind"] == "lease" and len(body["tasks"]) == 20
+    assert all(t["job_id"].startswith(f"{lease['job_id']}s") for t in body["tasks"])
+    w = rsk("wait", "--batch", "twenty", "--target", "lab", "--project", project, "--timeout", "300", "--json")
+    assert w.rc == 0, w.out + w.err
+    assert {j["state"] for j in json.loads(w.out)["jobs"]} == {"succeeded"}
+    spans = []
+    for idx in range(20):
+        start, end, node, cvd, sg = parse_record(records(lab, project, "twenty", idx))
+        assert node in ("n1", "n2") and len(sg) == 1 and cvd == sg, (node, cvd, sg)
+        spans.append((start, end, node, next(iter(sg))))
+    # no GPU was ever held by two live steps
+    for i, a in enumerate(spans):
+        for b in spans[i + 1 :]:
+            if (a[2], a[3]) == (b[2], b[3]):
+                assert a[1] <= b[0] or b[1] <= a[0], f"GPU {a[2]}:{a[3]} held twice: {a} {b}"
+    # at most 8 at once, and the lease really was shared (several at once)
+    most = max(sum(1 for s in spans if s[0] <= t < s[1]) for t in (sp[0] for sp in spans))
+    assert 4 <= most <= 8, most
+    st = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
+    steps = [j for j in st["jobs"] if j["request_id"] == "twenty"]
+    assert len(steps) == 20 and {j["lease"] for j in steps} == {"pool"}
+    # the grant paid for the lease only; closing settles it to what the allocation held
+    report = close(project, "pool")
+    leases.remove("pool")
+    assert report["result"] == "cancelled" and report["settled"]
+    g = json.loads(rsk("grant", "list", "--project", project, "--json").out)[0]
+    assert g["gpu_hours_reserved"] == 0 and 0 < g["gpu_hours_spent"] < 2.0
+    assert g["jobs_spent"] == 1  # the lease; its twenty steps cost no jobs of the grant
+
+
+def test_gpus_of_a_lease_name_the_steps_holding_them(lab: Lab, project: str, leases: list[str]) -> None:
+    grant(project, "--gpu-hours", "5")
+    open_lease(project, "inv", "--nodes", "1", "--gpus", "4", "--cpus", "4", "--mem", "1000", "--time", "10",
+               "--drain", "1")  # fmt: skip
+    leases.append("inv")
+    wait_running(project, "inv")
+    jobs = {}
+    for rid, n in (("one", "1"), ("two", "2")):
+        jobs[rid] = launched(step(project, "inv", "-r", rid, "--gpus", n, "--mem", "100", "--time", "5",
+                                  secs=120))["job_id"]  # fmt: skip
+    given: dict[str, set[int]] = {}
+    deadline = time.monotonic() + 60
+    while len(given) < 2 and time.monotonic() < deadline:
+        for rid in jobs:
+            lines = records(lab, project, rid)
+            if lines:
+                given[rid] = {int(x) for x in lines[0].split("sg=")[1].split(",")}
+        time.sleep(0.5)
+    assert len(given) == 2
+    inv = json.loads(rsk("gpus", "--lease", "inv", "--target", "lab", "--project", project, "--json").out)
+    held: dict[str, set[int]] = {}
+    for node in inv["nodes"]:
+        for g in node["gpus"]:
+            if g["state"] == "held":
+                assert g["project"] == project and g["job_id"] == jobs[g["request_id"]] and g["since"]
+                held.setdefault(g["request_id"], set()).add(g["index"])
+    assert held == given
+    assert inv["total"] == 4 and inv["free"] == 1
+    # cancel: a running step as its own Slurm step, the lease and the other step go on
+    c = rsk("cancel", jobs["one"], "--target", "lab", "--project", project, "--json")
+    assert c.rc == 0 and json.loads(c.out)["results"][0]["result"] == "cancelled", c.out + c.err
+    w = json.loads(rsk("wait", jobs["one"], "--target", "lab", "--project", project, "--json").out)
+    assert w["jobs"][0]["state"] == "cancelled"
+    assert lease_info(project, "inv")["running"] == 1
+
+
+def test_a_killed_controller_is_replaced_and_starts_nothing_twice(lab: Lab, project: str, leases: list[str]) -> None:
+    grant(project, "--gpu-hours", "5")
+    open_lease(project, "phoenix", "--nodes", "1", "--gpus", "4", "--cpus", "4", "--mem", "1000", "--time", "10",
+               "--drain", "1")  # fmt: skip
+    leases.append("phoenix")
+    wait_running(project, "phoenix")
+    rids = [f"k{i}" for i in range(6)]
+    for rid in rids:  # four run at once, two wait for a GPU
+        launched(step(project, "phoenix", "-r", rid, "--gpus", "1", "--mem", "100", "--time", "3", secs=15))
+    ldir = f"{lab.root_sh}/leases/{project}/phoenix"
+    deadline = time.monotonic() + 30
+    while sum(bool(records(lab, project, r)) for r in rids) < 4 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    first = lab.ssh(f"cat {ldir}/ctl.pid").stdout.strip()
+    assert lab.ssh(f"kill -9 {first}").returncode == 0
+    for rid in rids:
+        w = rsk("wait", "--request-id", rid, "--target", "lab", "--project", project, "--timeout", "120", "--json")
+        assert w.rc == 0 and json.loads(w.out)["jobs"][0]["state"] == "succeeded", w.out
+        start, end, _, _, _ = parse_record(records(lab, project, rid))  # exactly one start each
+        assert end - start >= 15  # the running ones were not killed with the controller
+    assert lab.ssh(f"cat {ldir}/ctl.pid").stdout.strip() != first
+    log = launched(rsk("logs", lease_job(project, "phoenix"), "--target", "lab", "--project", project, "--json"))
+    assert "starting a new one" in log["text"]
+
+
+def lease_job(project: str, name: str) -> str:
+    return str(lease_info(project, name)["job_id"])
+
+
+def test_steps_outlive_their_allocation_and_a_new_lease_takes_them_over(
+    lab: Lab, project: str, leases: list[str]
+) -> None:
+    grant(project, "--gpu-hours", "5")
+    first = open_lease(project, "relay", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time",
+                       "10", "--drain", "1")["job_id"]  # fmt: skip
+    leases.append("relay")
+    wait_running(project, "relay")
+    assert rsk("lease", "drain", "relay", "--target", "lab", "--project", project).rc == 0
+    queued = [launched(step(project, "relay", "-r", f"q{i}", "--gpus", "1", "--mem", "100", "--time", "2"))["job_id"]
+              for i in range(2)]  # fmt: skip
+    lab.ssh(f"scancel {first}")  # the allocation ends under them (a time limit, a node failure)
+    deadline = time.monotonic() + 30
+    while lease_info(project, "relay")["state"] != "ended" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    st = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
+    mine = {j["job_id"]: j for j in st["jobs"] if j["job_id"] in queued}
+    assert {j["state"] for j in mine.values()} == {"pending"}
+    assert {j["where"] for j in mine.values()} == {"(LeaseEnded)"}  # they say why they wait
+    refused = step(project, "relay", "--gpus", "1")
+    assert refused.rc == Exit.USAGE and "has ended" in refused.err
+    second = open_lease(project, "relay", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time",
+                        "10", "--drain", "1")["job_id"]  # fmt: skip
+    assert second != first
+    for i in range(2):
+        w = rsk("wait", "--request-id", f"q{i}", "--target", "lab", "--project", project, "--timeout", "120", "--json")
+        assert w.rc == 0 and json.loads(w.out)["jobs"][0]["state"] == "succeeded", w.out
+        parse_record(records(lab, project, f"q{i}"))
+
+
+def test_what_a_lease_refuses(lab: Lab, project: str, leases: list[str]) -> None:
+    grant(project, "--gpu-hours", "5", "--jobs", "1")
+    open_lease(project, "small", "--nodes", "1", "--gpus", "2", "--cpus", "2", "--mem", "1000", "--time", "3",
+               "--drain", "0")  # fmt: skip
+    leases.append("small")
+    wait_running(project, "small")
+    never = step(project, "small", "--gpus", "3")
+    assert never.rc == Exit.DENIED and "never run in lease small" in never.err
+    assert step(project, "small", "--nodes", "2").rc == Exit.DENIED
+    # a step longer than what is left of the lease (overrun refuse, the default)
+    time.sleep(2)
+    long = step(project, "small", "--gpus", "1", "--time", "3")
+    assert long.rc == Exit.DENIED and "outlive" in long.err
+    assert step(project, "missing", "--gpus", "1").rc == Exit.USAGE
+    # another project has no such lease: leases are the project's own
+    assert step("other" + project[:8], "small", "--gpus", "1").rc == Exit.USAGE
+    # deny rules still apply inside a lease
+    r = rsk("deny-rule", "add", "--project", project, "--command", "*forbidden*", "--reason", "no", "--yes")
+    assert r.rc == 0, r.err
+    denied = step(project, "small", "--gpus", "1", "--time", "1", command=("echo", "forbidden"))
+    assert denied.rc == Exit.DENIED
+    # the grant allowed one job (the lease); steps are not jobs of the grant
+    ok = step(project, "small", "--gpus", "1", "--time", "1", command=("true",))
+    assert ok.rc == 0, ok.err
+
+
+def test_a_forged_lease_directory_runs_nothing(lab: Lab, project: str) -> None:
+    """An agent's own job writes a lease file naming itself: the cluster plans the step, the ledger
+    knows no such lease, so nothing is queued."""
+    grant(project, "--gpu-hours", "1", "--jobs", "1")
+    job = launched(launch(project, "-r", "host", command=("sleep", "120")))["job_id"]
+    ldir = f"{lab.root_sh}/leases/{project}/fake"
+    lab.ssh(f"mkdir -p {ldir}/q {ldir}/run {ldir}/end && echo 'job={job} rid=host plan=x partition=cpu account= "
+            f"qos= nodes=1 cpus=1 mem=1000 gpus=0 time=60 drain=0 overrun=refuse' > {ldir}/lease")  # fmt: skip
+    r = step(project, "fake", "--time", "1", command=("true",))
+    assert r.rc == Exit.USAGE and "not open in this project's ledger" in r.err
+    assert lab.ssh(f"ls {ldir}/q").stdout.strip() == ""
+    rsk("cancel", job, "--target", "lab", "--project", project)
+
+
+FLOCK_SHIM = "/usr/local/bin/flock"
+
+
+@pytest.fixture
+def slow_lock() -> Iterator[None]:
+    """flock on the cluster's PATH that waits 3 s first: a window in which the test cuts the connection."""
+    Path(FLOCK_SHIM).write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
+    Path(FLOCK_SHIM).chmod(0o755)
+    try:
+        yield
+    finally:
+        Path(FLOCK_SHIM).unlink(missing_ok=True)
+
+
+def test_a_connection_cut_during_a_step_submit_replays(
+    lab: Lab, project: str, leases: list[str], slow_lock: None
+) -> None:
+    grant(project, "--gpu-hours", "5")
+    open_lease(project, "cut", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "10",
+               "--drain", "1")  # fmt: skip
+    leases.append("cut")
+    wait_running(project, "cut")
+    # while the submit waits for the lock, every SSH session of the cluster user is cut
+    killer = threading.Timer(1.5, lambda: subprocess.run(["pkill", "-KILL", "-f", "sshd: rsklab"], check=False))
+    killer.start()
+    cut = step(project, "cut", "-r", "once", "--gpus", "1", "--mem", "100", "--time", "2")
+    killer.join()
+    assert cut.rc == Exit.CONNECT, cut.out + cut.err
+    assert "--request-id once" in cut.err
+    Path(FLOCK_SHIM).unlink()
+    again = launched(step(project, "cut", "-r", "once", "--gpus", "1", "--mem", "100", "--time", "2"))
+    entries = lab.ssh(f"cat {lab.root_sh}/leases/{project}/cut/*/*.step | grep -c ' rid=once '").stdout.strip()
+    assert entries == "1"
+    w = rsk("wait", again["job_id"], "--target", "lab", "--project", project, "--timeout", "60", "--json")
+    assert w.rc == 0, w.out
+    parse_record(records(lab, project, "once"))
