@@ -151,8 +151,53 @@ def bench_startup() -> None:
                        f"absolute {statistics.median(t) * 1000:.0f} ms, target < 150 ms"))  # fmt: skip
 
 
+STAMP = 'date +%s.%N > "$RSK_RUN_DIR/began"'
+
+
+def bench_step() -> None:
+    """From `rsk launch --lease` returning to the step running (it records the time it began), in a lease with
+    free GPUs, against a fresh sbatch of the same command reaching running, in the same run."""
+    run([*RSK, "lease", "open", "bl", "-t", "lab", "-p", "bench", "--partition", "gpu", "--gpus", "2", "--cpus",
+         "2", "--mem", "1000", "--time", "10", "--drain", "1", "--json"])  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        st = json.loads(run([*RSK, "lease", "status", "bl", "-t", "lab", "-p", "bench", "--json"]).stdout)
+        if st["leases"][0]["state"] == "running":
+            break
+        time.sleep(0.5)
+    root = '"$HOME"/' + REMOTE_ROOT[2:]
+    n = 5
+    step, fresh = [], []
+    for k in range(n):
+        run([*RSK, "launch", "-t", "lab", "-p", "bench", "--lease", "bl", "-r", f"step{k}", "--gpus", "1", "--mem",
+             "100M", "--time", "1", "--json", "--", "sh", "-c", STAMP])  # fmt: skip
+        returned = time.time()
+        began = ""
+        while not began:  # the step has written its time by the time a remote cat shows it
+            time.sleep(0.2)
+            began = subprocess.run([*SSH, f"cat {root}/runs/bench/step{k}/t0/began 2>/dev/null"], capture_output=True,
+                                   text=True, check=False).stdout.strip()  # fmt: skip
+        step.append(max(float(began) - returned, 0.0))
+        out = f"/tmp/rsk-bench-fresh-{uuid.uuid4().hex[:8]}"
+        run([*SSH, "sbatch", "--parsable", "--partition=gpu", "--gres=gpu:1", "--mem=100", "--time=1",
+             f"--wrap=date +%s.%N > {out}"])  # fmt: skip
+        returned = time.time()
+        began = ""
+        while not began:
+            time.sleep(0.2)
+            began = subprocess.run([*SSH, f"cat {out} 2>/dev/null && rm -f {out}"], capture_output=True, text=True,
+                                   check=False).stdout.strip()  # fmt: skip
+        fresh.append(max(float(began) - returned, 0.0))
+    run([*RSK, "lease", "close", "bl", "-t", "lab", "-p", "bench", "--json"])
+    rows.append(("step start (lease with free GPUs)", "rsk launch --lease returned -> running", ms(step),
+                 "ssh sbatch returned -> running", ms(fresh)))  # fmt: skip
+    ratios.append(("step-start", statistics.median(step), "seconds, target <= 1"))
+    ratios.append(("step-start-vs-fresh", statistics.median(fresh) / max(statistics.median(step), 1e-3),
+                   "speedup, target >= 5"))  # fmt: skip
+
+
 BENCHES = {"single": bench_single, "batch": bench_batch, "status": bench_status, "ledger": bench_ledger,
-           "startup": bench_startup}  # fmt: skip
+           "startup": bench_startup, "step": bench_step}  # fmt: skip
 
 
 def main() -> None:

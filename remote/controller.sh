@@ -199,6 +199,10 @@ rsk_controller() {
     rsk_lease_log "controller holds nodes $rsk_nodes_csv ($rsk_lgpus GPUs, $rsk_lcpus CPUs, $rsk_lmem MB each) until $rsk_lend"
     rsk_changed=1
     rsk_tick=0
+    # a fifth of a second where sleep takes fractions (GNU, BSD, busybox), so a queued step starts
+    # within a second; POSIX only promises whole seconds, and then the controller naps a second
+    rsk_nap=1
+    if sleep 0.01 2>/dev/null; then rsk_nap=0.2; fi
     while :; do
         if [ -f "$rsk_ldir/closed" ]; then
             rsk_ctl_write closed
@@ -233,6 +237,6 @@ rsk_controller() {
         fi
         jobs >/dev/null 2>&1 || true # reaps finished subshells
         rsk_tick=$((rsk_tick + 1))
-        sleep 0.2 2>/dev/null || sleep 1
+        sleep "$rsk_nap"
     done
 }

@@ -109,9 +109,8 @@ do_flag() { # do_flag drain|resume
 do_gpus() {
     lease_read "$name"
     ctl=$(cat "$LDIR/ctl" 2>/dev/null || true)
-    if [ "$(rsk_field "$ctl" job)" != "$LJOB" ] || [ -z "$(lease_sq)" ]; then
-        rsk_fail "$RSK_E_USAGE" lease-not-running "lease $name holds no allocation now (rsk lease status $name)"
-    fi
+    [ -n "$(lease_sq)" ] || rsk_fail "$RSK_E_USAGE" lease-not-running "lease $name holds no allocation any more (rsk lease status $name)"
+    [ "$(rsk_field "$ctl" job)" = "$LJOB" ] || return 0 # not started yet: no GPUs to show
     g=$(rsk_field "$L" gpus)
     for node in $(printf '%s' "$(rsk_field "$ctl" nodes)" | tr ',' ' '); do
         rsk_emit node "name=$node" "state=$(rsk_field "$ctl" state)" "partitions=$(rsk_field "$L" partition)" \

@@ -517,7 +517,7 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
     fi
     rsk_block_start
     if [ -n "$SB_JOB" ]; then
-        jlines accepted "$PLAN_HASH" "$rsk_idxs" "$SB_JOB" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN"
+        jlines accepted "$PLAN_HASH" "$rsk_idxs" "$SB_JOB" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE_OPEN:+"lease=$LEASE_OPEN"}
         DONE="$DONE$(printf '%s\n' "$rsk_idxs" | tr ' ' '\n' | awk -v j="$SB_JOB" -v b="$KIND" 'NF { print $1, (b == "batch" ? j "_" $1 : j) }')
 "
     else

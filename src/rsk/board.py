@@ -19,20 +19,27 @@ class BatchView:
         return Counter(j.state for j in self.jobs)
 
     @property
+    def paid(self) -> list[JobState]:
+        """The jobs that hold an allocation of their own: a lease's steps use the lease's."""
+        return [j for j in self.jobs if "s" not in j.job_id]
+
+    @property
     def gpu_hours_used(self) -> float:
-        return sum(j.gpu_hours_used for j in self.jobs)
+        return sum(j.gpu_hours_used for j in self.paid)
 
     @property
     def gpu_hours_reserved(self) -> float:
-        return sum(j.gpu_hours_reserved for j in self.jobs)
+        return sum(j.gpu_hours_reserved for j in self.paid)
 
 
 def batches(statuses: list[Status]) -> list[BatchView]:
-    """One view per request (a single job is a batch of one), in submission order."""
+    """One view per request (a single job is a batch of one), in submission order; a lease's job and all
+    its steps are one view, "lease NAME"."""
     views: dict[tuple[str, str], BatchView] = {}
     for st in statuses:
         for j in st.jobs:
-            views.setdefault((st.target, j.request_id), BatchView(st.target, j.request_id)).jobs.append(j)
+            key = f"lease {j.lease}" if j.lease else j.request_id
+            views.setdefault((st.target, key), BatchView(st.target, key)).jobs.append(j)
     return list(views.values())
 
 

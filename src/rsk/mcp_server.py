@@ -27,6 +27,7 @@ from rsk.info import TargetInfo
 from rsk.jobs import FetchReport, Journal, LogTail
 from rsk.launch import LaunchResult, PlanReport, preview
 from rsk.launch import launch as do_launch
+from rsk.leases import CloseReport, LeaseList
 from rsk.ledger import Card
 from rsk.ops import CancelReport, Events, Status
 from rsk.protocol import Request
@@ -119,6 +120,13 @@ Code = Annotated[
 ]
 Exclude = Annotated[list[str] | None, Field(description="With code: globs to leave out.")]
 Text = Annotated[str | None, Field(description="See rsk launch --help.")]
+LeaseName = Annotated[
+    str | None,
+    Field(
+        description="Queue this as a step of the project's lease of this name (see lease_status): it starts "
+        "within seconds on one node of the lease, with its own GPUs, at no new charge."
+    ),
+]
 
 
 def build(pin: Pin) -> MCPServer:
@@ -185,10 +193,68 @@ def build(pin: Pin) -> MCPServer:
         annotations=READ,
     )
     @_guarded
-    def gpus() -> GpuInventory:
+    def gpus(
+        lease: Annotated[str | None, Field(description="Only this lease's GPUs, as its controller sees them.")] = None,
+    ) -> GpuInventory:
         from rsk.gpus import inventory
 
+        if lease:
+            from rsk.leases import gpus as lease_gpus
+
+            return lease_gpus(pin.target, pin.project, lease)
         return inventory(pin.target)
+
+    @server.tool(
+        description="Open a lease: one held allocation whose GPUs your steps share (launch with lease=NAME). It is "
+        "decided like a launch (status pending: tell the human) and charged at worst case for the whole allocation.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def lease_open(
+        name: Annotated[str, Field(description="The lease's name (A-Z a-z 0-9 . _ -).")],
+        nodes: Nodes = None, gpus: Gpus = None, cpus: Cpus = None, mem: Mem = None,
+        time: Annotated[str | None, Field(description="How long to hold it: 30, 2:00:00.")] = None,
+        partition: Text = None, request_id: RequestId = None,
+        drain_min: Annotated[int | None, Field(ge=0, description="Start no step in the last MINUTES.")] = None,
+        overrun: Annotated[Literal["refuse", "clip"] | None, Field(description="A step longer than the time left.")]
+        = None,
+    ) -> LaunchReply:  # fmt: skip
+        from rsk.launch import requester
+        from rsk.leases import LeaseSpec, open_request
+
+        spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
+                         request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
+        request = open_request(spec, pin.project, f"mcp: {requester()}")
+        return _reply(request)
+
+    @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
+                 annotations=READ)  # fmt: skip
+    @_guarded
+    def lease_status(name: Annotated[str | None, Field(description="One lease (default: all).")] = None) -> LeaseList:
+        from rsk.leases import status as get_lease_status
+
+        return get_lease_status(pin.target, pin.project, name)
+
+    @server.tool(
+        description="Close a lease: its queued steps are cancelled, its allocation ends (running steps with it) and "
+        "its charge settles to what it held.",
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def lease_close(name: Annotated[str, Field(description="The lease's name.")]) -> CloseReport:
+        from rsk.launch import requester
+        from rsk.leases import close
+
+        return close(pin.target, pin.project, name, f"mcp: {requester()}")
+
+    def _reply(request: Request, snap: CodeSnapshot | None = None) -> LaunchReply:
+        try:
+            result = do_launch(pin.target, request, code=snap)
+        except PendingApproval as pending:
+            return LaunchReply(status="pending", card_id=str(pending.details.get("card_id")),
+                               request_id=request.request_id, message=pending.message,
+                               tell_human=pending.hint or "")  # fmt: skip
+        return LaunchReply(status=result.status, launch=result, request_id=result.request_id)
 
     @server.tool(
         description="Plan a launch on the cluster and say how the ledger would decide now. Files no card, submits "
@@ -200,7 +266,7 @@ def build(pin: Pin) -> MCPServer:
         command: Command = None, script: Script = None, tasks: Tasks = None, request_id: RequestId = None,
         gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
         partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
-        path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None,
+        path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
     ) -> PlanReport:  # fmt: skip
         request, snap = prepare(dict(locals()))
         return preview(pin.target, request, snap)
@@ -216,16 +282,10 @@ def build(pin: Pin) -> MCPServer:
         command: Command = None, script: Script = None, tasks: Tasks = None, request_id: RequestId = None,
         gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
         partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
-        path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None,
+        path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
     ) -> LaunchReply:  # fmt: skip
         request, snap = prepare(dict(locals()))
-        try:
-            result = do_launch(pin.target, request, code=snap)
-        except PendingApproval as pending:
-            return LaunchReply(status="pending", card_id=str(pending.details.get("card_id")),
-                               request_id=request.request_id, message=pending.message,
-                               tell_human=pending.hint or "")  # fmt: skip
-        return LaunchReply(status=result.status, launch=result, request_id=result.request_id)
+        return _reply(request, snap)
 
     @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "

@@ -300,6 +300,8 @@ def test_a_connection_cut_during_a_step_submit_replays(
     assert cut.rc == Exit.CONNECT, cut.out + cut.err
     assert "--request-id once" in cut.err
     Path(FLOCK_SHIM).unlink()
+    # reconcile settles whatever the cut left (an intent with its queue entry, or with none); never queues
+    assert rsk("reconcile", "--target", "lab", "--project", project, "--json").rc == 0
     again = launched(step(project, "cut", "-r", "once", "--gpus", "1", "--mem", "100", "--time", "2"))
     entries = lab.ssh(f"cat {lab.root_sh}/leases/{project}/cut/*/*.step | grep -c ' rid=once '").stdout.strip()
     assert entries == "1"

@@ -53,7 +53,8 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
             if j.signal:
                 exit_text += f" ({j.signal})"
             elapsed = f"{duration(j.elapsed_s)}/{duration(j.limit_s)}"
-            table.add_row(view.request_id, j.task or "", j.job_id, state, elapsed, _resources(j), j.where, exit_text)
+            task = j.task or (j.request_id if j.lease else "")  # a lease's rows: each step's request id
+            table.add_row(view.request_id, task, j.job_id, state, elapsed, _resources(j), j.where, exit_text)
         if len(view.jobs) == 1:
             table.add_section()
             continue

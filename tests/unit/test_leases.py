@@ -1,0 +1,84 @@
+"""Leases, the pure parts: their plans and requests on the wire, step ids, the ledger's record and how a
+step is decided."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from rsk.guard import decide_step
+from rsk.leases import LeaseSpec, open_request
+from rsk.ledger import DenyRule, Lease, Ledger, migrate, now
+from rsk.protocol import Plan, Request, b64, is_job_id, plan_from
+from tests.unit.test_protocol import FIELDS, parse_framed, plan_output
+
+
+def with_lines(kind: str, extra: list[tuple[str, str]]) -> Plan:
+    lines = [(k, b64(kind) if k == "kind" else v) for k, v in FIELDS if kind != "lease" or k != "arg"]
+    return plan_from(parse_framed(plan_output(lines + extra)))
+
+
+def test_a_lease_plan_says_what_it_holds_and_runs_only_the_controller() -> None:
+    plan = with_lines("lease", [("lease", "=dev"), ("drain_min", "=5"), ("overrun", "=clip")])
+    assert plan.kind == "lease" and plan.lease == "dev" and plan.drain_min == 5 and plan.overrun == "clip"
+    assert not plan.is_step
+    # charged at worst case for the whole allocation: 2 nodes x 2 GPUs x 90 min
+    assert plan.gpu_hours == 6.0
+    assert plan.commands() == ["rsk lease dev"]  # what a deny rule's command glob sees
+    assert "lease dev" in plan.command
+
+
+def test_a_step_plan_is_bound_to_its_lease_job() -> None:
+    plan = with_lines("argv", [("lease", "=dev"), ("lease_job", "=7706")])
+    assert plan.is_step and plan.lease_job == "7706" and plan.commands() == ["python '' --lr"]
+
+
+def test_requests_carry_the_lease_keys_only_when_set() -> None:
+    plain = Request(project="p", argv=["true"]).encode().decode()
+    assert "lease" not in plain and "drain_min" not in plain
+    step = Request(project="p", argv=["true"], lease="dev").encode().decode()
+    assert "\nlease =dev\n" in step
+    opened = open_request(LeaseSpec(name="dev", nodes=2, gpus=4, time="1:00:00", drain_min=3, overrun="clip"), "p",
+                          "me").encode().decode()  # fmt: skip
+    for line in ("lease_open =dev", "drain_min =3", "overrun =clip", "time_min =60", "gpus =4", "nodes =2"):
+        assert f"\n{line}\n" in opened
+    assert "\narg " not in opened
+
+
+def test_step_ids_are_job_ids() -> None:
+    for good in ("123", "123_4", "7706s12"):
+        assert is_job_id(good)
+    for bad in ("", "s1", "12s", "1_2s3", "1s2s3", "12_", "1;2", "1 2", "0x1"):
+        assert not is_job_id(bad), bad
+
+
+def test_an_older_ledger_gains_an_empty_list_of_leases() -> None:
+    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 3, "project": "p"}
+    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 3
+    assert Ledger.model_validate(migrate({"schema_version": 2, "project": "p"})).leases == []
+
+
+def lease(**kw: object) -> Lease:
+    base: dict[str, object] = {"name": "dev", "target": "lab", "job_id": "7706", "request_id": "r", "plan_hash": "h",
+                               "allowed_by": "grant g-1", "nodes": 2, "gpus": 4, "cpus": 4, "mem_mb": 1000,
+                               "time_min": 60}  # fmt: skip
+    return Lease.model_validate({**base, **kw})
+
+
+def test_a_step_is_allowed_by_an_open_lease_of_the_same_job_only() -> None:
+    plan = with_lines("argv", [("lease", "=dev"), ("lease_job", "=7706")])
+    open_one = lease()
+    ledger = Ledger(project="p", leases=[open_one])
+    assert decide_step(ledger, "lab", plan, "r1") == ("lease", open_one.id, "")
+    for other in (lease(job_id="7707"), lease(target="hpc"), lease(name="dev2"), lease(closed=now())):
+        kind, rule, why = decide_step(Ledger(project="p", leases=[other]), "lab", plan, "r1")
+        assert kind == "closed" and rule is None and "not open" in why
+    assert decide_step(Ledger(project="p"), "lab", plan, "r1")[0] == "closed"
+
+
+def test_deny_rules_win_inside_a_lease() -> None:
+    plan = with_lines("argv", [("lease", "=dev"), ("lease_job", "=7706")])
+    rule = DenyRule(reason="no python", command="python*")
+    ledger = Ledger(project="p", leases=[lease()], deny_rules=[rule])
+    assert decide_step(ledger, "lab", plan, "r1") == ("deny", rule.id, "no python")
+    expired = DenyRule(reason="old", command="python*", expires=now() - timedelta(minutes=1))
+    assert decide_step(Ledger(project="p", leases=[lease()], deny_rules=[expired]), "lab", plan, "r1")[0] == "lease"
