@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -179,8 +180,8 @@ def bench_step() -> None:
                                    text=True, check=False).stdout.strip()  # fmt: skip
         step.append(max(float(began) - returned, 0.0))
         out = f"/tmp/rsk-bench-fresh-{uuid.uuid4().hex[:8]}"
-        run([*SSH, "sbatch", "--parsable", "--partition=gpu", "--gres=gpu:1", "--mem=100", "--time=1",
-             f"--wrap=date +%s.%N > {out}"])  # fmt: skip
+        run([*SSH, "sbatch --parsable --partition=gpu --gres=gpu:1 --mem=100 --time=1 "
+             + shlex.quote(f"--wrap=date +%s.%N > {out}")])  # fmt: skip
         returned = time.time()
         began = ""
         while not began:
