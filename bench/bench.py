@@ -121,7 +121,7 @@ def bench_ledger() -> None:
     from rsk.store import read_ledger
 
     f = Facts(target="lab", plan_hash="nope", request_id="r", partition="gpu", account="", nodes=1, cpus=1,
-              mem_mb=1, gpus=1, time_min=60, command="python x", active=0)  # fmt: skip
+              mem_mb=1, gpus=1, time_min=60, commands=("python x",), qos="", active=0)  # fmt: skip
     at = datetime.now(UTC)
     result = []
     for approvals, grants in ((1_000, 100), (10_000, 1_000), (20_000, 2_000)):
@@ -216,8 +216,8 @@ def main() -> None:
     print(f"{'bench':<34} {'rsk':<44} {'':>20}  {'baseline':<30} {'':>20}")
     for bench, what, value, base_what, base_value in rows:
         print(f"{bench:<34} {what:<44} {value:>20}  {base_what:<30} {base_value:>20}")
-    for name, value, note in ratios:
-        print(f"ratio {name} {value:.2f}  # {note}")
+    for name, ratio, note in ratios:
+        print(f"ratio {name} {ratio:.2f}  # {note}")
 
 
 if __name__ == "__main__":
