@@ -47,7 +47,12 @@ main() {
     for lf in "$RSK_ROOT/leases/$project"/*/lease; do
         [ -f "$lf" ] || continue
         ld=${lf%/lease}
-        leases="$leases${ld##*/} $(rsk_field "$(cat "$lf")" job) $([ ! -f "$ld/drain" ] || echo drained)
+        lj=$(rsk_field "$(cat "$lf")" job)
+        lc=$(cat "$ld/ctl" 2>/dev/null || true)
+        ls=-
+        [ "$(rsk_field "$lc" job)" != "$lj" ] || ls=$(rsk_field "$lc" state)
+        [ ! -f "$ld/drain" ] || ls=drained
+        leases="$leases${ld##*/} $lj $ls
 "
     done
     if [ -n "$leases" ]; then
@@ -56,13 +61,17 @@ main() {
                 srand(); now = srand()
                 while ((getline line < sqf) > 0) { split(line, f, "|"); if (f[3] ~ /^(PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED)$/) live[f[1]] = f[3] }
                 n = split(leases, ls, "\n")
-                for (i = 1; i <= n; i++) { split(ls[i], w, " "); ljob[w[1]] = w[2]; ldrain[w[1]] = w[3] }
+                for (i = 1; i <= n; i++) { split(ls[i], w, " "); ljob[w[1]] = w[2]; lstate[w[1]] = w[3] }
             }
             {
                 where = $1; sid = $2; name = p $3; lease = $6; lim = $8 ":00"; why = $11; rc = $12
                 if (where == "q") {
                     j = ljob[lease]
-                    r = (j in live) ? (live[j] == "PENDING" ? "LeasePending" : (ldrain[lease] != "" ? "LeaseDrained" : "Queued")) : "LeaseEnded"
+                    r = "Queued"
+                    if (!(j in live)) r = "LeaseEnded"
+                    else if (live[j] == "PENDING") r = "LeasePending"
+                    else if (lstate[lease] == "drained") r = "LeaseDrained"
+                    else if (lstate[lease] == "draining") r = "LeaseDraining"
                     print sid "|" name "|PENDING|0|" lim "|(" r ")"
                 } else if (where == "run" && rc == "-" && (ljob[lease] in live)) {
                     el = ($10 == "-") ? 0 : now - $10

@@ -19,7 +19,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import Lab, Ran, rsk
-from tests.integration.helpers import grant, launch, launched
+from tests.integration.helpers import finished_output, grant, launch, launched
 
 # what each step records: one "start" line (appended, so a step started twice would show two), its node
 # and GPUs as Slurm gave them, then one "end" line
@@ -252,8 +252,44 @@ def test_what_a_lease_refuses(lab: Lab, project: str, leases: list[str]) -> None
     denied = step(project, "small", "--gpus", "1", "--time", "1", command=("echo", "forbidden"))
     assert denied.rc == Exit.DENIED
     # the grant allowed one job (the lease); steps are not jobs of the grant
-    ok = step(project, "small", "--gpus", "1", "--time", "1", command=("true",))
-    assert ok.rc == 0, ok.err
+    cursor = json.loads(rsk("events", "--target", "lab", "--project", project, "--json").out)["cursor"]
+    ok = launched(step(project, "small", "-r", "hello", "--gpus", "1", "--time", "1", command=("echo", "hello")))
+    # a step's output, events and journal lines, like a job's
+    tail = finished_output(project, ok["job_id"])
+    assert tail["text"] == "hello\n" and tail["end"]["rc"] == 0
+    ev = json.loads(rsk("events", "--after", cursor, "--target", "lab", "--project", project, "--json").out)
+    assert any(e.get("job_id") == ok["job_id"] for e in ev["events"]), ev
+    journal = json.loads(rsk("journal", "--target", "lab", "--project", project, "--json").out)["events"]
+    assert [e["event"] for e in journal if e["request_id"] == "hello"] == ["intent", "accepted"]
+
+
+def test_a_lease_drains_before_its_end_and_clips_steps_that_would_outlive_it(
+    lab: Lab, project: str, leases: list[str]
+) -> None:
+    grant(project, "--gpu-hours", "5")
+    open_lease(project, "short", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "2",
+               "--drain", "1", "--overrun", "clip")  # fmt: skip
+    leases.append("short")
+    info = wait_running(project, "short")
+    time.sleep(2)
+    clipped = launched(step(project, "short", "-r", "clipped", "--gpus", "1", "--mem", "100", "--time", "2", secs=1))
+    w = rsk("wait", clipped["job_id"], "--target", "lab", "--project", project, "--timeout", "60", "--json")
+    assert w.rc == 0 and json.loads(w.out)["jobs"][0]["state"] == "succeeded", w.out
+    job = str(info["job_id"])
+    log = launched(rsk("logs", job, "--target", "lab", "--project", project, "--json"))["text"]
+    assert f"step {clipped['job_id']} (clipped) started on n" in log and "for 1 min" in log, log
+    # in its last minute the lease starts nothing new, and says so
+    deadline = time.monotonic() + 90
+    while lease_info(project, "short")["state"] != "draining" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert lease_info(project, "short")["state"] == "draining"
+    late = launched(step(project, "short", "-r", "late", "--gpus", "1", "--mem", "100", "--time", "1"))
+    time.sleep(2)
+    st = json.loads(rsk("status", late["job_id"], "--target", "lab", "--project", project, "--json").out)
+    assert st["jobs"][0]["state"] == "pending" and st["jobs"][0]["where"] == "(LeaseDraining)", st
+    log = launched(rsk("logs", job, "--target", "lab", "--project", project, "--json"))["text"]
+    assert "draining: the allocation ends in under 1 min" in log
+    assert records(lab, project, "late") == []
 
 
 def test_a_forged_lease_directory_runs_nothing(lab: Lab, project: str) -> None:

@@ -82,3 +82,22 @@ def test_deny_rules_win_inside_a_lease() -> None:
     assert decide_step(ledger, "lab", plan, "r1") == ("deny", rule.id, "no python")
     expired = DenyRule(reason="old", command="python*", expires=now() - timedelta(minutes=1))
     assert decide_step(Ledger(project="p", leases=[lease()], deny_rules=[expired]), "lab", plan, "r1")[0] == "lease"
+
+
+def test_watch_shows_a_lease_and_its_steps_as_one_batch_paid_once() -> None:
+    from rsk.board import batches
+    from rsk.ops import JobState, Status
+
+    def job(job_id: str, rid: str, lease: str | None, gpus: int) -> JobState:
+        return JobState(request_id=rid, task=None, job_id=job_id, state="succeeded", exit_code=0, signal=None,
+                        elapsed_s=3600, limit_s=3600, where="", submitted="", nodes=1, cpus=1, mem_mb=1, gpus=gpus,
+                        lease=lease)  # fmt: skip
+
+    st = Status(target="lab", project="p", slurm="up", at="", jobs=[
+        job("7706", "open-dev", "dev", 4), job("7706s1", "a", "dev", 1), job("7706s2", "b", "dev", 2),
+        job("7800", "plain", None, 1),
+    ])  # fmt: skip
+    views = batches([st])
+    assert [v.request_id for v in views] == ["lease dev", "plain"]
+    assert [j.job_id for j in views[0].jobs] == ["7706", "7706s1", "7706s2"]
+    assert views[0].gpu_hours_used == 4.0  # the lease's allocation, not its steps again
