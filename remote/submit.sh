@@ -648,10 +648,15 @@ write_lease_file() {
     mv "$LDIR/lease.tmp" "$LDIR/lease"
 }
 
-# queue_steps: each task to do becomes a queue entry of the lease (the project lock is held): its script
-# (q/SEQ.sh), then its line (q/SEQ.step, the commit point the controller looks for), then the journal
+# queue_steps: each task to do becomes a queue entry of the lease (the project lock is held): the intent
+# in the journal, then its script (q/SEQ.sh), its line (q/SEQ.step, the commit point the controller
+# looks for), then the outcome in the journal
 queue_steps() {
     mkdir -p "$RUN_DIR" "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
+    rsk_block_start
+    jlines intent "$PLAN_HASH" "$TODO" ''
+    # no intent on disk, no queue entry: what was never journaled must never run
+    rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
     rsk_block_start
     rsk_seq=$(cat "$LDIR/seq" 2>/dev/null || echo 0)
     rsk_is_uint "$rsk_seq" || rsk_seq=0

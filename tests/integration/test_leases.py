@@ -256,7 +256,7 @@ def test_what_a_lease_refuses(lab: Lab, project: str, leases: list[str]) -> None
     ok = launched(step(project, "small", "-r", "hello", "--gpus", "1", "--time", "1", command=("echo", "hello")))
     # a step's output, events and journal lines, like a job's
     tail = finished_output(project, ok["job_id"])
-    assert tail["text"] == "hello\n" and tail["end"]["rc"] == 0
+    assert tail["text"] == "hello\n" and tail["end"]["exit_code"] == 0
     ev = json.loads(rsk("events", "--after", cursor, "--target", "lab", "--project", project, "--json").out)
     assert any(e.get("job_id") == ok["job_id"] for e in ev["events"]), ev
     journal = json.loads(rsk("journal", "--target", "lab", "--project", project, "--json").out)["events"]
