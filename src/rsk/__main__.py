@@ -1,3 +1,3 @@
-from rsk.cli.app import main
+from rsk.entry import main
 
 main()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -56,20 +55,20 @@ class LaunchResult(BaseModel):
 
 def requester() -> str:
     """Who is asking, as far as the environment tells (RSK_REQUESTER overrides)."""
-    if explicit := os.environ.get("RSK_REQUESTER"):
-        return explicit
-    import getpass
+    from rsk import caller
 
-    user = getpass.getuser()
-    if os.environ.get("CLAUDECODE") or os.environ.get("CLAUDE_CODE_ENTRYPOINT"):
+    if explicit := caller.getenv("RSK_REQUESTER"):
+        return explicit
+    names = caller.env_names()
+    if caller.getenv("CLAUDECODE") or caller.getenv("CLAUDE_CODE_ENTRYPOINT"):
         agent = "claude-code"
-    elif any(k.startswith("CODEX_") for k in os.environ):
+    elif any(k.startswith("CODEX_") for k in names):
         agent = "codex"
-    elif any(k.startswith("PI_CODING_AGENT") for k in os.environ):
+    elif any(k.startswith("PI_CODING_AGENT") for k in names):
         agent = "pi"
     else:
         agent = "terminal"
-    return f"{agent} ({user}, pid {os.getppid()})"
+    return f"{agent} ({caller.user()}, pid {caller.ppid()})"
 
 
 def _with_code(remote: Remote, request: Request, code: CodeSnapshot | None, say: Progress) -> Request:
@@ -94,9 +93,9 @@ def launch(
     say = progress or (lambda _msg: None)
     target = find_target(target_name)
     store = Store(request.project)
-    from rsk.transport import Connection  # paramiko loads only when a command needs the cluster
+    from rsk.transport import connect  # paramiko loads only when a command needs the cluster
 
-    conn = Connection(target)
+    conn = connect(target)
     try:
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, say)
@@ -199,9 +198,9 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
 
     target = find_target(target_name)
     store = Store(request.project)
-    from rsk.transport import Connection
+    from rsk.transport import connect
 
-    with Connection(target) as conn:
+    with connect(target) as conn:
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
         planned_at = now()

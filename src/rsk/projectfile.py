@@ -5,7 +5,6 @@ Every command run below it uses its project and target; RSK_PROJECT / RSK_TARGET
 
 from __future__ import annotations
 
-import os
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -39,8 +38,12 @@ def _find(start: str) -> tuple[Path, ProjectFile] | None:
 
 
 def find(start: Path | None = None) -> tuple[Path, ProjectFile] | None:
-    """The nearest project file at or above `start` (the working directory), with its contents."""
-    return _find(str((start or Path.cwd()).resolve()))
+    """The nearest project file at or above `start` (the caller's working directory), with its contents.
+    Cached per process, except in the broker, which lives long and serves trees that change."""
+    from rsk import caller
+
+    where = str((start or caller.cwd()).resolve())
+    return _find.__wrapped__(where) if caller.current() is not None else _find(where)
 
 
 def read(path: Path) -> ProjectFile:
@@ -93,7 +96,9 @@ def default_project(directory: Path) -> str:
 
 def env_or_file(variable: str, field: str) -> str | None:
     """RSK_PROJECT/RSK_TARGET, else the project file's value."""
-    if value := os.environ.get(variable):
+    from rsk import caller
+
+    if value := caller.getenv(variable):
         return value
     found = find()
     return getattr(found[1], field) if found else None

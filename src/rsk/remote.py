@@ -11,7 +11,7 @@ from rsk import bundle
 from rsk.errors import ProtocolError
 from rsk.protocol import FRAME, Output, parse
 from rsk.targets import find_target
-from rsk.transport import Connection, remote_path
+from rsk.transport import Connection, connect, remote_path
 
 
 class Remote:
@@ -51,5 +51,5 @@ class Remote:
 @contextlib.contextmanager
 def remote_for(target_name: str) -> Iterator[Remote]:
     """One connection to a target for the length of the block."""
-    with Connection(find_target(target_name)) as conn:
+    with connect(find_target(target_name)) as conn:
         yield Remote(conn)

@@ -1,6 +1,7 @@
 """SSH transport: the only module that imports paramiko.
 
-One connection per process; strict host keys from known_hosts (an unknown key is an error,
+One connection per process (in the broker: one per target, kept open and shared by its threads,
+see `share_connections`); strict host keys from known_hosts (an unknown key is an error,
 never added silently); ~/.ssh/config honoured (HostName, User, Port, IdentityFile,
 ProxyJump, ProxyCommand); each remote command has a deadline and bounded output.
 """
@@ -11,6 +12,7 @@ import os
 import select
 import shlex
 import sys
+import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -95,8 +97,14 @@ class Connection:
 
     def __init__(self, target: Target) -> None:
         self.target = target
+        self.shared = False  # a broker's connection: close() leaves it open for the next command
         self._clients: list[paramiko.SSHClient] = []
         self.client = self._connect(resolve_endpoint(target), sock=None, hops=0)
+
+    @property
+    def alive(self) -> bool:
+        transport = self.client.get_transport()
+        return transport is not None and transport.is_active()
 
     def _connect(self, ep: Endpoint, sock: Any, hops: int) -> paramiko.SSHClient:
         if hops > 8:
@@ -271,6 +279,10 @@ class Connection:
         return RemoteResult(rc=rc, stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"))
 
     def close(self) -> None:
+        if not self.shared:
+            self.shut()
+
+    def shut(self) -> None:
         for client in reversed(self._clients):
             client.close()
 
@@ -279,6 +291,52 @@ class Connection:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+_shared: dict[str, Connection] | None = None
+_shared_lock = threading.Lock()
+KEEPALIVE_S = 15
+
+
+def share_connections() -> None:
+    """From now on `connect` hands out one open connection per target (the broker's warm connections)."""
+    global _shared
+    _shared = {}
+
+
+def connect(target: Target) -> Connection:
+    """A connection to the target: a new one, or in the broker the target's shared one (reconnected when it
+    dropped; a command that was running on a dropped connection fails with ConnectError, exit 75)."""
+    if _shared is None:
+        return Connection(target)
+    key = target.model_dump_json()
+    with _shared_lock:
+        conn = _shared.get(key)
+        if conn is not None and conn.alive:
+            return conn
+        if conn is not None:
+            conn.shut()
+        conn = Connection(target)
+        conn.shared = True
+        transport = conn.client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(KEEPALIVE_S)
+        _shared[key] = conn
+        return conn
+
+
+def shared_status() -> dict[str, bool]:
+    """Target name -> whether its shared connection is up (for `rsk broker status`)."""
+    with _shared_lock:
+        return {c.target.name: c.alive for c in (_shared or {}).values()}
+
+
+def drop_shared() -> None:
+    with _shared_lock:
+        for conn in (_shared or {}).values():
+            conn.shut()
+        if _shared is not None:
+            _shared.clear()
 
 
 def remote_path(root: str, *parts: str) -> str:

@@ -42,11 +42,11 @@ class Watcher:
 
     def _poll_one(self, ts: TargetState) -> None:
         from rsk.targets import find_target
-        from rsk.transport import Connection
+        from rsk.transport import connect
 
         try:
             if ts.remote is None:
-                ts.remote = Remote(Connection(find_target(ts.name)))
+                ts.remote = Remote(connect(find_target(ts.name)))
             st, _ = status_call(ts.remote, ts.name, self.project)
             if self.batch:
                 st.jobs = [j for j in st.jobs if j.request_id == self.batch]

@@ -37,12 +37,20 @@ def root(
     """rsk: plans bound on the cluster, a ledger of approvals and grants, a journal that never submits twice."""
 
 
+_registered = False
+
+
 def register_all() -> None:
-    """Every command, registered the ordinary Typer way (completion and Click's errors come with it)."""
+    """Every command, registered the ordinary Typer way (completion and Click's errors come with it); once
+    per process (the broker runs main for every request)."""
     import importlib
 
+    global _registered
+    if _registered:
+        return
     for module in dict.fromkeys(m for m, _ in COMMANDS.values()):
         importlib.import_module(f"rsk.cli.{module}").register(app)
+    _registered = True
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,6 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gpus": ("cluster_cmds", "Every GPU of a target: free or held, and by which job (project, request id, since)."),
     "doctor": ("cluster_cmds", "Check a target end to end; exit 0 when nothing fails, 9 when a check fails."),
     "lease": ("lease_cmd", "Leases: one held allocation whose GPUs steps share, each step started within seconds."),
+    "broker": (
+        "broker_cmd",
+        "A resident rsk holding the keys, the ledger and warm connections; agent commands use it.",
+    ),
     "mcp": ("mcp_cmd", "Serve rsk's tools over MCP on stdio, pinned to one project and target (no human acts)."),
     "approvals": ("ledger_cmds", "List approval cards that wait for a human."),
     "approve": ("ledger_cmds", "Approve card CARD: its exact plan may run (once by default)."),
@@ -29,7 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grant": ("ledger_cmds", "Standing grants: scope, per-job ceilings, budgets, expiry."),
     "deny-rule": ("ledger_cmds", "Deny rules: they win over every approval and grant."),
 }
-GROUPS = {"grant", "deny-rule", "lease"}
+GROUPS = {"grant", "deny-rule", "lease", "broker"}
 
 
 def help_for(name: str, more: str = "") -> str:

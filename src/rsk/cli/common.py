@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -59,9 +58,15 @@ def rich_out() -> Console:
     """A Rich console for tables and live views."""
     from rich.console import Console
 
-    # a pipe or file gets wide lines instead of Rich's default of 80 columns
-    width = None if sys.stdout.isatty() else 200
-    return Console(no_color=bool(os.environ.get("NO_COLOR")), highlight=False, soft_wrap=True, width=width)
+    from rsk import caller
+
+    # a pipe or file gets wide lines instead of Rich's default of 80 columns; in the broker, the client's
+    c = caller.current()
+    tty = c.tty if c is not None else sys.stdout.isatty()
+    width: int | None = 200
+    if tty:
+        width = c.columns if c is not None else None
+    return Console(no_color=bool(caller.getenv("NO_COLOR")), highlight=False, soft_wrap=True, width=width)
 
 
 def print_json(data: Any) -> None:

@@ -226,12 +226,12 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing project file.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from pathlib import Path
 
+    from rsk import caller
     from rsk.projectfile import default_project, write
     from rsk.targets import find_target
 
-    here = Path.cwd()
+    here = caller.cwd()
     name = project or default_project(here)
     if target:
         find_target(target)  # an unknown target is an error now, not at the first launch

@@ -5,6 +5,7 @@ from typing import Annotated
 
 import typer
 
+from rsk import caller
 from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, print_json, rich_out
 
@@ -29,14 +30,13 @@ def watch(
     once: Annotated[bool, typer.Option(help="Print one table and exit.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    import os
 
     from rsk.cli.board import render_status
     from rsk.paths import resolve_project
     from rsk.targets import list_targets
     from rsk.watcher import Watcher
 
-    names = list(target or []) or ([os.environ["RSK_TARGET"]] if os.environ.get("RSK_TARGET") else [])
+    names = list(target or []) or ([t] if (t := caller.getenv("RSK_TARGET")) else [])
     names = names or [t.name for t in list_targets()]
     if not names:
         from rsk.errors import UsageError

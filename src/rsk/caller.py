@@ -1,0 +1,81 @@
+"""Who runs a command, and from where: this process, or, inside the broker, the client that asked.
+
+Commands read the few things that belong to the caller (RSK_PROJECT, RSK_TARGET, RSK_REQUESTER, the
+agent's own markers, the working directory, the terminal) through here, never from os.environ or the
+process's cwd directly: in the broker, one process serves many callers at once, each in a thread with
+its own Caller. Everything else (RSK_HOME, targets, keys) is the process's own, which in the broker is
+the human's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rsk.broker_client import PASSED_ENV, PASSED_PREFIXES  # what a client may pass on to the broker
+
+
+def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
+
+
+@dataclass(frozen=True)
+class Caller:
+    env: Mapping[str, str]
+    cwd: Path
+    uid: int  # from the socket's peer credentials, not from anything the client said
+    user: str
+    ppid: int  # the client's claim: its parent's pid
+    tty: bool = False  # the client's stdout is a terminal
+    columns: int = 200
+    owner: bool = True  # the caller is the broker's own user
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+_current: ContextVar[Caller | None] = ContextVar("rsk_caller", default=None)
+
+
+@contextmanager
+def acting_for(caller: Caller) -> Iterator[None]:
+    token = _current.set(caller)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current() -> Caller | None:
+    return _current.get()
+
+
+def getenv(name: str) -> str | None:
+    c = _current.get()
+    return c.env.get(name) if c is not None else os.environ.get(name)
+
+
+def env_names() -> list[str]:
+    c = _current.get()
+    return list(c.env) if c is not None else list(os.environ)
+
+
+def cwd() -> Path:
+    c = _current.get()
+    return c.cwd if c is not None else Path.cwd()
+
+
+def user() -> str:
+    c = _current.get()
+    if c is not None:
+        return c.user
+    import getpass
+
+    return getpass.getuser()
+
+
+def ppid() -> int:
+    c = _current.get()
+    return c.ppid if c is not None else os.getppid()

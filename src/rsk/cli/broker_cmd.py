@@ -1,0 +1,236 @@
+"""rsk broker start|stop|status, and the runner that executes the CLI's own commands inside the broker."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rsk.cli.commands import help_for
+from rsk.cli.common import JsonOpt, err, out, print_json
+
+broker_app = typer.Typer(
+    help=help_for(
+        "broker",
+        "A resident rsk for this user: it owns RSK_HOME and the SSH keys, keeps one warm connection per target, "
+        "and runs agent commands (launch, status, wait, ...) sent over a Unix socket; every such command uses "
+        "it when it is reachable, and runs directly when not. With --allow, agents running as other users (or "
+        "in a sandbox that cannot read the keys or write the ledger) may use it too, and nothing else: the "
+        "human's acts never go through it. See docs/broker.md.",
+    ),
+    no_args_is_help=True,
+)
+SocketOpt = Annotated[
+    Path | None,
+    typer.Option("--socket", help="The socket (default: $RSK_BROKER, else $XDG_RUNTIME_DIR/rsk/broker.sock)."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(broker_app, name="broker")
+
+
+# routing the CLI's output to the caller that asked ----------------------------------------------------
+_sink: ContextVar[Callable[[str, str], None] | None] = ContextVar("rsk_broker_sink", default=None)
+
+
+class _Router(io.TextIOBase):
+    """sys.stdout / sys.stderr in the broker: each thread's writes go to its own caller's socket."""
+
+    encoding = "utf-8"  # what Click checks before it writes to a stream as it is
+    errors = "strict"
+
+    def __init__(self, base: io.TextIOBase, stream: str) -> None:
+        self.base = base
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        sink = _sink.get()
+        if sink is None:
+            return self.base.write(text)
+        sink(self.stream, text)
+        return len(text)
+
+    def flush(self) -> None:
+        if _sink.get() is None:
+            self.base.flush()
+
+    def isatty(self) -> bool:
+        from rsk import caller
+
+        c = caller.current()
+        return c.tty if c is not None else self.base.isatty()
+
+
+def install_router() -> None:
+    if not isinstance(sys.stdout, _Router):
+        sys.stdout = _Router(sys.stdout, "o")  # type: ignore[arg-type]
+        sys.stderr = _Router(sys.stderr, "e")  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def _routed(sink: Callable[[str, str], None]) -> Iterator[None]:
+    token = _sink.set(sink)
+    try:
+        yield
+    finally:
+        _sink.reset(token)
+
+
+def cli_runner(argv: list[str], who: object, send: Callable[[str, str], None]) -> int:
+    """Run one rsk command in this process for a caller: the CLI's own main, its output sent back."""
+    from rsk.caller import Caller, acting_for
+    from rsk.cli.app import main
+
+    assert isinstance(who, Caller)
+    with acting_for(who), _routed(send):
+        try:
+            main(argv)
+            return 0
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except BrokenPipeError:
+            raise
+        except Exception:  # a bug: the caller gets the traceback and exit 1, the broker goes on
+            send("e", traceback.format_exc())
+            return 1
+
+
+# the commands ---------------------------------------------------------------------------------------
+@broker_app.command(
+    "start",
+    help="Start the broker in the background (or in the foreground, e.g. under a systemd user unit). Only one runs "
+    "per socket: a second start says which one runs.",
+)
+def start(
+    foreground: Annotated[bool, typer.Option(help="Run here until stopped (for a service manager).")] = False,
+    idle: Annotated[
+        float, typer.Option(min=0, help="Exit after this many seconds without a request (0: never).")
+    ] = 3600,
+    allow: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allow",
+            metavar="USER[:PROJECT,...]",
+            help="Also serve this local user (an agent's account), for these projects (default: any). Repeatable.",
+        ),
+    ] = None,
+    socket_path: SocketOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.broker import Config, default_socket, parse_allow
+
+    path = (socket_path or default_socket()).absolute()
+    config = Config(socket=path, idle_exit_s=idle or float("inf"), allowed=parse_allow(list(allow or [])))
+    if foreground:
+        _serve(config)
+        return
+    from rsk.broker_client import request
+    from rsk.errors import StateError
+    from rsk.paths import rsk_home
+
+    running = request("ping", path)
+    if running is not None and "pid" in running:
+        raise StateError(f"a broker already runs on {path} (pid {running['pid']})", "`rsk broker stop` stops it")
+    rsk_home().mkdir(parents=True, exist_ok=True)
+    log = rsk_home() / "broker.log"
+    args = [sys.executable, "-m", "rsk", "broker", "start", "--foreground", "--idle", str(idle), "--socket", str(path)]
+    for spec in allow or []:
+        args += ["--allow", spec]
+    with log.open("ab") as fh:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        info = request("ping", path, timeout=1.0)
+        if info is not None and "pid" in info:
+            break
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise StateError("the broker did not start: " + " / ".join(tail), f"see {log}")
+        time.sleep(0.1)
+    else:
+        raise StateError(f"the broker did not answer on {path} within 15 s", f"see {log}")
+    if json_out:
+        print_json(info)
+        return
+    out().print(f"broker running: pid {info['pid']}, socket {path}, log {log}")
+
+
+def _serve(config: object) -> None:
+    import signal
+
+    from rsk.broker import Broker, Config
+    from rsk.transport import drop_shared, share_connections
+
+    assert isinstance(config, Config)
+    broker = Broker(config, cli_runner)
+    broker.bind()
+    from rsk.cli.app import register_all
+
+    register_all()  # the first request should not pay for importing every command
+    share_connections()
+    install_router()
+    signal.signal(signal.SIGTERM, lambda *_: broker.stopping.set())
+    err().print(f"rsk broker: pid {os.getpid()} listening on {config.socket}")
+    try:
+        broker.serve()
+    finally:
+        drop_shared()
+        err().print("rsk broker: stopped")
+
+
+@broker_app.command("stop", help="Stop the broker (commands in flight end first; new ones run directly).")
+def stop(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
+    from rsk.broker import default_socket
+    from rsk.broker_client import request
+
+    path = socket_path or default_socket()
+    answer = request("stop", path)
+    if answer is None:
+        if json_out:
+            print_json({"schema_version": 1, "stopped": False, "socket": str(path)})
+        else:
+            out().print(f"no broker answers on {path}")
+        return
+    deadline = time.monotonic() + 10
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if json_out:
+        print_json({"schema_version": 1, "stopped": "error" not in answer, "socket": str(path), **answer})
+        return
+    out().print(answer.get("error", f"broker on {path} stopped"))
+
+
+@broker_app.command("status", help="Whether a broker answers, and its pid, connections and allowed users.")
+def status(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
+    from rsk.broker import default_socket
+    from rsk.broker_client import request
+    from rsk.errors import Exit
+
+    path = socket_path or default_socket()
+    info = request("ping", path)
+    if info is None or "pid" not in info:
+        if json_out:
+            print_json({"schema_version": 1, "up": False, "socket": str(path)})
+        else:
+            out().print(f"no broker on {path}: commands run directly")
+        raise typer.Exit(int(Exit.CONNECT))
+    if json_out:
+        print_json({**info, "up": True})
+        return
+    up = ", ".join(f"{t} {'up' if ok else 'down'}" for t, ok in dict(info["connections"]).items()) or "none yet"  # type: ignore[call-overload]
+    allowed = ", ".join(f"{u} ({','.join(p)})" for u, p in dict(info["allowed"]).items()) or "only its own user"  # type: ignore[call-overload]
+    o = out()
+    o.print(f"broker pid {info['pid']} on {info['socket']}: {info['requests']} request(s), {info['running']} running")
+    o.print(f"  connections  {up}")
+    o.print(f"  serves       {allowed}")

@@ -1,0 +1,98 @@
+"""The broker as a process, without the cluster: same outputs and exit codes in both modes, one broker per
+socket, a stale socket, a killed broker, and human acts that never go through it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Ran, rsk
+
+
+@pytest.fixture
+def sock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    # a short path: Unix socket paths are limited to ~108 bytes
+    d = Path(f"/tmp/rsk-t-{os.getpid()}-{tmp_path.name[-12:]}")
+    path = d / "b.sock"
+    monkeypatch.setenv("RSK_BROKER", str(path))
+    yield path
+    rsk("broker", "stop")
+    for f in (path, d / "broker.lock"):
+        f.unlink(missing_ok=True)
+    d.rmdir()
+
+
+def info() -> dict[str, object]:
+    r = rsk("broker", "status", "--json")
+    return dict(json.loads(r.out))
+
+
+def both(*args: str) -> tuple[Ran, Ran]:
+    """The same command through the broker and directly."""
+    return rsk(*args), rsk(*args, env={"RSK_NO_BROKER": "1"})
+
+
+def test_commands_answer_the_same_through_the_broker(sock: Path) -> None:
+    assert rsk("broker", "status").rc == 75  # none yet: commands run directly
+    r = rsk("broker", "start", "--idle", "60")
+    assert r.rc == 0 and "broker running" in r.out, r.err
+    assert (sock.parent.stat().st_mode & 0o777) == 0o700 and (sock.stat().st_mode & 0o777) == 0o600
+    before = int(str(info()["requests"]))
+    for args in (("approvals", "--json"), ("approvals",), ("targets", "--json"), ("logs", "not-a-job"),
+                 ("wait",), ("launch", "--bogus-option"), ("lease", "status", "x/y")):  # fmt: skip
+        brokered, direct = both(*args)
+        assert (brokered.rc, brokered.out, brokered.err) == (direct.rc, direct.out, direct.err), args
+    assert int(str(info()["requests"])) == before + 7  # each went through the broker
+
+
+def test_human_acts_never_go_through_the_broker(sock: Path, tmp_path: Path) -> None:
+    assert rsk("broker", "start").rc == 0
+    before = int(str(info()["requests"]))
+    r = rsk("grant", "add", "--gpu-hours", "1", "--yes", "--json")  # runs in the client, as the human
+    assert r.rc == 0, r.err
+    assert int(str(info()["requests"])) == before
+    # a hand-made message asking the broker for a human act is refused, whatever it says about itself
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(str(sock))
+    s.sendall(json.dumps({"v": 1, "op": "run", "argv": ["grant", "revoke", "g-1", "--yes"],
+                          "env": {"RSK_REQUESTER": "the human"}}).encode() + b"\n")  # fmt: skip
+    frames = [json.loads(line) for line in s.makefile("rb")]
+    s.close()
+    assert frames[-1] == {"rc": 77} and "human's act" in frames[0]["e"]
+
+
+def test_one_broker_per_socket_and_a_stale_socket_is_cleared(sock: Path) -> None:
+    assert rsk("broker", "start").rc == 0
+    pid = int(str(info()["pid"]))
+    second = rsk("broker", "start", "--foreground")
+    assert second.rc == 6 and f"pid {pid}" in second.err
+    os.kill(pid, signal.SIGKILL)  # leaves its socket file behind, with no one listening
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    assert sock.exists()
+    # a command meanwhile runs directly
+    assert rsk("approvals", "--json").rc == 0
+    r = rsk("broker", "start")
+    assert r.rc == 0, r.err
+    assert int(str(info()["pid"])) != pid
+
+
+def test_the_broker_exits_when_idle(sock: Path) -> None:
+    assert rsk("broker", "start", "--idle", "1").rc == 0
+    deadline = time.monotonic() + 15
+    while sock.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not sock.exists()
+    assert rsk("broker", "status").rc == 75

@@ -1,0 +1,104 @@
+"""The broker's pure parts: who may ask for what, how a project is read from a command line, the socket
+directory's checks, and the client's path rewriting."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from rsk.broker import Config, Request, parse_allow, prepare_directory, project_of, refusal
+from rsk.broker_client import _absolute
+from rsk.errors import StateError
+
+ME = os.getuid()
+OTHER = ME + 4242
+
+
+def req(*argv: str, op: str = "run", **kw: object) -> Request:
+    return Request.model_validate({"v": 1, "op": op, "argv": list(argv), **kw})
+
+
+def test_the_owner_runs_agent_commands_and_no_human_act() -> None:
+    cfg = Config(socket=Path("/tmp/x.sock"))
+    assert refusal(req("launch", "--", "true"), ME, cfg) is None
+    assert refusal(req("status", "--json"), ME, cfg) is None
+    for act in ("approve", "deny", "grant", "deny-rule"):
+        why = refusal(req(act, "c-1", "--yes"), ME, cfg)
+        assert why is not None and "human" in why
+    assert refusal(req("init"), ME, cfg) is not None  # runs in the client, never in the broker
+    assert refusal(req(op="stop"), ME, cfg) is None
+
+
+def test_other_users_need_an_allowance_and_stay_in_their_projects() -> None:
+    cfg = Config(socket=Path("/tmp/x.sock"), allowed={OTHER: frozenset({"p1"})})
+    assert "not allowed" in str(refusal(req("status"), OTHER + 1, cfg))
+    assert refusal(req("launch", "-p", "p1", "--", "true"), OTHER, cfg) is None
+    assert refusal(req("status", env={"RSK_PROJECT": "p1"}), OTHER, cfg) is None
+    assert "not one this user may use" in str(refusal(req("status", "--project", "p2"), OTHER, cfg))
+    assert "not one this user may use" in str(refusal(req("status", "--project=p2"), OTHER, cfg))
+    assert "not one this user may use" in str(refusal(req("status", "-pp2"), OTHER, cfg))
+    # two projects named (which would the CLI take?) is refused outright
+    assert refusal(req("status", "-p", "p1", "--project", "p2"), OTHER, cfg) == "name the project once"
+    # the job's own argv after -- is not rsk's
+    assert refusal(req("launch", "-p", "p1", "--", "tool", "--project", "p2"), OTHER, cfg) is None
+    assert "--yes" in str(refusal(req("cancel", "-p", "p1", "--yes"), OTHER, cfg))
+    assert "own user" in str(refusal(req("fetch", "-p", "p1", "1", "x"), OTHER, cfg))
+    assert "only the broker's own user" in str(refusal(req(op="stop"), OTHER, cfg))
+    assert "human" in str(refusal(req("approve", "c-1"), OTHER, cfg))
+
+
+def test_any_project_when_the_allowance_names_none(tmp_path: Path) -> None:
+    cfg = Config(socket=Path("/tmp/x.sock"), allowed={OTHER: None})
+    assert refusal(req("status", "-p", "anything"), OTHER, cfg) is None
+
+
+def test_the_project_comes_from_the_callers_tree(tmp_path: Path) -> None:
+    (tmp_path / ".rsk.toml").write_text('schema_version = 1\nproject = "fromfile"\n')
+    (tmp_path / "sub").mkdir()
+    assert project_of(["status"], {}, tmp_path / "sub") == "fromfile"
+    assert project_of(["status"], {"RSK_PROJECT": "env"}, tmp_path / "sub") == "env"
+    assert project_of(["status", "-p", "opt"], {"RSK_PROJECT": "env"}, tmp_path) == "opt"
+    assert project_of(["status"], {}, Path("/")) == "default"
+
+
+def test_a_request_is_validated_whole() -> None:
+    with pytest.raises(ValueError):
+        Request.model_validate({"v": 1, "op": "run", "argv": ["approve"], "uid": 0})  # no field claims identity
+    with pytest.raises(ValueError):
+        Request.model_validate({"v": 2, "op": "run"})
+
+
+def test_allowances_name_real_users_other_than_the_owner() -> None:
+    import pwd
+
+    with pytest.raises(StateError):
+        parse_allow(["no-such-user-rsk"])
+    with pytest.raises(StateError):
+        parse_allow([pwd.getpwuid(ME).pw_name])
+
+
+def test_the_socket_directory_must_be_our_own_real_directory(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    prepare_directory(mine, shared=False)
+    assert (mine.stat().st_mode & 0o777) == 0o700
+    prepare_directory(mine, shared=True)
+    assert (mine.stat().st_mode & 0o777) == 0o711
+    (tmp_path / "elsewhere").mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(StateError):
+        prepare_directory(link, shared=False)
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    with pytest.raises(StateError):
+        prepare_directory(afile, shared=False)
+
+
+def test_the_client_makes_path_options_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """... but never the job's own argv after --."""
+    monkeypatch.chdir(tmp_path)
+    got = _absolute(["launch", "--tasks", "t.jsonl", "--code=.", "-r", "x", "--", "python", "--tasks", "y"])
+    assert got == ["launch", "--tasks", str(tmp_path / "t.jsonl"), f"--code={tmp_path}", "-r", "x", "--", "python",
+                   "--tasks", "y"]  # fmt: skip
