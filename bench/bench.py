@@ -197,8 +197,52 @@ def bench_step() -> None:
                    "speedup, target >= 5"))  # fmt: skip
 
 
+def bench_broker() -> None:
+    """A warm broker against raw ssh (single launch, status), and 8 agents launching at once through one
+    broker against 8 direct processes."""
+    sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
+    env = {**ENV, "RSK_BROKER": str(sock)}
+    direct = {**ENV, "RSK_NO_BROKER": "1"}
+    subprocess.run([*RSK, "broker", "start", "--idle", "600"], env=env, check=True, capture_output=True)
+    try:
+        i = iter(range(10**6))
+
+        def brokered(*args: str) -> None:
+            subprocess.run([*RSK, *args], env=env, check=True, capture_output=True)
+
+        brokered("status", "-t", "lab", "-p", "bench")  # warms the connection
+        n = 10
+        warm = timed(lambda: brokered("launch", "-t", "lab", "-p", "bench", "-r", f"w{next(i)}", "--mem", "64M",
+                                      "--time", "1", "--json", "--", "true"), n)  # fmt: skip
+        base = timed(lambda: run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"]), n)
+        rows.append(("single launch, warm broker", "rsk launch via the broker", ms(warm), "ssh HOST sbatch --wrap",
+                     ms(base)))  # fmt: skip
+        ratios.append(("single-warm", statistics.median(warm) / statistics.median(base), "target <= 1.0"))
+        count = len(json.loads(run([*RSK, "status", "-t", "lab", "-p", "bench", "--json"]).stdout)["jobs"])
+        st = timed(lambda: brokered("status", "-t", "lab", "-p", "bench", "--json"), 5)
+        sq = timed(lambda: run([*SSH, "squeue", "--json"]), 5)
+        rows.append((f"status of {count} jobs, warm broker", "rsk status --json via the broker", ms(st),
+                     "ssh HOST squeue --json", ms(sq)))  # fmt: skip
+        ratios.append(("status-warm", statistics.median(st) / statistics.median(sq), "target <= 1.0"))
+
+        def eight(environ: dict[str, str], tag: str) -> None:
+            argv = [[*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"{tag}{k}-{next(i)}", "--mem", "64M",
+                     "--time", "1", "--json", "--", "true"] for k in range(8)]  # fmt: skip
+            procs = [subprocess.Popen(a, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                     for a in argv]  # fmt: skip
+            assert all(p.wait() == 0 for p in procs)
+
+        through = timed(lambda: eight(env, "eb"), 3)
+        alone = timed(lambda: eight(direct, "ed"), 3)
+        rows.append(("8 agents launching at once", "through one broker", ms(through), "8 direct processes",
+                     ms(alone)))  # fmt: skip
+        ratios.append(("eight-agents", statistics.median(alone) / statistics.median(through), "speedup, target >= 3"))
+    finally:
+        subprocess.run([*RSK, "broker", "stop"], env=env, check=False, capture_output=True)
+
+
 BENCHES = {"single": bench_single, "batch": bench_batch, "status": bench_status, "ledger": bench_ledger,
-           "startup": bench_startup, "step": bench_step}  # fmt: skip
+           "startup": bench_startup, "step": bench_step, "broker": bench_broker}  # fmt: skip
 
 
 def main() -> None:

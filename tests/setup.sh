@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 need_pkgs=""
-for pkg in slurm-wlm munge openssh-server openssh-client shellcheck dash tmux; do
+for pkg in slurm-wlm munge openssh-server openssh-client shellcheck dash tmux python3; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_pkgs="$need_pkgs $pkg"
 done
 command -v npm >/dev/null 2>&1 || need_pkgs="$need_pkgs nodejs npm"
@@ -27,4 +27,7 @@ if [ ! -d "$(npm root -g 2>/dev/null)/@modelcontextprotocol/inspector-cli" ]; th
     printf 'setup: npm install -g @modelcontextprotocol/inspector-cli\n' >&2
     npm install -g --silent @modelcontextprotocol/inspector-cli@1.0.3 >/dev/null
 fi
+# an agent's own OS account: the broker's boundary tests run rsk as it, with Debian's python3 and nothing
+# but the standard library (tests/integration/test_broker.py)
+id rskagent >/dev/null 2>&1 || useradd --create-home --shell /bin/sh rskagent
 sh tests/lab/up.sh >/dev/null

@@ -9,6 +9,13 @@ def main() -> None:
     rc = try_broker(sys.argv[1:])
     if rc is not None:
         raise SystemExit(rc)
-    from rsk.cli.app import main as cli_main
-
+    try:
+        from rsk.cli.app import main as cli_main
+    except ModuleNotFoundError as exc:  # a stdlib-only Python: enough to talk to a broker, not to run rsk
+        sys.stderr.write(
+            f"error: this Python lacks what rsk needs to run `rsk {' '.join(sys.argv[1:2])}` itself ({exc.name})\n"
+            "hint: agent commands go through a broker (set RSK_BROKER to its socket); other commands need rsk "
+            "installed with its dependencies\n"
+        )
+        raise SystemExit(78) from None
     cli_main()

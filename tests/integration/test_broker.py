@@ -1,0 +1,185 @@
+"""The broker on the lab: an agent that runs as another OS user, with no access to the human's RSK_HOME
+or SSH key, gets its launches decided by the human's ledger and nothing more; and the faults a resident
+process meets (killed mid-launch, its connection cut, a stale socket).
+
+The agent runs Debian's python3 with only the standard library: enough for rsk's broker client, not
+for rsk itself, so everything it does reaches the cluster through the broker or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from rsk.errors import Exit
+from tests.conftest import LAB_DIR, LAB_PORT, ROOT, Lab, Ran, rsk
+from tests.integration.helpers import grant, launch
+
+AGENT = "rskagent"
+AGENT_HOME = Path("/home") / AGENT
+
+
+@pytest.fixture
+def broker(lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The human's broker, serving the agent's account for this test's project only."""
+    if subprocess.run(["id", AGENT], capture_output=True, check=False).returncode != 0:
+        pytest.fail(f"no user {AGENT}: run tests/setup.sh")
+    sock = Path(f"/tmp/rsk-b-{uuid.uuid4().hex[:8]}") / "b.sock"
+    monkeypatch.setenv("RSK_BROKER", str(sock))
+    r = rsk("broker", "start", "--allow", f"{AGENT}:{project}", "--idle", "600")
+    assert r.rc == 0, r.err
+    yield sock
+    rsk("broker", "stop")
+    subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+
+
+def as_agent(sock: Path, *args: str, timeout: float = 120) -> Ran:
+    cmd = ["runuser", "-u", AGENT, "--", "env", "-i", "PATH=/usr/bin:/bin", f"HOME={AGENT_HOME}",
+           f"RSK_BROKER={sock}", f"PYTHONPATH={ROOT / 'src'}", "CLAUDECODE=1", *args]  # fmt: skip
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=AGENT_HOME, timeout=timeout, check=False)
+    return Ran(p.returncode, p.stdout, p.stderr)
+
+
+def agent_rsk(sock: Path, *args: str) -> Ran:
+    return as_agent(sock, "/usr/bin/python3", "-m", "rsk", *args)
+
+
+def test_an_agent_of_another_user_gets_only_what_the_ledger_allows(
+    lab: Lab, project: str, broker: Path, rsk_env: Path
+) -> None:
+    grant(project, "--max-gpus", "1", "--gpu-hours", "2", "--jobs", "5")
+    inside = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "-r", "inside", "--json", "--", "true")
+    assert inside.rc == 0, inside.out + inside.err
+    body = json.loads(inside.out)
+    assert body["allowed_by"]["kind"] == "grant"
+    waited = agent_rsk(broker, "wait", body["job_id"], "-t", "lab", "-p", project, "--json")
+    assert waited.rc == 0 and json.loads(waited.out)["jobs"][0]["state"] == "succeeded", waited.out
+    outside = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "-r", "outside", "--gpus", "2", "--json",
+                        "--", "true")  # fmt: skip
+    assert outside.rc == Exit.PENDING, outside.out + outside.err
+    card = json.loads(outside.out)["card_id"]
+    # the card says which account asked: the broker took it from the socket, not from the agent
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    assert any(c["id"] == card and f"({AGENT}," in c["requester"] for c in cards), cards
+    ledger = rsk_env / "projects" / project / "ledger.json"
+    before = ledger.read_bytes()
+
+    # every bypass: approve it itself; a hand-made message that claims to be the human; stop the broker
+    assert agent_rsk(broker, "approve", card, "--yes", "-p", project).rc != 0
+    forged = as_agent(broker, "/usr/bin/python3", "-c", (
+        "import json, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+        "s.sendall(json.dumps({'v': 1, 'op': 'run', 'argv': sys.argv[2:], 'env': {'RSK_REQUESTER': 'the human'}})"
+        ".encode() + b'\\n')\n"
+        "print(s.makefile().read())"
+    ), str(broker), "approve", card, "--yes", "-p", project)  # fmt: skip
+    assert forged.rc == 0 and '{"rc": 77}' in forged.out and "human's act" in forged.out, forged.out + forged.err
+    stop = as_agent(broker, "/usr/bin/python3", "-c", (
+        "import socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{\"v\": 1, \"op\": \"stop\"}\\n')\n"
+        "print(s.makefile().read())"
+    ), str(broker))  # fmt: skip
+    assert "only the broker's own user stops it" in stop.out
+    # read or write the ledger, read the key, reach the cluster itself
+    assert as_agent(broker, "cat", str(ledger)).rc != 0
+    assert as_agent(broker, "touch", str(rsk_env / "projects" / project / "mine")).rc != 0
+    assert as_agent(broker, "cat", str(LAB_DIR / "id_ed25519")).rc != 0
+    ssh = as_agent(broker, "ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o",
+                   "UserKnownHostsFile=/dev/null", "-p", str(LAB_PORT), "rsklab@127.0.0.1", "true")  # fmt: skip
+    assert ssh.rc != 0
+    # other projects, and what only the broker's own user may do
+    other = agent_rsk(broker, "status", "-t", "lab", "-p", project + "x")
+    assert other.rc == Exit.USAGE and "not one this user may use" in other.err
+    assert agent_rsk(broker, "status", "-t", "lab", "-p", project, "--project", project + "x").rc == Exit.USAGE
+    assert agent_rsk(broker, "fetch", body["job_id"], "x", "-t", "lab", "-p", project).rc == Exit.USAGE
+
+    assert ledger.read_bytes() == before  # nothing the agent did changed the human's ledger
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    assert [c["status"] for c in cards if c["id"] == card] == ["pending"]
+    # the human approves (in their own terminal); the agent's wait then launches it
+    assert rsk("approve", card, "--project", project, "--yes").rc == 0
+    w = agent_rsk(broker, "wait", card, "-p", project, "--json")
+    assert w.rc == 0 and json.loads(w.out)["launch"]["job_id"], w.out + w.err
+
+
+def test_a_socket_path_an_agent_could_redirect_is_refused(lab: Lab, tmp_path: Path) -> None:
+    plant = Path(f"/tmp/rsk-plant-{uuid.uuid4().hex[:8]}")
+    link = Path(f"/tmp/rsk-link-{uuid.uuid4().hex[:8]}")
+    try:
+        subprocess.run(["runuser", "-u", AGENT, "--", "mkdir", "-m", "0777", str(plant)], check=True)
+        subprocess.run(["runuser", "-u", AGENT, "--", "ln", "-s", str(plant), str(link)], check=True)
+        for where in (plant, link):
+            r = rsk("broker", "start", "--socket", str(where / "b.sock"))
+            assert r.rc == Exit.STATE and "not a directory of this user" in r.err, r.out + r.err
+            assert not (where / "b.sock").exists()
+    finally:
+        link.unlink(missing_ok=True)
+        subprocess.run(["rm", "-rf", str(plant)], check=False)
+
+
+@pytest.fixture
+def own_broker(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    sock = Path(f"/tmp/rsk-o-{uuid.uuid4().hex[:8]}") / "b.sock"
+    monkeypatch.setenv("RSK_BROKER", str(sock))
+    assert rsk("broker", "start", "--idle", "600").rc == 0
+    yield sock
+    rsk("broker", "stop")
+    subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+
+
+FLOCK_SHIM = Path("/usr/local/bin/flock")
+
+
+@pytest.fixture
+def slow_lock() -> Iterator[None]:
+    FLOCK_SHIM.write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
+    FLOCK_SHIM.chmod(0o755)
+    try:
+        yield
+    finally:
+        FLOCK_SHIM.unlink(missing_ok=True)
+
+
+def broker_pid() -> int:
+    return int(json.loads(rsk("broker", "status", "--json").out)["pid"])
+
+
+def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, own_broker: Path,
+                                                        slow_lock: None) -> None:  # fmt: skip
+    grant(project, "--jobs", "3")
+    pid = broker_pid()
+    threading.Timer(1.5, lambda: os.kill(pid, signal.SIGKILL)).start()
+    cut = launch(project, "-r", "once", command=("sleep", "30"))
+    assert cut.rc == Exit.CONNECT and "same --request-id" in cut.err, cut.out + cut.err
+    FLOCK_SHIM.unlink()
+    again = launch(project, "-r", "once", command=("sleep", "30"))  # the broker is gone: it runs directly
+    assert again.rc == 0, again.err
+    assert len(lab.jobs_named(f"rsk:{project}:once")) == 1
+    rsk("cancel", "--target", "lab", "--project", project, "-r", "once")
+
+
+def test_a_cut_connection_fails_the_command_in_flight_and_the_next_one_reconnects(
+    lab: Lab, project: str, own_broker: Path, slow_lock: None
+) -> None:
+    grant(project, "--jobs", "3")
+    assert rsk("status", "--target", "lab", "--project", project).rc == 0  # the connection is warm now
+    cutter = threading.Timer(1.5, lambda: subprocess.run(["pkill", "-KILL", "-f", "sshd: rsklab"], check=False))
+    cutter.start()
+    cut = launch(project, "-r", "flight", command=("sleep", "30"))
+    cutter.join()
+    assert cut.rc == Exit.CONNECT and "--request-id flight" in cut.err, cut.out + cut.err
+    FLOCK_SHIM.unlink()
+    again = launch(project, "-r", "flight", command=("sleep", "30"))
+    assert again.rc == 0, again.err
+    assert len(lab.jobs_named(f"rsk:{project}:flight")) == 1
+    info = json.loads(rsk("broker", "status", "--json").out)
+    assert info["connections"] == {"lab": True} and info["pid"] == broker_pid()  # the same broker, reconnected
+    rsk("cancel", "--target", "lab", "--project", project, "-r", "flight")
