@@ -16,6 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = Path(os.environ.get("RSK_LAB_DIR", "/var/lib/rsk-lab"))
 LAB_USER = os.environ.get("RSK_LAB_USER", "rsklab")
 LAB_PORT = int(os.environ.get("RSK_LAB_PORT", "2222"))
+# RSK_TEST_BROKER=1: every rsk() call goes through a broker that holds the calling test's RSK_HOME and
+# targets (started on first use, stopped after the test), so the same suites check both modes
+BROKER_MODE = os.environ.get("RSK_TEST_BROKER") == "1"
+_brokers: dict[tuple[str, str], Path] = {}
 
 
 @dataclass
@@ -36,6 +40,28 @@ def rsk_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def brokers_stopped() -> Iterator[None]:
+    yield
+    for sock in _brokers.values():
+        subprocess.run([sys.executable, "-m", "rsk", "broker", "stop", "--socket", str(sock)], capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=False)  # fmt: skip
+        subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+    _brokers.clear()
+
+
+def _broker_for(env: dict[str, str]) -> str:
+    """The socket of the broker for this RSK_HOME and targets (started now when there is none)."""
+    key = (env.get("RSK_HOME", ""), env.get("RSK_TARGETS_PATH", ""))
+    if key not in _brokers:
+        sock = Path(f"/tmp/rsk-tb-{uuid.uuid4().hex[:8]}") / "b.sock"
+        r = subprocess.run([sys.executable, "-m", "rsk", "broker", "start", "--socket", str(sock), "--idle", "300"],
+                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        _brokers[key] = sock
+    return str(_brokers[key])
+
+
 @pytest.fixture
 def project() -> str:
     return "t" + uuid.uuid4().hex[:10]
@@ -43,11 +69,14 @@ def project() -> str:
 
 def rsk(*args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 300) -> Ran:
     """Run the rsk command as a new process (the way agents and humans run it)."""
+    full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
+    if BROKER_MODE and "RSK_BROKER" not in full and "RSK_NO_BROKER" not in full:
+        full["RSK_BROKER"] = _broker_for(full)
     proc = subprocess.run(
         [sys.executable, "-m", "rsk", *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})},
+        env=full,
         input=stdin,
         timeout=timeout,
         check=False,
