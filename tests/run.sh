@@ -18,3 +18,9 @@ echo "== bats (remote scripts under dash, against the lab)" >&2
 bats tests/shell tests/install
 echo "== pytest" >&2
 "$PY" -m pytest -q "$@"
+if [ $# -eq 0 ]; then
+    # the same suites again with every rsk call through a broker: outputs and exit codes must not change
+    echo "== pytest through a broker (RSK_TEST_BROKER=1)" >&2
+    RSK_TEST_BROKER=1 "$PY" -m pytest -q tests/cli tests/integration/test_launch.py \
+        tests/integration/test_cluster_ops.py tests/integration/test_agent_loop.py
+fi
