@@ -191,7 +191,8 @@ RSK_STATE_DIR=${RSK_HOME:-${XDG_STATE_HOME:-$HOME/.local/state}/rsk}
 RSK_CONFIG_DIR=${XDG_CONFIG_HOME:-$HOME/.config}/rsk
 
 json_edit() { # json_edit FILE OP ARG...: one edit of a JSON file, keeping everything else; atomic
-    # OP: deny-add RULE... | deny-remove RULE... (permissions.deny) | mcp-add COMMAND | mcp-remove (mcpServers.rsk)
+    # OP: deny-add RULE... | deny-remove RULE... (permissions.deny) | list-add KEY.PATH VALUE... |
+    # list-remove KEY.PATH VALUE... (any list, e.g. sandbox.filesystem.denyRead) | mcp-add COMMAND | mcp-remove
     need_cmd python3 "to edit $1"
     python3 - "$@" <<'PY'
 import json, os, sys
@@ -203,12 +204,16 @@ except FileNotFoundError:
     data = {}
 except ValueError as exc:
     sys.exit(f"rsk-install: error: {path} is not valid JSON ({exc}); fix it first, it was not changed")
-if op.startswith("deny-"):
-    deny = data.setdefault("permissions", {}).setdefault("deny", [])
-    if op == "deny-add":
-        deny.extend(r for r in args if r not in deny)
+if op.startswith(("deny-", "list-")):
+    keys, values = (["permissions", "deny"], args) if op.startswith("deny-") else (args[0].split("."), args[1:])
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    items = node.setdefault(keys[-1], [])
+    if op.endswith("-add"):
+        items.extend(v for v in values if v not in items)
     else:
-        data["permissions"]["deny"] = [r for r in deny if r not in args]
+        node[keys[-1]] = [v for v in items if v not in values]
 else:
     servers = data.setdefault("mcpServers", {})
     if op == "mcp-add":
@@ -232,16 +237,25 @@ claude_settings() { # claude_settings add|remove RULE...: edit permissions.deny
     json_edit "$CLAUDE_DIR/settings.json" "$op" "$@"
 }
 
-claude_has_rule() {
+claude_has_rule() { # claude_has_rule VALUE [KEY.PATH]: the list (permissions.deny by default) holds VALUE
     [ -f "$CLAUDE_DIR/settings.json" ] || return 1
-    python3 - "$CLAUDE_DIR/settings.json" "$1" <<'PY'
+    python3 - "$CLAUDE_DIR/settings.json" "$1" "${2:-permissions.deny}" <<'PY'
 import json, sys
 try:
-    data = json.load(open(sys.argv[1], encoding="utf-8"))
-except ValueError:
+    node = json.load(open(sys.argv[1], encoding="utf-8"))
+    for key in sys.argv[3].split("."):
+        node = node.get(key, {})
+except (ValueError, AttributeError):
     sys.exit(1)
-sys.exit(0 if sys.argv[2] in data.get("permissions", {}).get("deny", []) else 1)
+sys.exit(0 if isinstance(node, list) and sys.argv[2] in node else 1)
 PY
+}
+# Claude Code's sandbox (when the user turns it on) enforces these for every command the agent runs:
+# rsk's state (the ledger) and the SSH keys unreadable, rsk's state and configuration unwritable.
+# Paths: // is absolute, ~/ is the home directory.
+claude_sandbox_rules() {
+    printf 'sandbox.filesystem.denyRead /%s\nsandbox.filesystem.denyRead ~/.ssh\n' "$RSK_STATE_DIR"
+    printf 'sandbox.filesystem.denyWrite /%s\nsandbox.filesystem.denyWrite /%s\n' "$RSK_STATE_DIR" "$RSK_CONFIG_DIR"
 }
 
 CODEX_RULES_FILE=$CODEX_DIR/rules/rsk.rules
@@ -296,6 +310,15 @@ harden() {
             done <<RULES
 $(claude_rules)
 RULES
+            while IFS=' ' read -r key value; do
+                if receipt_has "claude-list $key $value"; then continue; fi
+                if claude_has_rule "$value" "$key"; then say "Claude Code already has $value in $key (left as the user's)"; continue; fi
+                act "add \"$value\" to $key in $CLAUDE_DIR/settings.json" json_edit "$CLAUDE_DIR/settings.json" list-add "$key" "$value"
+                receipt_add "claude-list $key $value"
+            done <<RULES
+$(claude_sandbox_rules)
+RULES
+            say "Claude Code applies its sandbox.filesystem rules when its sandbox is on (/sandbox, or sandbox.enabled); docs/broker.md"
             ;;
     esac
     case ",$AGENTS," in
@@ -413,6 +436,7 @@ uninstall() {
             claude-mcp) act "remove the MCP server rsk from Claude Code ($arg)" claude_mcp remove "$arg" ;;
             codex-mcp) act "remove the MCP server rsk from Codex ($arg)" codex_mcp remove "$arg" ;;
             claude-deny) act "remove \"$arg\" from permissions.deny in $CLAUDE_DIR/settings.json" claude_settings remove "$arg" ;;
+            claude-list) act "remove \"${arg#* }\" from ${arg%% *} in $CLAUDE_DIR/settings.json" json_edit "$CLAUDE_DIR/settings.json" list-remove "${arg%% *}" "${arg#* }" ;;
             cli-src) ;;
             *) say "receipt line not understood, left alone: $line" ;;
         esac

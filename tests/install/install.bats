@@ -85,12 +85,18 @@ JSON
     deny | grep -qxF "Edit(/$HOME/.local/state/rsk/**)"
     deny | grep -qxF 'Bash(rm -rf:*)'
     [ "$(deny | grep -cxF 'Bash(sbatch:*)')" -eq 1 ]
+    # the sandbox (when the user turns it on) keeps the ledger and the keys out of the agent's reach
+    sandbox() { python3 -c 'import json,sys; f=json.load(open(sys.argv[1])).get("sandbox",{}).get("filesystem",{}); print("\n".join(f.get(sys.argv[2],[])))' "$HOME/.claude/settings.json" "$1"; }
+    sandbox denyRead | grep -qxF "/$HOME/.local/state/rsk"
+    sandbox denyRead | grep -qxF '~/.ssh'
+    sandbox denyWrite | grep -qxF "/$HOME/.config/rsk"
     grep -q 'decision = "forbidden"' "$HOME/.codex/rules/rsk.rules"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["model"]=="opus" and d["env"]=={"A":"1"} and d["permissions"]["allow"]==["Bash(ls:*)"]' "$HOME/.claude/settings.json"
     run sh "$REPO/install.sh" --no-cli --harden
     [[ "$output" == *"nothing changed"* ]]
     sh "$REPO/install.sh" --uninstall >/dev/null
     [ "$(deny)" = "$(printf 'Bash(rm -rf:*)\nBash(sbatch:*)')" ]
+    [ -z "$(sandbox denyRead)" ] && [ -z "$(sandbox denyWrite)" ]
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["model"]=="opus"' "$HOME/.claude/settings.json"
 }
 
