@@ -76,7 +76,19 @@ def read_ledger(path: Path, project: str) -> Ledger:
         return Ledger(project=project)
     hint = f"fix or remove {path} (the last good version is {path.name}.bak beside it); rsk never overwrites it"
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateError(f"cannot read the ledger {path}: {exc}", hint) from exc
+    # the common case, a valid ledger of this schema, in one pass of pydantic's JSON parser (about twice as
+    # fast as json.loads and validating the objects); anything else takes the checked path below
+    try:
+        fast = Ledger.model_validate_json(text)
+        if fast.schema_version == LEDGER_SCHEMA and fast.project == project:
+            return fast
+    except ValidationError:
+        pass
+    try:
+        raw = json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise StateError(f"the ledger {path} is not valid JSON: {exc}", hint) from exc
     except OSError as exc:
