@@ -26,6 +26,7 @@ WORK = Path(tempfile.mkdtemp(prefix="rsk-bench-"))
 ENV = {**os.environ, "RSK_HOME": str(WORK / "home"), "RSK_TARGETS_PATH": str(WORK / "targets"),
        "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1"}  # fmt: skip
 REMOTE_ROOT = f"~/.rsk-bench-{uuid.uuid4().hex[:6]}"
+RUN = uuid.uuid4().hex[:4]  # request ids of this run: Slurm remembers a finished job's name for minutes
 RSK = [sys.executable, "-m", "rsk"]
 rows: list[tuple[str, str, str, str, str]] = []
 ratios: list[tuple[str, float, str]] = []
@@ -68,7 +69,7 @@ def cleanup() -> None:
 def bench_single() -> None:
     n = 10
     i = iter(range(10**6))
-    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"s{next(i)}", "--mem", "64M",
+    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"s{RUN}{next(i)}", "--mem", "64M",
                              "--time", "1", "--json", "--", "true"]), n)  # fmt: skip
     base = timed(lambda: run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"]), n)
     r = statistics.median(rsk) / statistics.median(base)
@@ -170,13 +171,13 @@ def bench_step() -> None:
     n = 5
     step, fresh = [], []
     for k in range(n):
-        run([*RSK, "launch", "-t", "lab", "-p", "bench", "--lease", "bl", "-r", f"step{k}", "--gpus", "1", "--mem",
+        run([*RSK, "launch", "-t", "lab", "-p", "bench", "--lease", "bl", "-r", f"step{RUN}{k}", "--gpus", "1", "--mem",
              "100M", "--time", "1", "--json", "--", "sh", "-c", STAMP])  # fmt: skip
         returned = time.time()
         began = ""
         while not began:  # the step has written its time by the time a remote cat shows it
             time.sleep(0.2)
-            began = subprocess.run([*SSH, f"cat {root}/runs/bench/step{k}/t0/began 2>/dev/null"], capture_output=True,
+            began = subprocess.run([*SSH, f"cat {root}/runs/bench/step{RUN}{k}/t0/began 2>/dev/null"], capture_output=True,
                                    text=True, check=False).stdout.strip()  # fmt: skip
         step.append(max(float(began) - returned, 0.0))
         out = f"/tmp/rsk-bench-fresh-{uuid.uuid4().hex[:8]}"
@@ -212,7 +213,7 @@ def bench_broker() -> None:
 
         brokered("status", "-t", "lab", "-p", "bench")  # warms the connection
         n = 10
-        warm = timed(lambda: brokered("launch", "-t", "lab", "-p", "bench", "-r", f"w{next(i)}", "--mem", "64M",
+        warm = timed(lambda: brokered("launch", "-t", "lab", "-p", "bench", "-r", f"w{RUN}{next(i)}", "--mem", "64M",
                                       "--time", "1", "--json", "--", "true"), n)  # fmt: skip
         base = timed(lambda: run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"]), n)
         rows.append(("single launch, warm broker", "rsk launch via the broker", ms(warm), "ssh HOST sbatch --wrap",
@@ -226,7 +227,7 @@ def bench_broker() -> None:
         ratios.append(("status-warm", statistics.median(st) / statistics.median(sq), "target <= 1.0"))
 
         def eight(environ: dict[str, str], tag: str) -> None:
-            argv = [[*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"{tag}{k}-{next(i)}", "--mem", "64M",
+            argv = [[*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"{tag}{RUN}{k}-{next(i)}", "--mem", "64M",
                      "--time", "1", "--json", "--", "true"] for k in range(8)]  # fmt: skip
             procs = [subprocess.Popen(a, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                      for a in argv]  # fmt: skip
