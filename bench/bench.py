@@ -177,8 +177,9 @@ def bench_step() -> None:
         began = ""
         while not began:  # the step has written its time by the time a remote cat shows it
             time.sleep(0.2)
-            began = subprocess.run([*SSH, f"cat {root}/runs/bench/step{RUN}{k}/t0/began 2>/dev/null"], capture_output=True,
-                                   text=True, check=False).stdout.strip()  # fmt: skip
+            marker = f"{root}/runs/bench/step{RUN}{k}/t0/began"
+            began = subprocess.run([*SSH, f"cat {marker} 2>/dev/null"], capture_output=True, text=True,
+                                   check=False).stdout.strip()  # fmt: skip
         step.append(max(float(began) - returned, 0.0))
         out = f"/tmp/rsk-bench-fresh-{uuid.uuid4().hex[:8]}"
         run([*SSH, "sbatch --parsable --partition=gpu --gres=gpu:1 --mem=100 --time=1 "

@@ -45,11 +45,13 @@ def lease_info(project: str, name: str) -> dict[str, Any]:
     return dict(json.loads(r.out)["leases"][0])
 
 
-def wait_running(project: str, name: str, timeout: float = 90) -> dict[str, Any]:
+def wait_running(
+    project: str, name: str, timeout: float = 90, states: tuple[str, ...] = ("running",)
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         info = lease_info(project, name)
-        if info["state"] == "running":
+        if info["state"] in states:
             return info
         time.sleep(0.5)
     raise AssertionError(f"lease {name} did not start: {info}")
@@ -267,29 +269,27 @@ def test_a_lease_drains_before_its_end_and_clips_steps_that_would_outlive_it(
     lab: Lab, project: str, leases: list[str]
 ) -> None:
     grant(project, "--gpu-hours", "5")
-    open_lease(project, "short", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "2",
-               "--drain", "1", "--overrun", "clip")  # fmt: skip
-    leases.append("short")
+    shape = ("--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "2")
+    # "short" clips a step to what is left of it; "late" is in its last 2 minutes from the start
+    open_lease(project, "short", *shape, "--drain", "0", "--overrun", "clip")
+    open_lease(project, "late", *shape, "--drain", "2")
+    leases += ["short", "late"]
     info = wait_running(project, "short")
     time.sleep(2)
     clipped = launched(step(project, "short", "-r", "clipped", "--gpus", "1", "--mem", "100", "--time", "2", secs=1))
     w = rsk("wait", clipped["job_id"], "--target", "lab", "--project", project, "--timeout", "60", "--json")
     assert w.rc == 0 and json.loads(w.out)["jobs"][0]["state"] == "succeeded", w.out
-    job = str(info["job_id"])
-    log = launched(rsk("logs", job, "--target", "lab", "--project", project, "--json"))["text"]
+    log = launched(rsk("logs", str(info["job_id"]), "--target", "lab", "--project", project, "--json"))["text"]
     assert f"step {clipped['job_id']} (clipped) started on n" in log and "for 1 min" in log, log
-    # in its last minute the lease starts nothing new, and says so
-    deadline = time.monotonic() + 90
-    while lease_info(project, "short")["state"] != "draining" and time.monotonic() < deadline:
-        time.sleep(1)
-    assert lease_info(project, "short")["state"] == "draining"
-    late = launched(step(project, "short", "-r", "late", "--gpus", "1", "--mem", "100", "--time", "1"))
+    # in its last minutes a lease starts nothing new, and says so
+    late = wait_running(project, "late", states=("draining",))
+    queued = launched(step(project, "late", "-r", "queued", "--gpus", "1", "--mem", "100", "--time", "1"))
     time.sleep(2)
-    st = json.loads(rsk("status", late["job_id"], "--target", "lab", "--project", project, "--json").out)
+    st = json.loads(rsk("status", queued["job_id"], "--target", "lab", "--project", project, "--json").out)
     assert st["jobs"][0]["state"] == "pending" and st["jobs"][0]["where"] == "(LeaseDraining)", st
-    log = launched(rsk("logs", job, "--target", "lab", "--project", project, "--json"))["text"]
-    assert "draining: the allocation ends in under 1 min" in log
-    assert records(lab, project, "late") == []
+    log = launched(rsk("logs", str(late["job_id"]), "--target", "lab", "--project", project, "--json"))["text"]
+    assert "draining: the allocation ends in under 2 min" in log
+    assert records(lab, project, "queued") == []
 
 
 def test_a_forged_lease_directory_runs_nothing(lab: Lab, project: str) -> None:
