@@ -19,7 +19,7 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -41,7 +41,7 @@ OWNER_ONLY = frozenset({"fetch", "doctor"})  # fetch writes files as the broker'
 
 Out = Callable[[str, str], None]  # (stream "o" | "e", text)
 Runner = Callable[[list[str], Caller, Out], int]
-__all__ = ["Broker", "BrokerInfo", "Config", "Request", "default_socket", "parse_allow", "refusal", "running"]
+__all__ = ["Broker", "BrokerInfo", "Config", "Request", "default_socket", "parse_allow", "refusal"]
 
 
 class Request(BaseModel):
@@ -273,7 +273,7 @@ class Broker:
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
-            pid, uid = peer_uid(conn)
+            _pid, uid = peer_uid(conn)
             send = _sender(conn)
             try:
                 req = _read_request(conn)
@@ -300,8 +300,7 @@ class Broker:
                 self.last = time.monotonic()
             try:
                 who = Caller(env=passed_env(req.env), cwd=Path(req.cwd), uid=uid, user=_user_name(uid), ppid=req.ppid,
-                             tty=req.tty, columns=req.columns, owner=uid == os.getuid(),
-                             extra={"peer_pid": str(pid)})  # fmt: skip
+                             tty=req.tty, columns=req.columns)  # fmt: skip
                 rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
                 send({"rc": rc})
             except BrokenPipeError:
@@ -343,14 +342,3 @@ def _sender(conn: socket.socket) -> Callable[[dict[str, object]], None]:
             conn.sendall(data)
 
     return send
-
-
-@contextlib.contextmanager
-def running(config: Config, runner: Runner) -> Iterator[Broker]:
-    """A bound broker (for tests and `rsk broker start`); serve() it, close() it."""
-    b = Broker(config, runner)
-    b.bind()
-    try:
-        yield b
-    finally:
-        b.close()

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from rsk.broker_client import PASSED_ENV, PASSED_PREFIXES  # what a client may pass on to the broker
@@ -32,8 +32,6 @@ class Caller:
     ppid: int  # the client's claim: its parent's pid
     tty: bool = False  # the client's stdout is a terminal
     columns: int = 200
-    owner: bool = True  # the caller is the broker's own user
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 _current: ContextVar[Caller | None] = ContextVar("rsk_caller", default=None)
