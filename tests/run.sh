@@ -21,6 +21,5 @@ echo "== pytest" >&2
 if [ $# -eq 0 ]; then
     # the same suites again with every rsk call through a broker: outputs and exit codes must not change
     echo "== pytest through a broker (RSK_TEST_BROKER=1)" >&2
-    RSK_TEST_BROKER=1 "$PY" -m pytest -q tests/cli tests/integration/test_launch.py \
-        tests/integration/test_cluster_ops.py tests/integration/test_agent_loop.py
+    RSK_TEST_BROKER=1 "$PY" -m pytest -q tests/cli tests/integration/test_agent_loop.py
 fi
