@@ -300,7 +300,7 @@ class Broker:
                 self.last = time.monotonic()
             try:
                 who = Caller(env=passed_env(req.env), cwd=Path(req.cwd), uid=uid, user=_user_name(uid), ppid=req.ppid,
-                             tty=req.tty, columns=req.columns)  # fmt: skip
+                             tty=req.tty, columns=req.columns, owner=uid == os.getuid())  # fmt: skip
                 rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
                 send({"rc": rc})
             except BrokenPipeError:

@@ -32,6 +32,7 @@ class Caller:
     ppid: int  # the client's claim: its parent's pid
     tty: bool = False  # the client's stdout is a terminal
     columns: int = 200
+    owner: bool = True  # the broker's own user (another user is only what --allow let in)
 
 
 _current: ContextVar[Caller | None] = ContextVar("rsk_caller", default=None)

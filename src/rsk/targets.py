@@ -36,9 +36,15 @@ class Target(BaseModel):
 
 
 def search_dirs() -> list[Path]:
-    """RSK_TARGETS_PATH (colon separated), ./targets, then the user's config directory."""
+    """RSK_TARGETS_PATH (colon separated), ./targets, then the user's config directory. In the broker,
+    ./targets is the caller's, and only for the broker's own user: a target file names the host, user and
+    key to connect with, so another user's tree never supplies one."""
+    from rsk import caller
+
     dirs = [Path(p) for p in os.environ.get("RSK_TARGETS_PATH", "").split(":") if p]
-    dirs.append(Path.cwd() / "targets")
+    c = caller.current()
+    if c is None or c.owner:
+        dirs.append(caller.cwd() / "targets")
     dirs.append(config_dir() / "targets")
     return dirs
 

@@ -102,3 +102,15 @@ def test_the_client_makes_path_options_absolute(tmp_path: Path, monkeypatch: pyt
     got = _absolute(["launch", "--tasks", "t.jsonl", "--code=.", "-r", "x", "--", "python", "--tasks", "y"])
     assert got == ["launch", "--tasks", str(tmp_path / "t.jsonl"), f"--code={tmp_path}", "-r", "x", "--", "python",
                    "--tasks", "y"]  # fmt: skip
+
+
+def test_target_files_come_from_the_callers_tree_only_for_the_owner(tmp_path: Path) -> None:
+    from rsk.caller import Caller, acting_for
+    from rsk.targets import search_dirs
+
+    def dirs(owner: bool) -> list[Path]:
+        with acting_for(Caller(env={}, cwd=tmp_path, uid=OTHER, user="agent", ppid=1, owner=owner)):
+            return search_dirs()
+
+    assert tmp_path / "targets" in dirs(owner=True)
+    assert tmp_path / "targets" not in dirs(owner=False)  # another user's tree never names a host or key
