@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsk.broker_client import BROKERED, default_socket
+from rsk.broker_client import BROKERED, PATH_OPTIONS, default_socket
 from rsk.caller import Caller, passed_env
 from rsk.errors import StateError
 
@@ -168,6 +168,11 @@ def refusal(req: Request, uid: int, config: Config) -> str | None:
     head = req.argv[: req.argv.index("--")] if "--" in req.argv else req.argv
     if "--yes" in head or any(w.startswith("--yes=") for w in head):
         return "--yes is a human's word: not taken from another user"
+    # the broker would read these files as its own user, and send them to the cluster: another user could
+    # name the human's key or ledger. Until the client sends their content, they are the owner's only.
+    named = {w.split("=", 1)[0] for w in head} & PATH_OPTIONS
+    if named:
+        return f"{', '.join(sorted(named))}: files are read by the broker's user, so only that user may name them"
     projects = config.allowed[uid]
     project = project_of(req.argv, req.env, Path(req.cwd))
     if project is None:

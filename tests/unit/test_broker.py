@@ -45,6 +45,10 @@ def test_other_users_need_an_allowance_and_stay_in_their_projects() -> None:
     assert refusal(req("launch", "-p", "p1", "--", "tool", "--project", "p2"), OTHER, cfg) is None
     assert "--yes" in str(refusal(req("cancel", "-p", "p1", "--yes"), OTHER, cfg))
     assert "own user" in str(refusal(req("fetch", "-p", "p1", "1", "x"), OTHER, cfg))
+    # files the broker would read as the human and send to the cluster (the human's key, say)
+    for opt in (["--code", "/root/.ssh"], ["--code=/root/.ssh"], ["--script", "/etc/shadow"], ["--tasks", "t"]):
+        assert "only that user may name them" in str(refusal(req("launch", "-p", "p1", *opt, "--", "x"), OTHER, cfg))
+    assert refusal(req("launch", "-p", "p1", "--code", "."), ME, cfg) is None
     assert "only the broker's own user" in str(refusal(req(op="stop"), OTHER, cfg))
     assert "human" in str(refusal(req("approve", "c-1"), OTHER, cfg))
 
