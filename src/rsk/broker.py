@@ -117,9 +117,8 @@ def parse_allow(specs: list[str]) -> dict[int, frozenset[str] | None]:
     return out
 
 
-def project_of(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
-    """The project a command will use, resolved as the CLI does: --project/-p, else RSK_PROJECT, else the
-    project file above cwd. None when argv names it more than once (refused for other users)."""
+def named_projects(argv: list[str]) -> list[str]:
+    """Every project argv names with --project/-p (before --)."""
     named: list[str] = []
     words = argv[: argv.index("--")] if "--" in argv else argv
     i = 0
@@ -134,6 +133,13 @@ def project_of(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
         elif w.startswith("-p") and len(w) > 2 and not w.startswith("--"):
             named.append(w[2:])
         i += 1
+    return named
+
+
+def project_of(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
+    """The project a command will use, resolved as the CLI does: --project/-p, else RSK_PROJECT, else the
+    project file above cwd. None when argv names it more than once (refused for other users)."""
+    named = named_projects(argv)
     if len(named) > 1:
         return None
     if named:
@@ -173,6 +179,9 @@ def refusal(req: Request, uid: int, config: Config) -> str | None:
     named = {w.split("=", 1)[0] for w in head} & PATH_OPTIONS
     if named:
         return f"{', '.join(sorted(named))}: files are read by the broker's user, so only that user may name them"
+    if command in ("approvals", "withdraw") and not named_projects(req.argv):
+        # without --project these look in every project's ledger
+        return f"`rsk {command}` from another user needs --project (one of its own)"
     projects = config.allowed[uid]
     project = project_of(req.argv, req.env, Path(req.cwd))
     if project is None:

@@ -49,6 +49,11 @@ def test_other_users_need_an_allowance_and_stay_in_their_projects() -> None:
     for opt in (["--code", "/root/.ssh"], ["--code=/root/.ssh"], ["--script", "/etc/shadow"], ["--tasks", "t"]):
         assert "only that user may name them" in str(refusal(req("launch", "-p", "p1", *opt, "--", "x"), OTHER, cfg))
     assert refusal(req("launch", "-p", "p1", "--code", "."), ME, cfg) is None
+    # without --project, approvals and withdraw look in every project's ledger
+    assert "needs --project" in str(refusal(req("approvals", env={"RSK_PROJECT": "p1"}), OTHER, cfg))
+    assert "needs --project" in str(refusal(req("withdraw", "c-1"), OTHER, cfg))
+    assert refusal(req("approvals", "--project", "p1"), OTHER, cfg) is None
+    assert "not one this user may use" in str(refusal(req("withdraw", "c-1", "-p", "p2"), OTHER, cfg))
     assert "only the broker's own user" in str(refusal(req(op="stop"), OTHER, cfg))
     assert "human" in str(refusal(req("approve", "c-1"), OTHER, cfg))
 
