@@ -54,6 +54,21 @@ def sbatch_shim() -> Iterator[Path]:
             f.unlink()
 
 
+FLOCK_SHIM = Path("/usr/local/bin/flock")
+
+
+@pytest.fixture
+def slow_lock() -> Iterator[Path]:
+    """flock on the cluster's PATH that waits 3 s first: a window in which a test cuts the connection or
+    kills the broker while a submit waits for its lock. Unlink the path it yields to end the window."""
+    FLOCK_SHIM.write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
+    FLOCK_SHIM.chmod(0o755)
+    try:
+        yield FLOCK_SHIM
+    finally:
+        FLOCK_SHIM.unlink(missing_ok=True)
+
+
 def arm(flag: str, text: str = "") -> None:
     (FAULT_DIR / flag).write_text(text)
     (FAULT_DIR / flag).chmod(0o666)

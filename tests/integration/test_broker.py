@@ -21,7 +21,9 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import LAB_DIR, LAB_PORT, ROOT, Lab, Ran, rsk
-from tests.integration.helpers import grant, launch
+from tests.integration.helpers import grant, launch, slow_lock
+
+__all__ = ["slow_lock"]  # a fixture
 
 AGENT = "rskagent"
 AGENT_HOME = Path("/home") / AGENT
@@ -135,31 +137,18 @@ def own_broker(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
 
 
-FLOCK_SHIM = Path("/usr/local/bin/flock")
-
-
-@pytest.fixture
-def slow_lock() -> Iterator[None]:
-    FLOCK_SHIM.write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
-    FLOCK_SHIM.chmod(0o755)
-    try:
-        yield
-    finally:
-        FLOCK_SHIM.unlink(missing_ok=True)
-
-
 def broker_pid() -> int:
     return int(json.loads(rsk("broker", "status", "--json").out)["pid"])
 
 
 def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, own_broker: Path,
-                                                        slow_lock: None) -> None:  # fmt: skip
+                                                        slow_lock: Path) -> None:  # fmt: skip
     grant(project, "--jobs", "3")
     pid = broker_pid()
     threading.Timer(1.5, lambda: os.kill(pid, signal.SIGKILL)).start()
     cut = launch(project, "-r", "once", command=("sleep", "30"))
     assert cut.rc == Exit.CONNECT and "same --request-id" in cut.err, cut.out + cut.err
-    FLOCK_SHIM.unlink()
+    slow_lock.unlink()
     again = launch(project, "-r", "once", command=("sleep", "30"))  # the broker is gone: it runs directly
     assert again.rc == 0, again.err
     assert len(lab.jobs_named(f"rsk:{project}:once")) == 1
@@ -167,7 +156,7 @@ def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, 
 
 
 def test_a_cut_connection_fails_the_command_in_flight_and_the_next_one_reconnects(
-    lab: Lab, project: str, own_broker: Path, slow_lock: None
+    lab: Lab, project: str, own_broker: Path, slow_lock: Path
 ) -> None:
     grant(project, "--jobs", "3")
     assert rsk("status", "--target", "lab", "--project", project).rc == 0  # the connection is warm now
@@ -176,7 +165,7 @@ def test_a_cut_connection_fails_the_command_in_flight_and_the_next_one_reconnect
     cut = launch(project, "-r", "flight", command=("sleep", "30"))
     cutter.join()
     assert cut.rc == Exit.CONNECT and "--request-id flight" in cut.err, cut.out + cut.err
-    FLOCK_SHIM.unlink()
+    slow_lock.unlink()
     again = launch(project, "-r", "flight", command=("sleep", "30"))
     assert again.rc == 0, again.err
     assert len(lab.jobs_named(f"rsk:{project}:flight")) == 1

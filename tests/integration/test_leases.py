@@ -19,7 +19,9 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import Lab, Ran, rsk
-from tests.integration.helpers import finished_output, grant, launch, launched
+from tests.integration.helpers import finished_output, grant, launch, launched, slow_lock
+
+__all__ = ["slow_lock"]  # a fixture
 
 # what each step records: one "start" line (appended, so a step started twice would show two), its node
 # and GPUs as Slurm gave them, then one "end" line
@@ -306,22 +308,8 @@ def test_a_forged_lease_directory_runs_nothing(lab: Lab, project: str) -> None:
     rsk("cancel", job, "--target", "lab", "--project", project)
 
 
-FLOCK_SHIM = "/usr/local/bin/flock"
-
-
-@pytest.fixture
-def slow_lock() -> Iterator[None]:
-    """flock on the cluster's PATH that waits 3 s first: a window in which the test cuts the connection."""
-    Path(FLOCK_SHIM).write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
-    Path(FLOCK_SHIM).chmod(0o755)
-    try:
-        yield
-    finally:
-        Path(FLOCK_SHIM).unlink(missing_ok=True)
-
-
 def test_a_connection_cut_during_a_step_submit_replays(
-    lab: Lab, project: str, leases: list[str], slow_lock: None
+    lab: Lab, project: str, leases: list[str], slow_lock: Path
 ) -> None:
     grant(project, "--gpu-hours", "5")
     open_lease(project, "cut", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "10",
@@ -335,7 +323,7 @@ def test_a_connection_cut_during_a_step_submit_replays(
     killer.join()
     assert cut.rc == Exit.CONNECT, cut.out + cut.err
     assert "--request-id once" in cut.err
-    Path(FLOCK_SHIM).unlink()
+    slow_lock.unlink()
     # reconcile settles whatever the cut left (an intent with its queue entry, or with none); never queues
     assert rsk("reconcile", "--target", "lab", "--project", project, "--json").rc == 0
     again = launched(step(project, "cut", "-r", "once", "--gpus", "1", "--mem", "100", "--time", "2"))
