@@ -100,6 +100,8 @@ class Config:
     socket: Path
     idle_exit_s: float = 3600.0
     allowed: dict[int, frozenset[str] | None] = field(default_factory=dict)  # uid -> projects (None: any)
+    max_running: int = 32  # connections served at once; beyond it a caller is told to retry (exit 75)
+    max_running_other: int = 8  # at once per other user, so one agent cannot take every slot
 
 
 def parse_allow(specs: list[str]) -> dict[int, frozenset[str] | None]:
@@ -201,6 +203,7 @@ class Broker:
         self.last = time.monotonic()
         self.requests = 0
         self.running = 0
+        self.serving: dict[int, int] = {}  # uid -> connections being served
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
@@ -242,32 +245,68 @@ class Broker:
 
     # serve -------------------------------------------------------------------------------------
     def serve(self) -> None:
-        assert self.listener is not None
+        listener = self.listener
+        assert listener is not None
         threading.Thread(target=self._idle_watch, daemon=True).start()
         try:
             while not self.stopping.is_set():
                 try:
-                    conn, _ = self.listener.accept()
+                    conn, _ = listener.accept()
                 except TimeoutError:
                     continue
                 except OSError:
                     if self.stopping.is_set():
                         break
                     raise
-                threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+                self._dispatch(conn)
         finally:
             self.close()
 
+    def _dispatch(self, conn: socket.socket) -> None:
+        """A thread for the connection, or, past the caps, an answer that says to retry."""
+        try:
+            _pid, uid = peer_uid(conn)
+        except OSError:
+            conn.close()
+            return
+        cap = self.config.max_running if uid == os.getuid() else self.config.max_running_other
+        with self.lock:
+            busy = sum(self.serving.values()) >= self.config.max_running or self.serving.get(uid, 0) >= cap
+            if not busy:
+                self.serving[uid] = self.serving.get(uid, 0) + 1
+        if busy:
+            with conn, contextlib.suppress(OSError, ValueError, ValidationError):
+                _read_request(conn)  # read it first: closing on unread data would reset the connection
+                send = _sender(conn)
+                send(
+                    {
+                        "e": "error: the broker is busy with other commands; nothing was done\n"
+                        "hint: try again in a moment (a launch with the same --request-id never submits twice)\n"
+                    }
+                )
+                send({"rc": 75})
+            return
+        threading.Thread(target=self._serve_one, args=(conn, uid), daemon=True).start()
+
+    def _serve_one(self, conn: socket.socket, uid: int) -> None:
+        try:
+            self._handle(conn)
+        finally:
+            with self.lock:
+                self.serving[uid] -= 1
+
     def close(self) -> None:
+        """Stop listening, remove the socket, let go of the lock (once, whichever thread asks first)."""
         self.stopping.set()
-        if self.listener is not None:
-            self.listener.close()
-            self.listener = None
+        with self.lock:
+            listener, self.listener = self.listener, None
+            lock_fd, self._lock_fd = self._lock_fd, None
+        if listener is not None:
+            listener.close()
             with contextlib.suppress(FileNotFoundError):
                 self.config.socket.unlink()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        if lock_fd is not None:
+            os.close(lock_fd)
 
     def _idle_watch(self) -> None:
         while not self.stopping.wait(1.0):

@@ -123,3 +123,46 @@ def test_target_files_come_from_the_callers_tree_only_for_the_owner(tmp_path: Pa
 
     assert tmp_path / "targets" in dirs(owner=True)
     assert tmp_path / "targets" not in dirs(owner=False)  # another user's tree never names a host or key
+
+
+def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
+    import json
+    import socket
+    import threading
+
+    from rsk.broker import Broker
+
+    release = threading.Event()
+    started = threading.Semaphore(0)
+
+    def runner(argv: list[str], who: object, out: object) -> int:
+        started.release()
+        release.wait(10)
+        return 0
+
+    sock = Path(f"/tmp/rsk-u-{os.getpid()}") / "b.sock"
+    broker = Broker(Config(socket=sock, max_running=2), runner)
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+
+    def ask() -> socket.socket:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(sock))
+        s.sendall(json.dumps({"v": 1, "op": "run", "argv": ["status"]}).encode() + b"\n")
+        return s
+
+    try:
+        held = [ask(), ask()]
+        assert started.acquire(timeout=5) and started.acquire(timeout=5)
+        third = ask()
+        frames = [json.loads(line) for line in third.makefile("rb")]
+        assert frames[-1] == {"rc": 75} and "busy" in frames[0]["e"]
+        release.set()
+        for s in held:
+            assert [json.loads(line) for line in s.makefile("rb")][-1] == {"rc": 0}
+    finally:
+        release.set()
+        broker.stopping.set()
+        broker.close()
+        (sock.parent / "broker.lock").unlink(missing_ok=True)
+        sock.parent.rmdir()
