@@ -173,13 +173,20 @@ def denied_card(ledger: Ledger, plan_hash: str) -> Card | None:
     return None
 
 
-def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
+def denial(ledger: Ledger, f: Facts, at: datetime) -> Decision | None:
+    """A live deny rule that matches, else a human's denial of this plan, else None."""
     for rule in ledger.deny_rules:
         if deny_matches(rule, f, at):
             return Decision("deny", rule.id, rule.reason)
     card = denied_card(ledger, f.plan_hash)
     if card is not None:
         return Decision("deny", card.id, card.reason or "a human denied this plan")
+    return None
+
+
+def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
+    if (denied := denial(ledger, f, at)) is not None:
+        return denied
     approval = find_approval(ledger, f.plan_hash, at, f.request_id)
     if approval is not None:
         return Decision("approval", approval.id)

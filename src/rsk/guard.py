@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.decide import Facts, decide, denied_card, deny_matches, find_approval
+from rsk.decide import Facts, decide, denial, find_approval
 from rsk.errors import DeniedError, PendingApproval, UsageError
 from rsk.ledger import AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Lease, Ledger, Use, now
 from rsk.paths import scope
@@ -218,14 +218,9 @@ StepVerdict = Literal["deny", "lease", "closed"]
 
 def decide_step(ledger: Ledger, target: str, plan: Plan, request_id: str) -> tuple[StepVerdict, str | None, str]:
     """How a step is decided (pure): ("deny", rule, reason), ("lease", lease id, "") or ("closed", None, why)."""
-    at = now()
-    f = facts(target, plan, request_id, 0)
-    for rule in ledger.deny_rules:
-        if deny_matches(rule, f, at):
-            return "deny", rule.id, rule.reason
-    card = denied_card(ledger, plan.hash)
-    if card is not None:
-        return "deny", card.id, card.reason or "a human denied this plan"
+    denied = denial(ledger, facts(target, plan, request_id, 0), now())
+    if denied is not None:
+        return "deny", denied.rule, denied.reason
     lease = open_lease(ledger, target, plan.lease, plan.lease_job)
     if lease is None:
         return (

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from rsk.errors import UsageError
 from rsk.gpus import GpuInventory, inventory_from
 from rsk.guard import close_lease
-from rsk.ledger import now
+from rsk.ledger import Ledger, now
 from rsk.paths import check_token, new_request_id
 from rsk.protocol import Output, Record, Request, raise_for_error
 from rsk.remote import Remote, remote_for
@@ -118,10 +118,9 @@ def _int(value: str) -> int | None:
     return int(value) if value.isdigit() else None
 
 
-def _info(r: Record, store: Store, target: str) -> LeaseInfo:
+def _info(r: Record, ledger: Ledger, target: str) -> LeaseInfo:
     kv = r.kv
     job = kv.get("job", "")
-    ledger = store.load()
     known = [x for x in ledger.leases if x.target == target and x.job_id == job and x.name == kv.get("name")]
     state = kv.get("state", "ended")
     return LeaseInfo(
@@ -160,7 +159,8 @@ def status(target: str, project: str, name: str | None = None) -> LeaseList:
     store = Store(project)
     with remote_for(target) as remote:
         out = _call(remote, "status", project, *([name] if name else []))
-    return LeaseList(target=target, project=project, leases=[_info(r, store, target) for r in out.all("lease")])
+    ledger = store.load()  # once, for every lease the answer lists
+    return LeaseList(target=target, project=project, leases=[_info(r, ledger, target) for r in out.all("lease")])
 
 
 def set_drain(target: str, project: str, name: str, drain: bool) -> LeaseInfo:
@@ -171,7 +171,7 @@ def set_drain(target: str, project: str, name: str, drain: bool) -> LeaseInfo:
     rec = out.first("lease")
     if rec is None:
         raise UsageError(f"the cluster did not report lease {name}")
-    return _info(rec, Store(project), target)
+    return _info(rec, Store(project).load(), target)
 
 
 def close(target: str, project: str, name: str, by: str, settle_wait: float = 20.0) -> CloseReport:
