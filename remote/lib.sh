@@ -13,6 +13,9 @@ RSK_PROTOCOL=2
 RSK_RC=0
 RSK_NONCE=''
 RSK_LOCKED=''
+RSK_WRITABLE='
+' # the directories rsk_need_writable found writable in this call, a line each
+RSK_T=''
 
 # Exit codes of the remote programs (docs/protocol.md keeps the table).
 RSK_E_USAGE=2        # malformed request or arguments
@@ -44,6 +47,7 @@ rsk_finish() { # trap handler: releases a held lock and closes the output with @
 
 rsk_start() { # rsk_start: every entry script's main calls this first; reads the frame line
     trap rsk_finish EXIT
+    RSK_USER=$(id -un)
     IFS=' ' read -r rsk_m rsk_v rsk_n || true
     case $rsk_n in *[!0-9a-f]* | '') rsk_n='' ;; esac
     if [ "${rsk_m:-}" != rsk-frame ] || [ "${rsk_v:-}" != "$RSK_PROTOCOL" ] || [ "${#rsk_n}" -ne 32 ]; then
@@ -82,15 +86,25 @@ rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
 }
 
 rsk_dec() { # rsk_dec WIRE: sets RSK_V to the value (trailing newlines kept)
-    case $1 in "="*) RSK_V=${1#=}; return 0 ;; esac
+    case $1 in "="*) RSK_V=${1#=}; return 0 ;; '') RSK_V=''; return 0 ;; esac
     RSK_V=$(printf '%s' "$1" | base64 -d 2>/dev/null && printf x) \
         || rsk_fail "$RSK_E_USAGE" bad-encoding "a value is not valid base64"
     RSK_V=${RSK_V%x}
 }
 
 rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines kept)
+    case $1 in *"'"*) ;; *) printf "'%s'" "$1"; return 0 ;; esac
     rsk_q=$(printf '%sx' "$1" | sed "s/'/'\\\\''/g")
     printf "'%s'" "${rsk_q%x}"
+}
+
+rsk_hash() { # rsk_hash STRING: sets RSK_H to the sha256 of STRING (one fork fewer than a pipe into rsk_sha256)
+    if command -v sha256sum >/dev/null 2>&1; then
+        RSK_H=$(printf '%s' "$1" | sha256sum)
+    else
+        RSK_H=$(printf '%s' "$1" | rsk_sha256)
+    fi
+    RSK_H=${RSK_H%% *}
 }
 
 rsk_sha256() { # rsk_sha256: digest of stdin
@@ -125,16 +139,30 @@ rsk_need_token() { # rsk_need_token WHAT VALUE
 }
 
 rsk_need_writable() { # rsk_need_writable DIR...: each exists and takes a new file (probed in a subshell,
-    # because a failed redirection would end this shell before any error could be reported)
+    # because a failed redirection would end this shell before any error could be reported). A directory
+    # found writable once in this call is not probed again; one mkdir and one rm serve them all.
+    rsk_n=$#
     for rsk_dir in "$@"; do
-        mkdir -p "$rsk_dir" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_dir"
+        case $RSK_WRITABLE in *"
+$rsk_dir
+"*) ;; *) set -- "$@" "$rsk_dir" ;; esac
+    done
+    shift "$rsk_n"
+    [ $# -gt 0 ] || return 0
+    mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $*"
+    rsk_n=$#
+    for rsk_dir in "$@"; do
         rsk_probe="$rsk_dir/.probe.$$"
+        set -- "$@" "$rsk_probe"
         if ! (printf 'probe\n' >"$rsk_probe") 2>/dev/null; then
-            rm -f "$rsk_probe" 2>/dev/null || true
+            rm -f "$@" 2>/dev/null || true
             rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write under $rsk_dir (permissions or a full disk)"
         fi
-        rm -f "$rsk_probe"
+        RSK_WRITABLE="$RSK_WRITABLE$rsk_dir
+"
     done
+    shift "$rsk_n"
+    rm -f "$@"
 }
 
 # locking -------------------------------------------------------------------
@@ -156,6 +184,7 @@ rsk_lock() {
 rsk_journal_file() { printf '%s/journal/%s.log' "$RSK_ROOT" "$1"; }
 
 rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to RSK_BLOCK
+    [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
     rsk_l="v=2 t=$RSK_T ev=$1 rid=$2 plan=$3 idx=$4"
     shift 4
     for rsk_kv in "$@"; do
@@ -165,24 +194,29 @@ rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to R
 "
 }
 
-rsk_block_start() { RSK_BLOCK=''; RSK_T=$(rsk_now); }
+rsk_block_start() { RSK_BLOCK='' RSK_T=''; } # the block's time is read when its first line is added
 
 # rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (the project lock is held).
 # Returns nonzero (after an @@warning) when the disk refuses; callers decide whether that is fatal.
 rsk_journal_write() {
     [ -n "$RSK_BLOCK" ] || return 0
-    rsk_jf=$(rsk_journal_file "$1")
+    rsk_jf="$RSK_ROOT/journal/$1.log"
     rsk_prev='' rsk_tail=''
     if [ -s "$rsk_jf" ]; then
-        rsk_last=$(tail -n 1 "$rsk_jf")
+        # the last line as it is: "x" keeps its newline from $(), so a torn tail (none) shows
+        rsk_last=$(tail -n 1 "$rsk_jf" && printf x)
+        rsk_last=${rsk_last%x}
+        rsk_torn=1
+        case $rsk_last in *"
+") rsk_torn=0; rsk_last=${rsk_last%?} ;; esac
         case $rsk_last in
             *" h="*) rsk_sealed=1 ;;
             *) rsk_sealed=0 ;;
         esac
-        if [ "$(tail -c 1 "$rsk_jf" | wc -l | tr -d ' ')" != 1 ] || [ "$rsk_sealed" = 0 ]; then
+        if [ "$rsk_torn" = 1 ] || [ "$rsk_sealed" = 0 ]; then
             # a torn or unsealed tail (a cut write, an older rsk): keep every line, seal them with
             # this block, and say so in the journal itself
-            [ "$(tail -c 1 "$rsk_jf" | wc -l | tr -d ' ')" = 1 ] || printf '\n' >>"$rsk_jf" || return 1
+            [ "$rsk_torn" = 0 ] || printf '\n' >>"$rsk_jf" || return 1
             rsk_tail=$(awk '/ h=[0-9a-f]+$/ { t = ""; next } { t = t $0 "\n" } END { printf "%sx", t }' "$rsk_jf")
             rsk_tail=${rsk_tail%x}
             rsk_n=$(printf '%s' "$rsk_tail" | wc -l | tr -d ' ')
@@ -190,9 +224,12 @@ rsk_journal_write() {
 $RSK_BLOCK"
             rsk_last=$(awk '/ h=[0-9a-f]+$/ { s = $NF } END { print s }' "$rsk_jf")
         fi
-        rsk_prev=$(rsk_field "$rsk_last" h)
+        rsk_get "$rsk_last" h
+        rsk_prev=$RSK_F
     fi
-    rsk_seal=$(printf '%s\n%s%s' "$rsk_prev" "$rsk_tail" "$RSK_BLOCK" | rsk_sha256 | cut -c1-16)
+    rsk_hash "$rsk_prev
+$rsk_tail$RSK_BLOCK"
+    rsk_seal=${RSK_H%"${RSK_H#????????????????}"} # its first 16 characters
     if ! printf '%s h=%s\n' "${RSK_BLOCK%?}" "$rsk_seal" >>"$rsk_jf" 2>/dev/null; then
         rsk_emit warning code=journal-unwritable "msg=$(rsk_b64 "cannot append to $rsk_jf")"
         return 1
@@ -201,16 +238,22 @@ $RSK_BLOCK"
 }
 
 rsk_field() { # rsk_field LINE KEY: the value of key=value in a journal line
-    rsk_rest=" $1 "
-    case $rsk_rest in
-        *" $2="*) rsk_rest=${rsk_rest#*" $2="}; printf '%s' "${rsk_rest%% *}" ;;
+    rsk_get "$1" "$2"
+    printf '%s' "$RSK_F"
+}
+
+rsk_get() { # rsk_get LINE KEY: sets RSK_F to the value of key=value in a line ("" when absent); no fork
+    RSK_F=" $1 "
+    case $RSK_F in
+        *" $2="*) RSK_F=${RSK_F#*" $2="}; RSK_F=${RSK_F%% *} ;;
+        *) RSK_F='' ;;
     esac
 }
 
 # rsk_journal_rid PROJECT RID: "IDX EVENT PLAN JOB" for every line of the request, compared as whole
 # strings (a request id is never a pattern)
 rsk_journal_rid() {
-    rsk_jf=$(rsk_journal_file "$1")
+    rsk_jf="$RSK_ROOT/journal/$1.log"
     [ -f "$rsk_jf" ] || return 0
     awk -v rid="$2" '
         function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
@@ -234,18 +277,20 @@ rsk_job_name() { printf 'rsk:%s:%s' "$1" "$2"; } # rsk_job_name PROJECT RID: the
 rsk_evidence() {
     rsk_runs="$RSK_ROOT/runs/$1/$2"
     {
-        squeue -h -r -u "$(id -un)" -t all -n "$(rsk_job_name "$1" "$2")" -o '%i %k' 2>/dev/null || true
+        squeue -h -r -u "$RSK_USER" -t all -n "rsk:$1:$2" -o '%i %k' 2>/dev/null || true
         # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
-        awk '{ j = ""; p = "-"; for (i = 1; i <= NF; i++) { if ($i ~ /^job=/) j = substr($i, 5); if ($i ~ /^plan=/) p = "rsk-plan:" substr($i, 6) }
+        set -- "$1" "$2" "$rsk_runs"/t*/started
+        [ ! -f "$3" ] || awk '{ j = ""; p = "-"; for (i = 1; i <= NF; i++) { if ($i ~ /^job=/) j = substr($i, 5); if ($i ~ /^plan=/) p = "rsk-plan:" substr($i, 6) }
                if (j != "") print j, p }' "$rsk_runs"/t*/started 2>/dev/null || true
         # steps queued into a lease: their queue entries (rsk_lease_steps) are evidence from the start
-        rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
+        [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
     } | awk '
-        $1 == "S" { print $2 + 0, $3, $4; next }
+        function out(i, job, plan) { if (!(i in seen)) { seen[i] = 1; print i, job, plan } } # the first per index
+        $1 == "S" { out($2 + 0, $3, $4); next }
         { plan = "-"; if ($2 ~ /^rsk-plan:[0-9a-f]+$/) plan = substr($2, 10) }
-        $1 ~ /^[0-9]+s[0-9]+$/ { print 0, $1, plan; next }
-        $1 ~ /^[0-9]+$/ { print 0, $1, plan; next }
-        $1 ~ /^[0-9]+_[0-9]+$/ { split($1, p, "_"); print p[2] + 0, $1, plan }' | sort -u -k1,1n
+        $1 ~ /^[0-9]+s[0-9]+$/ { out(0, $1, plan); next }
+        $1 ~ /^[0-9]+$/ { out(0, $1, plan); next }
+        $1 ~ /^[0-9]+_[0-9]+$/ { split($1, p, "_"); out(p[2] + 0, $1, plan) }'
 }
 
 # rsk_job_run PROJECT JOB: sets RSK_RID and RSK_RUN (the job's run directory) for a job the project's
@@ -264,7 +309,7 @@ rsk_job_run() {
 }
 
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs
-    squeue -h -r -u "$(id -un)" -t PD,R,CG,S,CF -o '%i %j' 2>/dev/null \
+    squeue -h -r -u "$RSK_USER" -t PD,R,CG,S,CF -o '%i %j' 2>/dev/null \
         | awk -v p="rsk:$1:" 'index($2, p) == 1 { print $1 }'
 }
 

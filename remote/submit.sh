@@ -6,6 +6,10 @@
 #                                                     already did (@@prior)
 #   submit submit --rs-expect HASH  < FRAME REQUEST   recompute the plan; refuse unless it hashes to HASH;
 #                                                     journal intent; sbatch; journal outcome
+#   submit launch                   < FRAME REQUEST   plan as above, then @@await and wait for one line:
+#                                     [go HASH NONCE]  "go HASH NONCE" submits this very plan (HASH must be
+#                                                     its hash) with the rest framed by NONCE; anything
+#                                                     else, or the end of input, submits nothing
 #
 # REQUEST is "rsk-request 2", then "KEY VALUE" lines, then "end" (docs/protocol.md). A single job is a
 # batch of one task (index 0, no key); a batch has N keyed tasks, one job array per resource shape.
@@ -14,7 +18,7 @@
 # a step (lease NAME) is queued into the lease's directory instead of going to sbatch (docs/leases.md).
 
 usage() {
-    rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit submit --rs-expect HASH (request on stdin)"
+    rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch | submit submit --rs-expect HASH (request on stdin)"
 }
 
 # request -------------------------------------------------------------------
@@ -83,9 +87,22 @@ cluster_facts() { # sets CLUSTER (ClusterName) and DEFAULT_PARTITION
     rsk_out=$(scontrol show config 2>&1) || {
         rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | cut -c1-400 | head -n 3)"
     }
-    CLUSTER=$(printf '%s\n' "$rsk_out" | sed -n 's/^ClusterName *= *//p' | head -n 1)
+    # "ClusterName = NAME" (read in the shell: no fork for parsing)
+    CLUSTER=''
+    case $rsk_out in *"ClusterName "*)
+        CLUSTER=${rsk_out#*"ClusterName "}
+        CLUSTER=${CLUSTER%%"
+"*}
+        CLUSTER=${CLUSTER#*= } ;;
+    esac
     [ -n "$CLUSTER" ] || CLUSTER=unknown
-    DEFAULT_PARTITION=$(sinfo -h -o '%P' 2>/dev/null | sed -n 's/\*$//p' | head -n 1)
+    # the default partition is the one sinfo marks with "*" (words split without globbing)
+    DEFAULT_PARTITION='' rsk_parts=$(sinfo -h -o '%P' 2>/dev/null || true)
+    set -f
+    for rsk_p in $rsk_parts; do
+        case $rsk_p in *"*") DEFAULT_PARTITION=${rsk_p%"*"}; break ;; esac
+    done
+    set +f
 }
 
 resolve() {
@@ -327,7 +344,8 @@ build_plan() {
 "
     [ "$KIND" != batch ] || PLAN="$PLAN$(printf '%s\n' "$TASKOUT" | sed -n 's/^P //p')
 "
-    PLAN_HASH=$(printf '%s' "$PLAN" | rsk_sha256)
+    rsk_hash "$PLAN"
+    PLAN_HASH=$RSK_H
 }
 
 emit_plan() {
@@ -357,7 +375,11 @@ run_sbatch() {
     else
         SB_OUT=$(printf '%s' "$JOB" | "$@" --parsable 2>&1) && SB_RC=0 || SB_RC=$?
     fi
-    SB_JOB=$(printf '%s\n' "$SB_OUT" | sed -n 's/^\([0-9][0-9]*\)\(;.*\)\{0,1\}$/\1/p' | tail -n 1)
+    # --parsable: the last line is JOBID or JOBID;CLUSTER (read in the shell: no fork)
+    SB_JOB=${SB_OUT##*"
+"}
+    SB_JOB=${SB_JOB%%;*}
+    rsk_is_uint "$SB_JOB" || SB_JOB=''
     [ "$SB_RC" -eq 0 ] || SB_JOB=''
     SB_CODE=sbatch-failed SB_ERRC=$RSK_E_SBATCH # the one classifier of sbatch failures
     if rsk_slurm_down "$SB_OUT"; then SB_CODE=slurm-unavailable SB_ERRC=$RSK_E_UNAVAILABLE; fi
@@ -366,12 +388,18 @@ run_sbatch() {
 policy_all() { # RSK_VERDICT and RSK_REASONS over every task shape
     ALL_REASONS=''
     for_shapes policy_shape
-    RSK_REASONS=$(printf '%s' "$ALL_REASONS" | awk '!seen[$0]++')
+    RSK_REASONS=''
+    [ -z "$ALL_REASONS" ] || RSK_REASONS=$(printf '%s' "$ALL_REASONS" | awk '!seen[$0]++')
     if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse; RSK_REASONS="$RSK_REASONS
 "; fi
 }
 
 for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each distinct shape
+    if [ "$KIND" != batch ]; then # one task, one shape: TASKOUT is "S 0 NODES CPUS MEM GPUS TIME"
+        # shellcheck disable=SC2086  # five numbers
+        "$1" ${TASKOUT#S * }
+        return
+    fi
     for_shapes_list=$(shapes)
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
         [ -z "$s1" ] || "$1" "$s1" "$s2" "$s3" "$s4" "$s5"
@@ -396,8 +424,15 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
         rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400); partitions: $rsk_parts"
     fi
     if [ -z "$ESTIMATE" ]; then
-        rsk_start_at=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* to start at \([0-9T:-]*\) using.*/\1/p' | head -n 1)
-        rsk_nodes=$(printf '%s\n' "$SB_OUT" | sed -n 's/.* on nodes \([^ ]*\) in partition.*/\1/p' | head -n 1)
+        # "sbatch: Job N to start at TIME using C processors on nodes NODES in partition P"
+        rsk_start_at='' rsk_nodes=''
+        case $SB_OUT in *" to start at "*" using"*)
+            rsk_start_at=${SB_OUT#*" to start at "}; rsk_start_at=${rsk_start_at%%" "*} ;;
+        esac
+        case $rsk_start_at in *[!0-9T:-]*) rsk_start_at='' ;; esac
+        case $SB_OUT in *" on nodes "*" in partition"*)
+            rsk_nodes=${SB_OUT#*" on nodes "}; rsk_nodes=${rsk_nodes%%" "*} ;;
+        esac
         ESTIMATE="start=${rsk_start_at:-unknown} nodes=$(rsk_b64 "$rsk_nodes")"
     fi
 }
@@ -407,16 +442,18 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 # found (Slurm or a run marker knows a job the journal does not say; its plan from the job itself), open
 # (an intent with no outcome and no evidence), none. Cancel events do not change a state.
 request_state() {
-    { rsk_journal_rid "$PROJECT" "$RID" | sed 's/^/J /'; rsk_evidence "$PROJECT" "$RID" | sed 's/^/E /'; } | awk -v nt="$NT" '
-        $1 == "J" {
-            i = ($2 == "-") ? 0 : $2 + 0
-            if ($3 !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
-            st[i] = $3
-            if ($3 ~ /^(intent|accepted|reconciled)$/) plan[i] = $4
-            if ($3 ~ /^(accepted|reconciled)$/ && $5 != "-") job[i] = $5
+    { rsk_journal_rid "$PROJECT" "$RID"; echo E; rsk_evidence "$PROJECT" "$RID"; } | awk -v nt="$NT" '
+        $0 == "E" { ev = 1; next }
+        !ev { # the journal: IDX EVENT PLAN JOB
+            i = ($1 == "-") ? 0 : $1 + 0
+            if ($2 !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
+            st[i] = $2
+            if ($2 ~ /^(intent|accepted|reconciled)$/) plan[i] = $3
+            if ($2 ~ /^(accepted|reconciled)$/ && $4 != "-") job[i] = $4
             next
         }
-        $1 == "E" { ejob[$2 + 0] = $3; if ($4 != "-") eplan[$2 + 0] = $4 }
+        # the evidence: IDX JOB PLAN
+        { ejob[$1 + 0] = $2; if ($3 != "-") eplan[$1 + 0] = $3 }
         END {
             for (i = 0; i < nt; i++) {
                 p = (i in plan) ? plan[i] : "-"
@@ -430,7 +467,12 @@ request_state() {
 
 # check_conflict STATES: a request id that has a job, or an open intent, for another plan is a conflict
 check_conflict() {
-    rsk_other=$(printf '%s\n' "$1" | awk -v h="$PLAN_HASH" '$2 != "none" && $4 != "-" && $4 != h { print $4; exit }')
+    rsk_other=''
+    while read -r _ rsk_st _ rsk_plan; do
+        if [ "$rsk_st" != none ] && [ "$rsk_plan" != - ] && [ "$rsk_plan" != "$PLAN_HASH" ]; then rsk_other=$rsk_plan; break; fi
+    done <<EOT
+$1
+EOT
     [ -z "$rsk_other" ] || rsk_fail "$RSK_E_MISMATCH" request-conflict \
         "request id $RID was already used for another plan ($rsk_other)"
 }
@@ -440,9 +482,9 @@ do_plan() {
     emit_plan
     policy_all
     rsk_policy_emit
-    rsk_active=$(rsk_active_jobs "$PROJECT" | tr '\n' ',')
-    rsk_count=$(printf '%s' "$rsk_active" | tr -cd ',' | wc -c | tr -d ' ')
-    rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active%,}"
+    rsk_active='' rsk_count=0
+    for rsk_j in $(rsk_active_jobs "$PROJECT"); do rsk_active="$rsk_active,$rsk_j" rsk_count=$((rsk_count + 1)); done
+    rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active#,}"
     if [ -n "$RID" ]; then
         STATES=$(request_state)
         check_conflict "$STATES"
@@ -460,6 +502,22 @@ do_plan() {
     for_shapes test_only
     # shellcheck disable=SC2086  # ESTIMATE holds two key=value words
     rsk_emit estimate $ESTIMATE
+}
+
+# launch mode: the plan is out, and rsk's ledger decides while this waits. Only "go HASH NONCE" naming
+# this plan's hash goes on, to submit the plan printed (Slurm is not asked again; the policy file is
+# read again, so a policy changed meanwhile is a mismatch); its answer is framed by the new NONCE.
+# Anything else, or the end of input, ends it here.
+await_go() {
+    rsk_emit await "plan=$PLAN_HASH"
+    IFS=' ' read -r rsk_g rsk_h rsk_n rsk_x <&3 || true
+    exec 3<&-
+    case ${rsk_n:-} in *[!0-9a-f]* | '') rsk_n='' ;; esac
+    if [ "${rsk_g:-}" != go ] || [ -n "${rsk_x:-}" ] || [ "${#rsk_n}" -ne 32 ]; then
+        exit 0 # not allowed (a card, a denial) or rsk went away: nothing is journaled, nothing submitted
+    fi
+    RSK_NONCE=$rsk_n
+    EXPECT=${rsk_h:-}
 }
 
 # submit mode -------------------------------------------------------------------
@@ -502,13 +560,17 @@ job_text() {
 }
 
 submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TODO tasks of this shape
-    rsk_idxs=$(printf '%s\n' "$TASKOUT" | awk -v s="$*" -v todo=" $TODO " \
-        '$1 == "S" && index(todo, " " $2 " ") { x = $2; $1 = ""; $2 = ""; sub(/^  /, ""); if ($0 == s) printf " %s", x }')
+    if [ "$KIND" != batch ]; then
+        rsk_idxs=$TODO # one task, one shape
+    else
+        rsk_idxs=$(printf '%s\n' "$TASKOUT" | awk -v s="$*" -v todo=" $TODO " \
+            '$1 == "S" && index(todo, " " $2 " ") { x = $2; $1 = ""; $2 = ""; sub(/^  /, ""); if ($0 == s) printf " %s", x }')
+    fi
     [ -n "$rsk_idxs" ] || return 0
     set_shape "$@"
     JOB=$(job_text "$rsk_idxs")
     # the job carries its identity (name) and its plan (comment): evidence that needs no journal
-    set -- --job-name="$(rsk_job_name "$PROJECT" "$RID")" --comment="rsk-plan:$PLAN_HASH"
+    set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH" # rsk_job_name
     if [ "$KIND" = batch ]; then
         rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',')
         run_sbatch submit "$@" --array="${rsk_list#,}" --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
@@ -518,8 +580,11 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
     rsk_block_start
     if [ -n "$SB_JOB" ]; then
         jlines accepted "$PLAN_HASH" "$rsk_idxs" "$SB_JOB" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE_OPEN:+"lease=$LEASE_OPEN"}
-        DONE="$DONE$(printf '%s\n' "$rsk_idxs" | tr ' ' '\n' | awk -v j="$SB_JOB" -v b="$KIND" 'NF { print $1, (b == "batch" ? j "_" $1 : j) }')
-"
+        for rsk_i in $rsk_idxs; do
+            if [ "$KIND" = batch ]; then DONE="$DONE$rsk_i ${SB_JOB}_$rsk_i
+"; else DONE="$DONE$rsk_i $SB_JOB
+"; fi
+        done
     else
         jlines failed "$PLAN_HASH" "$rsk_idxs" '' "rc=$SB_RC" "code=$SB_CODE" "msg=$(rsk_b64 "$(printf '%s' "$SB_OUT" | head -n 20 | cut -c1-400)")"
         FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG=$SB_OUT
@@ -534,6 +599,17 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
 jlines() {
     jl_ev=$1 jl_plan=$2 jl_idxs=$3 jl_job=$4
     shift 4
+    [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
+    if [ "$KIND" != batch ]; then # one task and no task key: the same lines, written here without awk
+        for jl_i in $jl_idxs; do
+            jl_line="v=2 t=$RSK_T ev=$jl_ev rid=$RID plan=$jl_plan idx=$jl_i"
+            [ -z "$jl_job" ] || jl_line="$jl_line job=$jl_job"
+            [ $# -eq 0 ] || jl_line="$jl_line $*"
+            RSK_BLOCK="$RSK_BLOCK$jl_line
+"
+        done
+        return 0
+    fi
     RSK_BLOCK="$RSK_BLOCK$(printf '%s\n' "$TASKOUT" | awk -v ev="$jl_ev" -v rid="$RID" -v plan="$jl_plan" \
         -v idxs="$jl_idxs" -v t="$RSK_T" -v job="$jl_job" -v kind="$KIND" -v step="$LEASE" -v extra="$*" '
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
@@ -557,10 +633,19 @@ task_key() { # task_key IDX: the key of a batch task ("" for a single job)
 }
 
 emit_accepted() { # emit_accepted REPLAY: @@accepted for every task that has a job (one pass)
-    { printf '%s\n' "$TASKOUT"; printf '%s' "$DONE" | sed 's/^/D /'; } | awk -v nonce="$RSK_NONCE" -v rid="$RID" \
+    if [ "$KIND" != batch ]; then # one task, no key: DONE is "0 JOB" or empty
+        while read -r rsk_i rsk_j; do
+            [ -z "$rsk_j" ] || rsk_emit accepted "job=$rsk_j" "rid=$RID" "plan=$PLAN_HASH" "idx=$rsk_i" task= "replay=$1"
+        done <<EOT
+$DONE
+EOT
+        return 0
+    fi
+    { printf '%s\nD\n' "$TASKOUT"; printf '%s' "$DONE"; } | awk -v nonce="$RSK_NONCE" -v rid="$RID" \
         -v plan="$PLAN_HASH" -v replay="$1" '
-        $1 == "P" && $2 == "task" { key[n++] = substr($3, 2); next }
-        $1 == "D" { job[$2 + 0] = $3; if ($2 + 0 > max) max = $2 + 0; seen = 1 }
+        $0 == "D" { d = 1; next }
+        !d && $1 == "P" && $2 == "task" { key[n++] = substr($3, 2); next }
+        d && NF { job[$1 + 0] = $2; if ($1 + 0 > max) max = $1 + 0; seen = 1 }
         END { if (seen) for (i = 0; i <= max; i++) if (i in job)
             printf "@@%s accepted job=%s rid=%s plan=%s idx=%d task=%s replay=%s\n", nonce, job[i], rid, plan, i, key[i], replay }'
 }
@@ -573,7 +658,7 @@ do_submit() {
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
     policy_all
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
-    rsk_need_writable "$RSK_ROOT/runs/$PROJECT"
+    rsk_need_writable "$RSK_ROOT/runs/$PROJECT" "$RSK_ROOT/journal"
     rsk_lock "$PROJECT"
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
     STATES=$(request_state)
@@ -609,7 +694,8 @@ EOT
         emit_accepted 0
         return 0
     fi
-    rsk_active=$(rsk_active_jobs "$PROJECT" | wc -l | tr -d ' ')
+    rsk_active=0
+    for rsk_j in $(rsk_active_jobs "$PROJECT"); do rsk_active=$((rsk_active + 1)); done
     rsk_block_start
     if [ -n "$P_max_active_jobs" ] && [ $((rsk_active + rsk_n)) -gt "$P_max_active_jobs" ]; then
         jlines refused "$PLAN_HASH" "$TODO" '' code=active-cap
@@ -691,7 +777,7 @@ main() {
     MODE=${1:-}
     EXPECT=''
     case $MODE in
-        plan) [ $# -eq 1 ] || usage ;;
+        plan | launch) [ $# -eq 1 ] || usage ;;
         submit)
             if [ $# -ne 3 ] || [ "$2" != --rs-expect ]; then usage; fi
             EXPECT=$3
@@ -700,13 +786,20 @@ main() {
     esac
     rsk_need sbatch squeue scontrol sinfo base64 awk
     SBATCH=$(command -v sbatch)
-    USER_NAME=$(id -un)
+    USER_NAME=$RSK_USER
     mkdir -p "$RSK_ROOT" 2>/dev/null || true
     ROOT_REAL=$(cd "$RSK_ROOT" 2>/dev/null && pwd -P) || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot use the remote root $RSK_ROOT"
     read_request
+    # launch mode keeps the client's answer on fd 3; nothing before it may read (or wait on) that input
+    [ "$MODE" != launch ] || exec 3<&0 </dev/null
     rsk_policy_load
     cluster_facts
     resolve
     build_plan
-    if [ "$MODE" = plan ]; then do_plan; else do_submit; fi
+    case $MODE in
+        plan) do_plan ;;
+        # the policy is read again after the go: a policy changed since the plan is a mismatch
+        launch) do_plan && await_go && rsk_policy_load && build_plan && do_submit ;;
+        *) do_submit ;;
+    esac
 }

@@ -102,55 +102,61 @@ def launch(
         payload = request.encode()
         say(f"planning on {target.name}")
         planned_at = now()
-        out = remote.call("submit", "plan", stdin=payload)
-        raise_for_error(out)
-        plan = plan_from(out)
-        known = submitted_jobs(store.load(), request.request_id, plan.hash, target.name)
-        if known and not plan.prior:
-            # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
-            # root): report them; submitting again would spend a permission that was already used
-            accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=True)
-                        for j in known]  # fmt: skip
-            result = _result(target.name, request, plan, Allowed(kind="replay", id="ledger"), accepted)
-            result.note = "the cluster's journal no longer knows this request; the ledger does: not submitted again"
-            return result
-        replay = _replayed(plan)
-        if replay is not None:
-            say("already submitted: replaying")
-            allowed = replay
-        elif plan.is_step:
-            allowed = authorize_step(store, target.name, plan, request)
-        else:
-            try:
-                allowed = authorize(store, target.name, plan, request, planned_at)
-            except PendingApproval as pending:
-                if pending.details.get("new_card"):
-                    from rsk.guard import find_card
-                    from rsk.notify import card_filed
-
-                    card_filed(find_card(store.load(), str(pending.details["card_id"])), store.project)
-                if wait is None:
-                    raise
-                card_id = str(pending.details["card_id"])
-                conn.close()
-                say(f"waiting for a human to decide card {card_id}")
-                card = wait_for_card(store, card_id, wait if wait > 0 else None)
-                if card.status == "denied":
-                    raise DeniedError(
-                        f"card {card.id} was denied by {card.decided_by}: {card.reason}",
-                        "do not try to get around a denial; tell the human and ask what to do instead",
-                        details={"card_id": card.id, "reason": card.reason},
-                    ) from None
-                return launch(target_name, request, wait=None, progress=progress)  # the code is there now
-        say(f"submitting (allowed by {allowed.kind} {allowed.id})")
+        # one remote program plans, waits while the ledger decides, then submits that very plan (`go`)
+        talk = remote.converse("submit", "launch", stdin=payload)
         try:
-            out = remote.call("submit", "submit", "--rs-expect", plan.hash, stdin=payload)
-        except (ConnectError, ProtocolError) as exc:  # the outcome is unknown: keep what the request holds
-            exc.hint = (
-                f"the outcome is unknown; launch again with --request-id {request.request_id}: "
-                "the cluster's journal and the ledger make sure nothing is submitted twice"
-            )
-            raise
+            out = talk.first
+            raise_for_error(out)
+            plan = plan_from(out)
+            known = submitted_jobs(store.load(), request.request_id, plan.hash, target.name)
+            if known and not plan.prior:
+                # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
+                # root): report them; submitting again would spend a permission that was already used
+                accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=True)
+                            for j in known]  # fmt: skip
+                result = _result(target.name, request, plan, Allowed(kind="replay", id="ledger"), accepted)
+                result.note = "the cluster's journal no longer knows this request; the ledger does: not submitted again"
+                return result
+            replay = _replayed(plan)
+            if replay is not None:
+                say("already submitted: replaying")
+                allowed = replay
+            elif plan.is_step:
+                allowed = authorize_step(store, target.name, plan, request)
+            else:
+                try:
+                    allowed = authorize(store, target.name, plan, request, planned_at)
+                except PendingApproval as pending:
+                    if pending.details.get("new_card"):
+                        from rsk.guard import find_card
+                        from rsk.notify import card_filed
+
+                        card_filed(find_card(store.load(), str(pending.details["card_id"])), store.project)
+                    if wait is None:
+                        raise
+                    talk.close()
+                    conn.close()
+                    card_id = str(pending.details["card_id"])
+                    say(f"waiting for a human to decide card {card_id}")
+                    card = wait_for_card(store, card_id, wait if wait > 0 else None)
+                    if card.status == "denied":
+                        raise DeniedError(
+                            f"card {card.id} was denied by {card.decided_by}: {card.reason}",
+                            "do not try to get around a denial; tell the human and ask what to do instead",
+                            details={"card_id": card.id, "reason": card.reason},
+                        ) from None
+                    return launch(target_name, request, wait=None, progress=progress)  # the code is there now
+            say(f"submitting (allowed by {allowed.kind} {allowed.id})")
+            try:
+                out = talk.reply("go", plan.hash)
+            except (ConnectError, ProtocolError) as exc:  # the outcome is unknown: keep what the request holds
+                exc.hint = (
+                    f"the outcome is unknown; launch again with --request-id {request.request_id}: "
+                    "the cluster's journal and the ledger make sure nothing is submitted twice"
+                )
+                raise
+        finally:
+            talk.close()  # without a `go`, the program ends having submitted nothing
         accepted = accepted_from(out)
         if allowed.kind != "lease":  # a step costs the lease nothing new
             record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})

@@ -33,7 +33,7 @@ FRAME = f"rsk-frame {PROTOCOL}"  # the first stdin line of every call, followed 
 # record kinds that appear at most once in an answer: a second one is a protocol error (someone else's)
 SINGLETONS = frozenset(
     {"hello", "plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
-     "mismatch", "error"}
+     "mismatch", "error", "await"}
 )  # fmt: skip
 POSITIONAL = frozenset({"planline", "journal", "chunk"})  # words, not key=value pairs
 
@@ -212,9 +212,10 @@ def parse_kv(words: list[str], strict: bool = False) -> dict[str, str]:
     return kv
 
 
-def parse(stdout: str, nonce: str) -> Output | None:
+def parse(stdout: str, nonce: str, until: str | None = None) -> Output | None:
     """Read the `@@NONCE` lines; everything else (banners, a .bashrc's output, a forged `@@` line) is
-    ignored. None when no `@@NONCE done` line closed the answer."""
+    ignored. None when no `@@NONCE done` line closed the answer. With `until`, a line of that kind also
+    closes it (rc 0, the line kept as the last record): a program that now waits for rsk's answer."""
     prefix = f"@@{nonce} "
     records: list[Record] = []
     seen: set[str] = set()
@@ -238,6 +239,8 @@ def parse(stdout: str, nonce: str) -> Output | None:
         if done is not None:
             raise ProtocolError("the cluster's answer goes on after its @@done line")
         records.append(Record(kind, words, kv))
+        if kind == until:
+            return Output(records, 0)
     if done is None:
         return None
     return Output(records, done)

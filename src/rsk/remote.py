@@ -11,7 +11,7 @@ from rsk import bundle
 from rsk.errors import ProtocolError
 from rsk.protocol import FRAME, Output, parse
 from rsk.targets import find_target
-from rsk.transport import Connection, connect, remote_path
+from rsk.transport import Connection, Exchange, connect, remote_path
 
 
 class Remote:
@@ -34,18 +34,67 @@ class Remote:
         nonce = secrets.token_hex(16)
         frame = f"{FRAME} {nonce}\n".encode("ascii")
         result = self.conn.run(self.command(entry, args), stdin=frame + stdin, timeout=timeout)
-        out = parse(result.stdout, nonce)
-        if out is None:
-            raise ProtocolError(
-                f"the cluster's {entry} program ended without an answer (rc={result.rc}): "
-                f"{result.stderr.strip()[:300]}",
-                "the connection may have dropped (try again; a request id makes that safe), or run `rsk doctor TARGET`",
-            )
-        return out
+        return _answer(entry, parse(result.stdout, nonce), result.rc, result.stderr)
+
+    def converse(self, entry: str, *args: str, stdin: bytes = b"") -> Conversation:
+        """Run a program that answers, then waits for a word from rsk (`@@NONCE await`): `Conversation`."""
+        nonce = secrets.token_hex(16)
+        frame = f"{FRAME} {nonce}\n".encode("ascii")
+        ex = self.conn.open(self.command(entry, args), stdin=frame + stdin)
+        try:
+            waiting = ex.read_until(f"\n@@{nonce} await ".encode("ascii"))
+            if waiting:
+                out = parse(ex.out.decode("utf-8", "replace"), nonce, until="await")
+                return Conversation(entry, ex, _answer(entry, out, -1, ex.err.decode("utf-8", "replace")), True)
+            result = ex.finish()
+        except BaseException:
+            ex.close()
+            raise
+        ex.close()
+        return Conversation(entry, ex, _answer(entry, parse(result.stdout, nonce), result.rc, result.stderr), False)
 
     @property
     def host_key(self) -> str:
         return self.conn.host_key
+
+
+class Conversation:
+    """A program's first answer (`first`); when it waits (`waiting`), `reply` sends one line and returns the
+    rest of the answer, framed by a new nonce given in that line; `close` ends it without a reply."""
+
+    def __init__(self, entry: str, ex: Exchange, first: Output, waiting: bool) -> None:
+        self.entry = entry
+        self.first = first
+        self.waiting = waiting
+        self._ex = ex
+
+    def reply(self, *words: str) -> Output:
+        if not self.waiting:
+            raise ProtocolError(f"the cluster's {self.entry} program is not waiting for an answer")
+        self.waiting = False
+        nonce = secrets.token_hex(16)
+        ex = self._ex
+        try:
+            ex.send((" ".join((*words, nonce)) + "\n").encode("ascii"), last=True)
+            start = len(ex.out)
+            result = ex.finish()
+        finally:
+            ex.close()
+        rest = bytes(ex.out[start:]).decode("utf-8", "replace")
+        return _answer(self.entry, parse(rest, nonce), result.rc, result.stderr)
+
+    def close(self) -> None:
+        self.waiting = False
+        self._ex.close()
+
+
+def _answer(entry: str, out: Output | None, rc: int, stderr: str) -> Output:
+    if out is None:
+        raise ProtocolError(
+            f"the cluster's {entry} program ended without an answer (rc={rc}): {stderr.strip()[:300]}",
+            "the connection may have dropped (try again; a request id makes that safe), or run `rsk doctor TARGET`",
+        )
+    return out
 
 
 @contextlib.contextmanager

@@ -92,6 +92,79 @@ def resolve_endpoint(target: Target, host: str | None = None) -> Endpoint:
     )
 
 
+class Exchange:
+    """One remote command whose input stays open: read its output up to a marker, answer, read the rest.
+
+    Done only at end of file AND with the exit status: sshd may send the status before the last
+    output, so stopping at the status alone can lose the end of an answer."""
+
+    def __init__(self, chan: Any, deadline: float, limit: float, max_output: int) -> None:
+        self.chan = chan
+        self.deadline = deadline
+        self.limit = limit
+        self.max_output = max_output
+        self.out = bytearray()
+        self.err = bytearray()
+
+    def read_until(self, marker: bytes) -> bool:
+        """Read until `marker` is in the output (True) or the command ended without it (False)."""
+        return self._pump(marker)
+
+    def send(self, data: bytes, last: bool = False) -> None:
+        try:
+            if data:
+                self.chan.sendall(data)
+            if last:
+                self.chan.shutdown_write()
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise ConnectError(f"the SSH connection broke during a remote command: {exc}", "try again") from exc
+
+    def finish(self) -> RemoteResult:
+        """Read to the end; the whole output and the exit status."""
+        self._pump(None)
+        chan = self.chan
+        rc = chan.recv_exit_status() if chan.exit_status_ready() else -1
+        text = self.out.decode("utf-8", "replace")
+        return RemoteResult(rc=rc, stdout=text, stderr=self.err.decode("utf-8", "replace"))
+
+    def close(self) -> None:
+        self.chan.close()
+
+    def _pump(self, marker: bytes | None) -> bool:
+        chan, out, err = self.chan, self.out, self.err
+        seen = 0  # the marker is searched for only in what arrived since the last look (and a marker's length back)
+        try:
+            while True:
+                if marker is not None and out.find(marker, max(0, seen - len(marker))) >= 0:
+                    return True
+                seen = len(out)
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    raise ConnectError(
+                        f"remote command did not finish within {self.limit:g}s",
+                        "the cluster is slow or stuck; rsk reconcile resolves anything left half done",
+                    )
+                select.select([chan], [], [], min(left, 1.0))
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                if len(out) + len(err) > self.max_output:
+                    raise ProtocolError(
+                        f"remote output exceeded {self.max_output} bytes",
+                        "check the remote scripts and login banner",
+                    )
+                drained = not chan.recv_ready() and not chan.recv_stderr_ready()
+                if drained and (chan.eof_received or chan.closed):
+                    if marker is not None and out.find(marker, max(0, seen - len(marker))) >= 0:
+                        return True
+                    if chan.exit_status_ready() or chan.closed:
+                        return False
+                    time.sleep(0.002)  # EOF came first; the exit status follows at once
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            raise ConnectError(f"the SSH connection broke during a remote command: {exc}", "try again") from exc
+
+
 class Connection:
     """One SSH connection to a target; `run` executes one remote command."""
 
@@ -232,51 +305,33 @@ class Connection:
         max_output: int = MAX_OUTPUT,
     ) -> RemoteResult:
         """Run one command; stdin is sent whole, then closed. Raises on deadline or oversize output."""
+        ex = self.open(command, stdin, timeout, max_output)
+        try:
+            ex.send(b"", last=True)
+            return ex.finish()
+        finally:
+            ex.close()
+
+    def open(
+        self,
+        command: str,
+        stdin: bytes = b"",
+        timeout: float | None = None,
+        max_output: int = MAX_OUTPUT,
+    ) -> Exchange:
+        """Start one command and send `stdin`, keeping its input open for a later answer (`Exchange`)."""
         transport = self.client.get_transport()
         if transport is None or not transport.is_active():
             raise ConnectError("the SSH connection was closed", "try again")
-        deadline = time.monotonic() + (timeout or self.target.command_timeout)
+        limit = timeout or self.target.command_timeout
         try:
             chan = transport.open_session(timeout=self.target.connect_timeout)
             chan.exec_command(command)
             if stdin:
                 chan.sendall(stdin)
-            chan.shutdown_write()
         except (paramiko.SSHException, OSError) as exc:
             raise ConnectError(f"remote command could not start: {exc}", "try again") from exc
-        out = bytearray()
-        err = bytearray()
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise ConnectError(
-                        f"remote command did not finish within {timeout or self.target.command_timeout:g}s",
-                        "the cluster is slow or stuck; rsk reconcile resolves anything left half done",
-                    )
-                select.select([chan], [], [], min(left, 1.0))
-                while chan.recv_ready():
-                    out += chan.recv(65536)
-                while chan.recv_stderr_ready():
-                    err += chan.recv_stderr(65536)
-                if len(out) + len(err) > max_output:
-                    raise ProtocolError(
-                        f"remote output exceeded {max_output} bytes",
-                        "check the remote scripts and login banner",
-                    )
-                drained = not chan.recv_ready() and not chan.recv_stderr_ready()
-                # Done only at end of file AND with the exit status: sshd may send the status before
-                # the last output, so stopping at the status alone can lose the end of an answer.
-                if drained and (chan.eof_received or chan.closed):
-                    if chan.exit_status_ready() or chan.closed:
-                        break
-                    time.sleep(0.002)  # EOF came first; the exit status follows at once
-            rc = chan.recv_exit_status() if chan.exit_status_ready() else -1
-        except (OSError, EOFError, paramiko.SSHException) as exc:
-            raise ConnectError(f"the SSH connection broke during a remote command: {exc}", "try again") from exc
-        finally:
-            chan.close()
-        return RemoteResult(rc=rc, stdout=out.decode("utf-8", "replace"), stderr=err.decode("utf-8", "replace"))
+        return Exchange(chan, time.monotonic() + limit, limit, max_output)
 
     def close(self) -> None:
         if not self.shared:

@@ -92,6 +92,45 @@ def test_plan_changed_between_plan_and_submit_is_refused(
     assert json.loads(r.out)[0]["jobs_left"] == 5
 
 
+def test_a_launch_is_one_remote_program_that_submits_only_on_rsks_go(
+    lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plan and submit share one remote program: rsk dying while the ledger decides (no `go`) leaves
+    nothing on the cluster, and the same request id then submits exactly once, still one program."""
+    import rsk.launch as launch_mod
+    from rsk.protocol import Request
+    from rsk.transport import Connection
+
+    grant(project, "--jobs", "5")
+    real_authorize = launch_mod.authorize
+
+    def authorize_then_die(*args, **kwargs):  # type: ignore[no-untyped-def]
+        real_authorize(*args, **kwargs)
+        raise KeyboardInterrupt  # the agent's process is killed after the ledger allowed, before the go
+
+    monkeypatch.setattr(launch_mod, "authorize", authorize_then_die)
+    request = Request(project=project, request_id="onego", argv=["true"])
+    with pytest.raises(KeyboardInterrupt):
+        launch_mod.launch("lab", request)
+    assert lab.journal(project) == []
+    assert lab.jobs_named(f"rsk:{project}:onego") == []
+
+    monkeypatch.setattr(launch_mod, "authorize", real_authorize)
+    programs: list[str] = []
+    real_open = Connection.open
+
+    def counting_open(self: Connection, command: str, *args, **kwargs):  # type: ignore[no-untyped-def]
+        programs.append(command.rsplit(" ", 2)[-1])
+        return real_open(self, command, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "open", counting_open)
+    result = launch_mod.launch("lab", request)
+    assert result.status == "submitted"
+    assert programs == ["launch"]  # one program on one channel, not a plan and then a submit
+    assert [line.split(" ")[2] for line in lab.journal(project)] == ["ev=intent", "ev=accepted"]
+    assert len(lab.jobs_named(f"rsk:{project}:onego")) == 1
+
+
 def test_same_request_id_never_submits_twice(lab: Lab, project: str) -> None:
     grant(project, "--jobs", "5")
     first = launched(launch(project, "--request-id", "once"))

@@ -21,7 +21,8 @@ teardown_root() {
     for j in $(runuser -u "$LAB_USER" -- squeue -h -o '%i %j' | awk -v p="rsk:$PROJECT:" 'index($2, p) == 1 {print $1}'); do
         runuser -u "$LAB_USER" -- scancel "$j" || true
     done
-    rm -rf "$ROOT"
+    # a cancelled job's wrapper may still be writing its end marker: try again once it has
+    rm -rf "$ROOT" 2>/dev/null || { sleep 1; rm -rf "$ROOT"; }
 }
 
 b64() { printf '%s' "$1" | base64 -w0; }

@@ -71,6 +71,42 @@ teardown() { teardown_root; }
     [ ! -s "$ROOT/journal/$PROJECT.log" ]
 }
 
+@test "launch plans, waits for rsk's word, and on go submits that plan with the answer framed by the go's nonce" {
+    run remote submit plan < <(request request_id=l1 arg=true)
+    hash=$(plan_hash)
+    other=fedcba9876543210fedcba9876543210
+    run --separate-stderr remote submit launch < <(request request_id=l1 arg=true; printf 'go %s %s\n' "$hash" "$other")
+    [ "$status" -eq 0 ]
+    # the plan part, then @@await, then the submit part under the new nonce only
+    [ "$(field await plan)" = "$hash" ]
+    [ "$(printf '%s\n' "$output" | sed -n '/^@@await /,$p' | sed -n '2,$p' | grep -vc "^@@$other ")" -eq 0 ]
+    job=$(printf '%s\n' "$output" | sed -n "s/^@@$other accepted job=\([0-9]*\) .*/\1/p")
+    [ -n "$job" ]
+    [ "$(events | tr '\n' ' ')" = "intent accepted " ]
+    [ "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:l1" -o %i)" = "$job" ]
+}
+
+@test "launch without a go (end of input, another word, a go without its nonce) submits and journals nothing" {
+    run remote submit plan < <(request request_id=l2 arg=true)
+    hash=$(plan_hash)
+    for answer in '' 'stop' "go $hash" "go $hash short" "go $hash fedcba9876543210fedcba9876543210 more"; do
+        run --separate-stderr remote submit launch < <(request request_id=l2 arg=true; [ -z "$answer" ] || printf '%s\n' "$answer")
+        [ "$status" -eq 0 ]
+        [ "$(field await plan)" = "$hash" ]
+        ! printf '%s\n' "$output" | grep -q ' accepted '
+    done
+    [ ! -s "$ROOT/journal/$PROJECT.log" ]
+    [ -z "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:l2" -o %i)" ]
+}
+
+@test "launch with a go for another hash refuses with rc 5 and journals nothing" {
+    other=fedcba9876543210fedcba9876543210
+    run --separate-stderr remote submit launch < <(request request_id=l3 arg=true; printf 'go %s %s\n' "$(printf '0%.0s' $(seq 64))" "$other")
+    [ "$status" -eq 5 ]
+    printf '%s\n' "$output" | grep -q "^@@$other error code=plan-mismatch "
+    [ ! -s "$ROOT/journal/$PROJECT.log" ]
+}
+
 @test "submit journals intent then accepted in sealed blocks, and the job runs the command" {
     submit r1 arg=sh arg=-c 'arg=echo ran-as-$(whoami)'
     [ -n "$JOB" ]
