@@ -506,7 +506,7 @@ do_plan() {
 
 # launch mode: the plan is out, and rsk's ledger decides while this waits. Only "go HASH NONCE" naming
 # this plan's hash goes on, to submit the plan printed (Slurm is not asked again; the policy file is
-# read again, so a policy changed meanwhile is a mismatch); its answer is framed by the new NONCE.
+# read again, policy_unchanged); its answer is framed by the new NONCE.
 # Anything else, or the end of input, ends it here.
 await_go() {
     rsk_emit await "plan=$PLAN_HASH"
@@ -518,6 +518,17 @@ await_go() {
     fi
     RSK_NONCE=$rsk_n
     EXPECT=${rsk_h:-}
+}
+
+# policy_unchanged: the policy file is read again after the go; a policy changed since the plan (its
+# digest is bound in the plan) is a mismatch, as when submit mode recomputes the plan
+policy_unchanged() {
+    rsk_digest=$RSK_POLICY_DIGEST
+    rsk_policy_load
+    [ "$RSK_POLICY_DIGEST" = "$rsk_digest" ] || {
+        rsk_emit mismatch "expected=$EXPECT" "actual=policy:$RSK_POLICY_DIGEST"
+        rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the cluster's policy changed since the plan was made (now $RSK_POLICY_DIGEST)"
+    }
 }
 
 # submit mode -------------------------------------------------------------------
@@ -798,8 +809,7 @@ main() {
     build_plan
     case $MODE in
         plan) do_plan ;;
-        # the policy is read again after the go: a policy changed since the plan is a mismatch
-        launch) do_plan && await_go && rsk_policy_load && build_plan && do_submit ;;
+        launch) do_plan && await_go && policy_unchanged && do_submit ;;
         *) do_submit ;;
     esac
 }

@@ -86,6 +86,16 @@ teardown() { teardown_root; }
     [ "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:l1" -o %i)" = "$job" ]
 }
 
+@test "launch submits a batch of two shapes on go: the plan it submits is the plan it printed" {
+    set -- request_id=lb task=a targ=true task=b targ=true tgpus=1 partition=gpu
+    run remote submit plan < <(request "$@")
+    hash=$(plan_hash)
+    other=fedcba9876543210fedcba9876543210
+    run --separate-stderr remote submit launch < <(request "$@"; printf 'go %s %s\n' "$hash" "$other")
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c "^@@$other accepted job=[0-9]*_[01] .* plan=$hash ")" -eq 2 ]
+}
+
 @test "launch without a go (end of input, another word, a go without its nonce) submits and journals nothing" {
     run remote submit plan < <(request request_id=l2 arg=true)
     hash=$(plan_hash)
