@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import select
 import shlex
+import socket
 import sys
 import threading
 import time
@@ -90,6 +91,15 @@ def resolve_endpoint(target: Target, host: str | None = None) -> Endpoint:
         proxy_jump=(target.proxy_jump if is_main else None) or cfg.get("proxyjump"),
         proxy_command=cfg.get("proxycommand"),
     )
+
+
+def _no_delay(client: paramiko.SSHClient) -> None:
+    """TCP_NODELAY on a direct TCP connection, as OpenSSH sets it: a remote command is several small
+    packets in a row (open, exec, stdin, EOF), and Nagle's algorithm held each one back until the
+    previous was acknowledged, which the server delays by up to 40 ms: ~45 ms a command, ~5 ms without."""
+    raw = getattr(client.get_transport(), "sock", None)
+    if isinstance(raw, socket.socket) and raw.family in (socket.AF_INET, socket.AF_INET6):
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 class Exchange:
@@ -260,6 +270,7 @@ class Connection:
             ) from exc
         except OSError as exc:
             raise ConnectError(f"cannot reach {where}: {exc}", "check the host name and network") from exc
+        _no_delay(client)
         self._clients.append(client)
         return client
 

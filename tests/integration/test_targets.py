@@ -251,3 +251,15 @@ def test_target_proxy_jump_with_user_and_port(lab: Lab, project: str, tmp_path: 
     target(lab, "jumpfield", proxy_jump=f"{LAB_USER}@127.0.0.1:1", ssh_config=str(cfg))
     r = rsk("launch", "-t", "jumpfield", "-p", project, "--", "true")
     assert r.rc == Exit.CONNECT and "refused" in r.err
+
+
+def test_small_packets_are_not_held_back_on_the_ssh_connection(lab: Lab) -> None:
+    """TCP_NODELAY on the connection: without it Nagle's algorithm and the server's delayed acknowledgement
+    cost every remote command ~40 ms (several small packets in a row: open, exec, stdin, end of input)."""
+    from rsk.targets import find_target
+    from rsk.transport import connect
+
+    with connect(find_target("lab")) as conn:
+        raw = conn.client.get_transport().sock
+        assert raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+        assert conn.run("exit 3").rc == 3  # bench/RESULTS.md has what it saves
