@@ -16,6 +16,7 @@ RSK_LOCKED=''
 RSK_WRITABLE='
 ' # the directories rsk_need_writable found writable in this call, a line each
 RSK_T=''
+RSK_SQ='' RSK_SQ_AT='' # rsk_squeue's answer, and whether there is one
 
 # Exit codes of the remote programs (docs/protocol.md keeps the table).
 RSK_E_USAGE=2        # malformed request or arguments
@@ -276,16 +277,18 @@ rsk_job_name() { printf 'rsk:%s:%s' "$1" "$2"; } # rsk_job_name PROJECT RID: the
 # the job's comment (rsk-plan:HASH) or its started marker; "-" when the job does not say (older rsk).
 rsk_evidence() {
     rsk_runs="$RSK_ROOT/runs/$1/$2"
+    [ -n "$RSK_SQ_AT" ] || rsk_squeue
     {
-        squeue -h -r -u "$RSK_USER" -t all -n "rsk:$1:$2" -o '%i %k' 2>/dev/null || true
+        printf '%s\n' "$RSK_SQ" # "ID|NAME|STATE|COMMENT": the final awk keeps this request's
         # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
         set -- "$1" "$2" "$rsk_runs"/t*/started
         [ ! -f "$3" ] || awk '{ j = ""; p = "-"; for (i = 1; i <= NF; i++) { if ($i ~ /^job=/) j = substr($i, 5); if ($i ~ /^plan=/) p = "rsk-plan:" substr($i, 6) }
                if (j != "") print j, p }' "$rsk_runs"/t*/started 2>/dev/null || true
         # steps queued into a lease: their queue entries (rsk_lease_steps) are evidence from the start
         [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
-    } | awk '
+    } | awk -v n="rsk:$1:$2" '
         function out(i, job, plan) { if (!(i in seen)) { seen[i] = 1; print i, job, plan } } # the first per index
+        index($0, "|") { split($0, f, "|"); if (f[2] != n) next; $0 = f[1] " " f[4] }
         $1 == "S" { out($2 + 0, $3, $4); next }
         { plan = "-"; if ($2 ~ /^rsk-plan:[0-9a-f]+$/) plan = substr($2, 10) }
         $1 ~ /^[0-9]+s[0-9]+$/ { out(0, $1, plan); next }
@@ -309,8 +312,17 @@ rsk_job_run() {
 }
 
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs
-    squeue -h -r -u "$RSK_USER" -t PD,R,CG,S,CF -o '%i %j' 2>/dev/null \
-        | awk -v p="rsk:$1:" 'index($2, p) == 1 { print $1 }'
+    [ -n "$RSK_SQ_AT" ] || rsk_squeue
+    printf '%s\n' "$RSK_SQ" | awk -F '|' -v p="rsk:$1:" \
+        'index($2, p) == 1 && $3 ~ /^(PENDING|RUNNING|COMPLETING|SUSPENDED|CONFIGURING)$/ { print $1 }'
+}
+
+# rsk_squeue: RSK_SQ, "ID|NAME|STATE|COMMENT" for every job of this user Slurm still knows (array tasks
+# one a line, ended jobs too), read in one call: rsk_active_jobs and rsk_evidence both use it until a
+# caller reads it again (after taking the lock, say). A subshell's read stays in that subshell.
+rsk_squeue() {
+    RSK_SQ=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%j|%T|%k' 2>/dev/null) || RSK_SQ=''
+    RSK_SQ_AT=1
 }
 
 rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
