@@ -14,6 +14,10 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rsk.decide import Facts
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("RSK_LAB_DIR", "/var/lib/rsk-lab"))
@@ -117,12 +121,11 @@ def bench_status() -> None:
 
 def bench_ledger() -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from rsk.decide import Facts, decide
+    from rsk.decide import decide
     from rsk.ledger import Approval, Grant, Ledger
     from rsk.store import read_ledger
 
-    f = Facts(target="lab", plan_hash="nope", request_id="r", partition="gpu", account="", nodes=1, cpus=1,
-              mem_mb=1, gpus=1, time_min=60, commands=("python x",), qos="", active=0)  # fmt: skip
+    f = _facts()
     at = datetime.now(UTC)
     result = []
     for approvals, grants in ((1_000, 100), (10_000, 1_000), (20_000, 2_000)):
@@ -142,6 +145,80 @@ def bench_ledger() -> None:
         rows.append((f"ledger {a:,} approvals, {g:,} grants", "decision", f"{dms:.2f} ms",
                      f"load+validate ({size / 1e6:.1f} MB)", f"{lms:.0f} ms"))  # fmt: skip
     ratios.append(("ledger", result[1][2] / 20.0, "decision ms / 20 ms budget, target <= 1"))
+    bench_ledger_step()
+
+
+def bench_ledger_step() -> None:
+    """A launch's ledger step (lock, load, decide, reserve a charge, write) on a project whose history
+    holds 10,000 approvals and 1,000 grants: the used and expired ones went to the archive on the
+    first write, so the step reads only what can still decide."""
+    from rsk.decide import decide
+    from rsk.guard import submitted_jobs
+    from rsk.ledger import Approval, Charge, Grant, JobCost, Ledger, Use
+    from rsk.store import Store
+
+    f, at = _facts(), datetime.now(UTC)
+    long_ago = at - timedelta(days=30)
+    ended = JobCost(gpu_hours_worst=1, cpu_hours_worst=1, gpu_hours_used=0.5, cpu_hours_used=0.5)
+    live_grant = Grant()
+    expired = [Grant(partitions=["cpu"], expires=long_ago) for _ in range(999)]
+    history = Ledger(
+        project="bench-step",
+        approvals=[Approval(plan_hash=f"{k:064x}", decided_by="b", uses_left=0, decided_at=long_ago,
+                            uses=[Use(request_id=f"old{k}", target="lab", state="submitted", at=long_ago,
+                                      submitted_at=long_ago, jobs={str(k): ended})])
+                   for k in range(9_900)]
+        + [Approval(plan_hash=f"{k:064x}", decided_by="b") for k in range(9_900, 10_000)],
+        grants=[*expired, live_grant],
+        charges=[Charge(grant_id=expired[k % 999].id, plan_hash=f"{k:064x}", request_id=f"c{k}", target="lab",
+                        gpu_hours=1, cpu_hours=1, state="settled", job_costs={f"c{k}": ended}, submitted_at=long_ago)
+                 for k in range(5_000)],
+    )  # fmt: skip
+    os.environ["RSK_HOME"] = str(WORK / "ledger-step-home")
+    store = Store("bench-step")
+    store.dir.mkdir(parents=True, exist_ok=True)
+    store.path.write_text(history.model_dump_json())
+    size_before = store.path.stat().st_size
+    n = iter(range(10**6))
+
+    def step() -> None:
+        k = next(n)
+        ledger = store.load()
+        submitted_jobs(ledger, f"new{k}", "nope", "lab", store.archive)  # a fresh request id, as in a launch
+        with store.transaction() as ledger:
+            d = decide(ledger, f, datetime.now(UTC))
+            assert d.kind == "grant", d
+            ledger.charges.append(Charge(grant_id=d.rule or "", plan_hash=f"new{k}", request_id=f"new{k}",
+                                         target="lab", gpu_hours=1, cpu_hours=1))  # fmt: skip
+
+    first = timed(step, 1)  # the first write moves the history to the archive
+    size_after = store.path.stat().st_size
+    steps = timed(step, 20)
+    rows.append(("ledger step of a launch, 10k approvals / 1k grants", "load, decide, reserve, write (warm)",
+                 ms(steps), f"first write: archive {size_before / 1e6:.1f} MB -> {size_after / 1e3:.0f} KB hot",
+                 ms(first)))  # fmt: skip
+    ratios.append(("ledger-step", statistics.median(steps) * 1000 / 20.0, "ms / 20 ms budget, target <= 1"))
+    allhot = Ledger(project="bench-hot", approvals=[Approval(plan_hash=f"{k:064x}", decided_by="b")
+                                                    for k in range(10_000)], grants=[Grant()] * 1_000)  # fmt: skip
+    hot = Store("bench-hot")
+    hot.dir.mkdir(parents=True, exist_ok=True)
+    hot.path.write_text(allhot.model_dump_json())
+
+    def hot_step() -> None:
+        with hot.transaction() as ledger:
+            d = decide(ledger, f, datetime.now(UTC))
+            ledger.charges.append(Charge(grant_id=d.rule or "", plan_hash="x", request_id=f"h{next(n)}",
+                                         target="lab", gpu_hours=1, cpu_hours=1))  # fmt: skip
+
+    rows.append(("ledger step, 10k approvals all still live", "load, decide, reserve, write", ms(timed(hot_step, 5)),
+                 "(nothing can be archived)", ""))  # fmt: skip
+
+
+def _facts() -> Facts:
+    from rsk.decide import Facts
+
+    return Facts(target="lab", plan_hash="nope", request_id="r", partition="gpu", account="", nodes=1, cpus=1,
+                 mem_mb=1, gpus=1, time_min=60, commands=("python x",), qos="", active=0)  # fmt: skip
 
 
 def bench_startup() -> None:

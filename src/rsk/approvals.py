@@ -48,8 +48,12 @@ def human_entry(project: str, event: str, by: str, **fields: str | None) -> Audi
 
 
 def list_cards(store: Store, include_decided: bool = False) -> list[Card]:
+    """The pending cards; with `include_decided`, every card, those in the archive first."""
     cards = store.load().cards
-    return cards if include_decided else [c for c in cards if c.status == "pending"]
+    if not include_decided:
+        return [c for c in cards if c.status == "pending"]
+    hot = {c.id for c in cards}
+    return [c for c in store.archive.cards() if c.id not in hot] + cards
 
 
 def projects() -> list[str]:
@@ -94,7 +98,7 @@ def approve(
     if expires is not None and expires <= now():
         raise UsageError("--expires is in the past", "give a duration such as 2h or 7d, or a future date")
     with store.transaction() as ledger:
-        card = find_card(ledger, card_id)
+        card = find_card(ledger, card_id, store.archive)
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}", "`rsk approvals --all` shows its decision")
         card.status = "approved"
@@ -121,7 +125,7 @@ def deny(store: Store, card_id: str, by: str, reason: str) -> Card:
     if not reason.strip():
         raise UsageError("a denial needs a --reason", "the reason reaches the agent; say what to do instead")
     with store.transaction() as ledger:
-        card = find_card(ledger, card_id)
+        card = find_card(ledger, card_id, store.archive)
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}")
         card.status = "denied"
@@ -138,7 +142,7 @@ def deny(store: Store, card_id: str, by: str, reason: str) -> Card:
 def withdraw(store: Store, card_id: str, by: str) -> Card:
     """The agent takes back its own pending card (it no longer needs the work): nothing was spent."""
     with store.transaction() as ledger:
-        card = find_card(ledger, card_id)
+        card = find_card(ledger, card_id, store.archive)
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}")
         card.status = "withdrawn"

@@ -6,6 +6,7 @@ Precedence: deny rule > human denial of this plan > exact approval > grant > ask
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -75,10 +76,18 @@ class Usage:
         return self.jobs_spent + self.jobs_reserved
 
 
-def usage_by_grant(charges: list[Charge], exclude_request: str | None = None) -> dict[str, Usage]:
-    """What each grant has spent and reserved. A request's own reservation can be left out, so that
-    deciding it again does not count it twice."""
+def usage_by_grant(
+    charges: list[Charge], exclude_request: str | None = None, grants: Iterable[Grant] = ()
+) -> dict[str, Usage]:
+    """What each grant has spent and reserved (with `grants`, also what their archived charges spent). A
+    request's own reservation can be left out, so that deciding it again does not count it twice."""
     out: dict[str, Usage] = {}
+    for g in grants:
+        if g.archived_jobs:
+            u = out.setdefault(g.id, Usage())
+            u.jobs_spent += g.archived_jobs
+            u.gpu_hours_spent += g.archived_gpu_hours
+            u.cpu_hours_spent += g.archived_cpu_hours
     for ch in charges:
         if ch.state == "released":
             continue
@@ -190,7 +199,7 @@ def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
     approval = find_approval(ledger, f.plan_hash, at, f.request_id)
     if approval is not None:
         return Decision("approval", approval.id)
-    usage = usage_by_grant(ledger.charges, exclude_request=f.request_id)
+    usage = usage_by_grant(ledger.charges, exclude_request=f.request_id, grants=ledger.grants)
     best: tuple[int, str, list[str]] | None = None
     for g in ledger.grants:
         gaps = grant_gaps(g, f, usage.get(g.id, Usage()), at)

@@ -67,15 +67,21 @@ def add_grant(store: Store, grant: Grant) -> Grant:
     return grant
 
 
-def list_grants(store: Store) -> list[GrantView]:
+def list_grants(store: Store, archived: bool = False) -> list[GrantView]:
+    """The grants in the ledger; with `archived`, also those revoked or expired long enough ago to have
+    moved to the archive (what they spent is what they carried there)."""
     ledger = store.load()
-    usage = usage_by_grant(ledger.charges)
+    grants = list(ledger.grants)
+    if archived:
+        hot = {g.id for g in grants}
+        grants = [g for g in store.archive.grants() if g.id not in hot] + grants
+    usage = usage_by_grant(ledger.charges, grants=grants)
     at = now()
-    return [view(g, usage.get(g.id, Usage()), at) for g in ledger.grants]
+    return [view(g, usage.get(g.id, Usage()), at) for g in grants]
 
 
 def show_grant(store: Store, grant_id: str) -> GrantView:
-    for v in list_grants(store):
+    for v in list_grants(store, archived=True):
         if v.grant.id == grant_id:
             return v
     raise UsageError(f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows the grants")

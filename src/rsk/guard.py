@@ -14,9 +14,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk.archive import Archive
 from rsk.decide import Facts, decide, denial, find_approval
 from rsk.errors import DeniedError, PendingApproval, UsageError
-from rsk.ledger import AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Lease, Ledger, Use, now
+from rsk.ledger import Approval, AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Lease, Ledger, Use, now
 from rsk.paths import scope
 from rsk.protocol import Plan, Request, Resources
 from rsk.store import Store
@@ -85,13 +86,26 @@ def card_plan(target: str, plan: Plan) -> CardPlan:
 
 
 # what the ledger already knows of a request ----------------------------------------------------
-def submitted_jobs(ledger: Ledger, request_id: str, plan_hash: str, target: str) -> list[str]:
-    """Jobs the ledger recorded as submitted for this request and plan on this target."""
+def submitted_jobs(
+    ledger: Ledger, request_id: str, plan_hash: str, target: str, archive: Archive | None = None
+) -> list[str]:
+    """Jobs the ledger recorded as submitted for this request and plan on this target; with `archive`,
+    also those of its charges and approvals that went cold (a request id is remembered for good)."""
+    jobs = _jobs_of(ledger.charges, ledger.approvals, request_id, plan_hash, target)
+    if not jobs and archive is not None:
+        needle = f'"request_id":"{request_id}"'
+        jobs = _jobs_of(archive.charges(needle), archive.approvals(needle), request_id, plan_hash, target)
+    return jobs
+
+
+def _jobs_of(
+    charges: list[Charge], approvals: list[Approval], request_id: str, plan_hash: str, target: str
+) -> list[str]:
     jobs: list[str] = []
-    for ch in ledger.charges:
+    for ch in charges:
         if ch.request_id == request_id and ch.plan_hash == plan_hash and ch.target == target:
             jobs += list(ch.job_costs)
-    for a in ledger.approvals:
+    for a in approvals:
         if a.plan_hash == plan_hash:
             jobs += [j for u in a.uses if u.request_id == request_id and u.target == target for j in u.jobs]
     return sorted(set(jobs))
@@ -397,7 +411,7 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
     """Block until a human decides the card (or the timeout passes: PendingApproval)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        card = find_card(store.load(), card_id)
+        card = find_card(store.load(), card_id, store.archive)
         if card.status != "pending":
             return card
         if deadline is not None and time.monotonic() >= deadline:
@@ -410,8 +424,12 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
         time.sleep(poll)
 
 
-def find_card(ledger: Ledger, card_id: str) -> Card:
+def find_card(ledger: Ledger, card_id: str, archive: Archive | None = None) -> Card:
+    """The card in the ledger; with `archive`, also one that went cold (approved or withdrawn long ago)."""
     for c in ledger.cards:
+        if c.id == card_id:
+            return c
+    for c in archive.cards(f'"id":"{card_id}"') if archive is not None else ():
         if c.id == card_id:
             return c
     raise UsageError(f"no card {card_id!r} in project {ledger.project}", "`rsk approvals --all` lists cards")

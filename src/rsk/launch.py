@@ -108,8 +108,9 @@ def launch(
             out = talk.first
             raise_for_error(out)
             plan = plan_from(out)
-            known = submitted_jobs(store.load(), request.request_id, plan.hash, target.name)
-            if known and not plan.prior:
+            known = [] if plan.prior else submitted_jobs(store.load(), request.request_id, plan.hash, target.name,
+                                                         store.archive)  # fmt: skip
+            if known:
                 # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
                 # root): report them; submitting again would spend a permission that was already used
                 accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=True)
@@ -220,7 +221,9 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         "cpu_hours_worst": round(plan.cpu_hours, 4), "jobs": plan.jobs, "policy_verdict": plan.verdict,
         "policy_reasons": plan.reasons, "estimate_start": plan.estimate_start, "plan": plan,
     }  # fmt: skip
-    if _replayed(plan) or (submitted_jobs(ledger, request.request_id, plan.hash, target.name) and not plan.prior):
+    if _replayed(plan) or (
+        not plan.prior and submitted_jobs(ledger, request.request_id, plan.hash, target.name, store.archive)
+    ):
         return PlanReport(would="replay", reason="this request's jobs were submitted already", **base)
     if plan.is_step:
         from rsk.guard import decide_step

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LEDGER_SCHEMA = 3
+LEDGER_SCHEMA = 4
 
 
 def now() -> datetime:
@@ -97,6 +97,10 @@ class Grant(Model):
     created: datetime = Field(default_factory=now)
     created_by: str = ""
     note: str = ""
+    # spent by this grant's settled charges that moved to the archive (rsk.archive): its budget counts them
+    archived_jobs: int = 0
+    archived_gpu_hours: float = 0.0
+    archived_cpu_hours: float = 0.0
 
 
 class Charge(Model):
@@ -235,11 +239,14 @@ def _dicts(value: object) -> list[dict[str, object]] | None:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema. 2 -> 3 adds leases (none). 1 -> 2: spent charges become
+    """An older ledger as the current schema. 3 -> 4: grants carry what their archived charges spent
+    (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
     submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
     for validation to refuse."""
+    if raw.get("schema_version", 1) == 3:
+        return {**raw, "schema_version": 4}
     if raw.get("schema_version", 1) == 2:
-        return {**raw, "schema_version": 3}
+        return migrate({**raw, "schema_version": 3})
     if raw.get("schema_version", 1) != 1:
         return raw
     out = dict(raw)

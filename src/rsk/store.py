@@ -14,9 +14,10 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
+from rsk.archive import Archive, compact
 from rsk.atomic import append_line, write_atomic
 from rsk.errors import StateError
-from rsk.ledger import LEDGER_SCHEMA, AuditEntry, Ledger, migrate
+from rsk.ledger import LEDGER_SCHEMA, AuditEntry, Ledger, migrate, now
 from rsk.paths import project_dir
 
 LOCK_TIMEOUT = 60.0
@@ -29,6 +30,7 @@ class Store:
         self.path = self.dir / "ledger.json"
         self.backup = self.dir / "ledger.json.bak"
         self.audit_path = self.dir / "audit.jsonl"
+        self.archive = Archive(self.dir / "archive.jsonl")
         self.lock = FileLock(str(self.dir / "ledger.lock"), timeout=LOCK_TIMEOUT)
 
     def load(self) -> Ledger:
@@ -37,7 +39,8 @@ class Store:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Ledger]:
-        """Lock, read, let the caller change the ledger, write it back if it changed."""
+        """Lock, read, let the caller change the ledger, write it back if it changed. A write first moves
+        what went cold to the archive (rsk.archive), appended and synced before the hot file is replaced."""
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
             with self.lock:
@@ -46,6 +49,10 @@ class Store:
                 yield ledger
                 after = ledger.model_dump_json()
                 if after != before:
+                    cold = compact(ledger, now())
+                    if cold:
+                        self.archive.append(cold)
+                        after = ledger.model_dump_json()
                     self._write(after)
         except Timeout as exc:
             raise StateError(

@@ -29,6 +29,32 @@ def test_grant_add_list_show_revoke(rsk_env: Path, project: str) -> None:
     assert again.rc == Exit.USAGE and "already revoked" in again.err
 
 
+def test_an_ended_grant_and_its_settled_charges_move_to_the_archive_and_list_all_shows_them(
+    rsk_env: Path, project: str
+) -> None:
+    from datetime import timedelta
+
+    from rsk.ledger import Charge, Grant, JobCost, Ledger, now
+    from rsk.store import Store
+
+    old = Grant(jobs=5, revoked=now() - timedelta(days=2))
+    cost = JobCost(gpu_hours_worst=1, cpu_hours_worst=1, gpu_hours_used=0.25, cpu_hours_used=0.25)
+    spent = [Charge(grant_id=old.id, plan_hash=f"h{i}", request_id=f"r{i}", target="lab", gpu_hours=1, cpu_hours=1,
+                    state="settled", job_costs={f"{i}": cost}) for i in range(2)]  # fmt: skip
+    path = ledger_path(rsk_env, project)
+    path.parent.mkdir(parents=True)
+    path.write_text(Ledger(project=project, grants=[old], charges=spent).model_dump_json())
+    new = json.loads(rsk("grant", "add", "-p", project, "--jobs", "1", "--yes", "--json").out)["grant"]["id"]
+    hot = json.loads(path.read_text())
+    assert [g["id"] for g in hot["grants"]] == [new] and hot["charges"] == []
+    assert [v["grant"]["id"] for v in json.loads(rsk("grant", "list", "-p", project, "--json").out)] == [new]
+    every = json.loads(rsk("grant", "list", "-p", project, "--all", "--json").out)
+    archived = next(v for v in every if v["grant"]["id"] == old.id)
+    assert archived["status"] == "revoked" and archived["jobs_spent"] == 2 and archived["gpu_hours_spent"] == 0.5
+    assert json.loads(rsk("grant", "show", old.id, "-p", project, "--json").out)["jobs_spent"] == 2
+    assert len(Store(project).archive.path.read_text().splitlines()) == 3  # two charges and the grant
+
+
 def test_granting_without_a_terminal_or_yes_needs_a_human(rsk_env: Path, project: str) -> None:
     r = rsk("grant", "add", "-p", project, "--jobs", "1", stdin="")
     assert r.rc == Exit.HUMAN

@@ -132,6 +132,31 @@ def test_after_a_wipe_and_slurm_forgetting_the_ledger_still_refuses_a_second_job
     assert lab.journal(project) == []  # nothing was submitted, nothing journaled
 
 
+def test_an_archived_charge_still_refuses_a_second_job_after_a_wipe(lab: Lab, project: str) -> None:
+    """The job ended, its charge settled and moved to the ledger's archive; then the journal is wiped and
+    Slurm forgets the job: the archive still remembers the request, and its grant what it spent."""
+    from rsk.store import Store
+
+    grant(project, "--jobs", "5")
+    first = launched(launch(project, "-r", "s1", command=("true",)))
+    store = Store(project)
+    deadline = time.monotonic() + 120
+    while store.load().charges:  # a status read settles the ended job; the write archives the charge
+        assert time.monotonic() < deadline, "the charge did not settle"
+        rsk("status", "-p", project, "--json")
+        time.sleep(1)
+    assert [c.request_id for c in store.archive.charges()] == ["s1"]
+    lab.ssh(f"rm -rf {lab.root_sh}")
+    while jobs_of(lab, project, "s1"):  # the lab's MinJobAge is 30 s
+        assert time.monotonic() < deadline + 120, "Slurm did not forget the job"
+        time.sleep(2)
+    again = launched(launch(project, "-r", "s1", command=("true",)))
+    assert again["status"] == "replayed" and again["job_id"] == first["job_id"] and again["note"]
+    assert lab.journal(project) == []  # nothing was submitted, nothing journaled
+    spent = json.loads(rsk("grant", "list", "-p", project, "--json").out)[0]
+    assert spent["jobs_spent"] == 1 and spent["jobs_left"] == 4
+
+
 def test_a_spent_grant_does_not_replay_through_another_target(lab: Lab, project: str) -> None:
     other_target(lab, "lab3", lab.remote_root + "-third")
     try:

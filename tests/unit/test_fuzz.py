@@ -58,7 +58,7 @@ json_values = st.recursive(
     max_leaves=20,
 )
 ledger_like = st.fixed_dictionaries(
-    {"schema_version": st.one_of(st.integers(-2, 3), st.text(max_size=3)), "project": st.just("p")},
+    {"schema_version": st.one_of(st.integers(-2, 4), st.text(max_size=3)), "project": st.just("p")},
     optional={
         "grants": st.lists(
             st.dictionaries(

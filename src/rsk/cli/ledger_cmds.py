@@ -116,7 +116,8 @@ def approvals(
     if action is not None:
         if action != "show" or card_id is None:
             raise UsageError(f"unknown approvals action {action!r}", "use `rsk approvals show CARD`")
-        found = find_card(store_of_card(card_id, project).load(), card_id)
+        owner = store_of_card(card_id, project)
+        found = find_card(owner.load(), card_id, owner.archive)
         if json_out:
             print_json(found)
         else:
@@ -154,7 +155,7 @@ def approve(
     from rsk.units import parse_expiry
 
     store = store_of_card(card, project)
-    found = find_card(store.load(), card)
+    found = find_card(store.load(), card, store.archive)
     if not yes and not json_out:
         out().print(render_card(found))
     require_human(f"approve card {card}", yes)
@@ -306,11 +307,19 @@ def grant_add(
     out().print(f"next: rsk grant list --project {store.project}")
 
 
-@grant_app.command("list", help="List grants with spent, reserved and left.")
-def grant_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
+@grant_app.command(
+    "list",
+    help="List grants with spent, reserved and left. Grants revoked or expired over a day ago, with nothing "
+    "still running, live in the project's archive: --all lists them too.",
+)
+def grant_list(
+    project: ProjectOpt = None,
+    all_grants: Annotated[bool, typer.Option("--all", help="Include archived grants.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
     from rsk.grants import list_grants
 
-    views = list_grants(_store(project))
+    views = list_grants(_store(project), archived=all_grants)
     if json_out:
         print_json(views)
         return
