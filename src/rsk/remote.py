@@ -74,6 +74,7 @@ class Conversation:
         self.waiting = False
         nonce = secrets.token_hex(16)
         ex = self._ex
+        ex.restart_clock()  # the time the ledger took (its lock may be busy) is not the program's
         try:
             ex.send((" ".join((*words, nonce)) + "\n").encode("ascii"), last=True)
             start = len(ex.out)

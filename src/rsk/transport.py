@@ -116,6 +116,10 @@ class Exchange:
         self.out = bytearray()
         self.err = bytearray()
 
+    def restart_clock(self) -> None:
+        """The deadline starts again from now (the program waited for rsk, not the other way round)."""
+        self.deadline = time.monotonic() + self.limit
+
     def read_until(self, marker: bytes) -> bool:
         """Read until `marker` is in the output (True) or the command ended without it (False)."""
         return self._pump(marker)
