@@ -65,9 +65,15 @@ def setup() -> None:
     run([*RSK, "doctor", "lab"])  # warms the connection path (nothing is deployed: each call ships its program)
 
 
+def cancel_jobs() -> None:
+    """Every job a bench left queued or running: the next bench starts on an idle lab."""
+    subprocess.run([*SSH, "squeue -h -o '%i %j' | awk '$2 ~ /^rsk:bench/ {print $1}' | xargs -r scancel; "
+                    "scancel --name wrap 2>/dev/null"], check=False)  # fmt: skip
+
+
 def cleanup() -> None:
-    subprocess.run([*SSH, f"squeue -h -o '%i %j' | awk '$2 ~ /^rsk:bench/ {{print $1}}' | xargs -r scancel; "
-                    f"scancel --name wrap 2>/dev/null; rm -rf \"$HOME\"/{REMOTE_ROOT[2:]}"], check=False)  # fmt: skip
+    cancel_jobs()
+    subprocess.run([*SSH, f'rm -rf "$HOME"/{REMOTE_ROOT[2:]}'], check=False)
 
 
 def bench_single() -> None:
@@ -252,7 +258,9 @@ def bench_step() -> None:
              "100M", "--time", "1", "--json", "--", "sh", "-c", STAMP])  # fmt: skip
         returned = time.time()
         began = ""
+        waited = time.monotonic() + 120
         while not began:  # the step has written its time by the time a remote cat shows it
+            assert time.monotonic() < waited, "the step did not start within 120 s"
             time.sleep(0.2)
             marker = f"{root}/runs/bench/step{RUN}{k}/t0/began"
             began = subprocess.run([*SSH, f"cat {marker} 2>/dev/null"], capture_output=True, text=True,
@@ -263,7 +271,9 @@ def bench_step() -> None:
              + shlex.quote(f"--wrap=date +%s.%N > {out}")])  # fmt: skip
         returned = time.time()
         began = ""
+        waited = time.monotonic() + 120
         while not began:
+            assert time.monotonic() < waited, "the fresh job did not start within 120 s"
             time.sleep(0.2)
             began = subprocess.run([*SSH, f"cat {out} 2>/dev/null && rm -f {out}"], capture_output=True, text=True,
                                    check=False).stdout.strip()  # fmt: skip
@@ -334,6 +344,7 @@ def main() -> None:
         for name in names:
             print(f"bench: {name} ...", file=sys.stderr, flush=True)
             BENCHES[name]()
+            cancel_jobs()
     finally:
         cleanup()
     print(f"{'bench':<34} {'rsk':<44} {'':>20}  {'baseline':<30} {'':>20}")
