@@ -175,9 +175,9 @@ def _serve(config: object) -> None:
     assert isinstance(config, Config)
     broker = Broker(config, cli_runner)
     broker.bind()
-    from rsk.cli.app import register_all
+    from rsk.cli.app import command
 
-    register_all()  # the first request should not pay for importing every command
+    command()  # every command imported and built once: requests do not pay for it
     share_connections()
     install_router()
     signal.signal(signal.SIGTERM, lambda *_: broker.stopping.set())
