@@ -104,7 +104,7 @@ install_cli() {
         fi
         act "install rsk into $DATA/venv from $SRC" "$DATA/venv/bin/python" -m pip install --quiet --upgrade "$SRC"
         receipt_add "venv $DATA/venv"
-        if [ ! -f "$BIN/rsk" ] || ! grep -q "$DATA/venv/bin/rsk" "$BIN/rsk" 2>/dev/null; then
+        if [ "$DRY" = 1 ] || [ ! -f "$BIN/rsk" ] || ! grep -qF "$(shim_text)" "$BIN/rsk" 2>/dev/null; then
             act "write the shim $BIN/rsk" write_shim
         fi
         receipt_add "file $BIN/rsk"
@@ -117,9 +117,16 @@ install_cli() {
     receipt_add "$want"
 }
 
+# The shim starts Python without `site` (-S): a command that a broker runs needs only the standard
+# library, and rsk loads `site` itself when the command runs here (src/rsk/launcher.py).
+shim_text() {
+    launcher=$("$DATA/venv/bin/python" -c 'import rsk.launcher as m; print(m.__file__)')
+    printf 'exec "%s" -S "%s" "$@"' "$DATA/venv/bin/python" "$launcher"
+}
+
 write_shim() {
     mkdir -p "$BIN"
-    printf '#!/bin/sh\nexec %s "$@"\n' "$DATA/venv/bin/rsk" >"$BIN/rsk.tmp"
+    printf '#!/bin/sh\n%s\n' "$(shim_text)" >"$BIN/rsk.tmp"
     chmod 0755 "$BIN/rsk.tmp"
     mv "$BIN/rsk.tmp" "$BIN/rsk"
 }

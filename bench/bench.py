@@ -28,10 +28,10 @@ SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
        "-i", str(LAB / "id_ed25519"), "-p", PORT, f"{USER}@127.0.0.1"]  # fmt: skip
 WORK = Path(tempfile.mkdtemp(prefix="rsk-bench-"))
 ENV = {**os.environ, "RSK_HOME": str(WORK / "home"), "RSK_TARGETS_PATH": str(WORK / "targets"),
-       "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1"}  # fmt: skip
+       "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1", "RSK_PYTHON": sys.executable}  # fmt: skip
 REMOTE_ROOT = f"~/.rsk-bench-{uuid.uuid4().hex[:6]}"
 RUN = uuid.uuid4().hex[:4]  # request ids of this run: Slurm remembers a finished job's name for minutes
-RSK = [sys.executable, "-m", "rsk"]
+RSK = [str(ROOT / "bin" / "rsk")]  # as installed: Python starts without site, rsk loads it if it runs here
 rows: list[tuple[str, str, str, str, str]] = []
 ratios: list[tuple[str, float, str]] = []
 
@@ -231,7 +231,7 @@ def bench_startup() -> None:
     base = timed(lambda: run([sys.executable, "-c", "pass"]), 10)
     for args in (["--version"], ["--help"]):
         t = timed(lambda args=args: run([*RSK, *args]), 10)  # type: ignore[misc]
-        rows.append((f"rsk {args[0]}", "python -m rsk", ms(t), "python -c pass", ms(base)))
+        rows.append((f"rsk {args[0]}", "bin/rsk (as the installed shim)", ms(t), "python -c pass", ms(base)))
         ratios.append((f"startup{args[0].replace('--', '-')}", statistics.median(t) / statistics.median(base),
                        f"absolute {statistics.median(t) * 1000:.0f} ms, target < 150 ms"))  # fmt: skip
 

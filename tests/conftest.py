@@ -67,13 +67,17 @@ def project() -> str:
     return "t" + uuid.uuid4().hex[:10]
 
 
+# as the installed shim and bin/rsk start it: Python without site, which rsk loads when the command runs here
+RSK = [sys.executable, "-S", str(ROOT / "src" / "rsk" / "launcher.py")]
+
+
 def rsk(*args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 300) -> Ran:
     """Run the rsk command as a new process (the way agents and humans run it)."""
     full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     if BROKER_MODE and "RSK_BROKER" not in full and "RSK_NO_BROKER" not in full:
         full["RSK_BROKER"] = _broker_for(full)
     proc = subprocess.run(
-        [sys.executable, "-m", "rsk", *args],
+        [*RSK, *args],
         capture_output=True,
         text=True,
         env=full,

@@ -9,13 +9,34 @@ the owner of the socket's directory for an RSK_BROKER that another user's broker
 
 from __future__ import annotations
 
-import json
 import os
-import socket
-import stat
-import struct
 import sys
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing itself takes ~10 ms to import; mypy reads this as typing.TYPE_CHECKING
+if TYPE_CHECKING:
+    from pathlib import Path  # the fast path uses strings
+    from typing import Any
+
+try:  # CPython's C parts of `socket` and `json`: the Python modules above them import re, enum and
+    # selectors, which take longer to load (~25 ms) than the rest of a brokered command's client
+    import _socket as socket
+    from _json import encode_basestring_ascii as _quote
+    from _json import make_scanner
+except ImportError:  # another Python: the public modules
+    import socket  # type: ignore[no-redef]
+    from json.decoder import JSONDecoder
+    from json.encoder import encode_basestring_ascii as _quote
+
+    _scan: Any = JSONDecoder().scan_once  # type: ignore[attr-defined]
+else:
+
+    class _Plain:  # what the C scanner reads from a decoder: JSON as the json module decodes it
+        strict = True
+        object_hook = object_pairs_hook = parse_constant = None
+        parse_float = float
+        parse_int = int
+
+    _scan = make_scanner(_Plain())  # type: ignore[arg-type]
 
 # the commands a broker runs; everything else (human acts, init, watch, mcp, broker) always runs here
 BROKERED = frozenset({"plan", "launch", "wait", "status", "events", "logs", "cancel", "reconcile", "journal",
@@ -27,26 +48,32 @@ EXIT_CONNECT = 75
 EXIT_CONFIG = 78
 
 
-def default_socket() -> Path:
+def socket_path() -> str:
     """$RSK_BROKER, else $XDG_RUNTIME_DIR/rsk/broker.sock, else /tmp/rsk-UID/broker.sock."""
     if explicit := os.environ.get("RSK_BROKER"):
-        return Path(explicit)
+        return explicit
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and Path(runtime).is_dir():
-        return Path(runtime) / "rsk" / "broker.sock"
-    return Path(f"/tmp/rsk-{os.getuid()}") / "broker.sock"
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "rsk", "broker.sock")
+    return f"/tmp/rsk-{os.getuid()}/broker.sock"
 
 
-def expected_uid(path: Path) -> int | None:
+def default_socket() -> Path:
+    from pathlib import Path
+
+    return Path(socket_path())
+
+
+def expected_uid(path: str) -> int | None:
     """Whose broker may answer on this socket: ours for the default path; for RSK_BROKER, the owner of its
     directory, provided no one else can write there. None: do not use this socket."""
     if not os.environ.get("RSK_BROKER"):
         return os.getuid()
     try:
-        st = os.lstat(path.parent)
+        st = os.lstat(os.path.dirname(os.path.abspath(path)))
     except OSError:
         return None
-    if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o022:
+    if st.st_mode & 0o170000 != 0o040000 or st.st_mode & 0o022:  # a directory (stat.S_ISDIR) no one else writes
         return None
     return st.st_uid
 
@@ -58,16 +85,22 @@ def _absolute(argv: list[str]) -> list[str]:
         if w == "--":
             return out + argv[i:]
         if take:
-            out.append(str(Path(w).absolute()))
+            out.append(_abspath(w))
             take = False
             continue
         name, eq, value = w.partition("=")
         if name in PATH_OPTIONS and eq:
-            out.append(f"{name}={Path(value).absolute()}")
+            out.append(f"{name}={_abspath(value)}")
             continue
         take = w in PATH_OPTIONS
         out.append(w)
     return out
+
+
+def _abspath(p: str) -> str:
+    """What pathlib's absolute() gives (no "." parts, ".." kept: symlinks decide what it means)."""
+    full = p if p.startswith("/") else f"{os.getcwd()}/{p}"
+    return "/" + "/".join(c for c in full.split("/") if c not in ("", "."))
 
 
 def try_broker(argv: list[str]) -> int | None:
@@ -76,20 +109,19 @@ def try_broker(argv: list[str]) -> int | None:
     head = argv[: argv.index("--")] if "--" in argv else argv
     if "--help" in head:
         return None
-    path = default_socket()
+    path = socket_path()
     want = expected_uid(path)
     if want is None:
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(2.0)
-        sock.connect(str(path))
+        sock.connect(path)
     except OSError:
         sock.close()
         return None  # no broker: the command runs here
-    with sock:
-        _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                              struct.calcsize("3i")))  # fmt: skip
+    try:
+        uid = peer_uid(sock)
         if uid != want:
             sys.stderr.write(f"error: the broker socket {path} is served by uid {uid}, not uid {want}: not using it\n"
                              "hint: remove the socket, or set RSK_BROKER to your own broker's\n")  # fmt: skip
@@ -99,14 +131,16 @@ def try_broker(argv: list[str]) -> int | None:
         except OSError:
             cols = 200
         env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
-        req = {"v": 1, "op": "run", "argv": _absolute(argv), "cwd": str(Path.cwd()), "env": env,
+        req = {"v": 1, "op": "run", "argv": _absolute(argv), "cwd": os.getcwd(), "env": env,
                "tty": os.isatty(1), "columns": max(20, min(cols, 1000)), "ppid": os.getppid()}  # fmt: skip
         sock.settimeout(None)
         try:
-            sock.sendall((json.dumps(req) + "\n").encode())
+            sock.sendall((dumps(req) + "\n").encode())
             return _pump(sock)
-        except OSError:
+        except (OSError, ValueError):  # gone, or a frame that is not the broker's JSON
             pass
+    finally:
+        sock.close()
     sys.stderr.write(
         "error: the broker went away during the command; its outcome is unknown\n"
         "hint: run it again (a launch with the same --request-id never submits twice); `rsk broker status`\n"
@@ -114,11 +148,55 @@ def try_broker(argv: list[str]) -> int | None:
     return EXIT_CONNECT
 
 
-def _pump(sock: socket.socket) -> int:
+def peer_uid(sock: Any) -> int:
+    """The uid of the process at the other end of a Unix socket, from the kernel (struct ucred)."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(raw[4:8], sys.byteorder, signed=True)
+
+
+def dumps(value: object) -> str:
+    """JSON text of a request (str, int, bool, None, lists and str-keyed dicts), as json.dumps writes it."""
+    if isinstance(value, str):
+        return str(_quote(value))
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_quote(str(k))}: {dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(dumps(v) for v in value) + "]"
+    raise TypeError(f"not sent to the broker: {type(value).__name__}")
+
+
+def loads(line: bytes) -> Any:
+    """One JSON frame (a line the broker wrote)."""
+    text = line.decode("utf-8").strip()
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:  # what the scanner raises where no JSON value starts
+        raise ValueError("a broker frame that is not JSON") from None
+    if end != len(text):
+        raise ValueError("extra data after a broker frame")
+    return value
+
+
+def _frames(sock: Any) -> Any:
+    """The broker's frames, one per line, as they arrive."""
+    buf = b""
+    while True:
+        chunk = sock.recv(65536)
+        if not chunk:
+            return
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            yield loads(line)
+
+
+def _pump(sock: Any) -> int:
     """Copy the broker's frames to stdout and stderr as they come; the last frame is the exit code."""
-    reader = sock.makefile("rb")
-    for raw in reader:
-        frame = json.loads(raw)
+    for frame in _frames(sock):
         if "o" in frame:
             sys.stdout.write(frame["o"])
             sys.stdout.flush()
@@ -126,6 +204,8 @@ def _pump(sock: socket.socket) -> int:
             sys.stderr.write(frame["e"])
             sys.stderr.flush()
         elif "info" in frame:
+            import json
+
             sys.stdout.write(json.dumps(frame["info"]) + "\n")
         elif "rc" in frame:
             return int(frame["rc"])
@@ -134,15 +214,13 @@ def _pump(sock: socket.socket) -> int:
 
 def request(op: str, path: Path | None = None, timeout: float = 5.0) -> dict[str, object] | None:
     """A control request (ping, stop) to the broker: its info frame ({} for stop), or None: no broker."""
-    path = path or default_socket()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
-        sock.connect(str(path))
-        sock.sendall((json.dumps({"v": 1, "op": op}) + "\n").encode())
+        sock.connect(str(path or socket_path()))
+        sock.sendall((dumps({"v": 1, "op": op}) + "\n").encode())
         info: dict[str, object] = {}
-        for raw in sock.makefile("rb"):
-            frame = json.loads(raw)
+        for frame in _frames(sock):
             if "info" in frame:
                 info = dict(frame["info"])
             if "e" in frame:
@@ -150,7 +228,7 @@ def request(op: str, path: Path | None = None, timeout: float = 5.0) -> dict[str
             if "rc" in frame:
                 return info
         return None
-    except OSError:
+    except (OSError, ValueError):
         return None
     finally:
         sock.close()

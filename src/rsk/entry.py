@@ -9,6 +9,15 @@ def main() -> None:
     rc = try_broker(sys.argv[1:])
     if rc is not None:
         raise SystemExit(rc)
+    if sys.argv[1:] == ["--version"]:  # the probe scripts use: no dependency needed
+        from rsk import __version__
+
+        sys.stdout.write(f"rsk {__version__}\n")
+        return
+    if sys.flags.no_site:  # started by the launcher without `site`: the dependencies live in site-packages
+        import site
+
+        site.main()
     try:
         from rsk.cli.app import main as cli_main
     except ModuleNotFoundError as exc:  # a stdlib-only Python: enough to talk to a broker, not to run rsk

@@ -52,6 +52,28 @@ def test_commands_answer_the_same_through_the_broker(sock: Path) -> None:
     assert int(str(info()["requests"])) == before + 7  # each went through the broker
 
 
+def test_every_way_to_start_rsk_answers_the_same_in_both_modes(sock: Path) -> None:
+    """bin/rsk and the installed shim start Python without site (rsk loads it when a command runs here);
+    `python -m rsk` starts it with site. Same outputs and exit codes either way, with a broker or without."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    assert rsk("broker", "start", "--idle", "60").rc == 0
+    starts = ([str(ROOT / "bin" / "rsk")], [sys.executable, "-m", "rsk"],
+              [sys.executable, "-S", str(ROOT / "src" / "rsk" / "launcher.py")])  # fmt: skip
+    for args in (("approvals", "--json"), ("--version",), ("launch", "--bogus-option"), ("targets",)):
+        seen = set()
+        for start in starts:
+            for mode in ({}, {"RSK_NO_BROKER": "1"}):
+                env = {**os.environ, "RSK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT / "src"), **mode}
+                p = subprocess.run([*start, *args], capture_output=True, text=True, env=env, check=False)
+                seen.add((p.returncode, p.stdout, p.stderr))
+        assert len(seen) == 1, (args, seen)
+    assert rsk("targets").rc == 0
+
+
 def test_human_acts_never_go_through_the_broker(sock: Path, tmp_path: Path) -> None:
     assert rsk("broker", "start").rc == 0
     before = int(str(info()["requests"]))

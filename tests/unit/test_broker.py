@@ -166,3 +166,24 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
         broker.close()
         (sock.parent / "broker.lock").unlink(missing_ok=True)
         sock.parent.rmdir()
+
+
+def test_the_clients_own_json_is_the_json_modules() -> None:
+    """The client skips the json module (its import costs more than the rest of a brokered command): what
+    it writes must read back as sent, byte for byte what json.dumps writes, and bad frames must fail."""
+    import json
+
+    from rsk.broker_client import dumps, loads
+
+    req = {"v": 1, "op": "run", "argv": ["launch", "--", "echo", 'a "b" \\ c', "é€😀", "\udcff", "\x00\n\t"],
+           "cwd": "/tmp/x y", "env": {"RSK_PROJECT": "p", "CODEX_X": ""}, "tty": False, "columns": 200,
+           "ppid": -1, "none": None, "yes": True, "tuple": (1, 2)}  # fmt: skip
+    assert dumps(req) == json.dumps(req)
+    assert json.loads(dumps(req)) == {**req, "tuple": [1, 2]}
+    for frame in ({"o": "héllo\n"}, {"rc": 75}, {"info": {"a": [1, 2.5, None, True, {"b": "c"}]}}):
+        assert loads(json.dumps(frame).encode() + b"\n") == frame
+    for bad in (b"", b"{", b'{"o": 1} x', b"nope", b"\xff"):
+        with pytest.raises(ValueError):
+            loads(bad)
+    with pytest.raises(TypeError):
+        dumps({"x": 1.5})
