@@ -26,12 +26,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsk.broker_client import BROKERED, PATH_OPTIONS, default_socket
+from rsk.broker_client import BROKERED, CONTENT_OPTIONS, PATH_OPTIONS, default_socket
 from rsk.caller import Caller, passed_env
 from rsk.errors import StateError
 
 WIRE_VERSION = 1
-MAX_REQUEST = 1 << 20  # one request line, at most 1 MiB
+MAX_REQUEST = 32 << 20  # one request line, at most 32 MiB (with the --script or --tasks file it carries)
 
 # commands the broker runs (for its own user and for allowed users), and what only a human does;
 # default_socket is re-exported for the CLI
@@ -57,6 +57,7 @@ class Request(BaseModel):
     tty: bool = False
     columns: int = Field(default=200, ge=20, le=1000)
     ppid: int = 0
+    files: dict[str, str] = {}  # path (as in argv) -> the content the client read, for --script and --tasks
 
 
 class BrokerInfo(BaseModel):
@@ -176,11 +177,11 @@ def refusal(req: Request, uid: int, config: Config) -> str | None:
     head = req.argv[: req.argv.index("--")] if "--" in req.argv else req.argv
     if "--yes" in head or any(w.startswith("--yes=") for w in head):
         return "--yes is a human's word: not taken from another user"
-    # the broker would read these files as its own user, and send them to the cluster: another user could
-    # name the human's key or ledger. Until the client sends their content, they are the owner's only.
-    named = {w.split("=", 1)[0] for w in head} & PATH_OPTIONS
+    # the broker would read or write these as its own user: another user could name the human's key or
+    # ledger. --script and --tasks come as content the client read (rsk.caller.read_text); these do not.
+    named = {w.split("=", 1)[0] for w in head} & (PATH_OPTIONS - CONTENT_OPTIONS)
     if named:
-        return f"{', '.join(sorted(named))}: files are read by the broker's user, so only that user may name them"
+        return f"{', '.join(sorted(named))}: the broker would read it as its own user, so only that user may name it"
     if command in ("approvals", "withdraw") and not named_projects(req.argv):
         # without --project these look in every project's ledger
         return f"`rsk {command}` from another user needs --project (one of its own)"
@@ -353,7 +354,7 @@ class Broker:
                 self.last = time.monotonic()
             try:
                 who = Caller(env=passed_env(req.env), cwd=Path(req.cwd), uid=uid, user=_user_name(uid), ppid=req.ppid,
-                             tty=req.tty, columns=req.columns, owner=uid == os.getuid())  # fmt: skip
+                             tty=req.tty, columns=req.columns, owner=uid == os.getuid(), files=req.files)  # fmt: skip
                 rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
                 send({"rc": rc})
             except BrokenPipeError:

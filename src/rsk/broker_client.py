@@ -42,6 +42,8 @@ else:
 BROKERED = frozenset({"plan", "launch", "wait", "status", "events", "logs", "cancel", "reconcile", "journal",
                       "targets", "info", "gpus", "approvals", "withdraw", "lease", "doctor", "fetch"})  # fmt: skip
 PATH_OPTIONS = frozenset({"--tasks", "--script", "--code", "--to"})  # read or written by the broker: made absolute
+CONTENT_OPTIONS = frozenset({"--tasks", "--script"})  # files the client reads and sends: the broker opens none
+MAX_CONTENT = 16 << 20  # larger files are not sent (the broker's own user's are read there)
 PASSED_ENV = ("RSK_PROJECT", "RSK_TARGET", "RSK_REQUESTER", "NO_COLOR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT")
 PASSED_PREFIXES = ("CODEX_", "PI_CODING_AGENT")
 EXIT_CONNECT = 75
@@ -78,23 +80,35 @@ def expected_uid(path: str) -> int | None:
     return st.st_uid
 
 
-def _absolute(argv: list[str]) -> list[str]:
+def _absolute(argv: list[str], files: dict[str, str] | None = None) -> list[str]:
+    """argv with its path options made absolute; the files of --script and --tasks read into `files`."""
     out: list[str] = []
-    take = False
+    take = ""
     for i, w in enumerate(argv):
         if w == "--":
             return out + argv[i:]
-        if take:
-            out.append(_abspath(w))
-            take = False
-            continue
         name, eq, value = w.partition("=")
-        if name in PATH_OPTIONS and eq:
-            out.append(f"{name}={_abspath(value)}")
+        if take or (name in PATH_OPTIONS and eq):
+            path = _abspath(w if take else value)
+            if files is not None and (take or name) in CONTENT_OPTIONS:
+                _read_into(files, path)
+            out.append(path if take else f"{name}={path}")
+            take = ""
             continue
-        take = w in PATH_OPTIONS
+        take = w if w in PATH_OPTIONS else ""
         out.append(w)
     return out
+
+
+def _read_into(files: dict[str, str], path: str) -> None:
+    """The file's text as this process may read it; nothing when it cannot (the command says why)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(MAX_CONTENT + 1)
+        if len(data) <= MAX_CONTENT:
+            files[path] = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        pass
 
 
 def _abspath(p: str) -> str:
@@ -131,8 +145,10 @@ def try_broker(argv: list[str]) -> int | None:
         except OSError:
             cols = 200
         env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
-        req = {"v": 1, "op": "run", "argv": _absolute(argv), "cwd": os.getcwd(), "env": env,
-               "tty": os.isatty(1), "columns": max(20, min(cols, 1000)), "ppid": os.getppid()}  # fmt: skip
+        files: dict[str, str] = {}
+        req = {"v": 1, "op": "run", "argv": _absolute(argv, files), "cwd": os.getcwd(), "env": env,
+               "tty": os.isatty(1), "columns": max(20, min(cols, 1000)), "ppid": os.getppid(),
+               "files": files}  # fmt: skip
         sock.settimeout(None)
         try:
             sock.sendall((dumps(req) + "\n").encode())

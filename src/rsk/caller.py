@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rsk.broker_client import PASSED_ENV, PASSED_PREFIXES  # what a client may pass on to the broker
@@ -33,6 +33,7 @@ class Caller:
     tty: bool = False  # the client's stdout is a terminal
     columns: int = 200
     owner: bool = True  # the broker's own user (another user is only what --allow let in)
+    files: Mapping[str, str] = field(default_factory=dict)  # --script and --tasks files, as the client read them
 
 
 _current: ContextVar[Caller | None] = ContextVar("rsk_caller", default=None)
@@ -78,3 +79,16 @@ def user() -> str:
 def ppid() -> int:
     c = _current.get()
     return c.ppid if c is not None else os.getppid()
+
+
+def read_text(path: Path) -> str:
+    """A file the caller named (--script, --tasks): in the broker, the content its client read and sent, so
+    the broker never opens a path another user names. Only the broker's own user may be read from disk."""
+    c = _current.get()
+    if c is None:
+        return path.read_text(encoding="utf-8")
+    if str(path) in c.files:
+        return c.files[str(path)]
+    if not c.owner:
+        raise PermissionError("its content did not come with the request; the broker opens no file for another user")
+    return path.read_text(encoding="utf-8")

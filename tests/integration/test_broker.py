@@ -112,6 +112,49 @@ def test_an_agent_of_another_user_gets_only_what_the_ledger_allows(
     assert w.rc == 0 and json.loads(w.out)["launch"]["job_id"], w.out + w.err
 
 
+def test_an_agents_script_and_tasks_travel_as_content_and_the_broker_opens_no_path_it_names(
+    lab: Lab, project: str, broker: Path, rsk_env: Path
+) -> None:
+    """The agent's client reads its own --script and --tasks and sends them; the broker, which runs as the
+    human, opens no path another user names: a path to the human's key or ledger is refused."""
+    grant(project, "--jobs", "5")
+    files = as_agent(broker, "sh", "-c", (
+        "printf '#!/bin/sh\\n#SBATCH --time=5\\necho from-the-agents-script\\n' > s.sh && "
+        "printf '%s\\n' '{\"key\": \"a\", \"argv\": [\"echo\", \"task-a\"]}' "
+        "'{\"key\": \"b\", \"argv\": [\"echo\", \"task-b\"]}' > t.jsonl && chmod 600 s.sh t.jsonl"
+    ))  # fmt: skip
+    assert files.rc == 0, files.err
+    ran = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "-r", "script", "--script", "s.sh", "--json")
+    assert ran.rc == 0, ran.out + ran.err
+    job = json.loads(ran.out)["job_id"]
+    assert agent_rsk(broker, "wait", job, "-t", "lab", "-p", project, "--json").rc == 0
+    logs = agent_rsk(broker, "logs", job, "-t", "lab", "-p", project)
+    assert "from-the-agents-script" in logs.out, logs.out + logs.err
+    batch = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "-r", "tasks", "--tasks", "t.jsonl", "--json")
+    assert batch.rc == 0 and len(json.loads(batch.out)["tasks"]) == 2, batch.out + batch.err
+
+    ledger = rsk_env / "projects" / project / "ledger.json"
+    before = ledger.read_bytes()
+    key = (LAB_DIR / "id_ed25519").read_text()
+    for opt, path in (("--script", LAB_DIR / "id_ed25519"), ("--tasks", ledger), ("--script", rsk_env)):
+        r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, opt, str(path), "--json")
+        assert r.rc == Exit.USAGE and f"cannot read {opt}" in r.err, r.out + r.err
+        assert "PRIVATE KEY" not in r.out + r.err and key[40:80] not in r.out + r.err
+    # a hand-made request that names the key and sends no content for it: the broker does not open it
+    forged = as_agent(broker, "/usr/bin/python3", "-c", (
+        "import json, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+        "s.sendall(json.dumps({'v': 1, 'op': 'run', 'argv': sys.argv[2:]}).encode() + b'\\n')\n"
+        "print(s.makefile().read())"
+    ), str(broker), "plan", "-t", "lab", "-p", project, "--script", str(LAB_DIR / "id_ed25519"))  # fmt: skip
+    assert '{"rc": 2}' in forged.out and "cannot read --script" in forged.out, forged.out + forged.err
+    assert "PRIVATE KEY" not in forged.out
+    # a directory is still only the broker's own user's to name
+    code = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--code", ".", "--", "true")
+    assert code.rc == Exit.USAGE and "only that user may name it" in code.err
+    assert ledger.read_bytes() == before
+
+
 def test_a_socket_path_an_agent_could_redirect_is_refused(lab: Lab, tmp_path: Path) -> None:
     plant = Path(f"/tmp/rsk-plant-{uuid.uuid4().hex[:8]}")
     link = Path(f"/tmp/rsk-link-{uuid.uuid4().hex[:8]}")

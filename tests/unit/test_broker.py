@@ -46,8 +46,11 @@ def test_other_users_need_an_allowance_and_stay_in_their_projects() -> None:
     assert "--yes" in str(refusal(req("cancel", "-p", "p1", "--yes"), OTHER, cfg))
     assert "own user" in str(refusal(req("fetch", "-p", "p1", "1", "x"), OTHER, cfg))
     # files the broker would read as the human and send to the cluster (the human's key, say)
-    for opt in (["--code", "/root/.ssh"], ["--code=/root/.ssh"], ["--script", "/etc/shadow"], ["--tasks", "t"]):
-        assert "only that user may name them" in str(refusal(req("launch", "-p", "p1", *opt, "--", "x"), OTHER, cfg))
+    for opt in (["--code", "/root/.ssh"], ["--code=/root/.ssh"], ["--to", "/root/.ssh"]):
+        assert "only that user may name it" in str(refusal(req("launch", "-p", "p1", *opt, "--", "x"), OTHER, cfg))
+    # --script and --tasks travel as the content the client read: the request is taken, the path never opened
+    for opt in (["--script", "/etc/shadow"], ["--tasks=t"]):
+        assert refusal(req("launch", "-p", "p1", *opt, "--", "x"), OTHER, cfg) is None
     assert refusal(req("launch", "-p", "p1", "--code", "."), ME, cfg) is None
     # without --project, approvals and withdraw look in every project's ledger
     assert "needs --project" in str(refusal(req("approvals", env={"RSK_PROJECT": "p1"}), OTHER, cfg))
@@ -187,3 +190,33 @@ def test_the_clients_own_json_is_the_json_modules() -> None:
             loads(bad)
     with pytest.raises(TypeError):
         dumps({"x": 1.5})
+
+
+def test_the_broker_reads_another_users_files_only_from_what_its_client_sent(tmp_path: Path) -> None:
+    """--script and --tasks: the content the client read, as that user. The broker opens the path itself
+    only for its own user, so an agent cannot have it read the human's key or ledger."""
+    from rsk.caller import Caller, acting_for, read_text
+
+    secret = tmp_path / "key"
+    secret.write_text("the human's secret")
+    sent = {str(secret): "what the agent sent"}
+    with acting_for(Caller(env={}, cwd=tmp_path, uid=OTHER, user="agent", ppid=1, owner=False, files=sent)):
+        assert read_text(secret) == "what the agent sent"
+    with acting_for(Caller(env={}, cwd=tmp_path, uid=OTHER, user="agent", ppid=1, owner=False)), \
+            pytest.raises(PermissionError):  # fmt: skip
+        read_text(secret)
+    with acting_for(Caller(env={}, cwd=tmp_path, uid=ME, user="me", ppid=1, owner=True)):
+        assert read_text(secret) == "the human's secret"
+    assert read_text(secret) == "the human's secret"  # no broker: this process's own file
+
+
+def test_the_client_sends_what_it_can_read_of_script_and_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.sh").write_text("#!/bin/sh\ntrue\n")
+    (tmp_path / "bad").write_bytes(b"\xff")
+    files: dict[str, str] = {}
+    got = _absolute(["launch", "--script", "s.sh", "--tasks=missing", "--code", ".", "--", "--script", "x"], files)
+    assert got[2] == str(tmp_path / "s.sh") and got[3] == f"--tasks={tmp_path / 'missing'}"
+    assert files == {str(tmp_path / "s.sh"): "#!/bin/sh\ntrue\n"}  # not the missing file, nor the code directory
+    _absolute(["plan", "--script", "bad"], files)
+    assert str(tmp_path / "bad") not in files  # not UTF-8: the command says so, as it does without a broker

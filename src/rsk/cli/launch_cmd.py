@@ -111,6 +111,7 @@ def launch(
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk import caller
     from rsk.errors import UsageError
     from rsk.launch import launch as do_launch
     from rsk.launch import requester
@@ -122,12 +123,12 @@ def launch(
     task_specs = []
     if script is not None:
         try:
-            script_text = script.read_text(encoding="utf-8")
+            script_text = caller.read_text(script)
         except OSError as exc:
             raise UsageError(f"cannot read --script {script}: {exc}") from exc
     if tasks is not None:
         try:
-            task_specs = parse_tasks(tasks.read_text(encoding="utf-8"), str(tasks))
+            task_specs = parse_tasks(caller.read_text(tasks), str(tasks))
         except OSError as exc:
             raise UsageError(f"cannot read --tasks {tasks}: {exc}") from exc
     spec = LaunchSpec(
