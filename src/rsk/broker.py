@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import pwd
@@ -353,8 +354,10 @@ class Broker:
                 self.running += 1
                 self.last = time.monotonic()
             try:
+                stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
                 who = Caller(env=passed_env(req.env), cwd=Path(req.cwd), uid=uid, user=_user_name(uid), ppid=req.ppid,
-                             tty=req.tty, columns=req.columns, owner=uid == os.getuid(), files=req.files)  # fmt: skip
+                             tty=req.tty, columns=req.columns, owner=uid == os.getuid(), files=req.files,
+                             stdio=stdio)  # fmt: skip
                 rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
                 send({"rc": rc})
             except BrokenPipeError:
@@ -373,18 +376,39 @@ def _user_name(uid: int) -> str:
 
 
 def _read_request(conn: socket.socket) -> Request:
+    """The request line, and not a byte more: what follows it is the command's standard input (rsk mcp)."""
     conn.settimeout(10.0)
     buf = bytearray()
-    while b"\n" not in buf:
-        chunk = conn.recv(65536)
-        if not chunk:
+    while not buf.endswith(b"\n"):
+        seen = conn.recv(65536, socket.MSG_PEEK)
+        if not seen:
             break
-        buf += chunk
+        end = seen.find(b"\n")
+        buf += conn.recv(end + 1 if end >= 0 else len(seen))
         if len(buf) > MAX_REQUEST:
             raise ValueError("request too large")
     conn.settimeout(None)
-    line = bytes(buf).split(b"\n", 1)[0]
-    return Request.model_validate(json.loads(line.decode("utf-8")))
+    return Request.model_validate(json.loads(bytes(buf).decode("utf-8")))
+
+
+class _FrameWriter(io.TextIOBase):
+    """A command's own standard output as frames to its caller (for rsk mcp, which speaks on it)."""
+
+    def __init__(self, send: Callable[[dict[str, object]], None]) -> None:
+        self._send = send
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._send({"o": text})
+        return len(text)
+
+
+def _stdio(conn: socket.socket, send: Callable[[dict[str, object]], None]) -> tuple[io.TextIOBase, io.TextIOBase]:
+    """What the client sends after its request line, as text, and a writer whose text goes back as frames."""
+    reader = io.TextIOWrapper(conn.makefile("rb"), encoding="utf-8", errors="replace")
+    return reader, _FrameWriter(send)
 
 
 def _sender(conn: socket.socket) -> Callable[[dict[str, object]], None]:

@@ -40,7 +40,8 @@ else:
 
 # the commands a broker runs; everything else (human acts, init, watch, mcp, broker) always runs here
 BROKERED = frozenset({"plan", "launch", "wait", "status", "events", "logs", "cancel", "reconcile", "journal",
-                      "targets", "info", "gpus", "approvals", "withdraw", "lease", "doctor", "fetch"})  # fmt: skip
+                      "targets", "info", "gpus", "approvals", "withdraw", "lease", "doctor", "fetch",
+                      "mcp"})  # fmt: skip
 PATH_OPTIONS = frozenset({"--tasks", "--script", "--code", "--to"})  # read or written by the broker: made absolute
 CONTENT_OPTIONS = frozenset({"--tasks", "--script"})  # files the client reads and sends: the broker opens none
 MAX_CONTENT = 16 << 20  # larger files are not sent (the broker's own user's are read there)
@@ -152,6 +153,8 @@ def try_broker(argv: list[str]) -> int | None:
         sock.settimeout(None)
         try:
             sock.sendall((dumps(req) + "\n").encode())
+            if argv[0] == "mcp":  # it speaks on stdin and stdout: what comes after the request is its input
+                _forward_stdin(sock)
             return _pump(sock)
         except (OSError, ValueError):  # gone, or a frame that is not the broker's JSON
             pass
@@ -162,6 +165,21 @@ def try_broker(argv: list[str]) -> int | None:
         "hint: run it again (a launch with the same --request-id never submits twice); `rsk broker status`\n"
     )
     return EXIT_CONNECT
+
+
+def _forward_stdin(sock: Any) -> None:
+    """Copy stdin to the broker as it comes, in a thread; at its end, say so (shut the socket for writing)."""
+    import _thread
+
+    def copy() -> None:
+        try:
+            while data := os.read(0, 65536):
+                sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    _thread.start_new_thread(copy, ())
 
 
 def peer_uid(sock: Any) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from io import TextIOBase
 from pathlib import Path
 
 from rsk.broker_client import PASSED_ENV, PASSED_PREFIXES  # what a client may pass on to the broker
@@ -34,6 +35,7 @@ class Caller:
     columns: int = 200
     owner: bool = True  # the broker's own user (another user is only what --allow let in)
     files: Mapping[str, str] = field(default_factory=dict)  # --script and --tasks files, as the client read them
+    stdio: tuple[TextIOBase, TextIOBase] | None = None  # rsk mcp's input and output: the client's, over the socket
 
 
 _current: ContextVar[Caller | None] = ContextVar("rsk_caller", default=None)
@@ -65,6 +67,18 @@ def env_names() -> list[str]:
 def cwd() -> Path:
     c = _current.get()
     return c.cwd if c is not None else Path.cwd()
+
+
+def path(name: str) -> Path:
+    """A path the caller gave, relative to the caller's working directory (not the broker's)."""
+    p = Path(name)
+    return p if p.is_absolute() else cwd() / p
+
+
+def is_owner() -> bool:
+    """This process's own user (no broker, or the broker's own user asking): may name paths it opens."""
+    c = _current.get()
+    return c is None or c.owner
 
 
 def user() -> str:

@@ -11,6 +11,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from io import TextIOBase
 from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar
 
@@ -79,6 +80,19 @@ class LaunchReply(BaseModel):
     request_id: str | None = None
     message: str = ""
     tell_human: str = ""  # with pending: the sentence to pass on to the human, word for word
+
+
+def _own_path(what: str, name: str) -> Path:
+    """A local path a tool opens: the caller's (relative to its directory), and only when the caller is this
+    process's own user. Through the broker another user's paths would be opened as the human."""
+    from rsk import caller
+
+    if not caller.is_owner():
+        raise UsageError(
+            f"{what}: the broker would open {name} as its own user, so only that user may name a local path",
+            "send a script or tasks instead of code; read results with logs",
+        )
+    return caller.path(name)
 
 
 def _tool_error(exc: RskError) -> ToolError:
@@ -163,7 +177,7 @@ def build(pin: Pin) -> MCPServer:
             return request, None
         from rsk.code import snapshot
 
-        return request, snapshot(Path(code), list(exclude or []))
+        return request, snapshot(_own_path("code", code), list(exclude or []))
 
     def bounded(seconds: float | None) -> float:
         if seconds is None or seconds <= 0 or seconds > pin.max_wait:
@@ -414,7 +428,7 @@ def build(pin: Pin) -> MCPServer:
     ) -> FetchReport:
         from rsk.jobs import fetch as do_fetch
 
-        dest = Path(to) if to else Path("rsk-results") / job
+        dest = _own_path("fetch", to or str(Path("rsk-results") / job))
         return do_fetch(pin.target, pin.project, job, paths, dest, max_bytes=max_bytes)
 
     @server.prompt(name="rsk-rules", description="The rules for running work through rsk (the rsk skill).")
@@ -424,6 +438,21 @@ def build(pin: Pin) -> MCPServer:
     return server
 
 
-def serve(pin: Pin) -> None:
-    """Serve on stdin and stdout until the client closes them."""
-    build(pin).run("stdio")
+def serve(pin: Pin, stdio: tuple[TextIOBase, TextIOBase] | None = None) -> None:
+    """Serve on stdin and stdout until the client closes them; in the broker, on the caller's (`stdio`)."""
+    server = build(pin)
+    if stdio is None:
+        server.run("stdio")
+        return
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    reader, writer = stdio
+
+    async def over_the_socket() -> None:
+        async with stdio_server(stdin=anyio.wrap_file(reader), stdout=anyio.wrap_file(writer)) as (read, write):  # type: ignore[arg-type]
+            # what MCPServer.run_stdio_async does, with the caller's streams instead of this process's
+            low = server._lowlevel_server
+            await low.run(read, write, low.create_initialization_options())
+
+    anyio.run(over_the_socket)

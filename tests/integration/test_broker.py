@@ -155,6 +155,49 @@ def test_an_agents_script_and_tasks_travel_as_content_and_the_broker_opens_no_pa
     assert ledger.read_bytes() == before
 
 
+def test_an_agents_mcp_server_runs_in_the_broker_and_gets_what_its_cli_gets(
+    lab: Lab, project: str, broker: Path, rsk_env: Path
+) -> None:
+    """`rsk mcp` run by another user, with Debian's python3 and no MCP SDK: the session is served by the
+    broker, the launches are decided by the human's ledger, and no tool opens a path as the human."""
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    grant(project, "--jobs", "2", "--max-gpus", "0")
+    params = StdioServerParameters(
+        command="runuser",
+        args=["-u", AGENT, "--", "env", "-i", "PATH=/usr/bin:/bin", f"HOME={AGENT_HOME}", f"RSK_BROKER={broker}",
+              f"PYTHONPATH={ROOT / 'src'}", "/usr/bin/python3", "-m", "rsk", "mcp", "-t", "lab", "-p", project],
+        cwd=AGENT_HOME,
+    )  # fmt: skip
+    requests = int(json.loads(rsk("broker", "status", "--json").out)["requests"])
+
+    async def go() -> None:
+        async with Client(params, read_timeout_seconds=120) as c:
+            inside = await c.call_tool("launch", {"command": ["echo", "via-mcp"], "request_id": "mcp-in"})
+            assert not inside.is_error and inside.structured_content, inside.content
+            assert inside.structured_content["status"] == "submitted"
+            job = inside.structured_content["launch"]["job_id"]
+            waited = await c.call_tool("wait", {"job": job, "timeout": 45})
+            assert not waited.is_error and waited.structured_content["jobs"][0]["state"] == "succeeded"  # type: ignore[index]
+            outside = await c.call_tool("launch", {"command": ["true"], "gpus": 1, "request_id": "mcp-out"})
+            assert outside.structured_content and outside.structured_content["status"] == "pending"
+            for tool, args in (("launch", {"command": ["true"], "code": str(rsk_env)}),
+                               ("fetch", {"job": job, "paths": ["x"], "to": str(rsk_env)})):  # fmt: skip
+                refused = await c.call_tool(tool, args)
+                assert refused.is_error and "only that user may name a local path" in str(refused.content)
+            names = {t.name for t in (await c.list_tools()).tools}
+            assert not names & {"approve", "grant", "deny", "deny_rule"}
+
+    asyncio.run(go())
+    # one session, one request: the broker served it; the agent's python3 could not have run it itself
+    assert int(json.loads(rsk("broker", "status", "--json").out)["requests"]) == requests + 1
+    assert as_agent(broker, "/usr/bin/python3", "-c", "import mcp").rc != 0
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    assert [c["request_id"] for c in cards if c["status"] == "pending"] == ["mcp-out"], cards
+
+
 def test_a_socket_path_an_agent_could_redirect_is_refused(lab: Lab, tmp_path: Path) -> None:
     plant = Path(f"/tmp/rsk-plant-{uuid.uuid4().hex[:8]}")
     link = Path(f"/tmp/rsk-link-{uuid.uuid4().hex[:8]}")

@@ -42,5 +42,8 @@ def mcp(
             f"rsk mcp needs the MCP SDK ({exc.name} is missing)",
             "reinstall rsk (pip install -e . or ./install.sh): the mcp package is one of its dependencies",
         ) from exc
+    from rsk import caller
+
     pin = Pin(project=resolve_project(project), target=find_target(resolve_target(target)).name, max_wait=max_wait)
-    serve(pin)
+    c = caller.current()
+    serve(pin, c.stdio if c is not None else None)  # in the broker: the client's stdin and stdout
