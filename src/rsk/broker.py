@@ -15,6 +15,7 @@ import io
 import json
 import os
 import pwd
+import shutil
 import socket
 import stat
 import struct
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsk.broker_client import BROKERED, CONTENT_OPTIONS, PATH_OPTIONS, default_socket
 from rsk.caller import Caller, passed_env
+from rsk.codelist import MAX_BYTES
 from rsk.errors import StateError
 
 WIRE_VERSION = 1
@@ -45,6 +47,15 @@ Runner = Callable[[list[str], Caller, Out], int]
 __all__ = ["Broker", "BrokerInfo", "Config", "Request", "default_socket", "parse_allow", "refusal"]
 
 
+class CodeUpload(BaseModel):
+    """--code from another user: the files its client read, as a tar of `size` bytes after the request line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str  # the directory as argv names it
+    size: int = Field(ge=0, le=2 * MAX_BYTES)  # the files, at most the snapshot cap, and tar's headers
+
+
 class Request(BaseModel):
     """One request on the socket: a JSON line."""
 
@@ -59,6 +70,7 @@ class Request(BaseModel):
     columns: int = Field(default=200, ge=20, le=1000)
     ppid: int = 0
     files: dict[str, str] = {}  # path (as in argv) -> the content the client read, for --script and --tasks
+    code: CodeUpload | None = None
 
 
 class BrokerInfo(BaseModel):
@@ -157,6 +169,20 @@ def project_of(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
     return found[1].project if found else DEFAULT_PROJECT
 
 
+def code_values(argv: list[str], replace: str | None = None) -> list[str]:
+    """Every directory argv names with --code (before --); with `replace`, argv with each of them replaced."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    found, out = [], list(argv)
+    for i in range(cut):
+        if argv[i].startswith("--code="):
+            found.append(argv[i].split("=", 1)[1])
+            out[i] = f"--code={replace}"
+        elif argv[i] == "--code" and i + 1 < cut:
+            found.append(argv[i + 1])
+            out[i + 1] = str(replace)
+    return out if replace is not None else found
+
+
 def refusal(req: Request, uid: int, config: Config) -> str | None:
     """Why the broker will not run this request for this uid; None when it will (pure)."""
     owner = uid == os.getuid()
@@ -181,6 +207,8 @@ def refusal(req: Request, uid: int, config: Config) -> str | None:
     # the broker would read or write these as its own user: another user could name the human's key or
     # ledger. --script and --tasks come as content the client read (rsk.caller.read_text); these do not.
     named = {w.split("=", 1)[0] for w in head} & (PATH_OPTIONS - CONTENT_OPTIONS)
+    if req.code is not None and code_values(req.argv) == [req.code.path]:
+        named.discard("--code")  # its files come with the request (and only those are used)
     if named:
         return f"{', '.join(sorted(named))}: the broker would read it as its own user, so only that user may name it"
     if command in ("approvals", "withdraw") and not named_projects(req.argv):
@@ -353,16 +381,28 @@ class Broker:
                 self.requests += 1
                 self.running += 1
                 self.last = time.monotonic()
+            upload: Path | None = None
+            argv = req.argv
             try:
+                if req.code is not None:
+                    try:
+                        upload = receive_code(conn, req.code.size)
+                    except ValueError as exc:
+                        send({"e": f"error: --code {req.code.path}: {exc}\nhint: send it again; nothing was done\n"})
+                        send({"rc": 2})
+                        return
+                    argv = code_values(argv, replace=str(upload))
                 stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
                 who = Caller(env=passed_env(req.env), cwd=Path(req.cwd), uid=uid, user=_user_name(uid), ppid=req.ppid,
                              tty=req.tty, columns=req.columns, owner=uid == os.getuid(), files=req.files,
                              stdio=stdio)  # fmt: skip
-                rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
+                rc = self.runner(argv, who, lambda stream, text: send({stream: text}))
                 send({"rc": rc})
             except BrokenPipeError:
                 pass  # the client went away
             finally:
+                if upload is not None:
+                    shutil.rmtree(upload, ignore_errors=True)
                 with self.lock:
                     self.running -= 1
                     self.last = time.monotonic()
@@ -389,6 +429,33 @@ def _read_request(conn: socket.socket) -> Request:
             raise ValueError("request too large")
     conn.settimeout(None)
     return Request.model_validate(json.loads(bytes(buf).decode("utf-8")))
+
+
+def receive_code(conn: socket.socket, size: int) -> Path:
+    """Read the tar of `size` bytes that follows the request line and unpack it into a new private directory
+    (tarfile's "data" filter: no absolute or outside paths, no links out, no devices, no set-id bits)."""
+    import tarfile
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="rsk-code-"))
+    try:
+        with tempfile.TemporaryFile() as spool:
+            conn.settimeout(60.0)
+            left = size
+            while left:
+                chunk = conn.recv(min(left, 1 << 20))
+                if not chunk:
+                    raise ValueError(f"the client sent {size - left} of {size} bytes")
+                spool.write(chunk)
+                left -= len(chunk)
+            conn.settimeout(None)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r:") as tar:
+                tar.extractall(where, filter="data")
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        shutil.rmtree(where, ignore_errors=True)
+        raise ValueError(f"its files did not arrive whole: {exc}") from None
+    return where
 
 
 class _FrameWriter(io.TextIOBase):

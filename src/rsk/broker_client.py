@@ -147,12 +147,27 @@ def try_broker(argv: list[str]) -> int | None:
             cols = 200
         env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
         files: dict[str, str] = {}
-        req = {"v": 1, "op": "run", "argv": _absolute(argv, files), "cwd": os.getcwd(), "env": env,
+        absolute = _absolute(argv, files)
+        req = {"v": 1, "op": "run", "argv": absolute, "cwd": os.getcwd(), "env": env,
                "tty": os.isatty(1), "columns": max(20, min(cols, 1000)), "ppid": os.getppid(),
                "files": files}  # fmt: skip
+        upload = None
+        if uid != os.getuid() and (code := _code_option(absolute)) is not None:
+            # another user's broker opens no directory of ours: send the files --code takes, read as us
+            try:
+                upload, size = _pack(*code)
+            except (OSError, ValueError) as exc:
+                sys.stderr.write(f"error: --code {code[0]}: cannot send it to the broker: {exc}\n"
+                                 "hint: fix what it says, or leave out --code\n")  # fmt: skip
+                return 2
+            req["code"] = {"path": code[0], "size": size}
         sock.settimeout(None)
         try:
             sock.sendall((dumps(req) + "\n").encode())
+            if upload is not None:
+                while chunk := upload.read(1 << 20):
+                    sock.sendall(chunk)
+                upload.close()
             if argv[0] == "mcp":  # it speaks on stdin and stdout: what comes after the request is its input
                 _forward_stdin(sock)
             return _pump(sock)
@@ -165,6 +180,34 @@ def try_broker(argv: list[str]) -> int | None:
         "hint: run it again (a launch with the same --request-id never submits twice); `rsk broker status`\n"
     )
     return EXIT_CONNECT
+
+
+def _code_option(argv: list[str]) -> tuple[str, list[str]] | None:
+    """(--code's directory, the --exclude globs) from an argv whose paths are absolute; None without --code."""
+    head = argv[: argv.index("--")] if "--" in argv else argv
+    code, excludes, i = None, [], 0
+    while i < len(head):
+        name, eq, value = head[i].partition("=")
+        if name in ("--code", "--exclude"):
+            if not eq:
+                if i + 1 == len(head):
+                    break
+                i += 1
+                value = head[i]
+            if name == "--code":
+                code = value
+            else:
+                excludes.append(value)
+        i += 1
+    return (code, excludes) if code is not None else None
+
+
+def _pack(root: str, excludes: list[str]) -> tuple[Any, int]:
+    from rsk.codelist import pack
+
+    if not os.path.isdir(root):
+        raise ValueError("not a directory this user can read")
+    return pack(root, excludes)
 
 
 def _forward_stdin(sock: Any) -> None:

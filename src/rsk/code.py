@@ -8,24 +8,21 @@ exactly that code. Only blobs the cluster does not have yet travel (docs/protoco
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import io
 import os
 import re
-import subprocess
 import tarfile
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk.codelist import MAX_BYTES, selected
 from rsk.errors import ProtocolError, UsageError
 from rsk.protocol import raise_for_error
 from rsk.remote import Remote
 
-DEFAULT_EXCLUDES = (".git", ".rsk.toml", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", ".mypy_cache",
-                    ".pytest_cache", ".ruff_cache", "*.rsk-part")  # fmt: skip
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_BYTES = MAX_BYTES
 _SAFE = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
 
 
@@ -51,36 +48,12 @@ class CodeSnapshot(BaseModel):
         return "".join(f"{f.sha256} {755 if f.executable else 644} {f.path}\n" for f in self.files)
 
 
-def _listed(root: Path) -> list[str]:
-    """Relative paths under root: git's view (tracked and untracked, ignored left out) when in a work tree."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True, check=True, timeout=60,
-        ).stdout  # fmt: skip
-        return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        found = []
-        for base, dirs, names in os.walk(root):
-            dirs[:] = [d for d in dirs if d != ".git"]
-            found += [str((Path(base) / n).relative_to(root)) for n in names]
-        return found
-
-
-def _excluded(path: str, patterns: tuple[str, ...]) -> bool:
-    parts = path.split("/")
-    return any(fnmatch.fnmatch(path, p) or any(fnmatch.fnmatch(c, p) for c in parts) for p in patterns)
-
-
 def snapshot(root: Path, excludes: list[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> CodeSnapshot:
     root = root.resolve()
     if not root.is_dir():
         raise UsageError(f"--code {root} is not a directory")
-    patterns = DEFAULT_EXCLUDES + tuple(excludes or ())
     files: list[CodeFile] = []
-    for rel in sorted(set(_listed(root))):
-        if _excluded(rel, patterns):
-            continue
+    for rel in selected(str(root), excludes or []):
         full = root / rel
         if full.is_symlink():
             raise UsageError(f"--code: {rel} is a symlink", "rsk copies regular files only: exclude it (--exclude)")

@@ -149,10 +149,51 @@ def test_an_agents_script_and_tasks_travel_as_content_and_the_broker_opens_no_pa
     ), str(broker), "plan", "-t", "lab", "-p", project, "--script", str(LAB_DIR / "id_ed25519"))  # fmt: skip
     assert '{"rc": 2}' in forged.out and "cannot read --script" in forged.out, forged.out + forged.err
     assert "PRIVATE KEY" not in forged.out
-    # a directory is still only the broker's own user's to name
-    code = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--code", ".", "--", "true")
-    assert code.rc == Exit.USAGE and "only that user may name it" in code.err
     assert ledger.read_bytes() == before
+
+
+def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_else(
+    lab: Lab, project: str, broker: Path, rsk_env: Path
+) -> None:
+    """--code from another user: its client lists and reads the files as that user and sends them; the
+    broker unpacks them in a private directory and snapshots that. The digest is the one the same files
+    give without a broker; a directory the agent cannot read, or a tar that climbs out, gets nothing."""
+    from rsk.code import snapshot
+
+    grant(project, "--jobs", "3")
+    made = as_agent(broker, "sh", "-c", (
+        "rm -rf proj && mkdir -p proj/sub proj/__pycache__ && cd proj && "
+        "printf '#!/bin/sh\\necho code-ran-$(cat sub/data.txt)\\n' > run.sh && chmod 755 run.sh && "
+        "printf 'forty-two' > sub/data.txt && printf x > __pycache__/skip.pyc && printf y > skip.log"
+    ))  # fmt: skip
+    assert made.rc == 0, made.err
+    ran = as_agent(broker, "sh", "-c", f"cd proj && /usr/bin/python3 -m rsk launch -t lab -p {project} -r code "
+                   "--code . --exclude '*.log' --json -- ./run.sh")  # fmt: skip
+    assert ran.rc == 0, ran.out + ran.err
+    body = json.loads(ran.out)
+    assert body["plan"]["code"] == snapshot(AGENT_HOME / "proj", ["*.log"]).digest  # the files as the agent has them
+    assert agent_rsk(broker, "wait", body["job_id"], "-t", "lab", "-p", project, "--json").rc == 0
+    assert "code-ran-forty-two" in agent_rsk(broker, "logs", body["job_id"], "-t", "lab", "-p", project).out
+    assert not list(Path("/tmp").glob("rsk-code-*"))  # the broker's copy is gone
+
+    # a directory the agent cannot read is not sent, and not opened by the broker either
+    r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--code", str(rsk_env), "--json", "--", "true")
+    assert r.rc == Exit.USAGE and "cannot send it" in r.err, r.out + r.err
+    # a hand-made upload whose tar climbs out of the broker's directory
+    forged = as_agent(broker, "/usr/bin/python3", "-c", (
+        "import io, json, socket, sys, tarfile\n"
+        "buf = io.BytesIO(); t = tarfile.open(fileobj=buf, mode='w')\n"
+        "for name in ('../../tmp/rsk-escaped', '/tmp/rsk-escaped-abs'):\n"
+        "    i = tarfile.TarInfo(name); i.size = 3; t.addfile(i, io.BytesIO(b'bad'))\n"
+        "t.close(); data = buf.getvalue()\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+        "req = {'v': 1, 'op': 'run', 'argv': sys.argv[2:], 'code': {'path': '/x', 'size': len(data)}}\n"
+        "s.sendall(json.dumps(req).encode() + b'\\n' + data)\n"
+        "print(s.makefile().read())"
+    ), str(broker), "launch", "-t", "lab", "-p", project, "--code", "/x", "--", "true")  # fmt: skip
+    assert '{"rc": 2}' in forged.out and "did not arrive whole" in forged.out, forged.out + forged.err
+    assert not Path("/tmp/rsk-escaped").exists() and not Path("/tmp/rsk-escaped-abs").exists()
+    assert len(lab.jobs_named(f"rsk:{project}:code")) == 1
 
 
 def test_an_agents_mcp_server_runs_in_the_broker_and_gets_what_its_cli_gets(

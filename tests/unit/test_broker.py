@@ -220,3 +220,54 @@ def test_the_client_sends_what_it_can_read_of_script_and_tasks(tmp_path: Path, m
     assert files == {str(tmp_path / "s.sh"): "#!/bin/sh\ntrue\n"}  # not the missing file, nor the code directory
     _absolute(["plan", "--script", "bad"], files)
     assert str(tmp_path / "bad") not in files  # not UTF-8: the command says so, as it does without a broker
+
+
+def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -> None:
+    import io
+    import socket
+    import tarfile
+
+    from rsk.broker import code_values, receive_code
+
+    argv = ["launch", "--code", "/a", "--code=/b", "--", "run", "--code", "/c"]
+    assert code_values(argv) == ["/a", "/b"]
+    assert code_values(argv, replace="/tmp/x") == ["launch", "--code", "/tmp/x", "--code=/tmp/x", "--", "run",
+                                                   "--code", "/c"]  # fmt: skip
+    cfg = Config(socket=tmp_path / "b.sock", allowed={OTHER: None})
+    upload = {"path": "/a", "size": 10}
+    assert refusal(req("launch", "-p", "p", "--code", "/a", "--", "x", code=upload), OTHER, cfg) is None
+    for argv2 in (["--code", "/b"], ["--code", "/a", "--code", "/b"]):  # a directory other than the one sent
+        assert "only that user" in str(refusal(req("launch", "-p", "p", *argv2, code=upload), OTHER, cfg))
+
+    def tar(*members: tuple[str, bytes]) -> bytes:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as t:
+            for name, data in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = 0o4755
+                t.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    def send(data: bytes, size: int | None = None) -> Path:
+        a, b = socket.socketpair()
+        with a, b:
+            a.sendall(data)
+            a.shutdown(socket.SHUT_WR)
+            return receive_code(b, len(data) if size is None else size)
+
+    got = send(tar(("run.sh", b"echo hi\n"), ("sub/d.txt", b"42")))
+    assert (got / "run.sh").read_bytes() == b"echo hi\n" and (got / "sub" / "d.txt").read_text() == "42"
+    assert (got / "run.sh").stat().st_mode & 0o7777 == 0o755  # no set-id bit survives
+    assert got.stat().st_mode & 0o777 == 0o700
+    inside = send(tar(("/tmp/abs-escape", b"x")))  # a leading / is dropped: it lands inside
+    assert (inside / "tmp" / "abs-escape").exists() and not Path("/tmp/abs-escape").exists()
+    for bad in (tar(("../escape", b"x")), tar(("a/../../escape", b"x")), b"not a tar" * 100):
+        with pytest.raises(ValueError, match="did not arrive whole"):
+            send(bad)
+    with pytest.raises(ValueError, match="sent 3 of 10 bytes"):
+        send(b"abc", size=10)
+    import shutil
+
+    for d in (got, inside):
+        shutil.rmtree(d)
