@@ -84,7 +84,7 @@ def bench_single() -> None:
     base = timed(lambda: run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"]), n)
     r = statistics.median(rsk) / statistics.median(base)
     rows.append(
-        ("single launch", "rsk launch (plan, ledger, expect, journal)", ms(rsk), "ssh HOST sbatch --wrap", ms(base))
+        ("single launch", "rsk launch (plan, ledger, go, journal)", ms(rsk), "ssh HOST sbatch --wrap", ms(base))
     )
     ratios.append(("single", r, "target <= 1.5"))
 
@@ -103,7 +103,7 @@ def bench_batch() -> None:
     base = timed(seq, 1)
     speedup = base[0] / rsk[0]
     rows.append(
-        ("batch of 200", "rsk launch --tasks (one plan, one expect)", ms(rsk), "200 x ssh HOST sbatch", ms(base))
+        ("batch of 200", "rsk launch --tasks (one remote program)", ms(rsk), "200 x ssh HOST sbatch", ms(base))
     )
     ratios.append(("batch", speedup, "speedup, target >= 20"))
 
