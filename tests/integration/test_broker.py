@@ -50,6 +50,12 @@ def as_agent(sock: Path, *args: str, timeout: float = 120) -> Ran:
     return Ran(p.returncode, p.stdout, p.stderr)
 
 
+def agent_sh(sock: Path, script: str) -> None:
+    """Run a shell script as the agent, in its home (to make its files)."""
+    r = as_agent(sock, "sh", "-c", script)
+    assert r.rc == 0, r.err
+
+
 def agent_rsk(sock: Path, *args: str) -> Ran:
     return as_agent(sock, "/usr/bin/python3", "-m", "rsk", *args)
 
@@ -118,12 +124,11 @@ def test_an_agents_script_and_tasks_travel_as_content_and_the_broker_opens_no_pa
     """The agent's client reads its own --script and --tasks and sends them; the broker, which runs as the
     human, opens no path another user names: a path to the human's key or ledger is refused."""
     grant(project, "--jobs", "5")
-    files = as_agent(broker, "sh", "-c", (
+    agent_sh(broker, (
         "printf '#!/bin/sh\\n#SBATCH --time=5\\necho from-the-agents-script\\n' > s.sh && "
         "printf '%s\\n' '{\"key\": \"a\", \"argv\": [\"echo\", \"task-a\"]}' "
         "'{\"key\": \"b\", \"argv\": [\"echo\", \"task-b\"]}' > t.jsonl && chmod 600 s.sh t.jsonl"
     ))  # fmt: skip
-    assert files.rc == 0, files.err
     ran = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "-r", "script", "--script", "s.sh", "--json")
     assert ran.rc == 0, ran.out + ran.err
     job = json.loads(ran.out)["job_id"]
@@ -161,12 +166,11 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
     from rsk.code import snapshot
 
     grant(project, "--jobs", "3")
-    made = as_agent(broker, "sh", "-c", (
+    agent_sh(broker, (
         "rm -rf proj && mkdir -p proj/sub proj/__pycache__ && cd proj && "
         "printf '#!/bin/sh\\necho code-ran-$(cat sub/data.txt)\\n' > run.sh && chmod 755 run.sh && "
         "printf 'forty-two' > sub/data.txt && printf x > __pycache__/skip.pyc && printf y > skip.log"
     ))  # fmt: skip
-    assert made.rc == 0, made.err
     ran = as_agent(broker, "sh", "-c", f"cd proj && /usr/bin/python3 -m rsk launch -t lab -p {project} -r code "
                    "--code . --exclude '*.log' --json -- ./run.sh")  # fmt: skip
     assert ran.rc == 0, ran.out + ran.err
