@@ -408,10 +408,17 @@ def _open_jobs(ledger: Ledger, target: str) -> set[str]:
 
 # cards ---------------------------------------------------------------------------------------
 def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float = 1.0) -> Card:
-    """Block until a human decides the card (or the timeout passes: PendingApproval)."""
+    """Block until a human decides the card (or the timeout passes: PendingApproval). A denied card is a
+    DeniedError, with the human's reason."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         card = find_card(store.load(), card_id, store.archive)
+        if card.status == "denied":
+            raise DeniedError(
+                f"card {card_id} was denied by {card.decided_by}: {card.reason}",
+                "do not try to get around a denial; tell the human and ask what to do instead",
+                details={"card_id": card_id, "reason": card.reason},
+            )
         if card.status != "pending":
             return card
         if deadline is not None and time.monotonic() >= deadline:

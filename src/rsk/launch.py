@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.errors import ConnectError, DeniedError, PendingApproval, ProtocolError, RskError
+from rsk.errors import ConnectError, PendingApproval, ProtocolError, RskError
 from rsk.guard import (
     Allowed,
     authorize,
@@ -23,6 +23,8 @@ from rsk.protocol import Accepted, Plan, Request, accepted_from, plan_from, rais
 from rsk.remote import Remote
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from rsk.code import CodeSnapshot
 from rsk.store import Store
 from rsk.targets import find_target
@@ -108,8 +110,7 @@ def launch(
             out = talk.first
             raise_for_error(out)
             plan = plan_from(out)
-            known = [] if plan.prior else submitted_jobs(store.load(), request.request_id, plan.hash, target.name,
-                                                         store.archive)  # fmt: skip
+            known = _known_jobs(store, request, plan, target.name)
             if known:
                 # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
                 # root): report them; submitting again would spend a permission that was already used
@@ -118,35 +119,19 @@ def launch(
                 result = _result(target.name, request, plan, Allowed(kind="replay", id="ledger"), accepted)
                 result.note = "the cluster's journal no longer knows this request; the ledger does: not submitted again"
                 return result
-            replay = _replayed(plan)
-            if replay is not None:
+            try:
+                allowed = _allow(store, target.name, plan, request, planned_at)
+            except PendingApproval as pending:
+                if wait is None:
+                    raise
+                talk.close()
+                conn.close()
+                card_id = str(pending.details["card_id"])
+                say(f"waiting for a human to decide card {card_id}")
+                wait_for_card(store, card_id, wait if wait > 0 else None)  # denied: DeniedError
+                return launch(target_name, request, wait=None, progress=progress)  # the code is there now
+            if allowed.kind == "replay":
                 say("already submitted: replaying")
-                allowed = replay
-            elif plan.is_step:
-                allowed = authorize_step(store, target.name, plan, request)
-            else:
-                try:
-                    allowed = authorize(store, target.name, plan, request, planned_at)
-                except PendingApproval as pending:
-                    if pending.details.get("new_card"):
-                        from rsk.guard import find_card
-                        from rsk.notify import card_filed
-
-                        card_filed(find_card(store.load(), str(pending.details["card_id"])), store.project)
-                    if wait is None:
-                        raise
-                    talk.close()
-                    conn.close()
-                    card_id = str(pending.details["card_id"])
-                    say(f"waiting for a human to decide card {card_id}")
-                    card = wait_for_card(store, card_id, wait if wait > 0 else None)
-                    if card.status == "denied":
-                        raise DeniedError(
-                            f"card {card.id} was denied by {card.decided_by}: {card.reason}",
-                            "do not try to get around a denial; tell the human and ask what to do instead",
-                            details={"card_id": card.id, "reason": card.reason},
-                        ) from None
-                    return launch(target_name, request, wait=None, progress=progress)  # the code is there now
             say(f"submitting (allowed by {allowed.kind} {allowed.id})")
             try:
                 out = talk.reply("go", plan.hash)
@@ -221,9 +206,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         "cpu_hours_worst": round(plan.cpu_hours, 4), "jobs": plan.jobs, "policy_verdict": plan.verdict,
         "policy_reasons": plan.reasons, "estimate_start": plan.estimate_start, "plan": plan,
     }  # fmt: skip
-    if _replayed(plan) or (
-        not plan.prior and submitted_jobs(ledger, request.request_id, plan.hash, target.name, store.archive)
-    ):
+    if _replayed(plan) or _known_jobs(store, request, plan, target.name):
         return PlanReport(would="replay", reason="this request's jobs were submitted already", **base)
     if plan.is_step:
         from rsk.guard import decide_step
@@ -234,6 +217,32 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
     d = decide(ledger, facts(target.name, plan, request.request_id, active), now())
     return PlanReport(would=d.kind, rule=d.rule, reason=d.reason, closest_grant=d.closest_grant,
                       closest_why=d.closest_why, **base)  # fmt: skip
+
+
+def _known_jobs(store: Store, request: Request, plan: Plan, target: str) -> list[str]:
+    """The jobs the ledger recorded for this request when the cluster knows none (a wiped remote root)."""
+    if plan.prior:
+        return []
+    return submitted_jobs(store.load(), request.request_id, plan.hash, target, store.archive)
+
+
+def _allow(store: Store, target: str, plan: Plan, request: Request, planned_at: datetime) -> Allowed:
+    """What lets this plan run: a replay, the lease's rules for a step, or the ledger (deny, approval,
+    grant). PendingApproval when a human must decide; a card filed now is announced (rsk.notify)."""
+    replay = _replayed(plan)
+    if replay is not None:
+        return replay
+    if plan.is_step:
+        return authorize_step(store, target, plan, request)
+    try:
+        return authorize(store, target, plan, request, planned_at)
+    except PendingApproval as pending:
+        if pending.details.get("new_card"):
+            from rsk.guard import find_card
+            from rsk.notify import card_filed
+
+            card_filed(find_card(store.load(), str(pending.details["card_id"])), store.project)
+        raise
 
 
 def _replayed(plan: Plan) -> Allowed | None:
