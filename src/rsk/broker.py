@@ -18,7 +18,6 @@ import pwd
 import shutil
 import socket
 import stat
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsk.broker_client import BROKERED, CONTENT_OPTIONS, PATH_OPTIONS, default_socket
+from rsk.broker_client import BROKERED, CONTENT_OPTIONS, PATH_OPTIONS, default_socket, peer_uid
 from rsk.caller import Caller, passed_env
 from rsk.codelist import MAX_BYTES
 from rsk.errors import StateError
@@ -86,13 +85,6 @@ class BrokerInfo(BaseModel):
     running: int
     connections: dict[str, bool]  # target -> its warm connection is up
     allowed: dict[str, list[str]]  # other users allowed in, with their projects ("*": any)
-
-
-def peer_uid(sock: socket.socket) -> tuple[int, int]:
-    """(pid, uid) of the process at the other end of a Unix socket, from the kernel."""
-    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", raw)
-    return pid, uid
 
 
 def prepare_directory(directory: Path, shared: bool) -> None:
@@ -295,7 +287,7 @@ class Broker:
     def _dispatch(self, conn: socket.socket) -> None:
         """A thread for the connection, or, past the caps, an answer that says to retry."""
         try:
-            _pid, uid = peer_uid(conn)
+            uid = peer_uid(conn)
         except OSError:
             conn.close()
             return
@@ -356,7 +348,7 @@ class Broker:
 
     def _handle(self, conn: socket.socket) -> None:
         with conn:
-            _pid, uid = peer_uid(conn)
+            uid = peer_uid(conn)
             send = _sender(conn)
             try:
                 req = _read_request(conn)
