@@ -1,11 +1,9 @@
 # shellcheck shell=sh
-# rsk submit: plan a request, or submit it when its plan still has the expected hash.
+# rsk submit: plan a request, or plan it, wait for rsk's word, and submit that very plan.
 #
 #   submit plan                     < FRAME REQUEST   resolve, check policy, sbatch --test-only, print the
 #                                                     canonical plan, @@plan HASH, and what this request id
 #                                                     already did (@@prior)
-#   submit submit --rs-expect HASH  < FRAME REQUEST   recompute the plan; refuse unless it hashes to HASH;
-#                                                     journal intent; sbatch; journal outcome
 #   submit launch                   < FRAME REQUEST   plan as above, then @@await and wait for one line:
 #                                     [go HASH NONCE]  "go HASH NONCE" submits this very plan (HASH must be
 #                                                     its hash) with the rest framed by NONCE; anything
@@ -18,7 +16,7 @@
 # a step (lease NAME) is queued into the lease's directory instead of going to sbatch (docs/leases.md).
 
 usage() {
-    rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch | submit submit --rs-expect HASH (request on stdin)"
+    rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)"
 }
 
 # request -------------------------------------------------------------------
@@ -227,6 +225,8 @@ resolve_lease() {
     fi
     if [ -n "$LEASE_OPEN" ]; then
         rsk_need_token lease "$LEASE_OPEN"
+        # only the submit-lease program carries the controller (a plain launch does not ship it)
+        [ -n "${RSK_CONTROLLER:-}" ] || rsk_fail "$RSK_E_USAGE" bad-request "opening a lease takes the submit-lease program"
         if [ -n "$LEASE$Q_arg$Q_script$TASKS$CODE" ]; then
             rsk_fail "$RSK_E_USAGE" bad-request "a lease runs rsk's controller: no command, script, tasks, code or lease of its own"
         fi
@@ -522,7 +522,7 @@ await_go() {
 }
 
 # policy_unchanged: the policy file is read again after the go; a policy changed since the plan (its
-# digest is bound in the plan) is a mismatch, as when submit mode recomputes the plan
+# digest is bound in the plan) is a mismatch: the go names a plan made under another policy
 policy_unchanged() {
     rsk_digest=$RSK_POLICY_DIGEST
     rsk_policy_load
@@ -532,7 +532,7 @@ policy_unchanged() {
     }
 }
 
-# submit mode -------------------------------------------------------------------
+# after the go ------------------------------------------------------------------
 # job_text IDXS: the job script sbatch reads on stdin for these task indices of the current shape
 # job_text IDXS [STEP]: ... or, with STEP (its step id), the script a lease's controller runs as that step
 job_text() {
@@ -791,10 +791,6 @@ main() {
     EXPECT=''
     case $MODE in
         plan | launch) [ $# -eq 1 ] || usage ;;
-        submit)
-            if [ $# -ne 3 ] || [ "$2" != --rs-expect ]; then usage; fi
-            EXPECT=$3
-            ;;
         *) usage ;;
     esac
     rsk_need sbatch squeue scontrol sinfo base64 awk
@@ -811,7 +807,6 @@ main() {
     build_plan
     case $MODE in
         plan) do_plan ;;
-        launch) do_plan && await_go && policy_unchanged && do_submit ;;
-        *) do_submit ;;
+        *) do_plan && await_go && policy_unchanged && do_submit ;;
     esac
 }

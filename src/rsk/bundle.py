@@ -1,8 +1,10 @@
 """The remote scripts as programs: each call ships the whole program it runs (docs/adr/0006-ship-the-scripts.md).
 
-A program is a header (the scripts digest, and the job wrapper or the status awk where the entry needs
-them), lib.sh, the library parts the entry uses, the entry script, and `main "$@"`. It runs on the cluster
-as `sh -c PROGRAM`, so nothing stored under the remote root is ever executed.
+A program is a header (the scripts digest, and the job wrapper, the lease controller or the status awk where
+the entry needs them), lib.sh, the library parts the entry uses, the entry script, and `main "$@"`. It
+travels on stdin ahead of the request, read to the byte by a short loader that is the only text on the
+command line (`LOADER`, docs/adr/0025), so no program can reach the kernel's limit on one argument and
+nothing stored under the remote root is ever executed.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "fetch": ("fetch.sh",),
     "gpus": ("gpus.sh",),
     "lease": ("lease.sh",),
+    "submit-lease": ("policy.sh", "submit.sh"),  # submit, with the controller a lease's job runs
 }
 _MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
 _HEADER_FILES = {
-    "submit": {"RSK_WRAPPER": "wrapper.sh", "RSK_CONTROLLER": "controller.sh"},
+    "submit": {"RSK_WRAPPER": "wrapper.sh"},
+    "submit-lease": {"RSK_WRAPPER": "wrapper.sh", "RSK_CONTROLLER": "controller.sh"},
     "status": {"RSK_STATUS_AWK": "status.awk"},
 }
 
@@ -63,9 +67,37 @@ def digest() -> str:
     return h.hexdigest()
 
 
+# The command line of every call: read "rsk-program LENGTH" and then exactly LENGTH bytes of program from
+# stdin, and run them in this shell. `dd bs=N count=1` makes one read(2) of at most N bytes, so it never
+# takes a byte of the request that follows; a pipe may hand over less, so it loops. Programs are ASCII
+# (a unit test holds them to it), so ${#c} counts bytes in any shell and locale.
+LOADER = """set -eu
+rsk_bad() { echo 'rsk: the program did not arrive whole on stdin' >&2; exit 2; }
+IFS=' ' read -r rsk_m rsk_n || rsk_bad
+[ "$rsk_m" = rsk-program ] || rsk_bad
+case $rsk_n in '' | *[!0-9]*) rsk_bad ;; esac
+rsk_p=
+while [ "$rsk_n" -gt 0 ]; do
+    rsk_c=$(dd bs="$rsk_n" count=1 2>/dev/null && echo .) || rsk_bad
+    rsk_c=${rsk_c%.}
+    [ -n "$rsk_c" ] || rsk_bad
+    rsk_p=$rsk_p$rsk_c
+    rsk_n=$((rsk_n - ${#rsk_c}))
+done
+unset rsk_m rsk_n rsk_c
+eval "$rsk_p"
+"""
+
+
+def shipped(entry: str) -> bytes:
+    """What goes on stdin ahead of the request: the loader's header line, then the program."""
+    text = program(entry).encode("ascii")
+    return f"rsk-program {len(text)}\n".encode("ascii") + text
+
+
 @cache
 def program(entry: str) -> str:
-    """The whole text that runs on the cluster for one entry (`sh -c` takes it as one argument)."""
+    """The whole text that runs on the cluster for one entry (the loader reads it from stdin)."""
     if entry not in ENTRIES:
         raise ValueError(f"no remote entry {entry!r}")
     src = files()
@@ -83,8 +115,11 @@ def program(entry: str) -> str:
 
 
 def write_all(directory: str | Path) -> list[Path]:
-    """Every program as DIRECTORY/ENTRY.sh (for shellcheck and the bats suites: they check what ships)."""
-    out = []
+    """Every program as DIRECTORY/ENTRY.sh, and the loader as loader.sh (for shellcheck and the bats suites:
+    they check and run what ships)."""
+    loader = Path(directory) / "loader.sh"
+    loader.write_text("# shellcheck shell=sh\n" + LOADER, encoding="utf-8")
+    out = [loader]
     for entry in ENTRIES:
         path = Path(directory) / f"{entry}.sh"
         path.write_text(program(entry), encoding="utf-8")

@@ -55,6 +55,11 @@ class LaunchResult(BaseModel):
     note: str = ""
 
 
+def submit_entry(request: Request) -> str:
+    """The submit program for a request: only opening a lease ships the controller its job runs."""
+    return "submit-lease" if request.lease_open else "submit"
+
+
 def requester() -> str:
     """Who is asking, as far as the environment tells (RSK_REQUESTER overrides)."""
     from rsk import caller
@@ -105,7 +110,7 @@ def launch(
         say(f"planning on {target.name}")
         planned_at = now()
         # one remote program plans, waits while the ledger decides, then submits that very plan (`go`)
-        talk = remote.converse("submit", "launch", stdin=payload)
+        talk = remote.converse(submit_entry(request), "launch", stdin=payload)
         try:
             out = talk.first
             raise_for_error(out)
@@ -196,7 +201,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
         planned_at = now()
-        out = remote.call("submit", "plan", stdin=request.encode())
+        out = remote.call(submit_entry(request), "plan", stdin=request.encode())
     raise_for_error(out)
     plan = plan_from(out)
     ledger = store.load()

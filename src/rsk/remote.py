@@ -22,24 +22,23 @@ class Remote:
         self.root = conn.target.remote_root
 
     def command(self, entry: str, args: tuple[str, ...]) -> str:
-        """The remote command line: the remote root, then `sh -c PROGRAM` with the arguments."""
+        """The remote command line: the remote root, then `sh -c LOADER` with the arguments; the program
+        itself travels on stdin (`bundle.shipped`), so the line stays short whatever the program's size."""
         quoted = "".join(" " + shlex.quote(a) for a in args)
-        return (
-            f"RSK_ROOT={remote_path(self.root)} exec /bin/sh -c {shlex.quote(bundle.program(entry))} rsk-{entry}"
-            + quoted
-        )
+        return f"RSK_ROOT={remote_path(self.root)} exec /bin/sh -c {shlex.quote(bundle.LOADER)} rsk-{entry}" + quoted
 
     def call(self, entry: str, *args: str, stdin: bytes = b"", timeout: float | None = None) -> Output:
-        """Run one program. The first stdin line carries a fresh nonce; only `@@NONCE` lines count."""
+        """Run one program. After the program, the first stdin line carries a fresh nonce; only `@@NONCE`
+        lines count."""
         nonce = secrets.token_hex(16)
-        frame = f"{FRAME} {nonce}\n".encode("ascii")
+        frame = bundle.shipped(entry) + f"{FRAME} {nonce}\n".encode("ascii")
         result = self.conn.run(self.command(entry, args), stdin=frame + stdin, timeout=timeout)
         return _answer(entry, parse(result.stdout, nonce), result.rc, result.stderr)
 
     def converse(self, entry: str, *args: str, stdin: bytes = b"") -> Conversation:
         """Run a program that answers, then waits for a word from rsk (`@@NONCE await`): `Conversation`."""
         nonce = secrets.token_hex(16)
-        frame = f"{FRAME} {nonce}\n".encode("ascii")
+        frame = bundle.shipped(entry) + f"{FRAME} {nonce}\n".encode("ascii")
         ex = self.conn.open(self.command(entry, args), stdin=frame + stdin)
         try:
             waiting = ex.read_until(f"\n@@{nonce} await ".encode("ascii"))

@@ -12,8 +12,8 @@ manifest() { # manifest FILE...: "SHA MODE PATH" lines for files in $SRC, sorted
 }
 
 code() { # code MODE MANIFEST_FILE [TAR]: run the code program
-    { printf 'rsk-frame 2 %s\n' "$NONCE"; cat "$2"; echo end; [ -z "${3:-}" ] || cat "$3"; } \
-        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/code.sh")" rsk-code "$1" "$PROJECT" "$DIGEST" \
+    { shipped code; printf 'rsk-frame 2 %s\n' "$NONCE"; cat "$2"; echo end; [ -z "${3:-}" ] || cat "$3"; } \
+        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/loader.sh")" rsk-code "$1" "$PROJECT" "$DIGEST" \
         | sed "s/^@@$NONCE /@@/"
     return "${PIPESTATUS[1]}"
 }

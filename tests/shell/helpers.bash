@@ -40,17 +40,24 @@ request() {
     printf 'end\n'
 }
 
-# remote ENTRY[.sh] ARGS... : run a shipped program under dash as the cluster user; its @@NONCE lines
-# come out as @@ lines (submit reads the request from stdin)
+# remote ENTRY[.sh] ARGS... : run a shipped program under dash as the cluster user, as rsk does: the loader
+# on the command line, the program then the frame line on stdin; its @@NONCE lines come out as @@ lines
+# (submit reads the request from stdin)
 remote() { remote_env "" "$@"; }
+
+# shipped ENTRY: what rsk sends on stdin ahead of the frame line
+shipped() {
+    printf 'rsk-program %s\n' "$(($(wc -c <"$PROGS/$1.sh")))"
+    cat "$PROGS/$1.sh"
+}
 
 # remote_env PATH ENTRY ARGS...: the same with another PATH for the cluster user ("" keeps it)
 remote_env() {
     path=${1:-$PATH}
     entry=${2%.sh}
     shift 2
-    { printf 'rsk-frame 2 %s\n' "$NONCE"; [ "$entry" != submit ] || cat; } \
-        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/$entry.sh")" "rsk-$entry" "$@" \
+    { shipped "$entry"; printf 'rsk-frame 2 %s\n' "$NONCE"; case $entry in submit*) cat ;; esac; } \
+        | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/loader.sh")" "rsk-$entry" "$@" \
         | sed "s/^@@$NONCE /@@/"
     return "${PIPESTATUS[1]}"
 }
@@ -75,11 +82,15 @@ dec() { # dec WIRE: a wire value ("=literal" or base64) decoded
     case $1 in "="*) printf '%s' "${1#=}" ;; *) printf '%s' "$1" | base64 -d ;; esac
 }
 
-submit() { # submit RID ARGS...: plan, then submit with the expected hash; sets JOB
+# go HASH: rsk's word after the ledger allowed the plan HASH, as rsk sends it to `submit launch` (its answer
+# is framed by the nonce the go names: the same one here, so @@ lines read as before)
+go() { printf 'go %s %s\n' "$1" "$NONCE"; }
+
+submit() { # submit RID ARGS...: plan, then launch and go with that plan's hash, as rsk does; sets JOB
     rid=$1
     shift
     run remote submit plan < <(request "request_id=$rid" "$@")
-    run remote submit submit --rs-expect "$(plan_hash)" < <(request "request_id=$rid" "$@")
+    run remote submit launch < <(request "request_id=$rid" "$@"; go "$(plan_hash)")
     [ "$status" -eq 0 ]
     JOB=$(field accepted job)
 }

@@ -81,7 +81,7 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
             for k in t1 t2 t3; do printf 'task =%s\ntarg =sleep\ntarg =120\n' "$k"; done
             printf 'end\n'; }
     run remote submit plan < <(req)
-    run remote submit submit --rs-expect "$(plan_hash)" < <(req)
+    run remote submit launch < <(req; go "$(plan_hash)")
     [ "$status" -eq 0 ]
     [ "$(printf '%s\n' "$output" | grep -c '^@@accepted ')" -eq 3 ]
     run remote cancel "$PROJECT" batch bb
@@ -140,8 +140,8 @@ SH
     ha=$(plan_hash)
     run remote submit plan < <(request request_id=b arg=false)
     hb=$(plan_hash)
-    remote submit submit --rs-expect "$ha" < <(request request_id=a arg=true) >"$ROOT/a.out" &
-    remote submit submit --rs-expect "$hb" < <(request request_id=b arg=false) >"$ROOT/b.out" &
+    remote submit launch < <(request request_id=a arg=true; go "$ha") >"$ROOT/a.out" &
+    remote submit launch < <(request request_id=b arg=false; go "$hb") >"$ROOT/b.out" &
     wait
     grep -q '^@@accepted ' "$ROOT/a.out"
     grep -q '^@@accepted ' "$ROOT/b.out"

@@ -46,11 +46,11 @@ write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$R
 @test "a cap reached since planning refuses with its own code (7) and journals it" {
     write_policy "max_active_jobs = 1"
     run remote submit plan < <(request request_id=a arg=sleep arg=60)
-    run remote submit submit --rs-expect "$(plan_hash)" < <(request request_id=a arg=sleep arg=60)
+    run remote submit launch < <(request request_id=a arg=sleep arg=60; go "$(plan_hash)")
     [ "$status" -eq 0 ]
     run remote submit plan < <(request request_id=b arg=sleep arg=61)
     [ "$(field active count)" = 1 ]
-    run remote submit submit --rs-expect "$(plan_hash)" < <(request request_id=b arg=sleep arg=61)
+    run remote submit launch < <(request request_id=b arg=sleep arg=61; go "$(plan_hash)")
     [ "$status" -eq 7 ]
     [ "$(field error code)" = active-cap ]
     tail -n 1 "$ROOT/journal/$PROJECT.log" | grep -q 'ev=refused rid=b .* code=active-cap'

@@ -65,7 +65,7 @@ teardown() { teardown_root; }
 }
 
 @test "submit with a wrong hash refuses with rc 5 and journals nothing" {
-    run remote submit submit --rs-expect 0000 < <(request request_id=r1 arg=true)
+    run remote submit launch < <(request request_id=r1 arg=true; go 0000)
     [ "$status" -eq 5 ]
     [ "$(field error code)" = plan-mismatch ]
     [ ! -s "$ROOT/journal/$PROJECT.log" ]
@@ -139,8 +139,9 @@ teardown() { teardown_root; }
     run remote submit plan < <(request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes)
     hash=$(plan_hash)
     run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$bin:$PATH" LEAK=secret SBATCH_GRES=gpu:4 \
-        SBATCH_PARTITION=gpu dash -c "$(cat "$PROGS/submit.sh")" rsk-submit submit --rs-expect "$hash" \
-        < <(printf 'rsk-frame 2 %s\n' "$NONCE"; request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes)
+        SBATCH_PARTITION=gpu dash -c "$(cat "$PROGS/loader.sh")" rsk-submit launch \
+        < <(shipped submit; printf 'rsk-frame 2 %s\n' "$NONCE"; request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes
+            go "$hash")
     [ "$status" -eq 0 ]
     job=$(printf '%s\n' "$output" | sed -n "s/^@@$NONCE accepted job=\([0-9]*\) .*/\1/p")
     wait_file "$ROOT/runs/$PROJECT/e1/t0/ended"
@@ -168,7 +169,7 @@ teardown() { teardown_root; }
     run remote submit plan < <(request request_id=r1 arg=true)
     [ "$(field prior state)" = done ]
     [ "$(field prior job)" = "$job" ]
-    run remote submit submit --rs-expect "$(plan_hash)" < <(request request_id=r1 arg=true)
+    run remote submit launch < <(request request_id=r1 arg=true; go "$(plan_hash)")
     [ "$status" -eq 0 ]
     [ "$(field accepted job)" = "$job" ]
     [ "$(field accepted replay)" = 1 ]
@@ -240,9 +241,37 @@ teardown() { teardown_root; }
 }
 
 @test "without the frame line a program prints no @@ line and exits 2" {
-    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/status.sh")" rsk-status "$PROJECT" </dev/null
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/loader.sh")" rsk-status "$PROJECT" \
+        < <(shipped status)
     [ "$status" -eq 2 ]
     ! printf '%s\n' "$output" | grep -q '^@@'
+}
+
+@test "the loader reads the program to the byte, across short reads, and leaves the request whole" {
+    prog="$PROGS/submit.sh"
+    size=$(($(wc -c <"$prog")))
+    # the program arrives in three pieces with pauses between (a pipe hands each over alone), then the request
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/loader.sh")" rsk-submit plan \
+        < <(printf 'rsk-program %s\n' "$size"; head -c 1000 "$prog"; sleep 0.3; tail -c +1001 "$prog" | head -c 30000
+            sleep 0.3; tail -c +31001 "$prog"; printf 'rsk-frame 2 %s\n' "$NONCE"; request request_id=ld arg=true)
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q "^@@$NONCE plan "
+}
+
+@test "a program cut short, or without its header, runs nothing and exits 2" {
+    prog="$PROGS/status.sh"
+    size=$(($(wc -c <"$prog")))
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/loader.sh")" rsk-status "$PROJECT" \
+        < <(printf 'rsk-program %s\n' "$size"; head -c $((size - 10)) "$prog")
+    [ "$status" -eq 2 ]
+    printf '%s\n' "$output" | grep -q 'did not arrive whole'
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/loader.sh")" rsk-status "$PROJECT" \
+        < <(printf 'rsk-frame 2 %s\n' "$NONCE")
+    [ "$status" -eq 2 ]
+    ! printf '%s\n' "$output" | grep -q '^@@'
+    run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/loader.sh")" rsk-status "$PROJECT" \
+        < <(printf 'rsk-program 12x\n')
+    [ "$status" -eq 2 ]
 }
 
 @test "Slurm's refusal at plan time is rc 70 with its message" {
@@ -263,7 +292,7 @@ teardown() { teardown_root; }
     mkdir -p "$ROOT/journal"
     chown root "$ROOT/journal"
     chmod 0755 "$ROOT/journal"
-    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
+    run remote submit launch < <(request request_id=r1 arg=true; go "$hash")
     [ "$status" -eq 73 ]
     [ "$(field error code)" = root-unwritable ]
     [ -z "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:r1" -o %i)" ]
@@ -275,7 +304,7 @@ teardown() { teardown_root; }
     for c in /usr/bin/*; do [ "${c##*/}" = flock ] || ln -s "$c" "$noflock/${c##*/}"; done
     chown -R "$LAB_USER" "$noflock"
     run remote submit plan < <(request request_id=r1 arg=true)
-    run remote_env "$noflock:/usr/sbin:/sbin" submit submit --rs-expect "$(plan_hash)" < <(request request_id=r1 arg=true)
+    run remote_env "$noflock:/usr/sbin:/sbin" submit launch < <(request request_id=r1 arg=true; go "$(plan_hash)")
     [ "$status" -eq 78 ]
     [ "$(field error code)" = missing-command ]
     [ ! -s "$ROOT/journal/$PROJECT.log" ]
@@ -290,14 +319,14 @@ teardown() { teardown_root; }
     chown -R "$LAB_USER" "$fake"
     run remote submit plan < <(request request_id=full arg=sleep arg=60)
     hash=$(plan_hash)
-    run remote_env "$fake:$PATH" submit submit --rs-expect "$hash" < <(request request_id=full arg=sleep arg=60)
+    run remote_env "$fake:$PATH" submit launch < <(request request_id=full arg=sleep arg=60; go "$hash")
     [ "$status" -eq 0 ]
     job=$(field accepted job)
     [ -n "$job" ]
     [ "$(field warning code)" = journal-unwritable ]
     chmod u+w "$ROOT/journal/$PROJECT.log"
     [ "$(events | tr '\n' ' ')" = "intent " ]
-    run remote submit submit --rs-expect "$hash" < <(request request_id=full arg=sleep arg=60)
+    run remote submit launch < <(request request_id=full arg=sleep arg=60; go "$hash")
     [ "$status" -eq 0 ]
     [ "$(field accepted job)" = "$job" ]
     [ "$(field accepted replay)" = 1 ]
@@ -311,7 +340,7 @@ teardown() { teardown_root; }
     mkdir -p "$ROOT/journal"
     printf 'v=1 t=2026-01-01T00:00:00Z ev=failed rid=old plan=p\nv=2 t=2026-01-01T00:00:01Z ev=inte' >"$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"
-    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
+    run remote submit launch < <(request request_id=r1 arg=true; go "$hash")
     [ "$status" -eq 0 ]
     sed -n 1p "$ROOT/journal/$PROJECT.log" | grep -q 'ev=failed rid=old'
     [ "$(sed -n 2p "$ROOT/journal/$PROJECT.log")" = 'v=2 t=2026-01-01T00:00:01Z ev=inte' ]
@@ -334,7 +363,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"
     run remote submit plan < <(request request_id=r1 arg=true)
     [ "$(field prior state)" = open ]
-    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=true)
+    run remote submit launch < <(request request_id=r1 arg=true; go "$hash")
     [ "$status" -eq 0 ]
     [ "$(events | tr '\n' ' ')" = "intent repaired abandoned intent accepted " ]
 }
@@ -346,7 +375,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     mkdir -p "$ROOT/journal"
     printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s\n' "$hash" > "$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"
-    run remote submit submit --rs-expect "$hash" < <(request request_id=r1 arg=sleep arg=30)
+    run remote submit launch < <(request request_id=r1 arg=sleep arg=30; go "$hash")
     [ "$status" -eq 0 ]
     [ "$(field accepted job)" = "$job" ]
     [ "$(field accepted replay)" = 1 ]
@@ -367,6 +396,9 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     # (a negated command is not checked by set -e unless it is the last one: each check is a `run`)
     run grep -rnw eval "$REPO"/remote/
     [ "$status" -eq 1 ]
+    # the loader's one eval runs the program it read from stdin, nothing else
+    [ "$(grep -cw eval "$PROGS/loader.sh")" -eq 1 ]
+    grep -qx 'eval "$rsk_p"' "$PROGS/loader.sh"
     grep -q 'rsk_nap=1$' "$REPO"/remote/controller.sh
     # the one fractional sleep is the lease controller's probe, which falls back to whole seconds
     run sh -c "grep -rn 'sleep 0\.\|mv -T\|head -c' '$REPO/remote' | grep -v 'if sleep 0\.01 2>/dev/null; then rsk_nap=0\.2; fi'"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from types import SimpleNamespace
 
 import pytest
 
@@ -12,6 +13,7 @@ from rsk.errors import UsageError
 from rsk.inert import inert, inert_lines
 from rsk.inputs import check_env, check_request
 from rsk.protocol import Request
+from rsk.remote import Remote
 
 
 @pytest.mark.parametrize(
@@ -67,8 +69,28 @@ def test_programs_are_whole_and_bound_to_the_content_digest() -> None:
         assert text.rstrip().endswith('main "$@"')  # one call, at the end
         assert text.count('\nmain "$@"') + text.count('\npolicy_main "$@"') == 1, entry
         assert f"RSK_SCRIPTS={bundle.digest()}" in text
-        assert len(text.encode()) < 100_000  # one sh -c argument: Linux allows 128 KiB
+        assert text.isascii(), entry  # the loader counts characters as bytes
     assert "rsk_main" in bundle.program("submit") and "rsk_main" not in bundle.program("status")
+    # only opening a lease ships the controller
+    assert "RSK_CONTROLLER=" in bundle.program("submit-lease") and "RSK_CONTROLLER=" not in bundle.program("submit")
+
+
+MAX_ARG_STRLEN = 128 * 1024  # Linux's limit on one argument; sshd hands the whole command to `sh -c` as one
+
+
+@pytest.mark.parametrize("entry", sorted(bundle.ENTRIES))
+def test_the_command_as_sent_stays_under_half_the_argument_limit(entry: str) -> None:
+    # the command line exactly as transport sends it, with a long remote root and many long arguments
+    conn = SimpleNamespace(target=SimpleNamespace(remote_root="~/" + "r" * 1024))
+    command = Remote(conn).command(entry, tuple("a'b\"c $x" * 8 for _ in range(16)))  # type: ignore[arg-type]
+    assert len(command.encode()) < MAX_ARG_STRLEN // 2
+    assert "rsk_start" not in command  # the program travels on stdin, not on the command line
+
+
+def test_what_is_shipped_ahead_of_the_request_is_the_program_and_its_exact_length() -> None:
+    for entry in bundle.ENTRIES:
+        head, _, body = bundle.shipped(entry).partition(b"\n")
+        assert head == f"rsk-program {len(body)}".encode() and body.decode("ascii") == bundle.program(entry)
 
 
 def test_reserved_environment_names_and_non_utf8_are_refused() -> None:
