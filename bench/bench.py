@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -11,7 +12,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,9 +103,7 @@ def bench_batch() -> None:
 
     base = timed(seq, 1)
     speedup = base[0] / rsk[0]
-    rows.append(
-        ("batch of 200", "rsk launch --tasks (one remote program)", ms(rsk), "200 x ssh HOST sbatch", ms(base))
-    )
+    rows.append(("batch of 200", "rsk launch --tasks (one remote program)", ms(rsk), "200 x ssh HOST sbatch", ms(base)))
     ratios.append(("batch", speedup, "speedup, target >= 20"))
 
 
@@ -286,14 +285,28 @@ def bench_step() -> None:
                    "speedup, target >= 5"))  # fmt: skip
 
 
+@contextlib.contextmanager
+def ssh_master() -> Iterator[list[str]]:
+    """What a seasoned user types: OpenSSH over a ControlMaster connection (`ControlMaster auto` and
+    `ControlPersist` in ssh_config), started once here and closed after. Yields the ssh command that uses it."""
+    control = Path(tempfile.mkdtemp(prefix="rsk-bench-mux-")) / "m"
+    mux = [SSH[0], "-o", f"ControlPath={control}", *SSH[1:]]
+    subprocess.run([mux[0], "-o", "ControlMaster=yes", "-o", "ControlPersist=600", "-fN", *mux[1:]], check=True)
+    try:
+        yield mux
+    finally:
+        subprocess.run([mux[0], "-O", "exit", *mux[1:]], capture_output=True, check=False)
+
+
 def bench_broker() -> None:
-    """A warm broker against raw ssh (single launch, status), and 8 agents launching at once through one
-    broker against 8 direct processes."""
+    """A warm broker against raw ssh and against OpenSSH's ControlMaster (single launch, plan, status), and 8
+    agents launching at once through one broker against 8 direct processes."""
     sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
     env = {**ENV, "RSK_BROKER": str(sock)}
     direct = {**ENV, "RSK_NO_BROKER": "1"}
     subprocess.run([*RSK, "broker", "start", "--idle", "600"], env=env, check=True, capture_output=True)
     try:
+        bench_against_mux(env)
         i = iter(range(10**6))
 
         def brokered(*args: str) -> None:
@@ -328,6 +341,35 @@ def bench_broker() -> None:
         ratios.append(("eight-agents", statistics.median(alone) / statistics.median(through), "speedup, target >= 3"))
     finally:
         subprocess.run([*RSK, "broker", "stop"], env=env, check=False, capture_output=True)
+
+
+def bench_against_mux(env: dict[str, str]) -> None:
+    """Warm launch, plan and status through the broker against the same Slurm command over a ControlMaster."""
+    i = iter(range(10**6))
+
+    def brokered(*args: str) -> None:
+        subprocess.run([*RSK, *args], env=env, check=True, capture_output=True)
+
+    brokered("status", "-t", "lab", "-p", "bench")  # warms the broker's connection
+    with ssh_master() as mux:
+        n = 10
+        shape = ["--parsable", "--mem=64", "--time=1", "--wrap", "true"]
+        launch = timed(lambda: brokered("launch", "-t", "lab", "-p", "bench", "-r", f"m{RUN}{next(i)}", "--mem",
+                                        "64M", "--time", "1", "--json", "--", "true"), n)  # fmt: skip
+        sbatch = timed(lambda: run([*mux, "sbatch", *shape]), n)
+        plan = timed(lambda: brokered("plan", "-t", "lab", "-p", "bench", "-r", f"mp{RUN}", "--mem", "64M", "--time",
+                                      "1", "--json", "--", "true"), n)  # fmt: skip
+        test_only = timed(lambda: run([*mux, "sbatch", "--test-only", *shape]), n)
+        status = timed(lambda: brokered("status", "-t", "lab", "-p", "bench", "--json"), 5)
+        squeue = timed(lambda: run([*mux, "squeue", "--json"]), 5)
+    for what, mine, base_what, base, name, target in (
+        ("rsk launch via the broker", launch, "mux ssh sbatch --wrap", sbatch, "launch-warm-mux", "target <= 3"),
+        ("rsk plan via the broker", plan, "mux ssh sbatch --test-only", test_only, "plan-warm-mux", "target <= 2"),
+        ("rsk status --json via the broker", status, "mux ssh squeue --json", squeue, "status-warm-mux",
+         "target <= 1.5"),
+    ):  # fmt: skip
+        rows.append((f"{name.removesuffix('-mux')}, against a ControlMaster", what, ms(mine), base_what, ms(base)))
+        ratios.append((name, statistics.median(mine) / statistics.median(base), target))
 
 
 BENCHES = {"single": bench_single, "batch": bench_batch, "status": bench_status, "ledger": bench_ledger,
