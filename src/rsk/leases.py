@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictInt
 
 from rsk.errors import UsageError
 from rsk.gpus import GpuInventory, inventory_from
@@ -32,15 +32,15 @@ class LeaseSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    nodes: int | None = None
-    gpus: int | None = None  # per node
-    cpus: int | None = None  # per node
+    nodes: StrictInt | None = None  # numbers as numbers: true is not 1
+    gpus: StrictInt | None = None  # per node
+    cpus: StrictInt | None = None  # per node
     mem: str | None = None  # per node
     time: str | None = None
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    drain_min: int | None = None
+    drain_min: StrictInt | None = None
     overrun: Literal["refuse", "clip"] | None = None
     request_id: str | None = None
 

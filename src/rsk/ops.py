@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk import guard, states
+from rsk import guard, safejson, states
 from rsk.atomic import write_atomic
 from rsk.errors import UsageError
 from rsk.jobs import JournalEvent, parse_journal_line
@@ -305,11 +305,12 @@ def _load_snapshot(project: str, target: str, cursor: str) -> tuple[int, dict[st
         raise UsageError(f"cursor {cursor!r} is not one rsk gave", "start without --after to get a cursor")
     d = _snapshots(project, target)
     try:
-        data = json.loads((d / f"{sid}.json").read_text())
-    except (OSError, ValueError) as exc:
+        data = safejson.loads((d / f"{sid}.json").read_bytes(), max_depth=4)
+        snapshot = {str(k): str(v) for k, v in dict(data["states"]).items()}
+    except (OSError, ValueError, TypeError, KeyError, safejson.BadJson) as exc:
         raise UsageError(f"cursor {cursor!r} is unknown or expired", "start again without --after",
                          details={"code": "cursor-expired"}) from exc  # fmt: skip
-    return int(lines_s), dict(data["states"])
+    return int(lines_s), snapshot
 
 
 def _key(j: JobState) -> str:
