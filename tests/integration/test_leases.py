@@ -377,3 +377,20 @@ def test_a_step_written_into_the_queue_by_the_account_runs_journaled_and_shows_a
     assert j["chain_ok"], j["chain_problems"]
     assert [e["event"] for e in j["events"] if e["job_id"] == f"{ljob}s90"] == ["step-started"]
     assert [e["event"] for e in j["events"] if e["job_id"] == ok["job_id"]][-1] == "step-started"
+    # the allowed step, once it ended, copied into a new slot to run it again under its own id
+    w = rsk("wait", ok["job_id"], "--target", "lab", "--project", project, "--timeout", "60", "--json")
+    assert w.rc == 0, w.out
+    cp = lab.ssh(
+        f"cd {ldir} && f=$(grep -l ' rid=mine ' end/*.step) && cp \"${{f%.step}}.sh\" q/000091.sh "
+        "&& sed 's/^seq=[0-9]*/seq=000091/' \"$f\" > q/000091.step.tmp && mv q/000091.step.tmp q/000091.step"
+    )
+    assert cp.returncode == 0, cp.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
+        mine = next(j for j in st["jobs"] if j["job_id"] == ok["job_id"])
+        if mine["starts"] == 2:
+            break
+        time.sleep(1)
+    assert "started 2 times" in mine["undecided"], mine
+    assert any(f"undecided step {ok['job_id']}" in w for w in st["warnings"]), st["warnings"]
