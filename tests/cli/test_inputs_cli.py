@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from rsk.errors import Exit
-from rsk.inputs import GPU_VISIBILITY, RESERVED_NAMES, RESERVED_PREFIXES
-from rsk.spec import LaunchSpec, build_request
 from tests.conftest import ROOT, rsk
 
 # a target that does not exist: every refusal below must come before rsk looks for one
 NOWHERE = ("--target", "nowhere")
+# which GPUs a job sees: Slurm sets them from what it allocated
+GPU_VISIBILITY = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                  "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK")  # fmt: skip
 
 
 def refused(args: list[str], project: str, home: Path, rc: Exit = Exit.USAGE) -> str:
@@ -39,6 +40,10 @@ def test_gpu_visibility_variables_are_refused_in_env_and_task_env(
 
 
 def test_the_cluster_refuses_the_same_environment_names_as_the_client() -> None:
+    from rsk.inputs import GPU_VISIBILITY as CLIENT_GPU
+    from rsk.inputs import RESERVED_NAMES, RESERVED_PREFIXES
+
+    assert set(CLIENT_GPU) == set(GPU_VISIBILITY) and set(GPU_VISIBILITY) <= set(RESERVED_NAMES)
     text = (ROOT / "remote" / "submit.sh").read_text()
     m = re.search(r"^RESERVED_ENV='([^']*)'$", text, flags=re.MULTILINE)
     assert m is not None
@@ -59,6 +64,7 @@ def test_a_nul_byte_in_a_script_a_task_or_an_env_value_is_refused(rsk_env: Path,
 def test_a_nul_byte_in_an_argument_or_env_value_is_refused_where_requests_are_built() -> None:
     # the MCP server and the CLI build requests here (a process's own argv cannot hold a NUL)
     from rsk.errors import UsageError
+    from rsk.spec import LaunchSpec, build_request
 
     for spec in (LaunchSpec(argv=["echo", "a\0b"]), LaunchSpec(argv=["true"], env=["A=1\0"]),
                  LaunchSpec(argv=["true"], workdir="/tmp\0/x")):  # fmt: skip
@@ -97,6 +103,7 @@ def test_numbers_are_numbers_where_the_agent_supplies_them() -> None:
     from pydantic import ValidationError
 
     from rsk.leases import LeaseSpec
+    from rsk.spec import LaunchSpec
 
     for bad in ({"gpus": True}, {"nodes": "2"}, {"cpus": 1.5}):
         with pytest.raises(ValidationError):
