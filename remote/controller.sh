@@ -68,6 +68,7 @@ rsk_ctl_journal() {
             case $rsk_last in *" h="*) rsk_prev=${rsk_last##*" h="} ;; *) exit 1 ;; esac
         fi
         rsk_h=$(printf '%s\n%s\n' "$rsk_prev" "$1" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-16)
+        [ "${#rsk_h}" -eq 16 ] || exit 1
         printf '%s h=%s\n' "$1" "$rsk_h" >>"$rsk_jf"
     ) 9>>"$rsk_root/journal/$rsk_project.lock"
 }

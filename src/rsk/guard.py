@@ -301,8 +301,8 @@ def record_lease(store: Store, target: str, plan: Plan, request_id: str, allowed
         return lease
 
 
-def record_steps(store: Store, target: str, plan: Plan, request_id: str, jobs: dict[int, tuple[str, str]]) -> None:
-    """The steps the cluster queued for a request the ledger allowed into a lease (idx -> (step id, task)):
+def record_steps(store: Store, target: str, plan: Plan, request_id: str, jobs: list[tuple[str, str]]) -> None:
+    """The steps the cluster queued for a request the ledger allowed into a lease ((step id, task) each):
     the lease's record keeps them, once however often they are replayed."""
     with store.transaction() as ledger:
         lease = next((x for x in ledger.leases if x.target == target and x.name == plan.lease
@@ -310,7 +310,7 @@ def record_steps(store: Store, target: str, plan: Plan, request_id: str, jobs: d
         if lease is None or lease.steps is None:
             return
         known = {s.job_id for s in lease.steps}
-        for job, task in jobs.values():
+        for job, task in jobs:
             if job not in known:
                 lease.steps.append(LeaseStep(job_id=job, request_id=request_id, plan_hash=plan.hash, task=task))
 
