@@ -54,6 +54,25 @@ rsk_step_end() { # rsk_step_end SEQ WHY: the entry leaves run/ (or q/) for end/,
     done
 }
 
+# rsk_ctl_journal LINE: one sealed block of one line appended to the project's journal under the project's
+# lock, as lib.sh's rsk_journal_write seals: h = sha256(PREVSEAL "\n" LINE "\n"), its first 16 characters.
+# A torn or unsealed tail is left for rsk's next call to repair: this fails, and the step does not start.
+rsk_ctl_journal() {
+    rsk_jf="$rsk_root/journal/$rsk_project.log"
+    (
+        flock -w 60 9 || exit 1
+        rsk_prev=''
+        if [ -s "$rsk_jf" ]; then
+            [ -z "$(tail -c 1 "$rsk_jf")" ] || exit 1
+            rsk_last=$(tail -n 1 "$rsk_jf")
+            case $rsk_last in *" h="*) rsk_prev=${rsk_last##*" h="} ;; *) exit 1 ;; esac
+        fi
+        rsk_h=$(printf '%s\n%s\n' "$rsk_prev" "$1" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-16)
+        [ "${#rsk_h}" -eq 16 ] || exit 1
+        printf '%s h=%s\n' "$1" "$rsk_h" >>"$rsk_jf"
+    ) 9>>"$rsk_root/journal/$rsk_project.lock"
+}
+
 rsk_kv() { # rsk_kv LINE KEY
     rsk_r=" $1 "
     case $rsk_r in *" $2="*) rsk_r=${rsk_r#*" $2="}; printf '%s' "${rsk_r%% *}" ;; esac
@@ -71,6 +90,15 @@ rsk_step_start() {
     printf 'node=%s gpus=%s cpus=%s mem=%s start=%s end=%s job=%s\n' "$2" "$rsk_g" "$rsk_c" "$rsk_m" "$rsk_s" \
         "$((rsk_s + $3 * 60))" "$rsk_me" >"$rsk_ldir/run/$1.at"
     if [ "$rsk_g" -gt 0 ]; then rsk_gres="gpu:$rsk_g"; else rsk_gres=none; fi
+    # every step it starts is in the journal first, as the entry says (whoever wrote it: rsk status compares it
+    # with what the ledger allowed); one it cannot journal does not start
+    rsk_jl="v=2 t=$(date -u +%Y-%m-%dT%H:%M:%SZ) ev=step-started rid=$(rsk_kv "$rsk_line" rid) plan=$(rsk_kv "$rsk_line" plan) idx=$(rsk_kv "$rsk_line" idx) task=$(rsk_kv "$rsk_line" task) job=$(rsk_kv "$rsk_line" job) lease=$rsk_lease seq=$1 node=$2 res=1,$rsk_c,$rsk_m,$rsk_g,$3"
+    case $rsk_jl in *[!A-Za-z0-9._:,=\ -]*) rsk_jl='' ;; esac # one line of words, as rsk writes them
+    if [ -z "$rsk_jl" ] || ! rsk_ctl_journal "$rsk_jl"; then
+        rsk_step_end "$1" journal-unwritable
+        rsk_lease_log "step $1 not started: the journal could not take its line"
+        return 0
+    fi
     mkdir -p "$rsk_sdir"
     (
         rsk_src=0

@@ -15,6 +15,11 @@ function kv(line, key,    i, n, w) {
     for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2)
     return ""
 }
+function add(key, j) {
+    if (!(key in job)) order[++n] = key
+    job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res"); k_lease[key] = kv($0, "lease")
+    k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
+}
 function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s }
 BEGIN {
     FS = " "
@@ -41,9 +46,13 @@ BEGIN {
     if (rid !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ || (idx != "" && idx !~ /^[0-9]+$/)) next
     key = rid SUBSEP idx
     if ((ev == "accepted" || ev == "reconciled") && j ~ /^[0-9_]+(s[0-9]+)?$/) {
-        if (!(key in job)) order[++n] = key
-        job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res"); k_lease[key] = kv($0, "lease")
-        k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
+        add(key, j)
+    } else if (ev == "step-started" && j ~ /^[0-9]+s[0-9]+$/) {
+        # a lease's controller started it: counted, and listed even when nothing accepted it (rsk compares
+        # every step with what its ledger allowed)
+        starts[j]++
+        if (!(key in job)) add(key, j)
+        else if (job[key] != j && !((key SUBSEP j) in job)) add(key SUBSEP j, j)
     } else if (ev == "cancel-requested" || ev == "cancelled") {
         cancel[j] = 1
     }
@@ -52,8 +61,8 @@ END {
     if (after != "") print "@@" nonce " cursor lines=" NR
     for (i = 1; i <= n; i++) {
         key = order[i]; j = job[key]; d = k_dir[key]
-        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s lease=%s\n", \
+        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s lease=%s starts=%d\n", \
             nonce, k_rid[key], k_task[key], k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
-            ac_state[j], ac_exit[j], m_rc[d], m_sig[d], m_el[d], m_lim[d], (j in cancel), t_sub[key], k_res[key], k_lease[key]
+            ac_state[j], ac_exit[j], m_rc[d], m_sig[d], m_el[d], m_lim[d], (j in cancel), t_sub[key], k_res[key], k_lease[key], starts[j]
     }
 }

@@ -71,12 +71,21 @@ slurm_name() { # slurm_name KEY: sets RSK_V to a partition/account/qos name or "
     case $RSK_V in *[!A-Za-z0-9._-]* | -*) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 '$RSK_V' is not a valid name" ;; esac
 }
 
-env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those rsk or Slurm own
+# the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's path), and those that choose
+# which GPUs a job sees (Slurm sets them from what it allocated). The one list on the cluster's side: plan
+# time (env_name_ok) and the job script (rsk_export) both read it; rsk.inputs holds the same list.
+RESERVED_ENV='SLURM_* SLURMD_* SBATCH_* SALLOC_* SRUN_* RSK_* rsk_* PATH CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL ZE_AFFINITY_MASK'
+
+env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of RESERVED_ENV
     case ${1%%=*} in
         '' | [0-9]* | *[!A-Za-z0-9_]*) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE with NAME of A-Z a-z 0-9 _" ;;
-        SLURM_* | SLURMD_* | SBATCH_* | SALLOC_* | SRUN_* | RSK_* | rsk_* | PATH)
-            rsk_fail "$RSK_E_USAGE" bad-env "environment name ${1%%=*} belongs to rsk or Slurm (PATH: use the plan's path)" ;;
     esac
+    set -f
+    for rsk_p in $RESERVED_ENV; do
+        # shellcheck disable=SC2254  # the words of RESERVED_ENV are patterns
+        case ${1%%=*} in $rsk_p) set +f; rsk_fail "$RSK_E_USAGE" bad-env "environment name ${1%%=*} belongs to rsk or Slurm (PATH: use the plan's path; GPUs: ask for them)" ;; esac
+    done
+    set +f
     case $1 in *=*) ;; *) rsk_fail "$RSK_E_USAGE" bad-env "environment entries are NAME=VALUE" ;; esac
 }
 
@@ -143,8 +152,9 @@ resolve() {
         *) rsk_fail "$RSK_E_USAGE" bad-workdir "the working directory must be absolute or start with ~/" ;;
     esac
     # the plan binds the directory the job will really run in: symlinks resolved now
+    rsk_wd=$WORKDIR
     WORKDIR=$(cd "$WORKDIR" 2>/dev/null && pwd -P) \
-        || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $WORKDIR does not exist on the cluster"
+        || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $rsk_wd does not exist on the cluster"
     for rsk_e in $Q_env; do rsk_dec "$rsk_e"; env_name_ok "$RSK_V"; done
     resolve_lease
     if [ -n "$LEASE_OPEN" ]; then
@@ -548,7 +558,8 @@ job_text() {
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
     printf '%s\n' "$RSK_WRAPPER"
-    printf 'rsk_export() { case ${rsk_a%%%%=*} in SLURM_* | SLURMD_* | SBATCH_* | SALLOC_* | SRUN_* | RSK_* | rsk_* | PATH | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n'
+    printf 'rsk_export() { case ${rsk_a%%%%=*} in %s | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n' \
+        "$(printf '%s' "$RESERVED_ENV" | sed 's/ / | /g')"
     printf 'rsk_clean_env\nset --\n'
     for rsk_e in $Q_env; do printf "rsk_arg '%s'; rsk_export\n" "$rsk_e"; done
     if [ "$KIND" = lease ]; then

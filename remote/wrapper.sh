@@ -16,8 +16,9 @@ rsk_arg() { # "=LITERAL" is the value itself; anything else is base64
 rsk_clean_env() {
     for rsk_n in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
         case $rsk_n in
-            SLURM_* | SLURMD_* | CUDA_VISIBLE_DEVICES | ROCR_VISIBLE_DEVICES | GPU_DEVICE_ORDINAL | HOME | USER \
-                | LOGNAME | TMPDIR | HOSTNAME) ;;
+            # what Slurm sets, the GPUs it gave included (unset, a job would see every GPU of the node)
+            SLURM_* | SLURMD_* | CUDA_VISIBLE_DEVICES | ROCR_VISIBLE_DEVICES | GPU_DEVICE_ORDINAL | ZE_AFFINITY_MASK \
+                | HOME | USER | LOGNAME | TMPDIR | HOSTNAME) ;;
             *) unset "$rsk_n" 2>/dev/null || true ;;
         esac
     done

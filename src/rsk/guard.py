@@ -17,7 +17,20 @@ from pydantic import BaseModel, ConfigDict
 from rsk.archive import Archive
 from rsk.decide import Facts, decide, denial, find_approval
 from rsk.errors import DeniedError, PendingApproval, UsageError
-from rsk.ledger import Approval, AuditEntry, Card, CardPlan, CardTask, Charge, JobCost, Lease, Ledger, Use, now
+from rsk.ledger import (
+    Approval,
+    AuditEntry,
+    Card,
+    CardPlan,
+    CardTask,
+    Charge,
+    JobCost,
+    Lease,
+    LeaseStep,
+    Ledger,
+    Use,
+    now,
+)
 from rsk.paths import scope
 from rsk.protocol import Plan, Request, Resources
 from rsk.store import Store
@@ -286,6 +299,33 @@ def record_lease(store: Store, target: str, plan: Plan, request_id: str, allowed
         ledger.leases.append(lease)
         store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
         return lease
+
+
+def record_steps(store: Store, target: str, plan: Plan, request_id: str, jobs: list[tuple[str, str]]) -> None:
+    """The steps the cluster queued for a request the ledger allowed into a lease ((step id, task) each):
+    the lease's record keeps them, once however often they are replayed."""
+    with store.transaction() as ledger:
+        lease = next((x for x in ledger.leases if x.target == target and x.name == plan.lease
+                      and x.job_id == plan.lease_job), None)  # fmt: skip
+        if lease is None or lease.steps is None:
+            return
+        known = {s.job_id for s in lease.steps}
+        for job, task in jobs:
+            if job not in known:
+                lease.steps.append(LeaseStep(job_id=job, request_id=request_id, plan_hash=plan.hash, task=task))
+
+
+def undecided_step(ledger: Ledger, target: str, lease: str, job_id: str, request_id: str, starts: int) -> str:
+    """Why a step of a lease was never decided by this ledger ("" when it was, or cannot be told): the
+    controller started it, but no step the ledger allowed has its id and request, or it started twice."""
+    records = [x for x in ledger.leases if x.target == target and x.name == lease]
+    if any(x.steps is None for x in records) or any(x.job_id == job_id for x in records):
+        return ""  # a lease opened by an rsk that did not record its steps, or the lease's own job
+    if not any(s.job_id == job_id and s.request_id == request_id for x in records for s in x.steps or []):
+        return "no step the ledger allowed has this id and request"
+    if starts > 1:
+        return f"started {starts} times; the ledger allowed it once"
+    return ""
 
 
 def close_lease(store: Store, target: str, name: str, by: str) -> list[Lease]:

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import base64
-import contextlib
-import json
 import re
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsk import chain
+from rsk import chain, safejson
 from rsk.atomic import write_atomic
-from rsk.errors import UsageError
+from rsk.errors import StateError, UsageError
 from rsk.paths import project_dir
 from rsk.protocol import parse_kv, raise_for_error, unb64
 from rsk.remote import Remote, remote_for
@@ -63,17 +61,54 @@ def parse_journal_line(n: int, words: list[str]) -> JournalEvent:
     )
 
 
+class Anchor(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    line: int = Field(ge=0)
+    seal: str
+
+
+class Anchors(BaseModel):
+    """journal-anchors.json: per target, the last journal line rsk saw and its seal (truncation shows)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    schema_version: int = 1
+    targets: dict[str, Anchor] = {}
+
+
 def _anchors(project: str) -> Path:
     return project_dir(project) / "journal-anchors.json"
 
 
+def read_anchors(project: str) -> Anchors:
+    path = _anchors(project)
+    hint = (f"fix or remove {path}; without it rsk cannot tell whether the cluster's journal was cut short "
+            "since it last looked (the next rsk journal saves a new one)")  # fmt: skip
+    try:
+        raw = safejson.loads(path.read_bytes(), max_depth=4, max_bytes=1 << 20)
+    except FileNotFoundError:
+        return Anchors()
+    except (OSError, safejson.BadJson) as exc:
+        raise StateError(f"cannot read {path}: {getattr(exc, 'message', exc)}", hint) from None
+    if isinstance(raw, dict) and "schema_version" not in raw:
+        raw = {"schema_version": 1, "targets": raw}  # as rsk wrote it before the file had a version
+    try:
+        anchors = Anchors.model_validate(raw)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise StateError(f"{path} is invalid at {'.'.join(map(str, e['loc']))}: {e['msg']}", hint) from None
+    if anchors.schema_version != 1:
+        raise StateError(f"{path} has schema_version {anchors.schema_version}; this rsk understands 1",
+                         "upgrade rsk to read it")  # fmt: skip
+    return anchors
+
+
 def journal(target_name: str, project: str, after: int = 0) -> Journal:
     """The journal after a cursor, its seals checked, and checked against the last seal rsk saw."""
-    anchors: dict[str, dict[str, object]] = {}
-    with contextlib.suppress(OSError, ValueError):
-        anchors = json.loads(_anchors(project).read_text())
-    anchor = anchors.get(target_name, {})
-    a_line, a_seal = int(str(anchor.get("line", 0))), str(anchor.get("seal", ""))
+    anchors = read_anchors(project)
+    anchor = anchors.targets.get(target_name)
+    a_line, a_seal = (anchor.line, anchor.seal) if anchor else (0, "")
     args = [project, str(after)] + ([str(a_line), a_seal] if a_line else [])
     with remote_for(target_name) as remote:
         out = remote.call("journal", *args)
@@ -86,8 +121,8 @@ def journal(target_name: str, project: str, after: int = 0) -> Journal:
     if anchor_rec is not None and anchor_rec.kv.get("ok") != "1":
         problems.insert(0, f"the journal no longer holds line {a_line} as rsk saw it: it was cut short or rewritten")
     if not problems and report.head_line > a_line:
-        anchors[target_name] = {"line": report.head_line, "seal": report.head_seal}
-        write_atomic(_anchors(project), json.dumps(anchors).encode())
+        anchors.targets[target_name] = Anchor(line=report.head_line, seal=report.head_seal)
+        write_atomic(_anchors(project), anchors.model_dump_json().encode())
     events = [parse_journal_line(n, text.split(" ")) for n, text in lines if n > after]
     cursor = out.first("cursor")
     return Journal(

@@ -13,6 +13,7 @@ from rsk.guard import (
     authorize,
     authorize_step,
     record_lease,
+    record_steps,
     record_submitted,
     release,
     submitted_jobs,
@@ -151,6 +152,8 @@ def launch(
         accepted = accepted_from(out)
         if allowed.kind != "lease":  # a step costs the lease nothing new
             record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})
+        if plan.is_step and accepted:  # what a controller starts is compared with these (rsk status)
+            record_steps(store, target.name, plan, request.request_id, [(a.job_id, a.task or "") for a in accepted])
         if plan.kind == "lease" and accepted:
             record_lease(store, target.name, plan, request.request_id, allowed, accepted[0].job_id)
         try:

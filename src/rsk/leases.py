@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Literal, cast, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictInt
 
 from rsk.errors import UsageError
 from rsk.gpus import GpuInventory, inventory_from
@@ -32,15 +32,15 @@ class LeaseSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    nodes: int | None = None
-    gpus: int | None = None  # per node
-    cpus: int | None = None  # per node
+    nodes: StrictInt | None = None  # numbers as numbers: true is not 1
+    gpus: StrictInt | None = None  # per node
+    cpus: StrictInt | None = None  # per node
     mem: str | None = None  # per node
     time: str | None = None
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    drain_min: int | None = None
+    drain_min: StrictInt | None = None
     overrun: Literal["refuse", "clip"] | None = None
     request_id: str | None = None
 
@@ -90,6 +90,7 @@ class LeaseInfo(BaseModel):
     ended: int
     drained: bool  # a human asked it to start no new steps (rsk lease drain)
     ledger: Literal["open", "closed", "unknown"]  # whether this project's ledger allows steps into it
+    undecided: list[str] = []  # steps its controller started that the ledger never decided (rsk.ops)
 
 
 class LeaseList(BaseModel):
@@ -99,6 +100,7 @@ class LeaseList(BaseModel):
     target: str
     project: str
     leases: list[LeaseInfo]
+    warnings: list[str] = []  # one per undecided step, as rsk status says it
 
 
 class CloseReport(BaseModel):
@@ -156,11 +158,19 @@ def _call(remote: Remote, *args: str) -> Output:
 def status(target: str, project: str, name: str | None = None) -> LeaseList:
     if name is not None:
         check_token("lease name", name)
+    from rsk.ops import status_call, undecided_warning
+
     store = Store(project)
     with remote_for(target) as remote:
         out = _call(remote, "status", project, *([name] if name else []))
+        jobs, _ = status_call(remote, target, project)  # which steps the ledger never decided
     ledger = store.load()  # once, for every lease the answer lists
-    return LeaseList(target=target, project=project, leases=[_info(r, ledger, target) for r in out.all("lease")])
+    leases = [_info(r, ledger, target) for r in out.all("lease")]
+    names = {x.name for x in leases}
+    for x in leases:
+        x.undecided = [j.job_id for j in jobs.jobs if j.lease == x.name and j.undecided]
+    warnings = [undecided_warning(j) for j in jobs.jobs if j.undecided and j.lease in names]
+    return LeaseList(target=target, project=project, leases=leases, warnings=warnings)
 
 
 def set_drain(target: str, project: str, name: str, drain: bool) -> LeaseInfo:
@@ -229,4 +239,5 @@ def describe(info: LeaseInfo) -> str:
         f"{info.name:<14} job {info.job_id:<8} {info.state:<9} {info.nodes}x{info.gpus} GPU on {where}{left}; "
         f"steps: {info.queued} queued, {info.running} running, {info.ended} ended"
         + ("" if info.ledger == "open" else f" (ledger: {info.ledger})")
+        + (f"; UNDECIDED: {', '.join(info.undecided)}" if info.undecided else "")
     )

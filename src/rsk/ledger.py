@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LEDGER_SCHEMA = 4
+LEDGER_SCHEMA = 5
 
 
 def now() -> datetime:
@@ -185,6 +185,17 @@ class Card(Model):
     reason: str = ""
 
 
+class LeaseStep(Model):
+    """A step the ledger allowed into a lease, as the cluster queued it: what a step the controller started
+    is compared with (a step none of these names was never decided here)."""
+
+    job_id: str  # LEASEJOBsSEQ
+    request_id: str
+    plan_hash: str
+    task: str = ""
+    at: datetime = Field(default_factory=now)
+
+
 class Lease(Model):
     """A lease this project opened: its allocation was allowed (and charged) like any launch, so steps
     queued into it while it is open need no decision of their own beyond the deny rules."""
@@ -204,6 +215,7 @@ class Lease(Model):
     opened: datetime = Field(default_factory=now)
     closed: datetime | None = None
     closed_by: str = ""
+    steps: list[LeaseStep] | None = []  # None: opened by an rsk that did not record its steps (schema < 5)
 
 
 class Ledger(Model):
@@ -239,12 +251,18 @@ def _dicts(value: object) -> list[dict[str, object]] | None:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema. 3 -> 4: grants carry what their archived charges spent
+    """An older ledger as the current schema. 4 -> 5: leases record the steps they allowed (a lease opened
+    before says it did not: None). 3 -> 4: grants carry what their archived charges spent
     (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
     submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
     for validation to refuse."""
+    if raw.get("schema_version", 1) == 4:
+        leases = _dicts(raw.get("leases", []))
+        if leases is None:
+            return raw
+        return {**raw, "schema_version": 5, "leases": [{**x, "steps": None} for x in leases]}
     if raw.get("schema_version", 1) == 3:
-        return {**raw, "schema_version": 4}
+        return migrate({**raw, "schema_version": 4})
     if raw.get("schema_version", 1) == 2:
         return migrate({**raw, "schema_version": 3})
     if raw.get("schema_version", 1) != 1:

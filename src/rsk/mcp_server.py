@@ -122,9 +122,9 @@ Tasks = Annotated[
     Field(description="A batch: one object per task, {key, argv | script, env, gpus, time, ...}; one plan, one card."),
 ]
 RequestId = Annotated[str | None, Field(description="Idempotency key: the same id never submits twice. Default: new.")]
-Gpus = Annotated[int | None, Field(ge=0, description="GPUs per node.")]
-Nodes = Annotated[int | None, Field(ge=1, description="Nodes (default 1).")]
-Cpus = Annotated[int | None, Field(ge=1, description="CPUs per node (default 1).")]
+Gpus = Annotated[int | None, Field(ge=0, strict=True, description="GPUs per node.")]  # true is not 1
+Nodes = Annotated[int | None, Field(ge=1, strict=True, description="Nodes (default 1).")]
+Cpus = Annotated[int | None, Field(ge=1, strict=True, description="CPUs per node (default 1).")]
 Mem = Annotated[str | None, Field(description="Memory per node: 4096, 512M, 16G.")]
 Time = Annotated[str | None, Field(description="Time limit: 30, 2:00:00, 1-00:00:00.")]
 Env = Annotated[list[str] | None, Field(description="NAME=VALUE entries passed to the job.")]
@@ -229,7 +229,8 @@ def build(pin: Pin) -> MCPServer:
         nodes: Nodes = None, gpus: Gpus = None, cpus: Cpus = None, mem: Mem = None,
         time: Annotated[str | None, Field(description="How long to hold it: 30, 2:00:00.")] = None,
         partition: Text = None, request_id: RequestId = None,
-        drain_min: Annotated[int | None, Field(ge=0, description="Start no step in the last MINUTES.")] = None,
+        drain_min: Annotated[int | None, Field(ge=0, strict=True, description="Start no step in the last MINUTES.")]
+        = None,
         overrun: Annotated[Literal["refuse", "clip"] | None, Field(description="A step longer than the time left.")]
         = None,
     ) -> LaunchReply:  # fmt: skip

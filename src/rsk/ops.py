@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk import guard, states
+from rsk import guard, safejson, states
 from rsk.atomic import write_atomic
 from rsk.errors import UsageError
 from rsk.jobs import JournalEvent, parse_journal_line
@@ -41,6 +41,8 @@ class JobState(Model):
     mem_mb: int | None = None
     gpus: int | None = None
     lease: str | None = None  # a step: the lease it was queued into
+    starts: int = 0  # a step: how often a lease's controller journaled starting it
+    undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
 
     @property
     def gpu_hours_used(self) -> float:
@@ -63,6 +65,7 @@ class Status(Model):
     at: str
     jobs: list[JobState]
     counts: dict[str, int] = {}  # jobs per state (after any filter)
+    warnings: list[str] = []  # what a human must look at: steps the ledger never decided
 
 
 def _int(value: str | None) -> int | None:
@@ -104,9 +107,30 @@ def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
                 mem_mb=mem,
                 gpus=gpus,
                 lease=kv.get("lease") or None,
+                starts=_int(kv.get("starts")) or 0,
             )
         )
     return jobs
+
+
+def mark_undecided(st: Status, project: str) -> Status:
+    """Every step a lease's controller started is compared with the steps the ledger allowed: one it never
+    decided (a job of the cluster account can write into a lease's queue) is marked, with a warning."""
+    ledger = Store(project).load()
+    for j in st.jobs:
+        if j.lease:
+            j.undecided = guard.undecided_step(ledger, st.target, j.lease, j.job_id, j.request_id, j.starts)
+        if j.undecided:
+            st.warnings.append(undecided_warning(j))
+    return st
+
+
+def undecided_warning(j: JobState) -> str:
+    return (
+        f"undecided step {j.job_id} (request {j.request_id}) ran in lease {j.lease}: {j.undecided}. Any job of "
+        "the cluster account can queue steps into the account's leases (docs/security.md); if it is yours and "
+        f"its launch was cut off, launch it again with --request-id {j.request_id}"
+    )
 
 
 def settle_ended(target: str, project: str, jobs: list[JobState]) -> int:
@@ -138,7 +162,7 @@ def status_call(remote: Remote, target: str, project: str, after: int | None = N
         by_request.setdefault(j.request_id, []).append(j.job_id)
     guard.adopt(Store(project), target, by_request)
     settle_ended(target, project, st.jobs)
-    return st, out
+    return mark_undecided(st, project), out
 
 
 def status(target: str, project: str) -> Status:
@@ -305,11 +329,12 @@ def _load_snapshot(project: str, target: str, cursor: str) -> tuple[int, dict[st
         raise UsageError(f"cursor {cursor!r} is not one rsk gave", "start without --after to get a cursor")
     d = _snapshots(project, target)
     try:
-        data = json.loads((d / f"{sid}.json").read_text())
-    except (OSError, ValueError) as exc:
+        data = safejson.loads((d / f"{sid}.json").read_bytes(), max_depth=4)
+        snapshot = {str(k): str(v) for k, v in dict(data["states"]).items()}
+    except (OSError, ValueError, TypeError, KeyError, safejson.BadJson) as exc:
         raise UsageError(f"cursor {cursor!r} is unknown or expired", "start again without --after",
                          details={"code": "cursor-expired"}) from exc  # fmt: skip
-    return int(lines_s), dict(data["states"])
+    return int(lines_s), snapshot
 
 
 def _key(j: JobState) -> str:

@@ -7,7 +7,7 @@ that the cluster plans. Pure: no file is read here and nothing is printed.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StrictInt
 
 from rsk.errors import UsageError
 from rsk.inputs import check_request
@@ -30,9 +30,9 @@ class LaunchSpec(BaseModel):
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    nodes: int | None = None
-    cpus: int | None = None
-    gpus: int | None = None
+    nodes: StrictInt | None = None  # numbers as numbers: true is not 1
+    cpus: StrictInt | None = None
+    gpus: StrictInt | None = None
     mem: str | None = None
     time: str | None = None
     env: list[str] = []

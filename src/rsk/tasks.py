@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError, model_validator
 
+from rsk import safejson
 from rsk.errors import UsageError
 from rsk.inputs import check_env
 from rsk.paths import TOKEN
@@ -20,17 +20,17 @@ MAX_TASKS = 1000  # Slurm's default MaxArraySize allows array indices 0..1000
 class TaskLine(BaseModel):
     """One line of a --tasks file."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "gpus": true or "1" is refused, not read as 1
 
     key: str
     argv: list[str] | None = None
     script: str | None = None
     env: dict[str, str] = {}
-    nodes: int | None = None
-    cpus: int | None = None
-    mem: str | int | None = None
-    gpus: int | None = None
-    time: str | int | None = None
+    nodes: StrictInt | None = None
+    cpus: StrictInt | None = None
+    mem: StrictStr | StrictInt | None = None
+    gpus: StrictInt | None = None
+    time: StrictStr | StrictInt | None = None
 
     @model_validator(mode="after")
     def one_command(self) -> TaskLine:
@@ -49,14 +49,17 @@ def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
             continue
         where = f"{source} line {n}"
         try:
-            t = TaskLine.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
+            t = TaskLine.model_validate(safejson.loads(line, max_depth=8))
+        except safejson.BadJson as exc:
             raise UsageError(
-                f"{where} is not JSON: {exc.msg}", 'each line is an object like {"key": "a", "argv": ["echo", "a"]}'
-            ) from exc
+                f"{where}: {exc.message}", 'each line is an object like {"key": "a", "argv": ["echo", "a"]}'
+            ) from None
         except ValidationError as exc:
             e = exc.errors()[0]
-            raise UsageError(f"{where}: {'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}") from exc
+            raise UsageError(
+                f"{where}: {'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}",
+                'numbers are JSON numbers ("gpus": 1, not true or "1"); text is a string; see rsk launch --help',
+            ) from exc
         if not TOKEN.fullmatch(t.key):
             raise UsageError(f"{where}: key {t.key!r} is not valid", "keys are 1-64 characters of A-Z a-z 0-9 . _ -")
         if t.key in seen:

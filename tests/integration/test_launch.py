@@ -163,3 +163,34 @@ def test_unknown_target_is_a_usage_error(lab: Lab, project: str) -> None:
     assert r.rc == Exit.USAGE
     assert "no target named 'nosuch'" in r.err
     assert "hint:" in r.err
+
+
+def test_gpu_visibility_and_nul_bytes_are_refused_before_the_cluster_plans(
+    lab: Lab, project: str, tmp_path: object
+) -> None:
+    """A 0-GPU job asking to see the node's GPUs, or a NUL that would make dash run other text than the
+    plan binds: exit 2 with nothing filed, planned, journaled or submitted; the cluster refuses the same
+    names when a request reaches it without the client's check."""
+    from pathlib import Path
+
+    from rsk.errors import UsageError
+    from rsk.protocol import Request, raise_for_error
+    from rsk.remote import remote_for
+
+    grant(project, "--jobs", "5", "--max-gpus", "0")
+    script = Path(str(tmp_path)) / "job.sh"
+    script.write_bytes(b"#!/bin/sh\necho allowed\0; nvidia-smi\n")
+    for r in (launch(project, "--env", "CUDA_VISIBLE_DEVICES=0,1,2,3", command=("nvidia-smi",)),
+              launch(project, "--env", "ROCR_VISIBLE_DEVICES=0"),
+              rsk("launch", "--target", "lab", "--project", project, "--script", str(script))):  # fmt: skip
+        assert r.rc == Exit.USAGE and "hint:" in r.err, r.out + r.err
+    assert lab.journal(project) == [] and lab.jobs_named(f"rsk:{project}:") == []
+    grants = json.loads(rsk("grant", "list", "--project", project, "--json").out)
+    assert grants[0]["jobs_spent"] == 0 and grants[0]["jobs_reserved"] == 0
+    assert json.loads(rsk("approvals", "--project", project, "--json").out) == []
+    # straight to the cluster's planner, past the client's check: the same list refuses it there
+    bare = Request(project=project, request_id="bare", argv=["true"], env=["GPU_DEVICE_ORDINAL=0"], requester="t")
+    with remote_for("lab") as remote:
+        out = remote.call("submit", "plan", stdin=bare.encode())
+    with pytest.raises(UsageError, match="GPU_DEVICE_ORDINAL"):
+        raise_for_error(out)

@@ -264,7 +264,8 @@ def test_what_a_lease_refuses(lab: Lab, project: str, leases: list[str]) -> None
     ev = json.loads(rsk("events", "--after", cursor, "--target", "lab", "--project", project, "--json").out)
     assert any(e.get("job_id") == ok["job_id"] for e in ev["events"]), ev
     journal = json.loads(rsk("journal", "--target", "lab", "--project", project, "--json").out)["events"]
-    assert [e["event"] for e in journal if e["request_id"] == "hello"] == ["intent", "accepted"]
+    # the controller journals the start of every step, sealed as rsk's own lines
+    assert [e["event"] for e in journal if e["request_id"] == "hello"] == ["intent", "accepted", "step-started"]
 
 
 def test_a_lease_drains_before_its_end_and_clips_steps_that_would_outlive_it(
@@ -332,3 +333,64 @@ def test_a_connection_cut_during_a_step_submit_replays(
     w = rsk("wait", again["job_id"], "--target", "lab", "--project", project, "--timeout", "60", "--json")
     assert w.rc == 0, w.out
     parse_record(records(lab, project, "once"))
+
+
+def test_a_step_written_into_the_queue_by_the_account_runs_journaled_and_shows_as_undecided(
+    lab: Lab, project: str, leases: list[str]
+) -> None:
+    """Anything running as the cluster account (a job, an ssh session) can write a queue entry: the
+    controller starts it, but journals it first, and every view says the ledger never decided it."""
+    grant(project, "--gpu-hours", "1")
+    lease = open_lease(project, "inj", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "5",
+                       "--drain", "1")  # fmt: skip
+    leases.append("inj")
+    wait_running(project, "inj")
+    ok = launched(step(project, "inj", "-r", "mine", "--gpus", "1", "--mem", "100", "--time", "1", secs=1))
+    ljob = lease["job_id"]
+    ldir = f"{lab.root_sh}/leases/{project}/inj"
+    # a step of the account's own making: its script, then its line (the entry the controller looks for)
+    lab.ssh(f"cd {ldir} && echo 'echo injected' > q/000090.sh && echo 'seq=000090 job={ljob}s90 rid=evil idx=0 "
+            "task= plan=0000 gpus=1 cpus=1 mem=100 time=1' > q/000090.step")  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
+        evil = [j for j in st["jobs"] if j["job_id"] == f"{ljob}s90"]
+        if evil and evil[0]["state"] in ("succeeded", "failed", "lost"):
+            break
+        time.sleep(1)
+    assert evil, st
+    assert lab.ssh(f"cat {lab.root_sh}/runs/{project}/evil/t0/stdout").stdout.strip() == "injected"  # it ran
+    assert evil[0]["lease"] == "inj" and evil[0]["request_id"] == "evil" and evil[0]["undecided"], evil
+    assert any(f"undecided step {ljob}s90" in w and "docs/security.md" in w for w in st["warnings"]), st
+    mine = next(j for j in st["jobs"] if j["job_id"] == ok["job_id"])
+    assert mine["undecided"] == "" and mine["starts"] == 1, mine  # the step the ledger allowed is not flagged
+    shown = rsk("status", "--target", "lab", "--project", project)
+    assert "UNDECIDED" in shown.out and f"undecided step {ljob}s90" in shown.out.replace("\n", " "), shown.out
+    info = lease_info(project, "inj")
+    assert info["undecided"] == [f"{ljob}s90"], info
+    text = rsk("lease", "status", "inj", "--target", "lab", "--project", project)
+    assert "UNDECIDED" in text.out and f"undecided step {ljob}s90" in text.err, text.out + text.err
+    watch = json.loads(rsk("watch", "--once", "--json", "--target", "lab", "--project", project).out)
+    assert any(f"undecided step {ljob}s90" in w for s in watch["statuses"] for w in s["warnings"]), watch
+    # the controller's line is in the journal, sealed like rsk's own
+    j = json.loads(rsk("journal", "--target", "lab", "--project", project, "--json").out)
+    assert j["chain_ok"], j["chain_problems"]
+    assert [e["event"] for e in j["events"] if e["job_id"] == f"{ljob}s90"] == ["step-started"]
+    assert [e["event"] for e in j["events"] if e["job_id"] == ok["job_id"]][-1] == "step-started"
+    # the allowed step, once it ended, copied into a new slot to run it again under its own id
+    w = rsk("wait", ok["job_id"], "--target", "lab", "--project", project, "--timeout", "60", "--json")
+    assert w.rc == 0, w.out
+    cp = lab.ssh(
+        f"cd {ldir} && f=$(grep -l ' rid=mine ' end/*.step) && cp \"${{f%.step}}.sh\" q/000091.sh "
+        "&& sed 's/^seq=[0-9]*/seq=000091/' \"$f\" > q/000091.step.tmp && mv q/000091.step.tmp q/000091.step"
+    )
+    assert cp.returncode == 0, cp.stderr
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        st = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
+        mine = next(j for j in st["jobs"] if j["job_id"] == ok["job_id"])
+        if mine["starts"] == 2:
+            break
+        time.sleep(1)
+    assert "started 2 times" in mine["undecided"], mine
+    assert any(f"undecided step {ok['job_id']}" in w for w in st["warnings"]), st["warnings"]

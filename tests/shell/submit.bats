@@ -155,8 +155,9 @@ teardown() { teardown_root; }
     ! printf '%s\n' "$shown" | grep -q 'gpu'
 }
 
-@test "environment names that rsk or Slurm own are refused" {
-    for e in SLURM_JOB_ID=1 RSK_X=1 rsk_run=/tmp PATH=/tmp SBATCH_GRES=gpu:4; do
+@test "environment names that rsk or Slurm own, or that choose the GPUs a job sees, are refused" {
+    for e in SLURM_JOB_ID=1 RSK_X=1 rsk_run=/tmp PATH=/tmp SBATCH_GRES=gpu:4 CUDA_VISIBLE_DEVICES=0,1,2,3 \
+        ROCR_VISIBLE_DEVICES=0 GPU_DEVICE_ORDINAL=0 HIP_VISIBLE_DEVICES=0 ZE_AFFINITY_MASK=0 NVIDIA_VISIBLE_DEVICES=all; do
         run remote submit plan < <(request "env=$e" arg=true)
         [ "$status" -eq 2 ]
         [ "$(field error code)" = bad-env ]
@@ -284,6 +285,9 @@ teardown() { teardown_root; }
     run remote submit plan < <(request workdir=/nonexistent/dir arg=true)
     [ "$status" -eq 2 ]
     [ "$(field error code)" = workdir-missing ]
+    # the message names the directory that is missing
+    msg=$(field error msg)
+    case $(dec "$msg") in *"/nonexistent/dir does not exist"*) ;; *) false ;; esac
 }
 
 @test "an unwritable remote root refuses before sbatch (rc 73)" {

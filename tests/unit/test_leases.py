@@ -52,8 +52,8 @@ def test_step_ids_are_job_ids() -> None:
 
 
 def test_an_older_ledger_gains_an_empty_list_of_leases() -> None:
-    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 4, "project": "p"}
-    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 4
+    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 5, "project": "p", "leases": []}
+    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 5
     assert Ledger.model_validate(migrate({"schema_version": 2, "project": "p"})).leases == []
 
 
@@ -101,3 +101,23 @@ def test_watch_shows_a_lease_and_its_steps_as_one_batch_paid_once() -> None:
     assert [v.request_id for v in views] == ["lease dev", "plain"]
     assert [j.job_id for j in views[0].jobs] == ["7706", "7706s1", "7706s2"]
     assert views[0].gpu_hours_used == 4.0  # the lease's allocation, not its steps again
+
+
+def test_a_step_is_undecided_unless_the_ledger_allowed_its_id_and_request_once() -> None:
+    from rsk.guard import undecided_step
+    from rsk.ledger import LeaseStep
+
+    allowed = LeaseStep(job_id="7706s3", request_id="r1", plan_hash="h")
+    ledger = Ledger(project="p", leases=[lease(steps=[allowed.model_dump()]), lease(job_id="7800", steps=[])])
+    assert undecided_step(ledger, "lab", "dev", "7706s3", "r1", 1) == ""
+    assert undecided_step(ledger, "lab", "dev", "7706s3", "r1", 0) == ""  # queued, not started yet
+    assert undecided_step(ledger, "lab", "dev", "7706", "r", 0) == ""  # the lease's own job
+    assert "started 2 times" in undecided_step(ledger, "lab", "dev", "7706s3", "r1", 2)
+    for job, rid, where in (("7706s9", "r1", "lab"), ("7706s3", "evil", "lab"), ("7800s1", "r1", "lab")):
+        assert "no step the ledger allowed" in undecided_step(ledger, where, "dev", job, rid, 1), (job, rid)
+    assert "no step" in undecided_step(ledger, "hpc", "dev", "7706s3", "r1", 1)  # another target's lease
+    # a lease opened before the ledger recorded steps cannot tell: nothing is flagged
+    old = Ledger.model_validate(migrate({"schema_version": 4, "project": "p", "leases": [lease().model_dump(
+        mode="json", exclude={"steps"})]}))  # fmt: skip
+    assert old.leases[0].steps is None
+    assert undecided_step(old, "lab", "dev", "7706s9", "evil", 1) == ""

@@ -49,6 +49,8 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     for view in batches(statuses):
         for j in view.jobs:
             state = Text(j.state, style=STYLE.get(j.state, ""))
+            if j.undecided:  # the ledger never allowed it (rsk.ops.mark_undecided)
+                state = Text(f"{j.state} UNDECIDED", style="bold red")
             exit_text = str(j.exit_code) if j.exit_code is not None else ""
             if j.signal:
                 exit_text += f" ({j.signal})"
@@ -68,6 +70,9 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     for st in statuses:
         if st.slurm == "down":
             parts.append(Text(f"{st.target}: Slurm controller not answering; states may be stale", style="yellow"))
+    for st in statuses:
+        for warning in st.warnings:
+            parts.append(Text(f"{st.target}: WARNING: {warning}", style="bold red"))
     for target, why in stale.items():
         parts.append(Text(f"{target}: STALE: {why}", style="bold yellow"))
     if not any(st.jobs for st in statuses):

@@ -119,18 +119,17 @@ def launch(
     from rsk.spec import LaunchSpec, build_request
     from rsk.tasks import parse_tasks
 
-    script_text = None
-    task_specs = []
-    if script is not None:
+    def read(option: str, file: Path) -> str:
         try:
-            script_text = caller.read_text(script)
+            return caller.read_text(file)
+        except UnicodeDecodeError as exc:
+            hint = "rsk binds the plan to text a human can read: save the file as UTF-8"
+            raise UsageError(f"{option} {file} is not UTF-8 text (byte {exc.start})", hint) from None
         except OSError as exc:
-            raise UsageError(f"cannot read --script {script}: {exc}") from exc
-    if tasks is not None:
-        try:
-            task_specs = parse_tasks(caller.read_text(tasks), str(tasks))
-        except OSError as exc:
-            raise UsageError(f"cannot read --tasks {tasks}: {exc}") from exc
+            raise UsageError(f"cannot read {option} {file}: {exc}") from exc
+
+    script_text = read("--script", script) if script is not None else None
+    task_specs = parse_tasks(read("--tasks", tasks), str(tasks)) if tasks is not None else []
     spec = LaunchSpec(
         argv=list(command or []), script=script_text, tasks=task_specs, request_id=request_id, name=name,
         workdir=workdir, path=path, partition=partition, account=account, qos=qos, nodes=nodes, cpus=cpus,

@@ -102,6 +102,8 @@ def status(
         o.print(f"project {result.project} has no lease on {result.target} (rsk lease open NAME)")
     for info in result.leases:
         o.print(describe(info))
+    for warning in result.warnings:
+        err().print(f"rsk: warning: {warning}")
 
 
 def _flag(name: str, target: str | None, project: str | None, json_out: bool, drain: bool) -> None:
