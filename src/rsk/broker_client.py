@@ -170,7 +170,7 @@ def _send_wanted(sock: Any, want: dict[str, Any]) -> None:
 def _pack(root: str, excludes: list[str]) -> tuple[Any, int]:
     from rsk.codelist import pack
 
-    if not os.path.isdir(root):
+    if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
         raise ValueError("not a directory this user can read")
     return pack(root, excludes)
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,7 @@ def refused(r: object, project: str) -> None:
     assert "Traceback" not in getattr(r, "err")  # noqa: B009
 
 
-def test_a_double_dash_in_an_option_value_never_reaches_another_project(
+def test_a_double_dash_in_an_option_value_never_launches_into_another_project(
     lab: Lab, project: str, other: str, broker: Path
 ) -> None:
     """Click takes a `--` after an option that wants a value as that value, and parses on: the project is
@@ -50,76 +51,110 @@ def test_a_double_dash_in_an_option_value_never_reaches_another_project(
     refused(r, other)
     assert lab.jobs_named(f"rsk:{other}:") == []
 
-    # a card of the other project (the human's own launch, waiting for the human)
+
+def _card_of(other: str) -> str:
+    """A card of the other project: the human's own launch, waiting for the human."""
     pending = rsk("launch", "-t", "lab", "-p", other, "-r", "big", "--gpus", "1", "--json", "--", "true")
     assert pending.rc == Exit.PENDING, pending.out + pending.err
-    card = json.loads(pending.out)["card_id"]
+    return str(json.loads(pending.out)["card_id"])
+
+
+def test_a_double_dash_lists_and_withdraws_no_card_of_another_project(
+    lab: Lab, project: str, other: str, broker: Path
+) -> None:
+    card = _card_of(other)
     for argv in (["-p", project, "-p", "--", "-p", ""], ["-p", "--"], []):
         listed = agent_rsk(broker, "approvals", *argv, "--all", "--json")
         assert card not in listed.out, (argv, listed.out)
         assert "Traceback" not in listed.err
     w = agent_rsk(broker, "withdraw", card, "-p", project, "-p", "--", "-p", "")
     assert w.rc == Exit.USAGE and card in w.err, w.out + w.err
-    w = agent_rsk(broker, "withdraw", card, "-p", "--", "-p", other)
-    refused(w, other)
+    refused(agent_rsk(broker, "withdraw", card, "-p", "--", "-p", other), other)
     cards = json.loads(rsk("approvals", "-p", other, "--json").out)
     assert [c["status"] for c in cards if c["id"] == card] == ["pending"]
 
-    # `rsk wait CARD` finds the card in a project the agent may use, or nowhere: it never submits another's
+
+def test_wait_for_a_card_of_another_project_never_submits_it(lab: Lab, project: str, other: str, broker: Path) -> None:
+    """A card found by its id belongs to its own project, which the caller must be allowed."""
+    card = _card_of(other)
     assert rsk("approve", card, "-p", other, "--yes").rc == 0
     w = agent_rsk(broker, "wait", card, "--timeout", "5")
     assert w.rc == Exit.USAGE and "no card" in w.err, w.out + w.err
     refused(agent_rsk(broker, "wait", card, "-p", other, "--timeout", "5"), other)
     assert lab.jobs_named(f"rsk:{other}:big") == []
 
-    # an MCP session pinned by the same trick
+
+def test_a_double_dash_never_pins_an_mcp_session_to_another_project(
+    lab: Lab, project: str, other: str, broker: Path
+) -> None:
     mcp = as_agent(broker, "/usr/bin/python3", "-m", "rsk", "mcp", "-t", "lab", "-p", project, "-p", "--", "-p",
                    other, timeout=60)  # fmt: skip
     refused(mcp, other)
 
 
-def test_a_hidden_code_script_or_tasks_is_asked_of_the_client(
-    lab: Lab, project: str, broker: Path, tmp_path: Path
+@pytest.fixture
+def secret() -> Iterator[Path]:
+    """A directory only the human can read, with a secret in it."""
+    where = Path(f"/tmp/rsk-secret-{uuid.uuid4().hex[:8]}")
+    where.mkdir(mode=0o700)
+    (where / "secret.txt").write_text("the-humans-secret\n")
+    (where / "run.sh").write_text("#!/bin/sh\ncat /tmp/rsk-secret-*/secret.txt secret.txt\n")
+    (where / "t.jsonl").write_text('{"key": "a", "argv": ["echo", "the-humans-tasks"]}\n')
+    yield where
+    subprocess.run(["rm", "-rf", str(where)], check=False)
+
+
+@pytest.mark.parametrize(("option", "name", "message"), [
+    ("--code", "", "cannot send it"), ("--script", "run.sh", "cannot read --script"),
+    ("--tasks", "t.jsonl", "cannot read --tasks"),
+])  # fmt: skip
+def test_a_path_hidden_behind_a_double_dash_is_never_opened_as_the_human(
+    lab: Lab, project: str, broker: Path, secret: Path, option: str, name: str, message: str
 ) -> None:
     """--code, --script and --tasks behind a `--`: the broker asks the agent's client for what Click says
     argv names, and the command takes only what came; a path only the human can read is never opened."""
     grant(project, "--jobs", "5", "--max-gpus", "0")
-    secret = Path(f"/tmp/rsk-secret-{uuid.uuid4().hex[:8]}")
-    secret.mkdir(mode=0o700)
-    try:
-        (secret / "secret.txt").write_text("the-humans-secret\n")
-        (secret / "run.sh").write_text("#!/bin/sh\ncat secret.txt\n")
-        (secret / "t.jsonl").write_text('{"key": "a", "argv": ["cat", "/etc/hostname"]}\n')
-        r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--exclude", "--", "--code", str(secret),
-                      "-r", "code", "--json", "--", "sh", "run.sh")  # fmt: skip
-        assert r.rc == Exit.USAGE and "cannot send it" in r.err, r.out + r.err
-        for opt, name in (("--script", "run.sh"), ("--tasks", "t.jsonl")):
-            r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--env", "--", opt, str(secret / name),
-                          "-r", opt[2:], "--json")  # fmt: skip
-            assert r.rc == Exit.USAGE and f"cannot read {opt}" in r.err, r.out + r.err
-        assert lab.jobs_named(f"rsk:{project}:") == []
-        # the agent's own files behind the same trick travel, and are what runs
-        agent_sh(broker, "rm -rf hid && mkdir hid && printf '#!/bin/sh\\necho hidden-ok\\n' > hid/run.sh")
-        r = as_agent(broker, "sh", "-c", f"cd hid && /usr/bin/python3 -m rsk launch -t lab -p {project} "
-                     "--exclude -- --code . -r own --json -- sh run.sh")  # fmt: skip
-        assert r.rc == 0, r.out + r.err
-        job = json.loads(r.out)["job_id"]
-        assert agent_rsk(broker, "wait", job, "-t", "lab", "-p", project, "--json").rc == 0
-        assert "hidden-ok" in agent_rsk(broker, "logs", job, "-t", "lab", "-p", project).out
-    finally:
-        subprocess.run(["rm", "-rf", str(secret)], check=False)
+    path = str(secret / name) if name else str(secret)
+    job = ["--", "sh", "run.sh"] if option == "--code" else []
+    r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--exclude", "--", option, path, "-r", "hid",
+                  "--json", *job)  # fmt: skip
+    assert r.rc == Exit.USAGE and message in r.err, r.out + r.err
+    assert "the-humans" not in r.out + r.err
+    assert lab.jobs_named(f"rsk:{project}:") == []
 
 
-def test_a_bad_project_file_is_exit_6_and_a_symlinked_tree_is_read_where_it_points(
+@pytest.mark.parametrize("option", ["--code", "--script", "--tasks"])
+def test_the_agents_own_files_behind_a_double_dash_travel_and_run(
+    lab: Lab, project: str, broker: Path, option: str
+) -> None:
+    """The same spelling with the agent's own files: the client sends what Click says argv names, so the
+    job runs those (and not whatever the broker's own directory holds)."""
+    grant(project, "--jobs", "5", "--max-gpus", "0")
+    agent_sh(broker, "rm -rf hid && mkdir hid && printf '#!/bin/sh\\necho hidden-ok\\n' > hid/run.sh && "
+             "printf '%s\\n' '{\"key\": \"a\", \"argv\": [\"echo\", \"hidden-ok\"]}' > hid/t.jsonl")  # fmt: skip
+    value, job = {"--code": (".", "-- sh run.sh"), "--script": ("run.sh", ""), "--tasks": ("t.jsonl", "")}[option]
+    r = as_agent(broker, "sh", "-c", f"cd hid && /usr/bin/python3 -m rsk launch -t lab -p {project} "
+                 f"--exclude -- {option} {value} -r own --json {job}")  # fmt: skip
+    assert r.rc == 0, r.out + r.err
+    body = json.loads(r.out)
+    jobs = [t["job_id"] for t in body["tasks"]] or [body["job_id"]]
+    assert agent_rsk(broker, "wait", jobs[0], "-t", "lab", "-p", project, "--json").rc == 0
+    assert "hidden-ok" in agent_rsk(broker, "logs", jobs[0], "-t", "lab", "-p", project).out
+
+
+def test_a_bad_project_file_is_exit_6_for_the_caller(lab: Lab, project: str, broker: Path) -> None:
+    agent_sh(broker, "rm -rf bad && mkdir bad && printf 'project = [\\n' > bad/.rsk.toml")
+    r = as_agent(broker, "sh", "-c", "cd bad && /usr/bin/python3 -m rsk status -t lab")
+    assert r.rc == Exit.STATE and "project file" in r.err and "Traceback" not in r.err, r.out + r.err
+
+
+def test_a_symlinked_working_directory_is_read_where_it_points(
     lab: Lab, project: str, other: str, broker: Path
 ) -> None:
     agent_sh(broker, (
-        f"rm -rf bad mine b && mkdir -p bad mine b/deep && printf 'project = [\\n' > bad/.rsk.toml && "
-        f"printf 'project = \"{project}\"\\n' > mine/.rsk.toml && printf 'project = \"{other}\"\\n' > b/.rsk.toml"
-        " && ln -s ../b/deep mine/ln"
+        f"rm -rf mine b && mkdir -p mine b/deep && printf 'project = \"{project}\"\\n' > mine/.rsk.toml && "
+        f"printf 'project = \"{other}\"\\n' > b/.rsk.toml && ln -s ../b/deep mine/ln"
     ))  # fmt: skip
-    r = as_agent(broker, "sh", "-c", "cd bad && /usr/bin/python3 -m rsk status -t lab")
-    assert r.rc == Exit.STATE and "project file" in r.err and "Traceback" not in r.err, r.out + r.err
     r = as_agent(broker, "sh", "-c", "cd mine && /usr/bin/python3 -m rsk status -t lab --json")
     assert r.rc == 0, r.out + r.err
     # a hand-made request whose working directory goes through the link: the tree it points into decides
@@ -142,38 +177,52 @@ def _plant(where: Path, marker: Path) -> None:
     (where / "rsk.py").write_text(code)
 
 
-def test_nothing_is_imported_from_the_working_directory(lab: Lab, project: str, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """`rsk broker start` and the URL notification hook start Python children of rsk's own: an `rsk/` left
-    in the working directory (an agent's tree) never runs as the human."""
-    tree = tmp_path / "tree"
-    marker = tmp_path / "imported"
-    _plant(tree, marker)
+@pytest.fixture
+def planted(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A working tree with an `rsk/` package and an `rsk.py` that leave a mark when imported, and the mark."""
+    tree, marker = tmp_path / "tree", tmp_path / "imported"
+    code = f"open({str(marker)!r}, 'a').write('imported\\n')\n"
+    (tree / "rsk").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py", "notify.py"):
+        (tree / "rsk" / name).write_text(code)
+    (tree / "rsk.py").write_text(code)
+    yield tree, marker
+
+
+def _in(tree: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """rsk as the shim starts it, in `tree`."""
+    return subprocess.run([*RSK, *args], cwd=tree, env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **env},
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+
+def test_broker_start_imports_nothing_from_the_working_directory(lab: Lab, planted: tuple[Path, Path]) -> None:
+    """`rsk broker start` starts the broker as a Python child: an `rsk/` left in the working directory (an
+    agent's tree) never runs as the human."""
+    tree, marker = planted
+    sock = Path(f"/tmp/rsk-p-{uuid.uuid4().hex[:8]}") / "b.sock"
+    try:
+        started = _in(tree, "broker", "start", "--idle", "120", RSK_BROKER=str(sock))
+        assert started.returncode == 0, started.stderr
+        assert _in(tree, "broker", "status", RSK_BROKER=str(sock)).returncode == 0
+        assert not marker.exists()
+    finally:
+        _in(tree, "broker", "stop", RSK_BROKER=str(sock))
+        subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+
+
+def test_the_url_hook_imports_nothing_from_the_working_directory(
+    lab: Lab, project: str, planted: tuple[Path, Path]
+) -> None:
+    """A card filed fires the URL hook, a Python child of rsk's own: never the `rsk/` of the working tree."""
+    tree, marker = planted
     config = Path(os.environ["XDG_CONFIG_HOME"]) / "rsk"
     config.mkdir(parents=True, exist_ok=True)
     (config / "config.toml").write_text('[notify]\nurl = "http://127.0.0.1:9/hook"\n')
-    sock = Path(f"/tmp/rsk-p-{uuid.uuid4().hex[:8]}") / "b.sock"
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RSK_BROKER": str(sock)}
-
-    def here(*args: str, **more: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*RSK, *args], cwd=tree, env={**env, **more}, capture_output=True, text=True,
-                              timeout=120, check=False)  # fmt: skip
-
-    try:
-        started = here("broker", "start", "--idle", "120")
-        assert started.returncode == 0, started.stderr
-        # a card filed in the broker, and one filed directly, each fire the URL hook
-        r = here("launch", "-t", "lab", "-p", project, "-r", "via-broker", "--gpus", "1", "--json", "--", "true")
-        assert r.returncode == Exit.PENDING, r.stdout + r.stderr
-        r = here("launch", "-t", "lab", "-p", project, "-r", "direct", "--gpus", "1", "--json", "--", "true",
-                 RSK_NO_BROKER="1")  # fmt: skip
-        assert r.returncode == Exit.PENDING, r.stdout + r.stderr
-        time.sleep(2)  # the hooks run detached
-        assert not marker.exists(), marker.read_text()
-        assert here("broker", "status").returncode == 0
-    finally:
-        here("broker", "stop")
-        subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+    r = _in(tree, "launch", "-t", "lab", "-p", project, "-r", "hook", "--gpus", "1", "--json", "--", "true",
+            RSK_NO_BROKER="1")  # fmt: skip
+    assert r.returncode == Exit.PENDING, r.stdout + r.stderr
+    time.sleep(3)  # the hook runs detached
+    assert not marker.exists()
 
 
 DRIP = """
@@ -195,9 +244,9 @@ while time.monotonic() < end:
 """
 
 
-def test_a_client_can_neither_stall_nor_stop_the_broker(lab: Lab, project: str, broker: Path) -> None:
-    """Connections that drip their request, more of them than the agent is allowed, and a request nested
-    200,000 deep: the human's own commands are answered while the drip goes on, and the broker stays."""
+def test_a_dripping_client_never_stalls_the_owners_commands(lab: Lab, project: str, broker: Path) -> None:
+    """Connections that drip their request, three times as many as the agent is allowed: the human's own
+    commands are answered while the drip goes on."""
     dripper = subprocess.Popen(
         ["runuser", "-u", AGENT, "--", "/usr/bin/python3", "-c", DRIP, str(broker), "24", "40"],
         stdout=subprocess.PIPE, text=True,
@@ -208,27 +257,36 @@ def test_a_client_can_neither_stall_nor_stop_the_broker(lab: Lab, project: str, 
         mine = rsk("targets", "--json", timeout=30)
         assert mine.rc == 0, mine.err
         assert dripper.poll() is None  # answered while the drip is still open
-        info = json.loads(rsk("broker", "status", "--json").out)
-        assert info["requests"] >= 1
     finally:
         dripper.kill()
         dripper.wait()
-    nested = as_agent(broker, "/usr/bin/python3", "-c", (
-        "import socket, sys\n"
-        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(b'[' * 200000 + b'\\n')\n"
-        "print(s.makefile().read())"
-    ), str(broker))  # fmt: skip
-    assert '{"rc": 2}' in nested.out and "nesting" in nested.out and "Traceback" not in nested.out, nested.out
-    huge = as_agent(broker, "/usr/bin/python3", "-c", (
-        "import socket, sys\n"
-        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "try:\n    s.sendall(b'\"' + b'x' * (4 << 20))\nexcept OSError:\n    pass\n"
-        "print(s.makefile().read())"
-    ), str(broker))  # fmt: skip
-    assert '{"rc": 2}' in huge.out and "longer than" in huge.out, huge.out
+
+
+def test_a_request_nested_deep_or_too_long_is_refused_and_the_broker_stays(
+    lab: Lab, project: str, broker: Path
+) -> None:
+    pid = json.loads(rsk("broker", "status", "--json").out)["pid"]
+
+    def raw(data: str) -> str:
+        """What the broker answers the agent's hand-made bytes."""
+        for _ in range(20):
+            got = as_agent(broker, "/usr/bin/python3", "-c", (
+                "import socket, sys\n"
+                "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+                f"try:\n    s.sendall({data})\nexcept OSError:\n    pass\n"
+                "print(s.makefile().read())"
+            ), str(broker))  # fmt: skip
+            if got.out.strip() and "busy" not in got.out:
+                return got.out
+            time.sleep(1)
+        raise AssertionError("the broker stayed busy")
+
+    nested = raw("b'[' * 200000 + b'\\n'")
+    assert '{"rc": 2}' in nested and "nesting" in nested and "Traceback" not in nested, nested
+    huge = raw("b'\"' + b'x' * (4 << 20)")
+    assert '{"rc": 2}' in huge and "longer than" in huge, huge
     after = rsk("targets", "--json", timeout=30)
-    assert after.rc == 0 and json.loads(rsk("broker", "status", "--json").out)["pid"] == info["pid"]
+    assert after.rc == 0 and json.loads(rsk("broker", "status", "--json").out)["pid"] == pid
 
 
 def test_the_generated_argv_of_another_user_stays_in_its_project(
