@@ -525,10 +525,28 @@ class _FrameWriter(io.TextIOBase):
         return len(text)
 
 
+class _BoundedLines(io.TextIOBase):
+    """rsk mcp's input from another process: lines of at most `limit` characters (a longer one ends the
+    session), so a client cannot make the broker hold a line of gigabytes."""
+
+    def __init__(self, inner: io.TextIOBase, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        line = self._inner.readline(self._limit + 1)
+        if len(line) > self._limit:
+            raise ValueError(f"an MCP message longer than {self._limit} characters")
+        return line
+
+
 def _stdio(conn: socket.socket, send: Callable[[dict[str, object]], None]) -> tuple[io.TextIOBase, io.TextIOBase]:
     """What the client sends after its request line, as text, and a writer whose text goes back as frames."""
     reader = io.TextIOWrapper(conn.makefile("rb"), encoding="utf-8", errors="replace")
-    return reader, _FrameWriter(send)
+    return _BoundedLines(reader, MAX_UPLOAD), _FrameWriter(send)
 
 
 def _sender(conn: socket.socket) -> Callable[[dict[str, object]], None]:

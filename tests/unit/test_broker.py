@@ -288,3 +288,36 @@ def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -
 
     for d in (got, inside):
         shutil.rmtree(d)
+
+
+def test_what_a_client_sends_is_bounded_in_size_nesting_and_time() -> None:
+    import socket
+    import threading
+
+    from rsk.broker import _read_json, _read_line, _stdio
+
+    kept: list[socket.socket] = []  # the client ends, open until the test ends
+
+    def pair(data: bytes, close: bool = True) -> socket.socket:
+        a, b = socket.socketpair()
+        kept.append(a)
+        threading.Thread(target=lambda: (a.sendall(data), close and a.shutdown(socket.SHUT_WR)), daemon=True).start()
+        return b
+
+    assert _read_json(pair(b'{"v": 2, "argv": ["a", "[[["]}\n{"next": 1}\n'), 1000, 5) == {"v": 2, "argv": ["a", "[[["]}
+    with pytest.raises(ValueError, match="nesting"):
+        _read_json(pair(b"[" * 200_000 + b"\n"), 1 << 20, 5)
+    with pytest.raises(ValueError, match="longer than"):
+        _read_line(pair(b"x" * 5000), 1000, 5)
+    with pytest.raises(ValueError, match="ended inside"):
+        _read_line(pair(b"no newline"), 1000, 5)
+    with pytest.raises(ValueError, match=r"within 0\.5 s"):
+        _read_line(pair(b"drip", close=False), 1000, 0.5)
+    reader, _ = _stdio(pair(b"short\n" + b"y" * 100 + b"\n"), lambda frame: None)
+    assert reader.readline() == "short\n"
+    import rsk.broker
+
+    reader._limit = 50  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="MCP message longer"):
+        reader.readline()
+    assert rsk.broker.MAX_UPLOAD >= 16 << 20
