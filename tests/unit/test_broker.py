@@ -321,3 +321,65 @@ def test_what_a_client_sends_is_bounded_in_size_nesting_and_time() -> None:
     with pytest.raises(ValueError, match="MCP message longer"):
         reader.readline()
     assert rsk.broker.MAX_UPLOAD >= 16 << 20
+
+
+def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import socket
+    import threading
+
+    import rsk.broker
+    from rsk.broker import Broker
+
+    release = threading.Event()
+    started = threading.Semaphore(0)
+    peers: list[int] = []  # the uid the kernel would report, connection by connection
+
+    def runner(argv: list[str], who: object, out: object) -> int:
+        started.release()
+        release.wait(10)
+        return 0
+
+    monkeypatch.setattr(rsk.broker, "peer_uid", lambda conn: peers.pop(0))
+    sock = Path(f"/tmp/rsk-u-{os.getpid()}-o") / "b.sock"
+    config = Config(socket=sock, allowed={OTHER: None}, max_running=2, max_running_other=2, max_running_others=2)
+    broker = Broker(config, runner)
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+
+    def ask(uid: int) -> socket.socket:
+        peers.append(uid)
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(sock))
+        s.sendall(json.dumps({"v": 2, "op": "run", "argv": ["status"]}).encode() + b"\n")
+        return s
+
+    try:
+        held = [ask(OTHER), ask(OTHER)]
+        assert started.acquire(timeout=5) and started.acquire(timeout=5)
+        frames = [json.loads(line) for line in ask(OTHER).makefile("rb")]
+        assert frames[-1] == {"rc": 75}  # the other user's slots are full
+        mine = ask(ME)
+        assert started.acquire(timeout=5)  # and the owner's command runs
+        release.set()
+        assert [json.loads(line) for line in mine.makefile("rb")][-1] == {"rc": 0}
+        for s in held:
+            assert [json.loads(line) for line in s.makefile("rb")][-1] == {"rc": 0}
+    finally:
+        release.set()
+        broker.stopping.set()
+        broker.close()
+        (sock.parent / "broker.lock").unlink(missing_ok=True)
+        sock.parent.rmdir()
+
+
+def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_path: Path) -> None:
+    """The CLI's root callback reads the audience table with the name Click resolved: whatever a request
+    looks like, a human act is exit 77 and an owner-only or local command exit 2 for another user."""
+    from rsk.cli.broker_cmd import cli_runner
+
+    said: list[str] = []
+    for argv, rc in ((["approve", "c-1", "--yes"], 77), (["doctor"], 2), (["init"], 2), (["fetch", "1", "x"], 2),
+                     (["broker", "stop"], 2)):  # fmt: skip
+        assert cli_runner(argv, as_caller(tmp_path, other()), lambda _, text: said.append(text)) == rc, said
+    assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER), lambda _, t: said.append(t)) == 77
