@@ -100,9 +100,9 @@ install_cli() {
     else
         need_cmd python3 "Python 3.11 or newer"
         if [ ! -x "$DATA/venv/bin/python" ]; then
-            act "create a virtual environment in $DATA/venv" python3 -m venv "$DATA/venv"
+            act "create a virtual environment in $DATA/venv" python3 -P -m venv "$DATA/venv"
         fi
-        act "install rsk into $DATA/venv from $SRC" "$DATA/venv/bin/python" -m pip install --quiet --upgrade "$SRC"
+        act "install rsk into $DATA/venv from $SRC" "$DATA/venv/bin/python" -P -m pip install --quiet --upgrade "$SRC"
         receipt_add "venv $DATA/venv"
         if [ "$DRY" = 1 ] || [ ! -f "$BIN/rsk" ] || ! grep -qF "$(shim_text)" "$BIN/rsk" 2>/dev/null; then
             act "write the shim $BIN/rsk" write_shim
@@ -120,7 +120,7 @@ install_cli() {
 # The shim starts Python without `site` (-S): a command that a broker runs needs only the standard
 # library, and rsk loads `site` itself when the command runs here (src/rsk/launcher.py).
 shim_text() {
-    launcher=$("$DATA/venv/bin/python" -c 'import rsk.launcher as m; print(m.__file__)')
+    launcher=$("$DATA/venv/bin/python" -P -c 'import rsk.launcher as m; print(m.__file__)')
     printf 'exec "%s" -S "%s" "$@"' "$DATA/venv/bin/python" "$launcher"
 }
 
@@ -146,7 +146,7 @@ skill_dirs() {
 install_skill() { # install_skill DIR
     dest=$1
     srcdir=$HERE/skills/rsk
-    [ -f "$srcdir/SKILL.md" ] || srcdir=$(python3 -c 'import rsk.bundle as b; print(b.data_dir("skills") / "rsk")')
+    [ -f "$srcdir/SKILL.md" ] || srcdir=$(python3 -P -c 'import rsk.bundle as b; print(b.data_dir("skills") / "rsk")')
     want=$(digest_dir "$srcdir")
     if [ -L "$dest" ] && [ "$FORCE" != 1 ]; then
         # `npx skills add` installs into ~/.agents/skills and links each agent's folder to it
@@ -201,7 +201,7 @@ json_edit() { # json_edit FILE OP ARG...: one edit of a JSON file, keeping every
     # OP: deny-add RULE... | deny-remove RULE... (permissions.deny) | list-add KEY.PATH VALUE... |
     # list-remove KEY.PATH VALUE... (any list, e.g. sandbox.filesystem.denyRead) | mcp-add COMMAND | mcp-remove
     need_cmd python3 "to edit $1"
-    python3 - "$@" <<'PY'
+    python3 -P - "$@" <<'PY'
 import json, os, sys
 path, op, args = sys.argv[1], sys.argv[2], sys.argv[3:]
 try:
@@ -246,7 +246,7 @@ claude_settings() { # claude_settings add|remove RULE...: edit permissions.deny
 
 claude_has_rule() { # claude_has_rule VALUE [KEY.PATH]: the list (permissions.deny by default) holds VALUE
     [ -f "$CLAUDE_DIR/settings.json" ] || return 1
-    python3 - "$CLAUDE_DIR/settings.json" "$1" "${2:-permissions.deny}" <<'PY'
+    python3 -P - "$CLAUDE_DIR/settings.json" "$1" "${2:-permissions.deny}" <<'PY'
 import json, sys
 try:
     node = json.load(open(sys.argv[1], encoding="utf-8"))
@@ -367,7 +367,7 @@ claude_mcp() { # claude_mcp add|remove cli|FILE [COMMAND]
 
 claude_has_mcp() {
     [ -f "$CLAUDE_JSON" ] || return 1
-    python3 -c 'import json,sys; sys.exit(0 if "rsk" in json.load(open(sys.argv[1])).get("mcpServers", {}) else 1)' \
+    python3 -P -c 'import json,sys; sys.exit(0 if "rsk" in json.load(open(sys.argv[1])).get("mcpServers", {}) else 1)' \
         "$CLAUDE_JSON" 2>/dev/null
 }
 

@@ -67,10 +67,14 @@ def projects() -> list[str]:
 
 def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
     """(project, card) for every project's cards: what a human sees without --project."""
+    from rsk.caller import rights
     from rsk.errors import StateError
 
+    r = rights()
     out: list[tuple[str, Card]] = []
     for project in projects():
+        if r is not None and not r.allows(project):
+            continue  # through the broker, another user sees only the projects it may use
         try:
             out += [(project, c) for c in list_cards(Store(project), include_decided)]
         except StateError:
@@ -79,7 +83,8 @@ def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
 
 
 def store_of_card(card_id: str, project: str | None) -> Store:
-    """The project whose ledger holds the card: the one given, else whichever has it (ids are unique)."""
+    """The project whose ledger holds the card: the one given, else whichever has it (ids are unique) among
+    the projects the caller may use; a card belongs to its own project, which the caller must be allowed."""
     from rsk.paths import check_token
 
     if project:
@@ -87,7 +92,7 @@ def store_of_card(card_id: str, project: str | None) -> Store:
     for owner, card in cards_everywhere(include_decided=True):
         if card.id == card_id:
             return Store(owner)
-    raise UsageError(f"no card {card_id!r} in any project", "`rsk approvals --all` lists the cards")
+    raise UsageError(f"no card {card_id!r} in any project you may use", "`rsk approvals --all` lists the cards")
 
 
 def approve(

@@ -15,9 +15,11 @@ import io
 import json
 import os
 import pwd
+import re
 import shutil
 import socket
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -27,19 +29,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsk.broker_client import BROKERED, CONTENT_OPTIONS, PATH_OPTIONS, default_socket, peer_uid
-from rsk.caller import Caller, passed_env
+from rsk.broker_client import default_socket, peer_uid
+from rsk.caller import Caller, Rights, Upload, passed_env
+from rsk.cli.commands import BROKERED, HUMAN_ACTS, audience
 from rsk.codelist import MAX_BYTES
 from rsk.errors import StateError
 
-WIRE_VERSION = 1
-MAX_REQUEST = 32 << 20  # one request line, at most 32 MiB (with the --script or --tasks file it carries)
-
-# commands the broker runs (for its own user and for allowed users), and what only a human does;
-# default_socket is re-exported for the CLI
-AGENT_COMMANDS = BROKERED
-HUMAN_ACTS = frozenset({"approve", "deny", "grant", "deny-rule"})
-OWNER_ONLY = frozenset({"fetch", "doctor"})  # fetch writes files as the broker's user; doctor shows the setup
+WIRE_VERSION = 2
+MAX_REQUEST = 1 << 20  # the request line: argv, env and the working directory, at most 1 MiB
+MAX_UPLOAD = 40 << 20  # the line with the --script and --tasks files the broker asked for (16 MiB each at most)
+MAX_BRACKETS = 64  # every JSON the broker reads is a flat object of strings and lists: no deep nesting
+REQUEST_DEADLINE = 10.0  # seconds for the whole request line: a client that drips it is cut off
+UPLOAD_DEADLINE = 120.0  # seconds for the files the broker asked for (the client reads and packs them first)
+BUSY_ANSWERS = 4  # connections per user told "busy" at once; beyond them a connection is closed unread
 
 Out = Callable[[str, str], None]  # (stream "o" | "e", text)
 Runner = Callable[[list[str], Caller, Out], int]
@@ -47,11 +49,11 @@ __all__ = ["Broker", "BrokerInfo", "Config", "Request", "default_socket", "parse
 
 
 class CodeUpload(BaseModel):
-    """--code from another user: the files its client read, as a tar of `size` bytes after the request line."""
+    """--code from another user: the files its client read, as a tar of `size` bytes after the upload line."""
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str  # the directory as argv names it
+    path: str  # the directory the broker asked for
     size: int = Field(ge=0, le=2 * MAX_BYTES)  # the files, at most the snapshot cap, and tar's headers
 
 
@@ -60,7 +62,7 @@ class Request(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    v: Literal[1]
+    v: Literal[2]
     op: Literal["run", "ping", "stop"]
     argv: list[str] = []
     cwd: str = "/"
@@ -68,7 +70,24 @@ class Request(BaseModel):
     tty: bool = False
     columns: int = Field(default=200, ge=20, le=1000)
     ppid: int = 0
-    files: dict[str, str] = {}  # path (as in argv) -> the content the client read, for --script and --tasks
+
+
+class Want(BaseModel):
+    """The broker's answer to another user's request that names local paths: send these (as that user)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[str] = []  # absolute paths of --script and --tasks
+    code: str | None = None  # the absolute path of --code's directory
+    exclude: list[str] = []  # --exclude's globs, for the tar of that directory
+
+
+class Sent(BaseModel):
+    """The client's line after a `want` frame: the files' text, and --code's tar that follows the line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: dict[str, str] = {}
     code: CodeUpload | None = None
 
 
@@ -106,8 +125,9 @@ class Config:
     socket: Path
     idle_exit_s: float = 3600.0
     allowed: dict[int, frozenset[str] | None] = field(default_factory=dict)  # uid -> projects (None: any)
-    max_running: int = 32  # connections served at once; beyond it a caller is told to retry (exit 75)
+    max_running: int = 32  # the broker's own user's connections served at once; beyond, retry (exit 75)
     max_running_other: int = 8  # at once per other user, so one agent cannot take every slot
+    max_running_others: int = 16  # at once for all other users together: the own user's slots are apart
 
 
 def parse_allow(specs: list[str]) -> dict[int, frozenset[str] | None]:
@@ -125,93 +145,34 @@ def parse_allow(specs: list[str]) -> dict[int, frozenset[str] | None]:
     return out
 
 
-def named_projects(argv: list[str]) -> list[str]:
-    """Every project argv names with --project/-p (before --)."""
-    named: list[str] = []
-    words = argv[: argv.index("--")] if "--" in argv else argv
-    i = 0
-    while i < len(words):
-        w = words[i]
-        if w in ("--project", "-p") and i + 1 < len(words):
-            named.append(words[i + 1])
-            i += 2
-            continue
-        if w.startswith("--project="):
-            named.append(w.split("=", 1)[1])
-        elif w.startswith("-p") and len(w) > 2 and not w.startswith("--"):
-            named.append(w[2:])
-        i += 1
-    return named
-
-
-def project_of(argv: list[str], env: dict[str, str], cwd: Path) -> str | None:
-    """The project a command will use, resolved as the CLI does: --project/-p, else RSK_PROJECT, else the
-    project file above cwd. None when argv names it more than once (refused for other users)."""
-    named = named_projects(argv)
-    if len(named) > 1:
+def rights_of(uid: int, config: Config) -> Rights | None:
+    """What the user at the other end of the socket may do; None: it may not use this broker at all."""
+    if uid == os.getuid():
+        return Rights(uid=uid, user=_user_name(uid), owner=True)
+    if uid not in config.allowed:
         return None
-    if named:
-        return named[0]
-    if env.get("RSK_PROJECT"):
-        return env["RSK_PROJECT"]
-    from rsk.paths import DEFAULT_PROJECT
-    from rsk.projectfile import _find
-
-    found = _find.__wrapped__(str(cwd))
-    return found[1].project if found else DEFAULT_PROJECT
+    return Rights(uid=uid, user=_user_name(uid), owner=False, projects=config.allowed[uid])
 
 
-def code_values(argv: list[str], replace: str | None = None) -> list[str]:
-    """Every directory argv names with --code (before --); with `replace`, argv with each of them replaced."""
-    cut = argv.index("--") if "--" in argv else len(argv)
-    found, out = [], list(argv)
-    for i in range(cut):
-        if argv[i].startswith("--code="):
-            found.append(argv[i].split("=", 1)[1])
-            out[i] = f"--code={replace}"
-        elif argv[i] == "--code" and i + 1 < cut:
-            found.append(argv[i + 1])
-            out[i + 1] = str(replace)
-    return out if replace is not None else found
-
-
-def refusal(req: Request, uid: int, config: Config) -> str | None:
-    """Why the broker will not run this request for this uid; None when it will (pure)."""
-    owner = uid == os.getuid()
-    if not owner and uid not in config.allowed:
-        return f"uid {uid} is not allowed to use this broker (the human starts it with --allow USER)"
+def refusal(req: Request, rights: Rights | None) -> str | None:
+    """Why the broker turns the request away before running anything (pure); None: the command runs, and
+    checks its caller's rights itself where it uses a project, a card or a path. An early refusal only:
+    the command's audience (rsk.cli.commands) by its name, as the CLI checks it again."""
+    if rights is None:
+        return "this user is not allowed to use this broker (the human starts it with --allow USER)"
     if req.op == "stop":
-        return None if owner else "only the broker's own user stops it"
+        return None if rights.owner else "only the broker's own user stops it"
     if req.op == "ping":
         return None
     command = req.argv[0] if req.argv else ""
     if command in HUMAN_ACTS:
         return f"`rsk {command}` is a human's act: it never runs through the broker (run it in your own terminal)"
-    if command not in AGENT_COMMANDS:
+    if command not in BROKERED:
         return f"`rsk {command}` does not run through the broker"
-    if owner:
-        return None
-    if command in OWNER_ONLY:
+    if audience(command) == "owner" and not rights.owner:
         return f"`rsk {command}` runs only for the broker's own user"
-    head = req.argv[: req.argv.index("--")] if "--" in req.argv else req.argv
-    if "--yes" in head or any(w.startswith("--yes=") for w in head):
-        return "--yes is a human's word: not taken from another user"
-    # the broker would read or write these as its own user: another user could name the human's key or
-    # ledger. --script and --tasks come as content the client read (rsk.caller.read_text); these do not.
-    named = {w.split("=", 1)[0] for w in head} & (PATH_OPTIONS - CONTENT_OPTIONS)
-    if req.code is not None and code_values(req.argv) == [req.code.path]:
-        named.discard("--code")  # its files come with the request (and only those are used)
-    if named:
-        return f"{', '.join(sorted(named))}: the broker would read it as its own user, so only that user may name it"
-    if command in ("approvals", "withdraw") and not named_projects(req.argv):
-        # without --project these look in every project's ledger
-        return f"`rsk {command}` from another user needs --project (one of its own)"
-    projects = config.allowed[uid]
-    project = project_of(req.argv, req.env, Path(req.cwd))
-    if project is None:
-        return "name the project once"
-    if projects is not None and project not in projects:
-        return f"project {project} is not one this user may use (allowed: {', '.join(sorted(projects))})"
+    if not req.cwd.startswith("/"):
+        return "the working directory must be absolute"
     return None
 
 
@@ -226,6 +187,7 @@ class Broker:
         self.requests = 0
         self.running = 0
         self.serving: dict[int, int] = {}  # uid -> connections being served
+        self.answering: dict[int, int] = {}  # uid -> connections being told the broker is busy
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
@@ -267,6 +229,8 @@ class Broker:
 
     # serve -------------------------------------------------------------------------------------
     def serve(self) -> None:
+        """Accept connections until stopped. The accept loop reads nothing: each connection is read, with a
+        deadline, in its own thread, and whatever goes wrong there stays there."""
         listener = self.listener
         assert listener is not None
         threading.Thread(target=self._idle_watch, daemon=True).start()
@@ -279,26 +243,43 @@ class Broker:
                 except OSError:
                     if self.stopping.is_set():
                         break
-                    raise
+                    time.sleep(0.1)  # out of file descriptors, say: the connections in flight free them
+                    continue
                 self._dispatch(conn)
         finally:
             self.close()
 
     def _dispatch(self, conn: socket.socket) -> None:
-        """A thread for the connection, or, past the caps, an answer that says to retry."""
+        """A thread for the connection: one that serves it, or, past the caps, one that says to retry; past
+        BUSY_ANSWERS of those for the same user, the connection is closed unread."""
         try:
             uid = peer_uid(conn)
         except OSError:
             conn.close()
             return
-        cap = self.config.max_running if uid == os.getuid() else self.config.max_running_other
+        owner = uid == os.getuid()
         with self.lock:
-            busy = sum(self.serving.values()) >= self.config.max_running or self.serving.get(uid, 0) >= cap
+            if owner:
+                busy = self.serving.get(uid, 0) >= self.config.max_running
+            else:  # other users share their own slots: the broker's own user keeps all of its own
+                others = sum(n for u, n in self.serving.items() if u != os.getuid())
+                busy = self.serving.get(uid, 0) >= self.config.max_running_other or (
+                    others >= self.config.max_running_others
+                )
             if not busy:
                 self.serving[uid] = self.serving.get(uid, 0) + 1
-        if busy:
+            elif self.answering.get(uid, 0) < BUSY_ANSWERS:
+                self.answering[uid] = self.answering.get(uid, 0) + 1
+            else:
+                conn.close()
+                return
+        work = self._serve_one if not busy else self._answer_busy
+        threading.Thread(target=work, args=(conn, uid), daemon=True).start()
+
+    def _answer_busy(self, conn: socket.socket, uid: int) -> None:
+        try:
             with conn, contextlib.suppress(OSError, ValueError, ValidationError):
-                _read_request(conn)  # read it first: closing on unread data would reset the connection
+                _read_line(conn, MAX_REQUEST, REQUEST_DEADLINE)  # first: closing on unread data resets it
                 send = _sender(conn)
                 send(
                     {
@@ -307,12 +288,26 @@ class Broker:
                     }
                 )
                 send({"rc": 75})
-            return
-        threading.Thread(target=self._serve_one, args=(conn, uid), daemon=True).start()
+        finally:
+            with self.lock:
+                self.answering[uid] -= 1
 
     def _serve_one(self, conn: socket.socket, uid: int) -> None:
         try:
-            self._handle(conn)
+            with conn:
+                send = _sender(conn)
+                try:
+                    self._handle(conn, uid, send)
+                except (BrokenPipeError, ConnectionError):
+                    pass  # the client went away
+                except Exception:  # a bug: the broker's log has it, the caller a typed error, the broker goes on
+                    import traceback
+
+                    sys.stderr.write(f"rsk broker: a request of uid {uid} failed:\n{traceback.format_exc()}")
+                    with contextlib.suppress(OSError):
+                        send({"e": "error: the broker failed on this request (its log says why); nothing more "
+                                   "was done\nhint: `rsk broker status`; run the command again\n"})  # fmt: skip
+                        send({"rc": 1})
         finally:
             with self.lock:
                 self.serving[uid] -= 1
@@ -346,58 +341,91 @@ class Broker:
                           idle_exit_s=self.config.idle_exit_s, requests=self.requests, running=self.running,
                           connections=shared_status(), allowed=allowed)  # fmt: skip
 
-    def _handle(self, conn: socket.socket) -> None:
-        with conn:
-            uid = peer_uid(conn)
-            send = _sender(conn)
-            try:
-                req = _read_request(conn)
-            except (ValueError, ValidationError) as exc:
-                send({"e": f"error: malformed broker request: {str(exc)[:200]}\n"})
-                send({"rc": 2})
-                return
-            why = refusal(req, uid, self.config)
-            if why is not None:
-                send({"e": f"error: {why}\nhint: docs/broker.md says who may do what through the broker\n"})
-                send({"rc": 77 if (req.argv[:1] and req.argv[0] in HUMAN_ACTS) else 2})
-                return
-            if req.op == "ping":
-                send({"info": self.info().model_dump()})
-                send({"rc": 0})
-                return
-            if req.op == "stop":
-                send({"rc": 0})
-                self.stopping.set()
-                return
+    def _handle(self, conn: socket.socket, uid: int, send: Callable[[dict[str, object]], None]) -> None:
+        rights = rights_of(uid, self.config)
+        try:
+            raw = _read_json(conn, MAX_REQUEST, REQUEST_DEADLINE)
+            if isinstance(raw, dict) and raw.get("v") != WIRE_VERSION:
+                raise ValueError(f"wire version {raw.get('v')!r}; this broker speaks {WIRE_VERSION} (one rsk for both)")
+            req = Request.model_validate(raw)
+        except (ValueError, ValidationError) as exc:
+            send({"e": f"error: malformed broker request: {_short(exc)}\nhint: use rsk's own client\n"})
+            send({"rc": 2})
+            return
+        why = refusal(req, rights)
+        if why is not None or rights is None:
+            send({"e": f"error: {why}\nhint: docs/broker.md says who may do what through the broker\n"})
+            send({"rc": 77 if (req.argv[:1] and req.argv[0] in HUMAN_ACTS) else 2})
+            return
+        if req.op == "ping":
+            send({"info": self.info().model_dump()})
+            send({"rc": 0})
+            return
+        if req.op == "stop":
+            send({"rc": 0})
+            self.stopping.set()
+            return
+        with self.lock:
+            self.requests += 1
+            self.running += 1
+            self.last = time.monotonic()
+        cwd = Path(req.cwd).resolve()  # as the CLI finds a project file: from the real directory
+        files: dict[str, str] = {}
+        upload: Upload | None = None
+        try:
+            if not rights.owner:
+                # another user's paths are never opened here: ask its client for what the argv names (as
+                # Click reads it), and let the command take only that (rsk.caller.read_text, local_dir)
+                got = self._ask(conn, send, req.argv, cwd)
+                if got is None:
+                    return
+                files, upload = got
+            stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
+            who = Caller(env=passed_env(req.env), cwd=cwd, rights=rights, ppid=req.ppid, tty=req.tty,
+                         columns=req.columns, files=files, upload=upload, stdio=stdio)  # fmt: skip
+            rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
+            send({"rc": rc})
+        finally:
+            if upload is not None:
+                shutil.rmtree(upload.local, ignore_errors=True)
             with self.lock:
-                self.requests += 1
-                self.running += 1
+                self.running -= 1
                 self.last = time.monotonic()
-            upload: Path | None = None
-            argv = req.argv
-            try:
-                if req.code is not None:
-                    try:
-                        upload = receive_code(conn, req.code.size)
-                    except ValueError as exc:
-                        send({"e": f"error: --code {req.code.path}: {exc}\nhint: send it again; nothing was done\n"})
-                        send({"rc": 2})
-                        return
-                    argv = code_values(argv, replace=str(upload))
-                stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
-                who = Caller(env=passed_env(req.env), cwd=Path(req.cwd), uid=uid, user=_user_name(uid), ppid=req.ppid,
-                             tty=req.tty, columns=req.columns, owner=uid == os.getuid(), files=req.files,
-                             stdio=stdio)  # fmt: skip
-                rc = self.runner(argv, who, lambda stream, text: send({stream: text}))
-                send({"rc": rc})
-            except BrokenPipeError:
-                pass  # the client went away
-            finally:
-                if upload is not None:
-                    shutil.rmtree(upload, ignore_errors=True)
-                with self.lock:
-                    self.running -= 1
-                    self.last = time.monotonic()
+
+    def _ask(
+        self, conn: socket.socket, send: Callable[[dict[str, object]], None], argv: list[str], cwd: Path
+    ) -> tuple[dict[str, str], Upload | None] | None:
+        """The files and the directory argv names, as the client sends them; None: the request ended here."""
+        from rsk.cli.argv import wanted
+
+        want = wanted(argv, lambda name: cwd / name)
+        if want.empty:
+            return {}, None
+        send({"want": Want(files=want.files, code=want.code, exclude=want.exclude).model_dump()})
+        try:
+            sent = Sent.model_validate(_read_json(conn, MAX_UPLOAD, UPLOAD_DEADLINE))
+        except (OSError, ValueError, ValidationError) as exc:  # rsk's client says why itself, and goes away
+            with contextlib.suppress(OSError):
+                send({"e": f"error: the files this command names did not come: {_short(exc)}\nhint: nothing was "
+                           "done; run it with rsk's own client, which sends them\n"})  # fmt: skip
+                send({"rc": 2})
+            return None
+        files = {p: text for p, text in sent.files.items() if p in want.files}
+        if sent.code is None or sent.code.path != want.code:
+            return files, None
+        try:
+            local = receive_code(conn, sent.code.size)
+        except ValueError as exc:
+            send({"e": f"error: --code {sent.code.path}: {exc}\nhint: send it again; nothing was done\n"})
+            send({"rc": 2})
+            return None
+        return files, Upload(path=sent.code.path, local=local)
+
+
+def _short(exc: Exception) -> str:
+    """A parse error's first line, without pydantic's links and input echo."""
+    text = str(exc).splitlines()
+    return (" ".join(text[:2]) if isinstance(exc, ValidationError) else (text[0] if text else ""))[:200]
 
 
 def _user_name(uid: int) -> str:
@@ -407,20 +435,47 @@ def _user_name(uid: int) -> str:
         return f"uid {uid}"
 
 
-def _read_request(conn: socket.socket) -> Request:
-    """The request line, and not a byte more: what follows it is the command's standard input (rsk mcp)."""
-    conn.settimeout(10.0)
+def _read_line(conn: socket.socket, limit: int, deadline_s: float) -> bytes:
+    """One line, and not a byte more (what follows it is a tar, or rsk mcp's standard input), of at most
+    `limit` bytes, all of it within `deadline_s` seconds: a client that drips it is cut off."""
+    deadline = time.monotonic() + deadline_s
     buf = bytearray()
-    while not buf.endswith(b"\n"):
-        seen = conn.recv(65536, socket.MSG_PEEK)
-        if not seen:
-            break
-        end = seen.find(b"\n")
-        buf += conn.recv(end + 1 if end >= 0 else len(seen))
-        if len(buf) > MAX_REQUEST:
-            raise ValueError("request too large")
-    conn.settimeout(None)
-    return Request.model_validate(json.loads(bytes(buf).decode("utf-8")))
+    try:
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ValueError(f"the line did not arrive within {deadline_s:g} s")
+            conn.settimeout(left)
+            try:
+                seen = conn.recv(65536, socket.MSG_PEEK)
+            except TimeoutError:
+                raise ValueError(f"the line did not arrive within {deadline_s:g} s") from None
+            if not seen:
+                raise ValueError("the connection ended inside the line")
+            end = seen.find(b"\n")
+            buf += conn.recv(end + 1 if end >= 0 else len(seen))
+            if len(buf) > limit:
+                raise ValueError(f"a line longer than {limit} bytes")
+    finally:
+        with contextlib.suppress(OSError):
+            conn.settimeout(None)
+    return bytes(buf)
+
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def _read_json(conn: socket.socket, limit: int, deadline_s: float) -> object:
+    """A line of JSON, bounded in size, time and nesting (json's parser recurses: 200,000 `[` would
+    exhaust the stack)."""
+    line = _read_line(conn, limit, deadline_s)
+    if len(_STRINGS.sub(b"", line).translate(None, _NOT_BRACKETS)) > MAX_BRACKETS:
+        raise ValueError("more nesting than a broker request has")
+    try:
+        return json.loads(line.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("more nesting than a broker request has") from None
 
 
 def receive_code(conn: socket.socket, size: int) -> Path:
@@ -432,10 +487,16 @@ def receive_code(conn: socket.socket, size: int) -> Path:
     where = Path(tempfile.mkdtemp(prefix="rsk-code-"))
     try:
         with tempfile.TemporaryFile() as spool:
-            conn.settimeout(60.0)
+            deadline = time.monotonic() + UPLOAD_DEADLINE  # for all of it, not for each piece
             left = size
             while left:
-                chunk = conn.recv(min(left, 1 << 20))
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                try:
+                    chunk = conn.recv(min(left, 1 << 20))
+                except TimeoutError:
+                    raise ValueError(
+                        f"the client sent {size - left} of {size} bytes in {UPLOAD_DEADLINE:g} s"
+                    ) from None
                 if not chunk:
                     raise ValueError(f"the client sent {size - left} of {size} bytes")
                 spool.write(chunk)
@@ -464,10 +525,28 @@ class _FrameWriter(io.TextIOBase):
         return len(text)
 
 
+class _BoundedLines(io.TextIOBase):
+    """rsk mcp's input from another process: lines of at most `limit` characters (a longer one ends the
+    session), so a client cannot make the broker hold a line of gigabytes."""
+
+    def __init__(self, inner: io.TextIOBase, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        line = self._inner.readline(self._limit + 1)
+        if len(line) > self._limit:
+            raise ValueError(f"an MCP message longer than {self._limit} characters")
+        return line
+
+
 def _stdio(conn: socket.socket, send: Callable[[dict[str, object]], None]) -> tuple[io.TextIOBase, io.TextIOBase]:
     """What the client sends after its request line, as text, and a writer whose text goes back as frames."""
     reader = io.TextIOWrapper(conn.makefile("rb"), encoding="utf-8", errors="replace")
-    return reader, _FrameWriter(send)
+    return _BoundedLines(reader, MAX_UPLOAD), _FrameWriter(send)
 
 
 def _sender(conn: socket.socket) -> Callable[[dict[str, object]], None]:

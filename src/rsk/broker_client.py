@@ -38,12 +38,7 @@ else:
 
     _scan = make_scanner(_Plain())  # type: ignore[arg-type]
 
-# the commands a broker runs; everything else (human acts, init, watch, mcp, broker) always runs here
-BROKERED = frozenset({"plan", "launch", "wait", "status", "events", "logs", "cancel", "reconcile", "journal",
-                      "targets", "info", "gpus", "approvals", "withdraw", "lease", "doctor", "fetch",
-                      "mcp"})  # fmt: skip
-PATH_OPTIONS = frozenset({"--tasks", "--script", "--code", "--to"})  # read or written by the broker: made absolute
-CONTENT_OPTIONS = frozenset({"--tasks", "--script"})  # files the client reads and sends: the broker opens none
+WIRE_VERSION = 2  # rsk.broker.Request
 MAX_CONTENT = 16 << 20  # larger files are not sent (the broker's own user's are read there)
 PASSED_ENV = ("RSK_PROJECT", "RSK_TARGET", "RSK_REQUESTER", "NO_COLOR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT")
 PASSED_PREFIXES = ("CODEX_", "PI_CODING_AGENT")
@@ -81,26 +76,6 @@ def expected_uid(path: str) -> int | None:
     return st.st_uid
 
 
-def _absolute(argv: list[str], files: dict[str, str] | None = None) -> list[str]:
-    """argv with its path options made absolute; the files of --script and --tasks read into `files`."""
-    out: list[str] = []
-    take = ""
-    for i, w in enumerate(argv):
-        if w == "--":
-            return out + argv[i:]
-        name, eq, value = w.partition("=")
-        if take or (name in PATH_OPTIONS and eq):
-            path = _abspath(w if take else value)
-            if files is not None and (take or name) in CONTENT_OPTIONS:
-                _read_into(files, path)
-            out.append(path if take else f"{name}={path}")
-            take = ""
-            continue
-        take = w if w in PATH_OPTIONS else ""
-        out.append(w)
-    return out
-
-
 def _read_into(files: dict[str, str], path: str) -> None:
     """The file's text as this process may read it; nothing when it cannot (the command says why)."""
     try:
@@ -112,13 +87,9 @@ def _read_into(files: dict[str, str], path: str) -> None:
         pass
 
 
-def _abspath(p: str) -> str:
-    """What pathlib's absolute() gives (no "." parts, ".." kept: symlinks decide what it means)."""
-    full = p if p.startswith("/") else f"{os.getcwd()}/{p}"
-    return "/" + "/".join(c for c in full.split("/") if c not in ("", "."))
-
-
 def try_broker(argv: list[str]) -> int | None:
+    from rsk.cli.commands import BROKERED  # who may run what: the one table, read before anything heavy loads
+
     if not argv or argv[0] not in BROKERED or os.environ.get("RSK_NO_BROKER"):
         return None
     head = argv[: argv.index("--")] if "--" in argv else argv
@@ -146,31 +117,19 @@ def try_broker(argv: list[str]) -> int | None:
         except OSError:
             cols = 200
         env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
-        files: dict[str, str] = {}
-        absolute = _absolute(argv, files)
-        req = {"v": 1, "op": "run", "argv": absolute, "cwd": os.getcwd(), "env": env,
-               "tty": os.isatty(1), "columns": max(20, min(cols, 1000)), "ppid": os.getppid(),
-               "files": files}  # fmt: skip
-        upload = None
-        if uid != os.getuid() and (code := _code_option(absolute)) is not None:
-            # another user's broker opens no directory of ours: send the files --code takes, read as us
-            try:
-                upload, size = _pack(*code)
-            except (OSError, ValueError) as exc:
-                sys.stderr.write(f"error: --code {code[0]}: cannot send it to the broker: {exc}\n"
-                                 "hint: fix what it says, or leave out --code\n")  # fmt: skip
-                return 2
-            req["code"] = {"path": code[0], "size": size}
+        # argv goes as it is: the broker reads it with the CLI's own parser, relative to cwd, and asks for
+        # the files it names when it may not open them itself (another user's broker)
+        req = {"v": WIRE_VERSION, "op": "run", "argv": argv, "cwd": os.getcwd(), "env": env,
+               "tty": os.isatty(1), "columns": max(20, min(cols, 1000)), "ppid": os.getppid()}  # fmt: skip
         sock.settimeout(None)
         try:
             sock.sendall((dumps(req) + "\n").encode())
-            if upload is not None:
-                while chunk := upload.read(1 << 20):
-                    sock.sendall(chunk)
-                upload.close()
             if argv[0] == "mcp":  # it speaks on stdin and stdout: what comes after the request is its input
                 _forward_stdin(sock)
             return _pump(sock)
+        except _NotSent as exc:
+            sys.stderr.write(f"{exc}\n")
+            return 2
         except (OSError, ValueError):  # gone, or a frame that is not the broker's JSON
             pass
     finally:
@@ -182,30 +141,36 @@ def try_broker(argv: list[str]) -> int | None:
     return EXIT_CONNECT
 
 
-def _code_option(argv: list[str]) -> tuple[str, list[str]] | None:
-    """(--code's directory, the --exclude globs) from an argv whose paths are absolute; None without --code."""
-    head = argv[: argv.index("--")] if "--" in argv else argv
-    code, excludes, i = None, [], 0
-    while i < len(head):
-        name, eq, value = head[i].partition("=")
-        if name in ("--code", "--exclude"):
-            if not eq:
-                if i + 1 == len(head):
-                    break
-                i += 1
-                value = head[i]
-            if name == "--code":
-                code = value
-            else:
-                excludes.append(value)
-        i += 1
-    return (code, excludes) if code is not None else None
+class _NotSent(Exception):
+    """What the broker asked for could not be read here: the command is not run."""
+
+
+def _send_wanted(sock: Any, want: dict[str, Any]) -> None:
+    """The files the broker asked for, read as this user: --script and --tasks as text, then --code's
+    directory as a tar of its files (after the line that gives its size)."""
+    files: dict[str, str] = {}
+    for path in want.get("files") or []:
+        _read_into(files, str(path))
+    sent: dict[str, object] = {"files": files}
+    upload = None
+    if (code := want.get("code")) is not None:
+        try:
+            upload, size = _pack(str(code), [str(e) for e in want.get("exclude") or []])
+        except (OSError, ValueError) as exc:
+            raise _NotSent(f"error: --code {code}: cannot send it to the broker: {exc}\n"
+                           "hint: fix what it says, or leave out --code") from None  # fmt: skip
+        sent["code"] = {"path": code, "size": size}
+    sock.sendall((dumps(sent) + "\n").encode())
+    if upload is not None:
+        while chunk := upload.read(1 << 20):
+            sock.sendall(chunk)
+        upload.close()
 
 
 def _pack(root: str, excludes: list[str]) -> tuple[Any, int]:
     from rsk.codelist import pack
 
-    if not os.path.isdir(root):
+    if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
         raise ValueError("not a directory this user can read")
     return pack(root, excludes)
 
@@ -284,6 +249,8 @@ def _pump(sock: Any) -> int:
             import json
 
             sys.stdout.write(json.dumps(frame["info"]) + "\n")
+        elif "want" in frame:
+            _send_wanted(sock, frame["want"])
         elif "rc" in frame:
             return int(frame["rc"])
     raise OSError("the broker closed the socket without an exit code")
@@ -295,7 +262,7 @@ def request(op: str, path: Path | None = None, timeout: float = 5.0) -> dict[str
     try:
         sock.settimeout(timeout)
         sock.connect(str(path or socket_path()))
-        sock.sendall((dumps({"v": 1, "op": op}) + "\n").encode())
+        sock.sendall((dumps({"v": WIRE_VERSION, "op": op}) + "\n").encode())
         info: dict[str, object] = {}
         for frame in _frames(sock):
             if "info" in frame:

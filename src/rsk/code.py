@@ -48,12 +48,16 @@ class CodeSnapshot(BaseModel):
         return "".join(f"{f.sha256} {755 if f.executable else 644} {f.path}\n" for f in self.files)
 
 
-def snapshot(root: Path, excludes: list[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> CodeSnapshot:
+def snapshot(
+    root: Path, excludes: list[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES, git: bool = True
+) -> CodeSnapshot:
+    """The files `--code root` takes. `git=False` for files another user's client sent: they are its
+    selection already, and git is never run on a tree another user wrote (rsk.codelist.listed)."""
     root = root.resolve()
     if not root.is_dir():
         raise UsageError(f"--code {root} is not a directory")
     files: list[CodeFile] = []
-    for rel in selected(str(root), excludes or []):
+    for rel in selected(str(root), excludes or [], git):
         full = root / rel
         if full.is_symlink():
             raise UsageError(f"--code: {rel} is a symlink", "rsk copies regular files only: exclude it (--exclude)")

@@ -17,8 +17,12 @@ DEFAULT_EXCLUDES = (".git", ".rsk.toml", "__pycache__", "*.pyc", ".venv", "venv"
                     ".pytest_cache", ".ruff_cache", "*.rsk-part")  # fmt: skip
 
 
-def listed(root: str) -> list[str]:
-    """Relative paths under root: git's view (tracked and untracked, ignored left out) when in a work tree."""
+def listed(root: str, git: bool = True) -> list[str]:
+    """Relative paths under root: git's view (tracked and untracked, ignored left out) when in a work tree;
+    without `git`, every file but those under `.git` (for files another user sent: git would read their
+    `.git/config`, whose hooks and fsmonitor run commands, as the broker's user)."""
+    if not git:
+        return _walked(root)
     try:
         out = subprocess.run(
             ["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -26,11 +30,15 @@ def listed(root: str) -> list[str]:
         ).stdout  # fmt: skip
         return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        found = []
-        for base, dirs, names in os.walk(root):
-            dirs[:] = [d for d in dirs if d != ".git"]
-            found += [os.path.relpath(os.path.join(base, n), root) for n in names]
-        return found
+        return _walked(root)
+
+
+def _walked(root: str) -> list[str]:
+    found = []
+    for base, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".git"]
+        found += [os.path.relpath(os.path.join(base, n), root) for n in names]
+    return found
 
 
 def excluded(path: str, patterns: tuple[str, ...]) -> bool:
@@ -38,11 +46,11 @@ def excluded(path: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(path, p) or any(fnmatch.fnmatch(c, p) for c in parts) for p in patterns)
 
 
-def selected(root: str, excludes: list[str] | tuple[str, ...] = ()) -> list[str]:
+def selected(root: str, excludes: list[str] | tuple[str, ...] = (), git: bool = True) -> list[str]:
     """The relative paths `--code root` takes, sorted; symlinks and vanished files included (the caller
     decides what to do with them)."""
     patterns = DEFAULT_EXCLUDES + tuple(excludes)
-    return [rel for rel in sorted(set(listed(root))) if not excluded(rel, patterns)]
+    return [rel for rel in sorted(set(listed(root, git))) if not excluded(rel, patterns)]
 
 
 def pack(root: str, excludes: list[str]) -> tuple[object, int]:

@@ -21,6 +21,7 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from rsk import __version__
+from rsk.cli.commands import HUMAN_ACTS
 from rsk.code import CodeSnapshot
 from rsk.errors import PendingApproval, RskError, UsageError
 from rsk.gpus import GpuInventory
@@ -39,7 +40,7 @@ from rsk.waiting import WaitResult
 P = ParamSpec("P")
 R = TypeVar("R")
 
-HUMAN_ONLY = ("approve", "deny", "grant", "deny-rule", "withdraw")  # never tools: a human's acts
+HUMAN_ONLY = tuple(sorted(HUMAN_ACTS))  # never tools: a human's acts (the audience table, rsk.cli.commands)
 DEFAULT_MAX_WAIT = 50.0  # seconds: below Codex's default MCP tool timeout of 60 s
 
 

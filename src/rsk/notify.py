@@ -59,16 +59,19 @@ def card_filed(card: Card, project: str) -> None:
         return
     data = summary(card, project)
     payload = json.dumps(data).encode()
-    env = {**os.environ, "RSK_CARD_ID": card.id, "RSK_CARD_PROJECT": project, "RSK_CARD_SUMMARY": str(data["summary"])}
-    runs = []
-    if cfg.command:
-        runs.append(["/bin/sh", "-c", cfg.command])
-    if cfg.url:
-        runs.append([sys.executable, "-m", "rsk.notify", cfg.url])
-    for argv in runs:
+    card_env = {"RSK_CARD_ID": card.id, "RSK_CARD_PROJECT": project, "RSK_CARD_SUMMARY": str(data["summary"])}
+    runs: list[tuple[list[str], dict[str, str], str | None]] = []
+    if cfg.command:  # the human's own command, where the human's rsk runs
+        runs.append((["/bin/sh", "-c", cfg.command], {**os.environ, **card_env}, None))
+    if cfg.url:  # rsk's own code: never a module from the working directory (an agent's tree)
+        from rsk.child import python
+
+        argv, env = python("rsk.notify", cfg.url)
+        runs.append((argv, {**env, **card_env}, "/"))
+    for argv, env, cwd in runs:
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    env=env, start_new_session=True)  # fmt: skip
+                                    env=env, cwd=cwd, start_new_session=True)  # fmt: skip
             assert proc.stdin is not None
             proc.stdin.write(payload)
             proc.stdin.close()

@@ -38,12 +38,15 @@ def check_token(what: str, value: str) -> str:
 
 
 def resolve_project(option: str | None) -> str:
-    """--project, else RSK_PROJECT, else the working tree's project file (rsk init), else 'default'."""
+    """--project, else RSK_PROJECT, else the working tree's project file (rsk init), else 'default'; in the
+    broker, only a project the caller may use (rsk.caller.check_project)."""
+    from rsk.caller import check_project
+
     if option:
-        return check_token("project", option)
+        return check_project(check_token("project", option))
     from rsk.projectfile import env_or_file
 
-    return check_token("project", env_or_file("RSK_PROJECT", "project") or DEFAULT_PROJECT)
+    return check_project(check_token("project", env_or_file("RSK_PROJECT", "project") or DEFAULT_PROJECT))
 
 
 def scope(project: str, target: str | None = None) -> str:
@@ -59,7 +62,10 @@ def scope(project: str, target: str | None = None) -> str:
 
 
 def project_dir(project: str) -> Path:
-    return rsk_home() / "projects" / check_token("project", project)
+    """A project's state (ledger, audit, anchors): only for a caller that may use the project."""
+    from rsk.caller import check_project
+
+    return rsk_home() / "projects" / check_project(check_token("project", project))
 
 
 def new_request_id() -> str:

@@ -167,7 +167,7 @@ def test_top_level_help_lists_every_command(rsk_env: Path) -> None:
         assert f"  {name} " in h.out, name
     for name in COMMANDS:  # and each command's own help starts with the same line
         own = rsk(name, "--help")
-        assert own.rc == 0 and COMMANDS[name][1][:40] in " ".join(own.out.split()), name
+        assert own.rc == 0 and COMMANDS[name].help[:40] in " ".join(own.out.split()), name
 
 
 def test_json_after_the_double_dash_belongs_to_the_job_and_a_leading_dash_dash_is_a_usage_error(

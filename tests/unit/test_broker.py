@@ -1,5 +1,5 @@
-"""The broker's pure parts: who may ask for what, how a project is read from a command line, the socket
-directory's checks, and the client's path rewriting."""
+"""The broker's own parts: who may ask for what before anything runs, the rights a command checks where it
+uses a project or a path, the socket directory's checks, and what a client cannot do to the broker."""
 
 from __future__ import annotations
 
@@ -8,78 +8,96 @@ from pathlib import Path
 
 import pytest
 
-from rsk.broker import Config, Request, parse_allow, prepare_directory, project_of, refusal
-from rsk.broker_client import _absolute
+from rsk.broker import Config, Request, parse_allow, prepare_directory, refusal, rights_of
+from rsk.caller import Caller, Rights
 from rsk.errors import StateError
 
 ME = os.getuid()
 OTHER = ME + 4242
+OWNER = Rights(uid=ME, user="me")
 
 
 def req(*argv: str, op: str = "run", **kw: object) -> Request:
-    return Request.model_validate({"v": 1, "op": op, "argv": list(argv), **kw})
+    return Request.model_validate({"v": 2, "op": op, "argv": list(argv), **kw})
+
+
+def other(projects: frozenset[str] | None = frozenset({"p1"})) -> Rights:
+    return Rights(uid=OTHER, user="agent", owner=False, projects=projects)
+
+
+def as_caller(cwd: Path, rights: Rights, **kw: object) -> Caller:
+    return Caller(env={}, cwd=cwd, rights=rights, ppid=1, **kw)  # type: ignore[arg-type]
 
 
 def test_the_owner_runs_agent_commands_and_no_human_act() -> None:
-    cfg = Config(socket=Path("/tmp/x.sock"))
-    assert refusal(req("launch", "--", "true"), ME, cfg) is None
-    assert refusal(req("status", "--json"), ME, cfg) is None
+    assert refusal(req("launch", "--", "true"), OWNER) is None
+    assert refusal(req("status", "--json"), OWNER) is None
     for act in ("approve", "deny", "grant", "deny-rule"):
-        why = refusal(req(act, "c-1", "--yes"), ME, cfg)
+        why = refusal(req(act, "c-1", "--yes"), OWNER)
         assert why is not None and "human" in why
-    assert refusal(req("init"), ME, cfg) is not None  # runs in the client, never in the broker
-    assert refusal(req(op="stop"), ME, cfg) is None
+    assert refusal(req("init"), OWNER) is not None  # runs in the client, never in the broker
+    assert refusal(req(op="stop"), OWNER) is None
 
 
-def test_other_users_need_an_allowance_and_stay_in_their_projects() -> None:
+def test_other_users_need_an_allowance_and_the_early_refusal_reads_only_the_command() -> None:
     cfg = Config(socket=Path("/tmp/x.sock"), allowed={OTHER: frozenset({"p1"})})
-    assert "not allowed" in str(refusal(req("status"), OTHER + 1, cfg))
-    assert refusal(req("launch", "-p", "p1", "--", "true"), OTHER, cfg) is None
-    assert refusal(req("status", env={"RSK_PROJECT": "p1"}), OTHER, cfg) is None
-    assert "not one this user may use" in str(refusal(req("status", "--project", "p2"), OTHER, cfg))
-    assert "not one this user may use" in str(refusal(req("status", "--project=p2"), OTHER, cfg))
-    assert "not one this user may use" in str(refusal(req("status", "-pp2"), OTHER, cfg))
-    # two projects named (which would the CLI take?) is refused outright
-    assert refusal(req("status", "-p", "p1", "--project", "p2"), OTHER, cfg) == "name the project once"
-    # the job's own argv after -- is not rsk's
-    assert refusal(req("launch", "-p", "p1", "--", "tool", "--project", "p2"), OTHER, cfg) is None
-    assert "--yes" in str(refusal(req("cancel", "-p", "p1", "--yes"), OTHER, cfg))
-    assert "own user" in str(refusal(req("fetch", "-p", "p1", "1", "x"), OTHER, cfg))
-    # files the broker would read as the human and send to the cluster (the human's key, say)
-    for opt in (["--code", "/root/.ssh"], ["--code=/root/.ssh"], ["--to", "/root/.ssh"]):
-        assert "only that user may name it" in str(refusal(req("launch", "-p", "p1", *opt, "--", "x"), OTHER, cfg))
-    # --script and --tasks travel as the content the client read: the request is taken, the path never opened
-    for opt in (["--script", "/etc/shadow"], ["--tasks=t"]):
-        assert refusal(req("launch", "-p", "p1", *opt, "--", "x"), OTHER, cfg) is None
-    assert refusal(req("launch", "-p", "p1", "--code", "."), ME, cfg) is None
-    # without --project, approvals and withdraw look in every project's ledger
-    assert "needs --project" in str(refusal(req("approvals", env={"RSK_PROJECT": "p1"}), OTHER, cfg))
-    assert "needs --project" in str(refusal(req("withdraw", "c-1"), OTHER, cfg))
-    assert refusal(req("approvals", "--project", "p1"), OTHER, cfg) is None
-    assert "not one this user may use" in str(refusal(req("withdraw", "c-1", "-p", "p2"), OTHER, cfg))
-    assert "only the broker's own user" in str(refusal(req(op="stop"), OTHER, cfg))
-    assert "human" in str(refusal(req("approve", "c-1"), OTHER, cfg))
+    assert rights_of(OTHER + 1, cfg) is None
+    assert "not allowed" in str(refusal(req("status"), None))
+    got = rights_of(OTHER, cfg)
+    assert got is not None and not got.owner and got.projects == {"p1"} and got.uid == OTHER
+    mine = rights_of(ME, cfg)
+    assert mine is not None and mine.owner and mine.projects is None
+    assert refusal(req("launch", "-p", "p1", "--", "true"), other()) is None
+    assert "own user" in str(refusal(req("fetch", "-p", "p1", "1", "x"), other()))
+    assert "own user" in str(refusal(req("doctor"), other()))
+    assert "only the broker's own user" in str(refusal(req(op="stop"), other()))
+    assert "human" in str(refusal(req("approve", "c-1"), other()))
+    assert "absolute" in str(refusal(req("status", cwd="relative"), other()))
 
 
-def test_any_project_when_the_allowance_names_none(tmp_path: Path) -> None:
-    cfg = Config(socket=Path("/tmp/x.sock"), allowed={OTHER: None})
-    assert refusal(req("status", "-p", "anything"), OTHER, cfg) is None
+def test_one_table_says_who_may_run_each_command() -> None:
+    """The CLI, the broker, its client and the MCP server read the same audience of every command."""
+    from rsk.cli.commands import BROKERED, COMMANDS, HUMAN_ACTS
+    from rsk.mcp_server import HUMAN_ONLY
+
+    assert set(COMMANDS) >= BROKERED | HUMAN_ACTS
+    assert {"approve", "deny", "grant", "deny-rule"} == HUMAN_ACTS
+    assert set(HUMAN_ONLY) == HUMAN_ACTS
+    assert "withdraw" in BROKERED and "withdraw" not in HUMAN_ACTS  # an agent withdraws its own card
+    assert {c for c in COMMANDS if COMMANDS[c].audience == "owner"} == {"fetch", "doctor"}
 
 
-def test_the_project_comes_from_the_callers_tree(tmp_path: Path) -> None:
-    (tmp_path / ".rsk.toml").write_text('schema_version = 1\nproject = "fromfile"\n')
-    (tmp_path / "sub").mkdir()
-    assert project_of(["status"], {}, tmp_path / "sub") == "fromfile"
-    assert project_of(["status"], {"RSK_PROJECT": "env"}, tmp_path / "sub") == "env"
-    assert project_of(["status", "-p", "opt"], {"RSK_PROJECT": "env"}, tmp_path) == "opt"
-    assert project_of(["status"], {}, Path("/")) == "default"
+def test_a_project_is_checked_where_it_is_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """resolve_project and every project's state (project_dir) refuse a project the caller may not use,
+    whatever spelling chose it: an option, RSK_PROJECT, a project file (found from the real directory)."""
+    from rsk.caller import acting_for
+    from rsk.errors import UsageError
+    from rsk.paths import project_dir, resolve_project
+
+    monkeypatch.setenv("RSK_HOME", str(tmp_path / "home"))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / ".rsk.toml").write_text('schema_version = 1\nproject = "p2"\n')
+    (tmp_path / "link").symlink_to(tmp_path / "b")
+    with acting_for(as_caller(tmp_path, other())):
+        assert resolve_project("p1") == "p1"
+        for bad in ("p2", "default"):
+            with pytest.raises(UsageError, match="not one this user may use"):
+                resolve_project(bad)
+        with pytest.raises(UsageError, match="not one this user may use"):
+            project_dir("p2")
+    with acting_for(as_caller(tmp_path / "link", other())), pytest.raises(UsageError, match="p2"):
+        resolve_project(None)  # the project file of the directory the link points to
+    with acting_for(as_caller(tmp_path, other(None))):
+        assert resolve_project("anything") == "anything"
+    with acting_for(as_caller(tmp_path, OWNER)):
+        assert resolve_project("p2") == "p2"
 
 
 def test_a_request_is_validated_whole() -> None:
     with pytest.raises(ValueError):
-        Request.model_validate({"v": 1, "op": "run", "argv": ["approve"], "uid": 0})  # no field claims identity
+        Request.model_validate({"v": 2, "op": "run", "argv": ["approve"], "uid": 0})  # no field claims identity
     with pytest.raises(ValueError):
-        Request.model_validate({"v": 2, "op": "run"})
+        Request.model_validate({"v": 1, "op": "run"})
 
 
 def test_allowances_name_real_users_other_than_the_owner() -> None:
@@ -108,20 +126,12 @@ def test_the_socket_directory_must_be_our_own_real_directory(tmp_path: Path) -> 
         prepare_directory(afile, shared=False)
 
 
-def test_the_client_makes_path_options_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """... but never the job's own argv after --."""
-    monkeypatch.chdir(tmp_path)
-    got = _absolute(["launch", "--tasks", "t.jsonl", "--code=.", "-r", "x", "--", "python", "--tasks", "y"])
-    assert got == ["launch", "--tasks", str(tmp_path / "t.jsonl"), f"--code={tmp_path}", "-r", "x", "--", "python",
-                   "--tasks", "y"]  # fmt: skip
-
-
 def test_target_files_come_from_the_callers_tree_only_for_the_owner(tmp_path: Path) -> None:
-    from rsk.caller import Caller, acting_for
+    from rsk.caller import acting_for
     from rsk.targets import search_dirs
 
     def dirs(owner: bool) -> list[Path]:
-        with acting_for(Caller(env={}, cwd=tmp_path, uid=OTHER, user="agent", ppid=1, owner=owner)):
+        with acting_for(as_caller(tmp_path, OWNER if owner else other())):
             return search_dirs()
 
     assert tmp_path / "targets" in dirs(owner=True)
@@ -151,7 +161,7 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
     def ask() -> socket.socket:
         s = socket.socket(socket.AF_UNIX)
         s.connect(str(sock))
-        s.sendall(json.dumps({"v": 1, "op": "run", "argv": ["status"]}).encode() + b"\n")
+        s.sendall(json.dumps({"v": 2, "op": "run", "argv": ["status"]}).encode() + b"\n")
         return s
 
     try:
@@ -178,7 +188,7 @@ def test_the_clients_own_json_is_the_json_modules() -> None:
 
     from rsk.broker_client import dumps, loads
 
-    req = {"v": 1, "op": "run", "argv": ["launch", "--", "echo", 'a "b" \\ c', "é€😀", "\udcff", "\x00\n\t"],
+    req = {"v": 2, "op": "run", "argv": ["launch", "--", "echo", 'a "b" \\ c', "é€😀", "\udcff", "\x00\n\t"],
            "cwd": "/tmp/x y", "env": {"RSK_PROJECT": "p", "CODEX_X": ""}, "tty": False, "columns": 200,
            "ppid": -1, "none": None, "yes": True, "tuple": (1, 2)}  # fmt: skip
     assert dumps(req) == json.dumps(req)
@@ -195,31 +205,48 @@ def test_the_clients_own_json_is_the_json_modules() -> None:
 def test_the_broker_reads_another_users_files_only_from_what_its_client_sent(tmp_path: Path) -> None:
     """--script and --tasks: the content the client read, as that user. The broker opens the path itself
     only for its own user, so an agent cannot have it read the human's key or ledger."""
-    from rsk.caller import Caller, acting_for, read_text
+    from rsk.caller import Upload, acting_for, local_dir, read_text
+    from rsk.errors import UsageError
 
     secret = tmp_path / "key"
     secret.write_text("the human's secret")
     sent = {str(secret): "what the agent sent"}
-    with acting_for(Caller(env={}, cwd=tmp_path, uid=OTHER, user="agent", ppid=1, owner=False, files=sent)):
+    with acting_for(as_caller(tmp_path, other(), files=sent)):
         assert read_text(secret) == "what the agent sent"
-    with acting_for(Caller(env={}, cwd=tmp_path, uid=OTHER, user="agent", ppid=1, owner=False)), \
-            pytest.raises(PermissionError):  # fmt: skip
+        assert read_text("key") == "what the agent sent"  # relative to the caller's directory
+    with acting_for(as_caller(tmp_path, other())), pytest.raises(PermissionError):
         read_text(secret)
-    with acting_for(Caller(env={}, cwd=tmp_path, uid=ME, user="me", ppid=1, owner=True)):
+    with acting_for(as_caller(tmp_path, OWNER)):
         assert read_text(secret) == "the human's secret"
+    upload = Upload(path=str(tmp_path / "code"), local=tmp_path / "copy")
+    with acting_for(as_caller(tmp_path, other(), upload=upload)):
+        assert local_dir("code") == tmp_path / "copy"
+        with pytest.raises(UsageError, match="did not come with the request"):
+            local_dir(tmp_path)
+    with acting_for(as_caller(tmp_path, OWNER)):
+        assert local_dir("code") == tmp_path / "code"
     assert read_text(secret) == "the human's secret"  # no broker: this process's own file
 
 
-def test_the_client_sends_what_it_can_read_of_script_and_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "s.sh").write_text("#!/bin/sh\ntrue\n")
-    (tmp_path / "bad").write_bytes(b"\xff")
-    files: dict[str, str] = {}
-    got = _absolute(["launch", "--script", "s.sh", "--tasks=missing", "--code", ".", "--", "--script", "x"], files)
-    assert got[2] == str(tmp_path / "s.sh") and got[3] == f"--tasks={tmp_path / 'missing'}"
-    assert files == {str(tmp_path / "s.sh"): "#!/bin/sh\ntrue\n"}  # not the missing file, nor the code directory
-    _absolute(["plan", "--script", "bad"], files)
-    assert str(tmp_path / "bad") not in files  # not UTF-8: the command says so, as it does without a broker
+def test_the_broker_asks_for_what_clicks_reading_of_argv_names(tmp_path: Path) -> None:
+    """A `--` in the place of an option's value is that value to Click: the files asked for are the ones
+    the command will use, however argv is spelled, and never the job's own argv."""
+    from rsk.cli.argv import wanted
+
+    def ask(*argv: str) -> tuple[list[str], str | None, list[str]]:
+        w = wanted(list(argv), lambda name: tmp_path / name)
+        return w.files, w.code, w.exclude
+
+    assert ask("launch", "--exclude", "--", "--code", "/root", "--", "true") == ([], "/root", ["--"])
+    assert ask("launch", "--env", "--", "--script", "s", "--tasks=t", "--", "x", "--code", "y") == (
+        [str(tmp_path / "s"), str(tmp_path / "t")],
+        None,
+        [],
+    )
+    assert ask("plan", "--code", ".", "--exclude", "*.log") == ([], str(tmp_path), ["*.log"])
+    assert ask("launch", "--", "tool", "--script", "x") == ([], None, [])
+    assert ask("status", "-p", "--", "--script", "x") == ([], None, [])  # no such option there: nothing
+    assert ask("nosuch") == ([], None, []) and ask() == ([], None, [])
 
 
 def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -> None:
@@ -227,17 +254,7 @@ def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -
     import socket
     import tarfile
 
-    from rsk.broker import code_values, receive_code
-
-    argv = ["launch", "--code", "/a", "--code=/b", "--", "run", "--code", "/c"]
-    assert code_values(argv) == ["/a", "/b"]
-    assert code_values(argv, replace="/tmp/x") == ["launch", "--code", "/tmp/x", "--code=/tmp/x", "--", "run",
-                                                   "--code", "/c"]  # fmt: skip
-    cfg = Config(socket=tmp_path / "b.sock", allowed={OTHER: None})
-    upload = {"path": "/a", "size": 10}
-    assert refusal(req("launch", "-p", "p", "--code", "/a", "--", "x", code=upload), OTHER, cfg) is None
-    for argv2 in (["--code", "/b"], ["--code", "/a", "--code", "/b"]):  # a directory other than the one sent
-        assert "only that user" in str(refusal(req("launch", "-p", "p", *argv2, code=upload), OTHER, cfg))
+    from rsk.broker import receive_code
 
     def tar(*members: tuple[str, bytes]) -> bytes:
         buf = io.BytesIO()
@@ -271,3 +288,98 @@ def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -
 
     for d in (got, inside):
         shutil.rmtree(d)
+
+
+def test_what_a_client_sends_is_bounded_in_size_nesting_and_time() -> None:
+    import socket
+    import threading
+
+    from rsk.broker import _read_json, _read_line, _stdio
+
+    kept: list[socket.socket] = []  # the client ends, open until the test ends
+
+    def pair(data: bytes, close: bool = True) -> socket.socket:
+        a, b = socket.socketpair()
+        kept.append(a)
+        threading.Thread(target=lambda: (a.sendall(data), close and a.shutdown(socket.SHUT_WR)), daemon=True).start()
+        return b
+
+    assert _read_json(pair(b'{"v": 2, "argv": ["a", "[[["]}\n{"next": 1}\n'), 1000, 5) == {"v": 2, "argv": ["a", "[[["]}
+    with pytest.raises(ValueError, match="nesting"):
+        _read_json(pair(b"[" * 200_000 + b"\n"), 1 << 20, 5)
+    with pytest.raises(ValueError, match="longer than"):
+        _read_line(pair(b"x" * 5000), 1000, 5)
+    with pytest.raises(ValueError, match="ended inside"):
+        _read_line(pair(b"no newline"), 1000, 5)
+    with pytest.raises(ValueError, match=r"within 0\.5 s"):
+        _read_line(pair(b"drip", close=False), 1000, 0.5)
+    reader, _ = _stdio(pair(b"short\n" + b"y" * 100 + b"\n"), lambda frame: None)
+    assert reader.readline() == "short\n"
+    import rsk.broker
+
+    reader._limit = 50  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="MCP message longer"):
+        reader.readline()
+    assert rsk.broker.MAX_UPLOAD >= 16 << 20
+
+
+def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import socket
+    import threading
+
+    import rsk.broker
+    from rsk.broker import Broker
+
+    release = threading.Event()
+    started = threading.Semaphore(0)
+    peers: list[int] = []  # the uid the kernel would report, connection by connection
+
+    def runner(argv: list[str], who: object, out: object) -> int:
+        started.release()
+        release.wait(10)
+        return 0
+
+    monkeypatch.setattr(rsk.broker, "peer_uid", lambda conn: peers.pop(0))
+    sock = Path(f"/tmp/rsk-u-{os.getpid()}-o") / "b.sock"
+    config = Config(socket=sock, allowed={OTHER: None}, max_running=2, max_running_other=2, max_running_others=2)
+    broker = Broker(config, runner)
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+
+    def ask(uid: int) -> socket.socket:
+        peers.append(uid)
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(sock))
+        s.sendall(json.dumps({"v": 2, "op": "run", "argv": ["status"]}).encode() + b"\n")
+        return s
+
+    try:
+        held = [ask(OTHER), ask(OTHER)]
+        assert started.acquire(timeout=5) and started.acquire(timeout=5)
+        frames = [json.loads(line) for line in ask(OTHER).makefile("rb")]
+        assert frames[-1] == {"rc": 75}  # the other user's slots are full
+        mine = ask(ME)
+        assert started.acquire(timeout=5)  # and the owner's command runs
+        release.set()
+        assert [json.loads(line) for line in mine.makefile("rb")][-1] == {"rc": 0}
+        for s in held:
+            assert [json.loads(line) for line in s.makefile("rb")][-1] == {"rc": 0}
+    finally:
+        release.set()
+        broker.stopping.set()
+        broker.close()
+        (sock.parent / "broker.lock").unlink(missing_ok=True)
+        sock.parent.rmdir()
+
+
+def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_path: Path) -> None:
+    """The CLI's root callback reads the audience table with the name Click resolved: whatever a request
+    looks like, a human act is exit 77 and an owner-only or local command exit 2 for another user."""
+    from rsk.cli.broker_cmd import cli_runner
+
+    said: list[str] = []
+    for argv, rc in ((["approve", "c-1", "--yes"], 77), (["doctor"], 2), (["init"], 2), (["fetch", "1", "x"], 2),
+                     (["broker", "stop"], 2)):  # fmt: skip
+        assert cli_runner(argv, as_caller(tmp_path, other()), lambda _, text: said.append(text)) == rc, said
+    assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER), lambda _, t: said.append(t)) == 77

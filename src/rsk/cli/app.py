@@ -23,19 +23,42 @@ app = typer.Typer(
 )
 
 
-def _version(value: bool) -> None:
-    if value:
+def _version(ctx: typer.Context, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
         sys.stdout.write(f"rsk {__version__}\n")
         raise typer.Exit()
 
 
 @app.callback()
 def root(
+    ctx: typer.Context,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
     """rsk: plans bound on the cluster, a ledger of approvals and grants, a journal that never submits twice."""
+    if ctx.invoked_subcommand is not None:
+        check_audience(ctx.invoked_subcommand)
+
+
+def check_audience(name: str) -> None:
+    """In the broker, the command Click chose must be one its caller may run (rsk.cli.commands)."""
+    from rsk import caller
+    from rsk.cli.commands import audience
+    from rsk.errors import NeedsHuman, UsageError
+
+    rights = caller.rights()
+    if rights is None:
+        return  # this process's own user, in its own process
+    who = audience(name)
+    if who == "human":
+        raise NeedsHuman(f"`rsk {name}` is a human's act: it never runs through the broker",
+                         "run it in your own terminal")  # fmt: skip
+    if who not in ("agent", "owner"):
+        raise UsageError(f"`rsk {name}` does not run through the broker", "run it in your own process")
+    if who == "owner" and not rights.owner:
+        raise UsageError(f"`rsk {name}` runs only for the broker's own user",
+                         "docs/broker.md says who may do what through the broker")  # fmt: skip
 
 
 _registered = False
@@ -49,7 +72,7 @@ def register_all() -> None:
     global _registered
     if _registered:
         return
-    for module in dict.fromkeys(m for m, _ in COMMANDS.values()):
+    for module in dict.fromkeys(c.module for c in COMMANDS.values()):
         importlib.import_module(f"rsk.cli.{module}").register(app)
     _registered = True
 

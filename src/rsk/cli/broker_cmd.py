@@ -101,9 +101,18 @@ def cli_runner(argv: list[str], who: object, send: Callable[[str, str], None]) -
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except BrokenPipeError:
             raise
-        except Exception:  # a bug: the caller gets the traceback and exit 1, the broker goes on
-            send("e", traceback.format_exc())
+        except Exception:  # a bug: the broker's log gets the traceback, the caller a typed error; the broker goes on
+            _log(f"rsk broker: `rsk {argv[0] if argv else ''}` for {who.user} failed:\n{traceback.format_exc()}")
+            send("e", "error: rsk failed on this command (an internal error; the broker's log has the details)\n"
+                      "hint: the human sees it with `rsk broker status` and the log it names\n")  # fmt: skip
             return 1
+
+
+def _log(text: str) -> None:
+    """The broker's own stderr (its log), not the caller's: a traceback never crosses the socket."""
+    base = sys.stderr.base if isinstance(sys.stderr, _Router) else sys.stderr
+    base.write(text)
+    base.flush()
 
 
 # the commands ---------------------------------------------------------------------------------------
@@ -144,11 +153,14 @@ def start(
         raise StateError(f"a broker already runs on {path} (pid {running['pid']})", "`rsk broker stop` stops it")
     rsk_home().mkdir(parents=True, exist_ok=True)
     log = rsk_home() / "broker.log"
-    args = [sys.executable, "-m", "rsk", "broker", "start", "--foreground", "--idle", str(idle), "--socket", str(path)]
+    from rsk.child import python
+
+    args, env = python("rsk", "broker", "start", "--foreground", "--idle", str(idle), "--socket", str(path))
     for spec in allow or []:
         args += ["--allow", spec]
     with log.open("ab") as fh:
-        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True)
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True,
+                                cwd="/", env=env)  # fmt: skip
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         info = request("ping", path, timeout=1.0)

@@ -159,10 +159,12 @@ def fetch(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk import caller
     from rsk.jobs import fetch as do_fetch
     from rsk.paths import resolve_project
 
-    report = do_fetch(resolve_target(target), resolve_project(project), job, list(paths), to, max_bytes)
+    report = do_fetch(resolve_target(target), resolve_project(project), job, list(paths), caller.path(str(to)),
+                      max_bytes)  # fmt: skip
     if json_out:
         print_json(report)
         return

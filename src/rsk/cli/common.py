@@ -82,7 +82,12 @@ def print_json(data: Any) -> None:
 
 
 def require_human(action: str, yes: bool) -> None:
-    """Approving, granting and denying need a human: a terminal, or an explicit --yes."""
+    """Approving, granting and denying need a human: a terminal, or an explicit --yes; never through the broker
+    (whose --yes would be anyone's)."""
+    from rsk import caller
+
+    if caller.current() is not None:
+        raise NeedsHuman(f"{action} is a human's act: it never runs through the broker", "run it in your own terminal")
     if yes:
         return
     if not sys.stdin.isatty():

@@ -143,7 +143,7 @@ def launch(
     if code is not None:
         from rsk.code import snapshot
 
-        snap = snapshot(code, list(exclude or []))
+        snap = snapshot(caller.local_dir(code), list(exclude or []), git=caller.is_owner())
     if ctx.info_name == "plan":
         _print_plan(target_name, request, json_out, snap)
         return
