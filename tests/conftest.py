@@ -62,9 +62,14 @@ def _broker_for(env: dict[str, str]) -> str:
     return str(_brokers[key])
 
 
+_projects: set[str] = set()  # every project name this session handed out: its jobs are cancelled at the end
+
+
 @pytest.fixture
 def project() -> str:
-    return "t" + uuid.uuid4().hex[:10]
+    name = "t" + uuid.uuid4().hex[:10]
+    _projects.add(name)
+    return name
 
 
 # as the installed shim and bin/rsk start it: Python without site, which rsk loads when the command runs here
@@ -140,7 +145,12 @@ def lab_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     if probe.returncode != 0:
         pytest.fail(f"the lab cluster does not answer over SSH: {probe.stderr.strip()}")
     yield lab
-    lab.ssh(f"scancel -u {LAB_USER} 2>/dev/null; rm -rf {lab.root_sh}")
+    # only this session's jobs (their names start rsk:PROJECT, PROJECT one handed out here, or a name made
+    # from one): other sessions may be testing on the same lab at the same time
+    names = " ".join(sorted(_projects))
+    lab.ssh(f"squeue -h -o '%i %j' | awk -v ps='{names}' 'BEGIN {{ n = split(ps, p, \" \") }} "
+            "{ for (i = 1; i <= n; i++) if (index($2, \"rsk:\" p[i]) == 1) { print $1; break } }' | xargs -r scancel; "
+            f"rm -rf {lab.root_sh}")  # fmt: skip
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LEDGER_SCHEMA = 4
+LEDGER_SCHEMA = 5
 
 
 def now() -> datetime:
@@ -46,8 +46,9 @@ class JobCost(Model):
 
     gpu_hours_worst: float
     cpu_hours_worst: float
-    gpu_hours_used: float | None = None  # set when the job has ended (elapsed x resources)
+    gpu_hours_used: float | None = None  # set when the job has ended: Slurm's run time x its worst rate
     cpu_hours_used: float | None = None
+    at_worst: bool = False  # settled at its worst case: Slurm's record of the job was gone
 
 
 class Use(Model):
@@ -101,6 +102,7 @@ class Grant(Model):
     archived_jobs: int = 0
     archived_gpu_hours: float = 0.0
     archived_cpu_hours: float = 0.0
+    archived_jobs_at_worst: int = 0  # of archived_jobs, those settled at worst case (Slurm's record was gone)
 
 
 class Charge(Model):
@@ -239,12 +241,15 @@ def _dicts(value: object) -> list[dict[str, object]] | None:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema. 3 -> 4: grants carry what their archived charges spent
+    """An older ledger as the current schema. 4 -> 5: a job cost says whether it settled at worst case
+    (none did). 3 -> 4: grants carry what their archived charges spent
     (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
     submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
     for validation to refuse."""
+    if raw.get("schema_version", 1) == 4:
+        return {**raw, "schema_version": 5}
     if raw.get("schema_version", 1) == 3:
-        return {**raw, "schema_version": 4}
+        return migrate({**raw, "schema_version": 4})
     if raw.get("schema_version", 1) == 2:
         return migrate({**raw, "schema_version": 3})
     if raw.get("schema_version", 1) != 1:

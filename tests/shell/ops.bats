@@ -103,11 +103,12 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     [ "$(field reconciled open)" = 0 ]
 }
 
-@test "doctor reports every check, with sacct unavailable on the lab" {
+@test "doctor reports every check, with sacct unavailable and devices unconstrained on the lab" {
     run remote doctor
     [ "$status" -eq 0 ]
     printf '%s\n' "$output" | grep -q '^@@check name=controller result=pass'
     printf '%s\n' "$output" | grep -q '^@@check name=sacct result=unavailable'
+    printf '%s\n' "$output" | grep -q '^@@check name=devices result=warn'
     printf '%s\n' "$output" | grep -q '^@@check name=test-only result=pass'
     ! printf '%s\n' "$output" | grep -q 'result=fail'
 }
