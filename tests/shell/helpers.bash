@@ -44,12 +44,13 @@ request() {
 # come out as @@ lines (submit reads the request from stdin)
 remote() { remote_env "" "$@"; }
 
-# remote_env PATH ENTRY ARGS...: the same with another PATH for the cluster user ("" keeps it)
+# remote_env PATH ENTRY ARGS...: the same with another PATH for the cluster user ("" keeps it); with HELD set,
+# the "held JOB:RID,..." line (the jobs a ledger holds) follows the frame
 remote_env() {
     path=${1:-$PATH}
     entry=${2%.sh}
     shift 2
-    { printf 'rsk-frame 2 %s\n' "$NONCE"; [ "$entry" != submit ] || cat; } \
+    { printf 'rsk-frame 2 %s\n' "$NONCE"; [ -z "${HELD:-}" ] || printf 'held %s\n' "$HELD"; [ "$entry" != submit ] || cat; } \
         | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/$entry.sh")" "rsk-$entry" "$@" \
         | sed "s/^@@$NONCE /@@/"
     return "${PIPESTATUS[1]}"

@@ -50,6 +50,25 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     [ "$(printf '%s\n' "$output" | grep -c '^@@journal ')" -eq 1 ]
 }
 
+@test "status, the active count and cancel find a job the ledger holds by id, whatever name it gave itself" {
+    submit ren arg=sleep arg=120
+    runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" JobName=innocent
+    run remote status "$PROJECT"
+    [ -z "$(jfact ren sq)" ] # by name alone, Slurm's facts are not this project's
+    HELD="$JOB:ren,999999:ghost" run remote status "$PROJECT"
+    case $(jfact ren sq) in PENDING | RUNNING) ;; *) false ;; esac
+    [ "$(jfact ren held)" = 1 ]
+    [ "$(jfact ghost job)" = 999999 ] && [ -z "$(jfact ghost sq)" ] # held, unknown to the journal: listed
+    HELD="$JOB:ren" run remote submit plan < <(request request_id=other arg=true)
+    [ "$(field active count)" = 1 ] && [ "$(field active jobs)" = "$JOB" ]
+    run remote cancel "$PROJECT" job "$JOB"
+    [ "$(field cancel result)" = not-ours ]
+    HELD="$JOB:ren" run remote cancel "$PROJECT" job "$JOB"
+    [ "$(field cancel result)" = cancelled ]
+    HELD="bad word" run remote status "$PROJECT"
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-held ]
+}
+
 @test "cancel by request id cancels that request's job only, and journals it" {
     submit keep arg=sleep arg=120
     keep=$JOB
