@@ -104,7 +104,7 @@ def launch(
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, say)
         # the ledger's jobs go first: the cluster counts them by id against its cap (a job can rename itself)
-        payload = guard_held(store, target.name) + request.encode()
+        payload = _held(store, target.name) + request.encode()
         say(f"planning on {target.name}")
         planned_at = now()
         # one remote program plans, waits while the ledger decides, then submits that very plan (`go`)
@@ -202,7 +202,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
         planned_at = now()
-        out = remote.call("submit", "plan", stdin=guard_held(store, target.name) + request.encode())
+        out = remote.call("submit", "plan", stdin=_held(store, target.name) + request.encode())
     raise_for_error(out)
     plan = plan_from(out)
     ledger = store.load()
@@ -225,7 +225,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
                       closest_why=d.closest_why, **base)  # fmt: skip
 
 
-def guard_held(store: Store, target: str) -> bytes:
+def _held(store: Store, target: str) -> bytes:
     """The ledger's unsettled jobs on the target, as the line the cluster's programs read first."""
     return held_line(held_jobs(store.load(), target))
 
