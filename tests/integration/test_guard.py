@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from rsk.errors import Exit
-from tests.conftest import LAB_DIR, LAB_USER, ROOT, Lab, rsk
+from tests.conftest import BROKER_MODE, LAB_DIR, LAB_USER, ROOT, Lab, rsk
 from tests.integration.helpers import (
     arm,
     finished_output,
@@ -168,8 +168,9 @@ def test_after_a_wipe_and_slurm_forgetting_the_ledger_and_its_archive_still_refu
         assert [j["state"] for j in st["jobs"]] == ["succeeded"]  # the markers still describe the outcome
         books = json.loads(rsk("grant", "list", "-p", forged, "--json").out)[0]
         assert books["cpu_hours_reserved"] == 0 and books["cpu_hours_spent"] >= 2 * 6 / 3600, books
-        assert books["jobs_at_worst"] == 1 and "Slurm's record was gone" in books["note"]
-        assert "settled at worst case" in rsk("grant", "list", "-p", forged).out
+        if not BROKER_MODE:  # a broker's watch sees the job end while Slurm lists it: Slurm's word, not the worst
+            assert books["jobs_at_worst"] == 1 and "Slurm's record was gone" in books["note"]
+            assert "settled at worst case" in rsk("grant", "list", "-p", forged).out
     finally:
         (lab.targets_dir / "labf.toml").unlink()
         lab.ssh(f"chmod -R u+w {lab.root_sh}-forged; rm -rf {lab.root_sh}-forged")
