@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from rsk.errors import Exit
@@ -352,6 +353,27 @@ def test_a_forged_journal_does_not_get_a_request_submitted_twice(lab: Lab, proje
     assert jobs_of(lab, project, "j1") == []  # no second job under the request's name
     assert grant_view(project)["jobs_spent"] == 1
     rsk("cancel", job, "-t", "lab", "-p", project)
+
+
+def test_a_running_broker_settles_a_charge_on_slurms_word_without_any_status_read(lab: Lab, project: str) -> None:
+    """The broker watches its targets' unsettled jobs: a job's end is captured while Slurm still lists it."""
+    sock = Path(f"/tmp/rsk-bw-{uuid.uuid4().hex[:8]}") / "b.sock"
+    assert rsk("broker", "start", "--socket", str(sock), "--idle", "300").rc == 0
+    try:
+        grant(project, "--cpu-hours", "1", "--jobs", "2")
+        job = launched(launch(project, "--cpus", "2", "--time", "10", command=("sleep", "3")))["job_id"]
+        deadline = time.monotonic() + 90
+        while "COMPLETED" not in lab.ssh(f"squeue -h -t all -j {job} -o %T").stdout:
+            assert time.monotonic() < deadline, "the job did not end"
+            time.sleep(1)
+        while grant_view(project)["cpu_hours_reserved"] > 0:  # no rsk command reads status meanwhile
+            assert time.monotonic() < deadline, "the broker did not settle the charge"
+            time.sleep(1)
+        books = grant_view(project)
+        assert 0 < books["cpu_hours_spent"] < 0.01 and books["jobs_at_worst"] == 0, books  # about 2 CPUs x 3 s
+    finally:
+        rsk("broker", "stop", "--socket", str(sock))
+        subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
 
 
 # 7. bad input is refused before anything happens ---------------------------------------------------------
