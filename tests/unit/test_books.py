@@ -35,3 +35,22 @@ def test_the_watch_polls_only_targets_with_unsettled_jobs_and_settling_is_slurms
     cost = running.archive.charges()[0].job_costs["11"]
     assert cost.gpu_hours_used == 1.0 and cost.at_worst
     assert books.watch_once(lambda target, project: polled.append((project, target))) == 0
+
+
+def test_only_slurms_word_on_an_ended_job_settles_it_never_the_markers() -> None:
+    from rsk.ops import jobs_from
+    from rsk.protocol import parse
+
+    n = "0" * 32
+    rows = [
+        "job rid=a job=1 sq=COMPLETED sq_elapsed=60 sq_limit=600 rc=0 elapsed=1 res=1,1,1,0,1",  # squeue's word
+        "job rid=b job=2 sq= ac=TIMEOUT ac_elapsed=600 ac_limit=600",  # sacct's, once squeue forgot it
+        "job rid=c job=3 sq= rc=0 sig=none elapsed=1 limit=600",  # only its own marker: no record
+        "job rid=d job=4 sq=COMPLETING sq_elapsed=60 sq_limit=600",  # not ended yet
+    ]
+    out = parse("".join(f"@@{n} {r}\n" for r in [*rows, "done rc=0"]), n)
+    assert out is not None
+    jobs = jobs_from(out)
+    assert [j._slurm_record for j in jobs] == [(60, 600), (600, 600), None, None]
+    assert [j._slurm_listed for j in jobs] == [True, True, False, True]
+    assert jobs[2].state == "succeeded"  # the marker still describes the outcome
