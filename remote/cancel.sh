@@ -36,7 +36,10 @@ main() {
                 i = kv("idx"); t = kv("task"); p = kv("plan")
                 print j, r, (i == "" ? "-" : i), (t == "" ? "-" : t), (p == "" ? "-" : p)
             }
-        }' "$jf" | sort -u | awk '!($1 in s) || $5 != "-" { s[$1] = $0 } END { for (j in s) print s[j] }')
+        }' "$jf" | sort -u | awk -v held=" $RSK_HELD" '
+        { h = index(held, " " $1 ":" $2 " ") > 0 } # one line a job: as the ledger holds it, else as journaled
+        !($1 in s) || h > hs[$1] || (h == hs[$1] && $5 != "-") { s[$1] = $0; hs[$1] = h }
+        END { for (j in s) print s[j] }')
     if [ -z "$matches" ]; then
         rsk_emit cancel "job=$value" result=not-ours
         return 0

@@ -63,8 +63,10 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     [ "$(field active count)" = 1 ] && [ "$(field active jobs)" = "$JOB" ]
     run remote cancel "$PROJECT" job "$JOB"
     [ "$(field cancel result)" = not-ours ]
+    # the job also claims another request in the journal: the ledger's record names it
+    echo "v=2 t=x ev=accepted rid=other plan=p idx=0 job=$JOB" >>"$ROOT/journal/$PROJECT.log"
     HELD="$JOB:ren" run remote cancel "$PROJECT" job "$JOB"
-    [ "$(field cancel result)" = cancelled ]
+    [ "$(field cancel result)" = cancelled ] && [ "$(field cancel rid)" = ren ]
     HELD="bad word" run remote status "$PROJECT"
     [ "$status" -eq 2 ] && [ "$(field error code)" = bad-held ]
 }
