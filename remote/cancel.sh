@@ -1,13 +1,16 @@
 # shellcheck shell=sh
 # rsk cancel: cancel jobs this project launched through rsk, and only those.
 #   cancel PROJECT job JOBID | rid REQUEST_ID | batch REQUEST_ID
-# A job qualifies when the journal accepted it for this project AND the live Slurm job with that id
-# still carries the rsk identity (rsk:PROJECT:RID) in its name: a bare job id that Slurm reused is
-# never touched. Ids and request ids are compared as whole strings. Prints one @@cancel line per job:
+#   stdin after the frame: an optional "held JOB:RID,..." line, the jobs rsk's ledger holds
+# A job qualifies when rsk's ledger holds it (found by id, whatever name the job gave itself), or when
+# the journal accepted it for this project AND the live Slurm job with that id still carries the rsk
+# identity (rsk:PROJECT:RID) in its name: a bare job id that Slurm reused is never touched. Ids and
+# request ids are compared as whole strings. Prints one @@cancel line per job:
 # result=cancelled|finished|not-ours|failed.
 
 main() {
     rsk_start
+    rsk_read_held
     [ $# -eq 3 ] || rsk_fail "$RSK_E_USAGE" usage "usage: cancel PROJECT job|rid|batch VALUE"
     rsk_need_token project "$1"
     project=$1
@@ -19,11 +22,13 @@ main() {
         *) rsk_fail "$RSK_E_USAGE" usage "mode is job, rid or batch" ;;
     esac
     jf=$(rsk_journal_file "$project")
-    [ -f "$jf" ] || { rsk_emit cancel "job=$value" result=not-ours; return 0; }
+    [ -f "$jf" ] || [ -n "$RSK_HELD" ] || { rsk_emit cancel "job=$value" result=not-ours; return 0; }
+    [ -f "$jf" ] || jf=/dev/null
     rsk_lock "$project"
-    # "job rid idx task plan" for every accepted job that matches
-    matches=$(awk -v mode="$mode" -v value="$value" '
+    # "job rid idx task plan" for every accepted or held job that matches
+    matches=$(awk -v mode="$mode" -v value="$value" -v held="$RSK_HELD" '
         function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
+        BEGIN { n = split(held, w, " "); for (i = 1; i <= n; i++) { split(w[i], hp, ":"); if ((mode == "job" && hp[1] == value) || (mode != "job" && hp[2] == value)) print hp[1], hp[2], "-", "-", "-" } }
         kv("ev") == "accepted" || kv("ev") == "reconciled" {
             j = kv("job"); r = kv("rid")
             if (j !~ /^[0-9_]+(s[0-9]+)?$/ || r !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/) next
@@ -31,7 +36,10 @@ main() {
                 i = kv("idx"); t = kv("task"); p = kv("plan")
                 print j, r, (i == "" ? "-" : i), (t == "" ? "-" : t), (p == "" ? "-" : p)
             }
-        }' "$jf" | sort -u)
+        }' "$jf" | sort -u | awk -v held=" $RSK_HELD" '
+        { h = index(held, " " $1 ":" $2 " ") > 0 } # one line a job: as the ledger holds it, else as journaled
+        !($1 in s) || h > hs[$1] || (h == hs[$1] && $5 != "-") { s[$1] = $0; hs[$1] = h }
+        END { for (j in s) print s[j] }')
     if [ -z "$matches" ]; then
         rsk_emit cancel "job=$value" result=not-ours
         return 0
@@ -63,7 +71,7 @@ cancel_job() { # sets result for one Slurm job
     name=$(printf '%s\n' "$live" | awk -F'|' -v j="$job" '$1 == j { print $2; exit }')
     if [ -z "$name" ]; then
         result=finished
-    elif [ "$name" != "$(rsk_job_name "$project" "$rid")" ]; then
+    elif [ "$name" != "$(rsk_job_name "$project" "$rid")" ] && ! rsk_is_held "$job:$rid"; then
         result=not-ours
     elif scancel "$job" 2>/dev/null; then
         result=cancelled

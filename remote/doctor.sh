@@ -1,5 +1,5 @@
 # shellcheck shell=sh
-# rsk doctor (cluster side): one @@check line per check, result pass|fail|unavailable.
+# rsk doctor (cluster side): one @@check line per check, result pass|fail|warn|unavailable.
 #   doctor
 #   @@N check name=NAME result=RESULT msg=B64 hint=B64
 # Requirements on the login node: Slurm's clients, a POSIX sh, awk, sed, base64, flock, and one of
@@ -22,10 +22,22 @@ main() {
     check version pass "$(sinfo -V 2>&1 | head -n 1)"
     if out=$(scontrol ping 2>&1) && printf '%s' "$out" | grep -q UP; then check controller pass "$(printf '%s' "$out" | tr '\n' ' ')"
     else check controller fail "$(printf '%s' "$out" | cut -c1-300 | head -n 3)" "the Slurm controller does not answer; ask the cluster admins"; fi
-    if out=$(sacct -n -X -S now-1minute -o JobID 2>&1); then check sacct pass "sacct answers"
-    else check sacct unavailable "$(printf '%s' "$out" | cut -c1-200 | head -n 3)" "rsk records outcomes in run markers instead"; fi
-    age=$(scontrol show config 2>/dev/null | sed -n 's/^MinJobAge *= *//p')
-    check min-job-age pass "MinJobAge = ${age:-unknown} (Slurm forgets finished jobs after this; rsk's markers remember)"
+    conf=$(scontrol show config 2>/dev/null || true)
+    if out=$(sacct -n -X -S now-1minute -o JobID 2>&1); then check sacct pass "sacct answers: charges settle on Slurm's accounting, even after squeue forgets a job"
+    else check sacct unavailable "no accounting ($(printf '%s' "$out" | cut -c1-160 | head -n 1)): charges settle on squeue's word while it lists a job" \
+        "rsk's run markers describe outcomes but never lower a charge; keep a broker running, or run rsk status, so each job's end is seen in time"; fi
+    age=$(printf '%s\n' "$conf" | sed -n 's/^MinJobAge *= *//p')
+    check min-job-age pass "MinJobAge = ${age:-unknown}: squeue lists a finished job this long; a charge whose end no rsk command or broker saw by then stays at its worst case where there is no accounting"
+    # GPUs: without ConstrainDevices (cgroup.conf, with TaskPlugin task/cgroup) a job can reach every GPU of its node
+    devices=$(printf '%s\n' "$conf" | sed -n 's/^ConstrainDevices *= *//p')
+    cg=$(printf '%s\n' "$conf" | sed -n 's/^SLURM_CONF *= *//p')
+    cg="${cg%/*}/cgroup.conf"
+    [ -n "$devices" ] || devices=$(sed -n 's/^[[:space:]]*[Cc]onstrain[Dd]evices[[:space:]]*=[[:space:]]*//p' "$cg" 2>/dev/null | tail -n 1)
+    case $devices:$(printf '%s\n' "$conf" | sed -n 's/^TaskPlugin *= *//p') in
+        [Yy]es:*cgroup*) check devices pass "ConstrainDevices = yes: a job reaches only the GPUs Slurm allocated it" ;;
+        *) check devices warn "the cluster does not constrain devices (ConstrainDevices = ${devices:-unset}): a job can use GPUs it was not allocated, and nobody is charged for them" \
+            "ask the cluster admins for ConstrainDevices=yes in cgroup.conf and TaskPlugin=task/cgroup" ;;
+    esac
     if (rsk_policy_load) >/dev/null 2>&1; then
         rsk_policy_load
         check policy pass "$RSK_POLICY_SOURCE policy ($(rsk_policy_file)), digest $RSK_POLICY_DIGEST"

@@ -16,7 +16,7 @@ RSK_LOCKED=''
 RSK_WRITABLE='
 ' # the directories rsk_need_writable found writable in this call, a line each
 RSK_T=''
-RSK_SQ='' RSK_SQ_AT='' # rsk_squeue's answer, and whether there is one
+RSK_SQ='' RSK_SQ_AT='' RSK_HELD='' # rsk_squeue's answer, whether there is one; the ledger's jobs (rsk_held)
 
 # Exit codes of the remote programs (docs/protocol.md keeps the table).
 RSK_E_USAGE=2        # malformed request or arguments
@@ -311,10 +311,28 @@ rsk_job_run() {
     [ -z "$rsk_idx" ] || RSK_RUN="$RSK_RUN/t$rsk_idx"
 }
 
-rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs
+# rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs: those the ledger holds
+# (RSK_HELD, found by id whatever name a job gave itself) and those named for the project
+rsk_active_jobs() {
     [ -n "$RSK_SQ_AT" ] || rsk_squeue
-    printf '%s\n' "$RSK_SQ" | awk -F '|' -v p="rsk:$1:" \
-        'index($2, p) == 1 && $3 ~ /^(PENDING|RUNNING|COMPLETING|SUSPENDED|CONFIGURING)$/ { print $1 }'
+    printf '%s\n' "$RSK_SQ" | awk -F '|' -v p="rsk:$1:" -v held=" $RSK_HELD" \
+        '(index($2, p) == 1 || index(held, " " $1 ":")) && $3 ~ /^(PENDING|RUNNING|COMPLETING|SUSPENDED|CONFIGURING)$/ { print $1 }'
+}
+
+# rsk_held LIST: RSK_HELD, the jobs rsk's ledger holds for the project, "JOB:RID JOB:RID ..." from the
+# client's "JOB:RID,JOB:RID" (docs/protocol.md): the ledger is the authority for what rsk submitted
+rsk_held() {
+    RSK_HELD=$(printf '%s\n' "$1" | tr ',' '\n' | awk -F: 'NF == 0 { next }
+        NF != 2 || $1 !~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ || $2 !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ { exit 1 }
+        { printf "%s ", $0 }') || rsk_fail "$RSK_E_USAGE" bad-held "held jobs are JOB:REQUEST_ID words"
+}
+
+rsk_is_held() { case " $RSK_HELD" in *" $1 "*) return 0 ;; esac; return 1; } # rsk_is_held JOB:RID
+
+rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on stdin (after the frame)
+    IFS=' ' read -r rsk_w rsk_l || true
+    RSK_HELD=''
+    [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
 }
 
 # rsk_squeue: RSK_SQ, "ID|NAME|STATE|COMMENT" for every job of this user Slurm still knows (array tasks

@@ -23,15 +23,18 @@ function add(key, j) {
 function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s }
 BEGIN {
     FS = " "
+    nh = split(held, hw, " ")
+    for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
     while ((getline line < sqf) > 0) {
         split(line, f, "|")
-        if (index(f[2], prefix) != 1) continue
+        if (index(f[2], prefix) != 1 && !(f[1] in h_rid)) continue
         sq_state[f[1]] = f[3]; sq_elapsed[f[1]] = secs(f[4]); sq_limit[f[1]] = secs(f[5]); sq_where[f[1]] = clean(f[6])
     }
     while ((getline line < acf) > 0) {
         split(line, f, "|")
-        if (index(f[2], prefix) != 1) continue
+        if (index(f[2], prefix) != 1 && !(f[1] in h_rid)) continue
         a = f[3]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[4], ec, ":"); ac_exit[f[1]] = ec[1]
+        ac_el[f[1]] = f[5] ~ /^[0-9]+$/ ? f[5] : ""; ac_lim[f[1]] = f[6] ~ /^[0-9]+$/ ? f[6] * 60 : ""
     }
     while ((getline line < mkf) > 0) {
         sp = index(line, " "); file = substr(line, 1, sp - 1); body = substr(line, sp + 1)
@@ -59,10 +62,13 @@ BEGIN {
 }
 END {
     if (after != "") print "@@" nonce " cursor lines=" NR
+    for (i = 1; i <= n; i++) { key = order[i]; listed[job[key]] = 1 }
+    for (j in h_rid) if (!(j in listed)) { key = "held" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = h_rid[j] }
     for (i = 1; i <= n; i++) {
         key = order[i]; j = job[key]; d = k_dir[key]
-        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s lease=%s starts=%d\n", \
+        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s lease=%s held=%d starts=%d\n", \
             nonce, k_rid[key], k_task[key], k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
-            ac_state[j], ac_exit[j], m_rc[d], m_sig[d], m_el[d], m_lim[d], (j in cancel), t_sub[key], k_res[key], k_lease[key], starts[j]
+            ac_state[j], ac_exit[j], ac_el[j], ac_lim[j], (d == "" ? "" : m_rc[d]), (d == "" ? "" : m_sig[d]), (d == "" ? "" : m_el[d]), \
+            (d == "" ? "" : m_lim[d]), (j in cancel), t_sub[key], k_res[key], k_lease[key], (j in h_rid), starts[j]
     }
 }

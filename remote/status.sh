@@ -1,17 +1,25 @@
 # shellcheck shell=sh
 # rsk status: the raw facts about every rsk job of a project, in one call (never one call per job).
 #   status PROJECT [AFTER]     with AFTER, also the journal lines after that line (one call for events)
+#   stdin after the frame: an optional "held JOB:RID,..." line, the jobs rsk's ledger holds
+# Slurm's facts (squeue, sacct) join by job id: for a job the ledger holds whatever its name (a job can
+# rename itself), else only while the job carries the project's name (rsk:PROJECT:); a held job the
+# journal does not list (a job can edit the journal) gets a line of its own.
 # Joins in one awk pass: squeue (what Slurm still knows), the run markers the job wrapper writes
 # (started / ended: exit code, signal, elapsed), sacct where accounting works, and the attempt journal
 # (what rsk submitted, cancels it asked for); a lease's steps join as squeue-like lines from the lease's
 # directory (rsk_lease_steps). It decides nothing: rsk.states turns the facts into a
 # job's state, where unit tests reach it. Prints @@status, then one @@job line per job:
 #   @@N job rid=R task=K idx=I job=J sq=STATE sq_elapsed=S sq_limit=S where=NODES|(REASON)
-#           ac=STATE ac_exit=N rc=N sig=SIG elapsed=S limit=S cancel=0|1 submitted=T res=N,C,M,G,T lease=NAME
+#           ac=STATE ac_exit=N ac_elapsed=S ac_limit=S rc=N sig=SIG elapsed=S limit=S cancel=0|1 submitted=T
+#           res=N,C,M,G,T lease=NAME held=0|1
+# sq_* and ac_* are Slurm's word; rc, sig, elapsed, limit (the markers) and res (the journal) are what
+# the job's own files say: they describe its outcome and never settle a charge (docs/ledger.md).
 # and, with AFTER, @@journal n=LINE ... lines and @@cursor lines=N.
 
 main() {
     rsk_start
+    rsk_read_held # the jobs the ledger holds: found by id, listed even when the journal lost them
     if [ $# -lt 1 ] || [ $# -gt 2 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: status PROJECT [AFTER]"; fi
     rsk_need_token project "$1"
     project=$1
@@ -32,7 +40,7 @@ main() {
     # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days)
     : >"$tmp/acct"
     if [ "$slurm" = up ] && command -v sacct >/dev/null 2>&1 && sacct -n -X -j 1 -o JobID >/dev/null 2>&1; then
-        sacct -n -X -P -u "$(id -un)" -S now-30days -o JobID,JobName,State,ExitCode >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
+        sacct -n -X -P -u "$(id -un)" -S now-30days -o JobID,JobName,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
     fi
     runs="$RSK_ROOT/runs/$project"
     : >"$tmp/markers"
@@ -86,5 +94,5 @@ main() {
     [ -f "$jf" ] || jf=/dev/null
     rsk_emit status "slurm=$slurm" "t=$(rsk_now)" "project=$project"
     awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v sqf="$tmp/sq" -v mkf="$tmp/markers" \
-        -v acf="$tmp/acct" -v after="$after" "$RSK_STATUS_AWK" "$jf"
+        -v acf="$tmp/acct" -v after="$after" -v held="$RSK_HELD" "$RSK_STATUS_AWK" "$jf"
 }

@@ -9,8 +9,9 @@
 #                                                     its hash) with the rest framed by NONCE; anything
 #                                                     else, or the end of input, submits nothing
 #
-# REQUEST is "rsk-request 2", then "KEY VALUE" lines, then "end" (docs/protocol.md). A single job is a
-# batch of one task (index 0, no key); a batch has N keyed tasks, one job array per resource shape.
+# REQUEST is an optional "held JOB:RID,..." line (the ledger's jobs, counted by id), "rsk-request 2",
+# then "KEY VALUE" lines, then "end" (docs/protocol.md). A single job is a batch of one task (index 0,
+# no key); a batch has N keyed tasks, one job array per resource shape.
 # One path does both: one job-script writer, one evidence lookup, one journal writer, one cap check,
 # one sbatch-failure classifier. A lease (lease_open NAME) is one job whose payload is rsk's controller;
 # a step (lease NAME) is queued into the lease's directory instead of going to sbatch (docs/leases.md).
@@ -26,6 +27,10 @@ SCALARS=' project request_id name workdir path hostkey code partition account qo
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
+    if [ "$rq_magic" = held ]; then # the ledger's jobs, counted by id (rsk_active_jobs)
+        rsk_held "$rq_version"
+        IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
+    fi
     [ "$rq_magic" = rsk-request ] || rsk_fail "$RSK_E_USAGE" bad-request "not an rsk request"
     [ "$rq_version" = "$RSK_PROTOCOL" ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
         "request protocol $rq_version is not the protocol of this program ($RSK_PROTOCOL)"

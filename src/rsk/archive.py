@@ -82,6 +82,7 @@ def compact(ledger: Ledger, at: datetime) -> list[Record]:
                 g.archived_jobs += len(ch.job_costs)
                 g.archived_gpu_hours += sum(c.gpu_hours_used or 0.0 for c in ch.job_costs.values())
                 g.archived_cpu_hours += sum(c.cpu_hours_used or 0.0 for c in ch.job_costs.values())
+                g.archived_jobs_at_worst += sum(c.at_worst for c in ch.job_costs.values())
             records.append(Record(kind="charge", archived=at, entry=ch.model_dump(mode="json")))
         ledger.charges = [ch for ch in ledger.charges if not _charge_cold(ch)]
     records += [Record(kind="approval", archived=at, entry=a.model_dump(mode="json"))

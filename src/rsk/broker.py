@@ -234,6 +234,9 @@ class Broker:
         listener = self.listener
         assert listener is not None
         threading.Thread(target=self._idle_watch, daemon=True).start()
+        from rsk import books
+
+        books.start(self.stopping)  # charges settle on Slurm's word while their jobs run
         try:
             while not self.stopping.is_set():
                 try:

@@ -62,6 +62,7 @@ class Usage:
     cpu_hours_reserved: float = 0.0
     jobs_spent: int = 0  # submitted jobs
     jobs_reserved: int = 0  # allowed, not yet submitted
+    jobs_at_worst: int = 0  # ended jobs charged their worst case: Slurm's record of them was gone
 
     @property
     def gpu_hours(self) -> float:
@@ -88,6 +89,7 @@ def usage_by_grant(
             u.jobs_spent += g.archived_jobs
             u.gpu_hours_spent += g.archived_gpu_hours
             u.cpu_hours_spent += g.archived_cpu_hours
+            u.jobs_at_worst += g.archived_jobs_at_worst
     for ch in charges:
         if ch.state == "released":
             continue
@@ -107,6 +109,7 @@ def usage_by_grant(
             else:
                 u.gpu_hours_spent += cost.gpu_hours_used
                 u.cpu_hours_spent += cost.cpu_hours_used
+                u.jobs_at_worst += cost.at_worst
     return out
 
 

@@ -16,7 +16,7 @@ class Check(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str
-    result: Literal["pass", "fail", "unavailable"]
+    result: Literal["pass", "fail", "warn", "unavailable"]  # warn: works, with a risk the human should know
     message: str
     hint: str = ""
 

@@ -29,6 +29,8 @@ class GrantView(BaseModel):
     cpu_hours_spent: float
     cpu_hours_reserved: float
     cpu_hours_left: float | None
+    jobs_at_worst: int = 0  # ended jobs charged their worst case
+    note: str = ""
 
 
 def view(g: Grant, u: Usage, at: datetime) -> GrantView:
@@ -55,6 +57,8 @@ def view(g: Grant, u: Usage, at: datetime) -> GrantView:
         cpu_hours_spent=round(u.cpu_hours_spent, 4),
         cpu_hours_reserved=round(u.cpu_hours_reserved, 4),
         cpu_hours_left=None if g.cpu_hours is None else round(max(g.cpu_hours - u.cpu_hours, 0.0), 4),
+        jobs_at_worst=u.jobs_at_worst,
+        note=f"{u.jobs_at_worst} job(s) settled at worst case: Slurm's record was gone" if u.jobs_at_worst else "",
     )
 
 

@@ -32,7 +32,7 @@ from rsk.ledger import (
     now,
 )
 from rsk.paths import scope
-from rsk.protocol import Plan, Request, Resources
+from rsk.protocol import Plan, Request, Resources, is_job_id
 from rsk.store import Store
 
 
@@ -410,9 +410,22 @@ def release(store: Store, request_id: str, reason: str) -> None:
         _release_holds(store, ledger, request_id, reason)
 
 
-def settle(store: Store, target: str, ended: dict[str, tuple[Resources, int]]) -> int:
-    """Jobs that ended (job id -> its shape and elapsed seconds) count what they used, not their worst
-    case. Returns how many job costs were settled."""
+SlurmRecord = tuple[int, int | None] | None  # Slurm's word on an ended job: (run time s, limit s); None: gone
+
+
+def used(cost: JobCost, record: SlurmRecord) -> tuple[float, float]:
+    """What an ended job counts (pure): its worst case scaled by the share of its time limit Slurm says it
+    ran (at most all of it); its whole worst case when Slurm's record is gone or names no limit. Nothing
+    a job writes counts."""
+    if record is None or not record[1]:
+        return cost.gpu_hours_worst, cost.cpu_hours_worst
+    share = min(max(record[0], 0) / record[1], 1.0)
+    return cost.gpu_hours_worst * share, cost.cpu_hours_worst * share
+
+
+def settle(store: Store, target: str, ended: dict[str, SlurmRecord]) -> int:
+    """Jobs that ended (job id -> Slurm's record of it, None when Slurm's record was gone) count what Slurm
+    says they used, or their worst case. Returns how many job costs were settled."""
     ledger = store.load()
     if not any(j in ended for j in _open_jobs(ledger, target)):
         return 0  # the common case: no lock, no write
@@ -421,7 +434,8 @@ def settle(store: Store, target: str, ended: dict[str, tuple[Resources, int]]) -
         for costs, owner in _cost_owners(ledger, target):
             for job, cost in costs.items():
                 if job in ended and cost.gpu_hours_used is None:
-                    cost.gpu_hours_used, cost.cpu_hours_used = ended[job][0].used(ended[job][1])
+                    cost.gpu_hours_used, cost.cpu_hours_used = used(cost, ended[job])
+                    cost.at_worst = ended[job] is None
                     count += 1
             if (
                 isinstance(owner, Charge)
@@ -429,9 +443,32 @@ def settle(store: Store, target: str, ended: dict[str, tuple[Resources, int]]) -
                 and all(c.gpu_hours_used is not None for c in owner.job_costs.values())
             ):
                 owner.state = "settled"
-                store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id,
-                                   f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"))  # fmt: skip
+                worst = sum(c.at_worst for c in costs.values())
+                detail = f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"
+                if worst:
+                    detail += f"; {worst} job(s) settled at worst case: Slurm's record was gone"
+                store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id, detail))
     return count
+
+
+def held_jobs(ledger: Ledger, target: str) -> dict[str, str]:
+    """The jobs rsk submitted on the target that have not settled (job id -> request id): the ledger's
+    record, from the submit's own answer. Status, the active count and cancel find them by these ids."""
+    held: dict[str, str] = {}
+    for ch in ledger.charges:
+        if ch.target == target and ch.state == "submitted":
+            held |= {j: ch.request_id for j, c in ch.job_costs.items() if c.gpu_hours_used is None}
+    for a in ledger.approvals:
+        for u in a.uses:
+            if u.target == target and u.state == "submitted":
+                held |= {j: u.request_id for j, c in u.jobs.items() if c.gpu_hours_used is None}
+    return held
+
+
+def held_line(held: dict[str, str]) -> bytes:
+    """The "held JOB:RID,..." line the cluster's programs read after the frame (docs/protocol.md)."""
+    words = [f"{j}:{r}" for j, r in sorted(held.items()) if is_job_id(j)]
+    return ("held " + ",".join(words) + "\n").encode()
 
 
 def _cost_owners(ledger: Ledger, target: str) -> list[tuple[dict[str, JobCost], Charge | Use]]:

@@ -12,6 +12,8 @@ from rsk.guard import (
     Allowed,
     authorize,
     authorize_step,
+    held_jobs,
+    held_line,
     record_lease,
     record_steps,
     record_submitted,
@@ -107,7 +109,8 @@ def launch(
     try:
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, say)
-        payload = request.encode()
+        # the ledger's jobs go first: the cluster counts them by id against its cap (a job can rename itself)
+        payload = _held(store, target.name) + request.encode()
         say(f"planning on {target.name}")
         planned_at = now()
         # one remote program plans, waits while the ledger decides, then submits that very plan (`go`)
@@ -123,7 +126,10 @@ def launch(
                 accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=True)
                             for j in known]  # fmt: skip
                 result = _result(target.name, request, plan, Allowed(kind="replay", id="ledger"), accepted)
-                result.note = "the cluster's journal no longer knows this request; the ledger does: not submitted again"
+                result.note = (
+                    "the ledger recorded this request's jobs; the cluster's journal does not show them all: "
+                    "not submitted again"
+                )
                 return result
             try:
                 allowed = _allow(store, target.name, plan, request, planned_at)
@@ -204,7 +210,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
         planned_at = now()
-        out = remote.call(submit_entry(request), "plan", stdin=request.encode())
+        out = remote.call(submit_entry(request), "plan", stdin=_held(store, target.name) + request.encode())
     raise_for_error(out)
     plan = plan_from(out)
     ledger = store.load()
@@ -227,11 +233,19 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
                       closest_why=d.closest_why, **base)  # fmt: skip
 
 
+def _held(store: Store, target: str) -> bytes:
+    """The ledger's unsettled jobs on the target, as the line the cluster's programs read first."""
+    return held_line(held_jobs(store.load(), target))
+
+
 def _known_jobs(store: Store, request: Request, plan: Plan, target: str) -> list[str]:
-    """The jobs the ledger recorded for this request when the cluster knows none (a wiped remote root)."""
-    if plan.prior:
-        return []
-    return submitted_jobs(store.load(), request.request_id, plan.hash, target, store.archive)
+    """The jobs the ledger recorded for this request, unless the cluster shows every one of them as
+    submitted (then the cluster replays them, or submits the rest of a batch). The ledger is the
+    authority: whatever the cluster's journal says of a request the ledger holds jobs for (wiped, or
+    edited by a job), nothing is submitted in their place."""
+    jobs = submitted_jobs(store.load(), request.request_id, plan.hash, target, store.archive)
+    seen = {p.job_id for p in plan.prior if p.state in ("done", "found")}
+    return [] if set(jobs) <= seen else jobs
 
 
 def _allow(store: Store, target: str, plan: Plan, request: Request, planned_at: datetime) -> Allowed:

@@ -46,8 +46,9 @@ class JobCost(Model):
 
     gpu_hours_worst: float
     cpu_hours_worst: float
-    gpu_hours_used: float | None = None  # set when the job has ended (elapsed x resources)
+    gpu_hours_used: float | None = None  # set when the job has ended: Slurm's run time x its worst rate
     cpu_hours_used: float | None = None
+    at_worst: bool = False  # settled at its worst case: Slurm's record of the job was gone
 
 
 class Use(Model):
@@ -101,6 +102,7 @@ class Grant(Model):
     archived_jobs: int = 0
     archived_gpu_hours: float = 0.0
     archived_cpu_hours: float = 0.0
+    archived_jobs_at_worst: int = 0  # of archived_jobs, those settled at worst case (Slurm's record was gone)
 
 
 class Charge(Model):
@@ -252,7 +254,8 @@ def _dicts(value: object) -> list[dict[str, object]] | None:
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
     """An older ledger as the current schema. 4 -> 5: leases record the steps they allowed (a lease opened
-    before says it did not: None). 3 -> 4: grants carry what their archived charges spent
+    before says it did not: None), and a job cost says whether it settled at worst case (none did).
+    3 -> 4: grants carry what their archived charges spent
     (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
     submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
     for validation to refuse."""

@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rsk import guard, safejson, states
 from rsk.atomic import write_atomic
 from rsk.errors import UsageError
 from rsk.jobs import JournalEvent, parse_journal_line
 from rsk.paths import check_token, project_dir
-from rsk.protocol import Output, Resources, raise_for_error
+from rsk.protocol import Output, raise_for_error
 from rsk.remote import Remote, remote_for
 from rsk.states import FINAL, State
 from rsk.store import Store
@@ -43,6 +43,10 @@ class JobState(Model):
     lease: str | None = None  # a step: the lease it was queued into
     starts: int = 0  # a step: how often a lease's controller journaled starting it
     undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
+    # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
+    # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
+    _slurm_record: tuple[int, int | None] | None = PrivateAttr(default=None)
+    _slurm_listed: bool = PrivateAttr(default=False)
 
     @property
     def gpu_hours_used(self) -> float:
@@ -90,26 +94,27 @@ def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
             slurm_up=slurm_up,
         )
         sq_el, sq_lim = _int(kv.get("sq_elapsed")), _int(kv.get("sq_limit"))
-        jobs.append(
-            JobState(
-                request_id=kv.get("rid", ""),
-                task=kv.get("task") or None,
-                job_id=kv.get("job", ""),
-                state=states.job_state(facts),
-                exit_code=rc if rc is not None else _int(kv.get("ac_exit")),
-                signal=facts.signal if facts.signal not in (None, "none") else None,
-                elapsed_s=sq_el if sq_el is not None else facts.elapsed_s,
-                limit_s=sq_lim if sq_lim is not None else facts.limit_s,
-                where=kv.get("where", ""),
-                submitted=kv.get("submitted", ""),
-                nodes=nodes,
-                cpus=cpus,
-                mem_mb=mem,
-                gpus=gpus,
-                lease=kv.get("lease") or None,
-                starts=_int(kv.get("starts")) or 0,
-            )
+        record = _slurm_record(kv)
+        job = JobState(
+            request_id=kv.get("rid", ""),
+            task=kv.get("task") or None,
+            job_id=kv.get("job", ""),
+            state=states.job_state(facts),
+            exit_code=rc if rc is not None else _int(kv.get("ac_exit")),
+            signal=facts.signal if facts.signal not in (None, "none") else None,
+            elapsed_s=sq_el if sq_el is not None else facts.elapsed_s,
+            limit_s=sq_lim if sq_lim is not None else facts.limit_s,
+            where=kv.get("where", ""),
+            submitted=kv.get("submitted", ""),
+            nodes=nodes,
+            cpus=cpus,
+            mem_mb=mem,
+            gpus=gpus,
+            lease=kv.get("lease") or None,
+            starts=_int(kv.get("starts")) or 0,
         )
+        job._slurm_record, job._slurm_listed = record, bool(kv.get("sq") or kv.get("ac"))
+        jobs.append(job)
     return jobs
 
 
@@ -133,34 +138,46 @@ def undecided_warning(j: JobState) -> str:
     )
 
 
+def _slurm_record(kv: dict[str, str]) -> tuple[int, int | None] | None:
+    """Slurm's word on an ended job: squeue's while it lists the job, else sacct's; None otherwise."""
+    for state, elapsed, limit in (("sq", "sq_elapsed", "sq_limit"), ("ac", "ac_elapsed", "ac_limit")):
+        el = _int(kv.get(elapsed))
+        if states.slurm_ended(kv.get(state, "")) and el is not None:
+            return el, _int(kv.get(limit))
+    return None
+
+
 def settle_ended(target: str, project: str, jobs: list[JobState]) -> int:
-    """Charges and approval uses of ended jobs count what the jobs used (elapsed x resources)."""
-    ended: dict[str, tuple[Resources, int]] = {}
+    """Charges and approval uses of ended jobs count what Slurm says they used; a job Slurm no longer
+    lists (forgotten, MinJobAge) whose end nobody captured counts its worst case."""
+    ended: dict[str, guard.SlurmRecord] = {}
     for j in jobs:
-        if j.state in FINAL and j.nodes is not None and j.cpus is not None and j.gpus is not None:
-            shape = Resources(nodes=j.nodes, cpus=j.cpus, mem_mb=j.mem_mb or 1, gpus=j.gpus,
-                              time_min=max((j.limit_s or 0) // 60, 1))  # fmt: skip
-            ended[j.job_id] = (shape, j.elapsed_s or 0)
+        if j._slurm_record is not None:
+            ended[j.job_id] = j._slurm_record
+        elif j.state in FINAL and not j._slurm_listed:
+            ended[j.job_id] = None
     return guard.settle(Store(project), target, ended) if ended else 0
 
 
 def status_call(remote: Remote, target: str, project: str, after: int | None = None) -> tuple[Status, Output]:
+    """The project's jobs: those the journal lists, and every job the ledger holds, found by id."""
     args = [project] if after is None else [project, str(after)]
-    out = remote.call("status", *args)
+    store = Store(project)
+    held = guard.held_jobs(store.load(), target)
+    out = remote.call("status", *args, stdin=guard.held_line(held))
     raise_for_error(out)
     head = out.first("status")
     up = not (head and head.kv.get("slurm") == "down")
-    st = Status(
-        target=target,
-        project=project,
-        slurm="up" if up else "down",
-        at=head.kv.get("t", "") if head else "",
-        jobs=jobs_from(out, slurm_up=up),
-    )
+    jobs = jobs_from(out, slurm_up=up)
+    for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
+        if j.job_id in held:
+            j.request_id = held[j.job_id]
+    st = Status(target=target, project=project, slurm="up" if up else "down", at=head.kv.get("t", "") if head else "",
+                jobs=jobs)  # fmt: skip
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
         by_request.setdefault(j.request_id, []).append(j.job_id)
-    guard.adopt(Store(project), target, by_request)
+    guard.adopt(store, target, by_request)
     settle_ended(target, project, st.jobs)
     return mark_undecided(st, project), out
 
@@ -214,8 +231,11 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
     assert value is not None
     if mode != "job":
         check_token("request id", value)
+    # the ledger's jobs are found by id, whatever name a job gave itself
+    held = guard.held_jobs(Store(project).load(), target)
+    mine = {j: r for j, r in held.items() if (j == value if mode == "job" else r == value)}
     with remote_for(target) as remote:
-        out = remote.call("cancel", project, mode, value)
+        out = remote.call("cancel", project, mode, value, stdin=guard.held_line(mine))
     raise_for_error(out)
     results = [
         CancelResult(

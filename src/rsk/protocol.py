@@ -97,11 +97,6 @@ class Resources(BaseModel):
     def cpu_hours(self) -> float:
         return self.total_cpus * self.time_min / 60
 
-    def used(self, elapsed_s: int) -> tuple[float, float]:
-        """GPU-hours and CPU-hours a job of this shape used in elapsed_s seconds (capped at its limit)."""
-        hours = min(max(elapsed_s, 0), self.time_min * 60) / 3600
-        return self.total_gpus * hours, self.total_cpus * hours
-
 
 class TaskSpec(BaseModel):
     """One task of a batch: its own command and environment, optional resource overrides."""

@@ -16,6 +16,14 @@ FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-ou
 _PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED",
             "STOPPED"}  # fmt: skip
 _RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING"}
+# the states in which Slurm has let go of a job's allocation for good: its run time is final
+_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
+          "NODE_FAIL"}  # fmt: skip
+
+
+def slurm_ended(state: str) -> bool:
+    """Slurm itself (squeue or sacct) says the job ended: what it reports of its run time is final."""
+    return state in _ENDED
 
 
 @dataclass(frozen=True)

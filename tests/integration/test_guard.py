@@ -8,10 +8,11 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 from rsk.errors import Exit
-from tests.conftest import LAB_DIR, LAB_USER, ROOT, Lab, rsk
+from tests.conftest import BROKER_MODE, LAB_DIR, LAB_USER, ROOT, Lab, rsk
 from tests.integration.helpers import (
     arm,
     finished_output,
@@ -122,33 +123,59 @@ def test_after_a_wipe_and_slurm_forgetting_the_ledger_and_its_archive_still_refu
 ) -> None:
     """The journal is gone and Slurm forgot the jobs (MinJobAge): only the ledger remembers each use. In
     one project an approval's use is in the hot file; in the other the job ended, its charge settled and
-    moved to the ledger's archive, which still remembers the request, and its grant what it spent. (One
-    test, one wait: Slurm takes up to a minute and a half to forget a job.)"""
+    moved to the ledger's archive, which still remembers the request, and its grant what it spent. A third
+    project, under a remote root of its own, has a job that forged its outcome before Slurm forgot it: it
+    is charged its worst case. (One test, one wait: Slurm takes up to a minute and a half to forget a job.)"""
     from rsk.store import Store
 
-    hot, cold = project, project + "a"
+    hot, cold, forged = project, project + "a", project + "f"
     card = card_of(launch(hot, "-r", "v1", command=("true",)))
     assert rsk("approve", card, "-p", hot, "--yes").rc == 0
     first_hot = launched(launch(hot, "-r", "v1", command=("true",)))
     grant(cold, "--jobs", "5")
     first_cold = launched(launch(cold, "-r", "s1", command=("true",)))
-    store = Store(cold)
-    deadline = time.monotonic() + 120
-    while store.load().charges:  # a status read settles the ended job; the write archives the charge
-        assert time.monotonic() < deadline, "the charge did not settle"
-        rsk("status", "-p", cold, "--json")
-        time.sleep(1)
-    assert [c.request_id for c in store.archive.charges()] == ["s1"]
-    lab.ssh(f"rm -rf {lab.root_sh}")
-    while jobs_of(lab, hot, "v1") or jobs_of(lab, cold, "s1"):  # the lab's MinJobAge is 30 s
-        assert time.monotonic() < deadline + 120, "Slurm did not forget the jobs"
-        time.sleep(2)
-    for p, rid, first in ((hot, "v1", first_hot), (cold, "s1", first_cold)):
-        again = launched(launch(p, "-r", rid, command=("true",)))
-        assert again["status"] == "replayed" and again["job_id"] == first["job_id"] and again["note"], p
-        assert lab.journal(p) == []  # nothing was submitted, nothing journaled
-    spent = json.loads(rsk("grant", "list", "-p", cold, "--json").out)[0]
-    assert spent["jobs_spent"] == 1 and spent["jobs_left"] == 4
+    other_target(lab, "labf", lab.remote_root + "-forged")
+    try:
+        grant(forged, "--cpu-hours", "1", "--jobs", "5")
+        job = launched(rsk("launch", "-t", "labf", "-p", forged, "-r", "m1", "--cpus", "2", "--time", "10",
+                           "--json", "--", "sleep", "6"))["job_id"]  # fmt: skip
+        store = Store(cold)
+        deadline = time.monotonic() + 120
+        while store.load().charges:  # a status read settles the ended job; the write archives the charge
+            assert time.monotonic() < deadline, "the charge did not settle"
+            rsk("status", "-t", "lab", "-p", cold, "--json")
+            time.sleep(1)
+        assert [c.request_id for c in store.archive.charges()] == ["s1"]
+        lab.ssh(f"rm -rf {lab.root_sh}")
+        while "COMPLETED" not in lab.ssh(f"squeue -h -t all -j {job} -o %T").stdout:
+            assert time.monotonic() < deadline, "the forging job did not end"
+            time.sleep(1)
+        # what the job's own account can write: an `ended` marker saying it ran 1 s, and a journal that
+        # gives it 1 CPU (held: 2 CPUs for about 6 s)
+        run = f"{lab.root_sh}-forged/runs/{forged}/m1/t0"
+        lab.ssh(f"printf 'rc=0 sig=none elapsed=1 limit=600\\n' > {run}/ended && chmod a-w {run} && "
+                f"sed -i 's/ res=[0-9,]*/ res=1,1,1,0,1/' {lab.root_sh}-forged/journal/{forged}.log")  # fmt: skip
+        while jobs_of(lab, hot, "v1") or jobs_of(lab, cold, "s1") or jobs_of(lab, forged, "m1"):  # MinJobAge 30 s
+            assert time.monotonic() < deadline + 120, "Slurm did not forget the jobs"
+            time.sleep(2)
+        for p, rid, first in ((hot, "v1", first_hot), (cold, "s1", first_cold)):
+            again = launched(launch(p, "-r", rid, command=("true",)))
+            assert again["status"] == "replayed" and again["job_id"] == first["job_id"] and again["note"], p
+            assert lab.journal(p) == []  # nothing was submitted, nothing journaled
+        spent = json.loads(rsk("grant", "list", "-p", cold, "--json").out)[0]
+        assert spent["jobs_spent"] == 1 and spent["jobs_left"] == 4
+        # Slurm's record is gone; the markers never lower a charge: the job counts its worst case
+        st = json.loads(rsk("status", "-t", "labf", "-p", forged, "--json").out)
+        assert [j["state"] for j in st["jobs"]] == ["succeeded"]  # the markers still describe the outcome
+        books = json.loads(rsk("grant", "list", "-p", forged, "--json").out)[0]
+        held = round(2 * 6 / 3600, 4)  # 2 CPUs for its 6 s, as the grant's view rounds it
+        assert books["cpu_hours_reserved"] == 0 and books["cpu_hours_spent"] >= held, books
+        if not BROKER_MODE:  # a broker's watch sees the job end while Slurm lists it: Slurm's word, not the worst
+            assert books["jobs_at_worst"] == 1 and "Slurm's record was gone" in books["note"]
+            assert "settled at worst case" in rsk("grant", "list", "-p", forged).out
+    finally:
+        (lab.targets_dir / "labf.toml").unlink()
+        lab.ssh(f"chmod -R u+w {lab.root_sh}-forged; rm -rf {lab.root_sh}-forged")
 
 
 def test_a_spent_grant_does_not_replay_through_another_target(lab: Lab, project: str) -> None:
@@ -283,6 +310,71 @@ def test_an_ended_job_settles_to_what_it_used(lab: Lab, project: str) -> None:
     assert settled["cpu_hours_reserved"] == 0
     assert 0 < settled["cpu_hours_spent"] < 0.01  # about 2 CPUs x 2 s
     assert settled["jobs_spent"] == 1
+
+
+def test_a_job_that_renames_itself_still_runs_counts_and_is_cancelled(lab: Lab, project: str) -> None:
+    """A job can rename itself in Slurm; rsk finds its jobs by the ids the ledger holds, not by name."""
+    grant(project, "--jobs", "5", "--max-active", "1")
+    job = launched(launch(project, "-r", "n1", command=("sleep", "300")))["job_id"]
+    assert lab.ssh(f"scontrol update JobId={job} JobName=innocent").returncode == 0
+    assert jobs_of(lab, project, "n1") == []  # Slurm knows it by another name now
+    st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+    [seen] = [j for j in st["jobs"] if j["job_id"] == job]
+    assert seen["state"] in ("pending", "running") and seen["request_id"] == "n1", seen
+    assert grant_view(project)["cpu_hours_reserved"] > 0  # nothing settled
+    second = launch(project, "-r", "n2", command=("true",))
+    assert second.rc == Exit.PENDING, second.err  # still counted against --max-active 1: a human decides
+    cancelled = json.loads(rsk("cancel", job, "-t", "lab", "-p", project, "--json").out)
+    assert [r["result"] for r in cancelled["results"]] == ["cancelled"], cancelled
+    assert "RUNNING" not in lab.ssh(f"squeue -h -j {job} -o %T").stdout
+
+
+def test_a_forged_journal_does_not_get_a_request_submitted_twice(lab: Lab, project: str) -> None:
+    """What a job can do to the cluster's journal (rename itself, delete its started marker, append an intent
+    line sealed like rsk's: the seal is an unkeyed chain) does not make a relaunch submit a second job: the
+    ledger recorded the request's job from the submit's own answer."""
+    from rsk.chain import seal
+
+    grant(project, "--jobs", "5")
+    first = launched(launch(project, "-r", "j1", command=("sleep", "120")))
+    job = first["job_id"]
+    assert lab.ssh(f"scontrol update JobId={job} JobName=innocent").returncode == 0
+    journal = lab.journal(project)
+    intent = next(line for line in journal if " ev=intent " in line and " rid=j1 " in line)
+    body = intent.rsplit(" h=", 1)[0] if " h=" in intent else intent
+    forged = f"{body} h={seal(journal[-1].rsplit(' h=', 1)[1], [body])}"
+    log = f"{lab.root_sh}/journal/{project}.log"
+    assert (
+        lab.ssh(f"rm -f {lab.root_sh}/runs/{project}/j1/t0/started && printf '%s\\n' '{forged}' >> {log}").returncode
+        == 0
+    )
+    assert json.loads(rsk("journal", "-t", "lab", "-p", project, "--json").out)["chain_ok"]  # the seal proves no author
+    again = launched(launch(project, "-r", "j1", command=("sleep", "120")))
+    assert again["status"] == "replayed" and again["job_id"] == job, again
+    assert jobs_of(lab, project, "j1") == []  # no second job under the request's name
+    assert grant_view(project)["jobs_spent"] == 1
+    rsk("cancel", job, "-t", "lab", "-p", project)
+
+
+def test_a_running_broker_settles_a_charge_on_slurms_word_without_any_status_read(lab: Lab, project: str) -> None:
+    """The broker watches its targets' unsettled jobs: a job's end is captured while Slurm still lists it."""
+    sock = Path(f"/tmp/rsk-bw-{uuid.uuid4().hex[:8]}") / "b.sock"
+    assert rsk("broker", "start", "--socket", str(sock), "--idle", "300").rc == 0
+    try:
+        grant(project, "--cpu-hours", "1", "--jobs", "2")
+        job = launched(launch(project, "--cpus", "2", "--time", "10", command=("sleep", "3")))["job_id"]
+        deadline = time.monotonic() + 90
+        while "COMPLETED" not in lab.ssh(f"squeue -h -t all -j {job} -o %T").stdout:
+            assert time.monotonic() < deadline, "the job did not end"
+            time.sleep(1)
+        while grant_view(project)["cpu_hours_reserved"] > 0:  # no rsk command reads status meanwhile
+            assert time.monotonic() < deadline, "the broker did not settle the charge"
+            time.sleep(1)
+        books = grant_view(project)
+        assert 0 < books["cpu_hours_spent"] < 0.01 and books["jobs_at_worst"] == 0, books  # about 2 CPUs x 3 s
+    finally:
+        rsk("broker", "stop", "--socket", str(sock))
+        subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
 
 
 # 7. bad input is refused before anything happens ---------------------------------------------------------

@@ -51,12 +51,14 @@ shipped() {
     cat "$PROGS/$1.sh"
 }
 
-# remote_env PATH ENTRY ARGS...: the same with another PATH for the cluster user ("" keeps it)
+# remote_env PATH ENTRY ARGS...: the same with another PATH for the cluster user ("" keeps it); with HELD set,
+# the "held JOB:RID,..." line (the jobs a ledger holds) follows the frame
 remote_env() {
     path=${1:-$PATH}
     entry=${2%.sh}
     shift 2
-    { shipped "$entry"; printf 'rsk-frame 2 %s\n' "$NONCE"; case $entry in submit*) cat ;; esac; } \
+    { shipped "$entry"; printf 'rsk-frame 2 %s\n' "$NONCE"; [ -z "${HELD:-}" ] || printf 'held %s\n' "$HELD"
+      case $entry in submit*) cat ;; esac; } \
         | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/loader.sh")" "rsk-$entry" "$@" \
         | sed "s/^@@$NONCE /@@/"
     return "${PIPESTATUS[1]}"

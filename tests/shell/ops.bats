@@ -50,6 +50,27 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     [ "$(printf '%s\n' "$output" | grep -c '^@@journal ')" -eq 1 ]
 }
 
+@test "status, the active count and cancel find a job the ledger holds by id, whatever name it gave itself" {
+    submit ren arg=sleep arg=120
+    runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" JobName=innocent
+    run remote status "$PROJECT"
+    [ -z "$(jfact ren sq)" ] # by name alone, Slurm's facts are not this project's
+    HELD="$JOB:ren,999999:ghost" run remote status "$PROJECT"
+    case $(jfact ren sq) in PENDING | RUNNING) ;; *) false ;; esac
+    [ "$(jfact ren held)" = 1 ]
+    [ "$(jfact ghost job)" = 999999 ] && [ -z "$(jfact ghost sq)" ] # held, unknown to the journal: listed
+    HELD="$JOB:ren" run remote submit plan < <(request request_id=other arg=true)
+    [ "$(field active count)" = 1 ] && [ "$(field active jobs)" = "$JOB" ]
+    run remote cancel "$PROJECT" job "$JOB"
+    [ "$(field cancel result)" = not-ours ]
+    # the job also claims another request in the journal: the ledger's record names it
+    echo "v=2 t=x ev=accepted rid=other plan=p idx=0 job=$JOB" >>"$ROOT/journal/$PROJECT.log"
+    HELD="$JOB:ren" run remote cancel "$PROJECT" job "$JOB"
+    [ "$(field cancel result)" = cancelled ] && [ "$(field cancel rid)" = ren ]
+    HELD="bad word" run remote status "$PROJECT"
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-held ]
+}
+
 @test "cancel by request id cancels that request's job only, and journals it" {
     submit keep arg=sleep arg=120
     keep=$JOB
@@ -103,11 +124,12 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     [ "$(field reconciled open)" = 0 ]
 }
 
-@test "doctor reports every check, with sacct unavailable on the lab" {
+@test "doctor reports every check, with sacct unavailable and devices unconstrained on the lab" {
     run remote doctor
     [ "$status" -eq 0 ]
     printf '%s\n' "$output" | grep -q '^@@check name=controller result=pass'
     printf '%s\n' "$output" | grep -q '^@@check name=sacct result=unavailable'
+    printf '%s\n' "$output" | grep -q '^@@check name=devices result=warn'
     printf '%s\n' "$output" | grep -q '^@@check name=test-only result=pass'
     ! printf '%s\n' "$output" | grep -q 'result=fail'
 }

@@ -198,7 +198,7 @@ def doctor(
         print_json(report)
     else:
         o = out()
-        mark = {"pass": "ok  ", "fail": "FAIL", "unavailable": "n/a "}
+        mark = {"pass": "ok  ", "fail": "FAIL", "warn": "WARN", "unavailable": "n/a "}
         for c in report.checks:
             o.print(f"{mark[c.result]} {c.name:<13} {c.message}")
             if c.hint and c.result != "pass":

@@ -246,6 +246,7 @@ def render_grant(v: "GrantView") -> str:
             f"  active at most {_fmt_left(g.max_active)}; expires "
             f"{g.expires.strftime('%Y-%m-%d %H:%M UTC') if g.expires else 'never'}"
             + (f"; note: {g.note}" if g.note else ""),
+            *([f"  {v.note}"] if v.note else []),
         ]
     )
 

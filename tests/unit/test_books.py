@@ -1,0 +1,56 @@
+"""Settlement on Slurm's word (pure arithmetic) and the broker's bounded watch over unsettled charges."""
+
+from __future__ import annotations
+
+from rsk import books, guard
+from rsk.ledger import Charge, JobCost
+from rsk.store import Store
+
+
+def test_an_ended_job_counts_its_share_of_the_limit_slurm_reports_or_its_worst_case() -> None:
+    cost = JobCost(gpu_hours_worst=2.0, cpu_hours_worst=4.0)
+    assert guard.used(cost, (900, 3600)) == (0.5, 1.0)  # a quarter of its limit
+    assert guard.used(cost, (7200, 3600)) == (2.0, 4.0)  # never past its worst case
+    assert guard.used(cost, None) == (2.0, 4.0)  # Slurm's record was gone
+    assert guard.used(cost, (60, None)) == (2.0, 4.0)  # Slurm named no limit
+
+
+def _submitted(store: Store, target: str, jobs: dict[str, JobCost]) -> None:
+    with store.transaction() as ledger:
+        ledger.charges.append(Charge(grant_id="g-1", plan_hash="h", request_id="r1", target=target, gpu_hours=1.0,
+                                     cpu_hours=1.0, state="submitted", job_costs=jobs))  # fmt: skip
+
+
+def test_the_watch_polls_only_targets_with_unsettled_jobs_and_settling_is_slurms_word() -> None:
+    running, ended = Store("p1"), Store("p2")
+    _submitted(running, "lab", {"11": JobCost(gpu_hours_worst=1.0, cpu_hours_worst=1.0)})
+    _submitted(ended, "lab", {"12": JobCost(gpu_hours_worst=1.0, cpu_hours_worst=1.0, gpu_hours_used=0.1,
+                                            cpu_hours_used=0.1)})  # fmt: skip
+    assert guard.held_jobs(running.load(), "lab") == {"11": "r1"}
+    assert guard.held_line(guard.held_jobs(running.load(), "lab")) == b"held 11:r1\n"
+    polled: list[tuple[str, str]] = []
+    assert books.watch_once(lambda target, project: polled.append((project, target))) == 1
+    assert polled == [("p1", "lab")]
+    assert guard.settle(running, "lab", {"11": None}) == 1  # its record gone: the worst case, said so
+    cost = running.archive.charges()[0].job_costs["11"]
+    assert cost.gpu_hours_used == 1.0 and cost.at_worst
+    assert books.watch_once(lambda target, project: polled.append((project, target))) == 0
+
+
+def test_only_slurms_word_on_an_ended_job_settles_it_never_the_markers() -> None:
+    from rsk.ops import jobs_from
+    from rsk.protocol import parse
+
+    n = "0" * 32
+    rows = [
+        "job rid=a job=1 sq=COMPLETED sq_elapsed=60 sq_limit=600 rc=0 elapsed=1 res=1,1,1,0,1",  # squeue's word
+        "job rid=b job=2 sq= ac=TIMEOUT ac_elapsed=600 ac_limit=600",  # sacct's, once squeue forgot it
+        "job rid=c job=3 sq= rc=0 sig=none elapsed=1 limit=600",  # only its own marker: no record
+        "job rid=d job=4 sq=COMPLETING sq_elapsed=60 sq_limit=600",  # not ended yet
+    ]
+    out = parse("".join(f"@@{n} {r}\n" for r in [*rows, "done rc=0"]), n)
+    assert out is not None
+    jobs = jobs_from(out)
+    assert [j._slurm_record for j in jobs] == [(60, 600), (600, 600), None, None]
+    assert [j._slurm_listed for j in jobs] == [True, True, False, True]
+    assert jobs[2].state == "succeeded"  # the marker still describes the outcome
