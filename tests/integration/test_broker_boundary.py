@@ -282,7 +282,7 @@ def test_a_request_nested_deep_or_too_long_is_refused_and_the_broker_stays(
         raise AssertionError("the broker stayed busy")
 
     nested = raw("b'[' * 200000 + b'\\n'")
-    assert '{"rc": 2}' in nested and "nesting" in nested and "Traceback" not in nested, nested
+    assert '{"rc": 2}' in nested and "nests deeper" in nested and "Traceback" not in nested, nested
     huge = raw("b'\"' + b'x' * (4 << 20)")
     assert '{"rc": 2}' in huge and "longer than" in huge, huge
     after = rsk("targets", "--json", timeout=30)

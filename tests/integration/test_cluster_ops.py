@@ -76,7 +76,7 @@ def test_bad_tasks_file_is_refused_with_its_line(lab: Lab, project: str, tmp_pat
         ('{"key": "a", "argv": ["x"]}\n{"key": "a", "argv": ["y"]}', "line 2: key 'a' appears twice"),
         ('{"key": "../x", "argv": ["x"]}', "key '../x' is not valid"),
         ('{"key": "a"}', "exactly one of argv"),
-        ("not json", "line 1 is not JSON"),
+        ("not json", "line 1: not valid JSON"),
     ):
         tasks.write_text(body)
         r = rsk("launch", "-t", "lab", "-p", project, "--tasks", str(tasks))
