@@ -164,6 +164,13 @@ teardown() { teardown_root; }
     done
 }
 
+@test "a job cannot requeue itself to run its time limit again (sbatch --no-requeue)" {
+    submit rq arg=sh arg=-c 'arg=scontrol requeue "$SLURM_JOB_ID" && echo requeued || echo refused; sleep 5'
+    wait_file "$ROOT/runs/$PROJECT/rq/t0/ended" 60
+    [ "$(cat "$ROOT/runs/$PROJECT/rq/t0/stdout")" = refused ]
+    runuser -u "$LAB_USER" -- scontrol show job "$JOB" | grep -q 'Requeue=0 Restarts=0'
+}
+
 @test "a request id that was accepted replays the same job and submits nothing" {
     submit r1 arg=true
     job=$JOB
