@@ -58,6 +58,7 @@ rsk_start() { # rsk_start: every entry script's main calls this first; reads the
     fi
     RSK_NONCE=$rsk_n
     rsk_emit hello "protocol=$RSK_PROTOCOL" "scripts=$RSK_SCRIPTS"
+    rsk_trust_commands
 }
 
 rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line, then exit RC
@@ -70,6 +71,23 @@ rsk_need() { # rsk_need CMD...: each command exists on this login node (docs: re
     for rsk_c in "$@"; do
         command -v "$rsk_c" >/dev/null 2>&1 \
             || rsk_fail "$RSK_E_MISSING" missing-command "the login node has no '$rsk_c' (rsk needs it; see rsk doctor)"
+    done
+}
+
+# The commands rsk reads Slurm and its own files through. A job runs as this account: where one of them
+# resolves to a file, or into a directory, that the account can write, a job could have put it there
+# and answer for Slurm (a charge settled low, a cap passed). A tripwire, not a fence: a job that edits
+# the account's shell startup files can replace the whole session (docs/security.md).
+RSK_TRUSTED='sbatch squeue scontrol sinfo scancel sacct srun awk sed base64 sha256sum flock sort date id'
+rsk_trust_commands() {
+    [ ! -w / ] || return 0 # an account that can write / can write everything: nothing to tell apart
+    for rsk_c in $RSK_TRUSTED; do
+        rsk_p=$(command -v "$rsk_c" 2>/dev/null) || continue
+        case $rsk_p in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($rsk_p)" ;; esac
+        if [ -w "$rsk_p" ] || [ -w "${rsk_p%/*}/" ]; then
+            rsk_fail "$RSK_E_MISSING" untrusted-command \
+                "'$rsk_c' resolves to $rsk_p, which this account can write: a job could answer for it"
+        fi
     done
 }
 

@@ -374,11 +374,13 @@ emit_plan() {
 # run_sbatch MODE [ARGS]: sbatch with the plan's resources, from an empty environment, so that no
 # SBATCH_* variable of the login session can change what Slurm allocates (MODE: test-only | submit;
 # submit reads the job script from JOB). Sets SB_RC, SB_OUT (all output) and SB_JOB.
+# (--no-requeue: a job that requeued itself would run its time limit again and again, and Slurm's run time
+# would count only the last run)
 run_sbatch() {
     rsk_mode=$1
     shift
     set -- --partition="$PARTITION" --nodes="$NODES" --ntasks-per-node=1 \
-        --cpus-per-task="$CPUS" --mem="$MEM_MB" --time="$TIME_MIN" --chdir="$WORKDIR" --export=ALL "$@"
+        --cpus-per-task="$CPUS" --mem="$MEM_MB" --time="$TIME_MIN" --chdir="$WORKDIR" --export=ALL --no-requeue "$@"
     [ -z "$ACCOUNT" ] || set -- --account="$ACCOUNT" "$@"
     [ -z "$QOS" ] || set -- --qos="$QOS" "$@"
     [ "$GPUS" -eq 0 ] || set -- --gres="gpu:$GPUS" "$@"

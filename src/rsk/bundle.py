@@ -70,7 +70,8 @@ def digest() -> str:
 # The command line of every call: read "rsk-program LENGTH" and then exactly LENGTH bytes of program from
 # stdin, and run them in this shell. `dd bs=N count=1` makes one read(2) of at most N bytes, so it never
 # takes a byte of the request that follows; a pipe may hand over less, so it loops. Programs are ASCII
-# (a unit test holds them to it), so ${#c} counts bytes in any shell and locale.
+# (a unit test holds them to it), so ${#c} counts bytes in any shell and locale. dd is named by its path,
+# so nothing a job puts on the account's PATH reads the program.
 LOADER = """set -eu
 rsk_bad() { echo 'rsk: the program did not arrive whole on stdin' >&2; exit 2; }
 IFS=' ' read -r rsk_m rsk_n || rsk_bad
@@ -78,7 +79,7 @@ IFS=' ' read -r rsk_m rsk_n || rsk_bad
 case $rsk_n in '' | *[!0-9]*) rsk_bad ;; esac
 rsk_p=
 while [ "$rsk_n" -gt 0 ]; do
-    rsk_c=$(dd bs="$rsk_n" count=1 2>/dev/null && echo .) || rsk_bad
+    rsk_c=$(/bin/dd bs="$rsk_n" count=1 2>/dev/null && echo .) || rsk_bad
     rsk_c=${rsk_c%.}
     [ -n "$rsk_c" ] || rsk_bad
     rsk_p=$rsk_p$rsk_c

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rsk.errors import (
     CapReached,
+    ConfigError,
     ConflictError,
     DeniedError,
     ProtocolError,
@@ -249,6 +250,7 @@ _REMOTE_ERRORS: dict[int, type[RskError]] = {
     69: UnavailableError,
     70: RejectedError,
     73: RemoteRootError,
+    78: ConfigError,
 }
 
 _HINTS = {
@@ -261,6 +263,9 @@ _HINTS = {
     "sbatch-failed": "Slurm refused the job; the charge was released; see the message",
     "root-unwritable": "free space or fix permissions under the target's remote_root",
     "workdir-missing": "create the directory on the cluster or pass another --workdir",
+    "missing-command": "install it on the login node, or put it on the account's PATH (rsk doctor TARGET)",
+    "untrusted-command": "rsk reads Slurm only through commands this account cannot rewrite: take the "
+    "directory off the account's PATH, or make it the admins' (see docs/security.md)",
 }
 
 

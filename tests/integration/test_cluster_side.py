@@ -80,6 +80,29 @@ def test_the_login_environment_does_not_reach_the_job(lab: Lab, project: str, cl
     lab.ssh("rm -rf ~/evil")
 
 
+def test_a_slurm_command_a_job_could_rewrite_answers_nothing(lab: Lab, project: str, clean_bashrc: None) -> None:
+    """A job puts a squeue of its own first on the account's PATH, to answer for Slurm (its job "gone", so
+    settled low; the cap never reached): every rsk call refuses to read Slurm through it."""
+    grant(project, "--jobs", "5")
+    job = launched(launch(project, "-r", "real", command=("sleep", "60")))["job_id"]
+    lab.ssh("mkdir -p ~/evil && printf '#!/bin/sh\\nexit 0\\n' > ~/evil/squeue && chmod +x ~/evil/squeue")
+    before = json.loads(rsk("grant", "list", "--project", project, "--json").out)
+    try:
+        with bashrc(lab, 'export PATH="$HOME/evil:$PATH"'):
+            st = rsk("status", "-t", "lab", "-p", project, "--json")
+            again = launch(project, "-r", "second", command=("true",))
+    finally:
+        lab.ssh("rm -rf ~/evil")
+    for r in (st, again):
+        assert r.rc == Exit.CONFIG, r.err
+        assert "untrusted-command" in r.out and "evil/squeue" in r.err
+    assert lab.jobs_named(f"rsk:{project}:second") == []
+    assert json.loads(rsk("grant", "list", "--project", project, "--json").out) == before  # nothing settled
+    st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+    assert [(j["job_id"], j["state"]) for j in st["jobs"]] == [(job, "running")]
+    rsk("cancel", job, "-t", "lab", "-p", project)
+
+
 def test_the_journal_reports_edits_and_truncation(lab: Lab, project: str) -> None:
     grant(project, "--jobs", "5")
     for i in range(3):

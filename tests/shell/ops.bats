@@ -150,6 +150,7 @@ SH
         echo "v=1 t=x ev=accepted rid=${r%%:*} plan=p job=${r#*:}" >>"$ROOT/journal/$PROJECT.log"
     done
     chown -R "$LAB_USER" "$ROOT"
+    chown -R root "$fake" # the stand-in for the site's sacct is root's (one the account could rewrite is refused)
     run remote_env "$fake:$PATH" status "$PROJECT"
     [ "$status" -eq 0 ]
     [ "$(jfact ok ac)" = COMPLETED ]

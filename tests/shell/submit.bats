@@ -164,6 +164,13 @@ teardown() { teardown_root; }
     done
 }
 
+@test "a job cannot requeue itself to run its time limit again (sbatch --no-requeue)" {
+    submit rq arg=sh arg=-c 'arg=scontrol requeue "$SLURM_JOB_ID" && echo requeued || echo refused; sleep 5'
+    wait_file "$ROOT/runs/$PROJECT/rq/t0/ended" 60
+    [ "$(cat "$ROOT/runs/$PROJECT/rq/t0/stdout")" = refused ]
+    runuser -u "$LAB_USER" -- scontrol show job "$JOB" | grep -q 'Requeue=0 Restarts=0'
+}
+
 @test "a request id that was accepted replays the same job and submits nothing" {
     submit r1 arg=true
     job=$JOB
@@ -306,7 +313,6 @@ teardown() { teardown_root; }
     noflock="$ROOT/noflock"
     mkdir -p "$noflock"
     for c in /usr/bin/*; do [ "${c##*/}" = flock ] || ln -s "$c" "$noflock/${c##*/}"; done
-    chown -R "$LAB_USER" "$noflock"
     run remote submit plan < <(request request_id=r1 arg=true)
     run remote_env "$noflock:/usr/sbin:/sbin" submit launch < <(request request_id=r1 arg=true; go "$(plan_hash)")
     [ "$status" -eq 78 ]
@@ -314,13 +320,39 @@ teardown() { teardown_root; }
     [ ! -s "$ROOT/journal/$PROJECT.log" ]
 }
 
+@test "a Slurm command the account can rewrite is refused before anything is read, journaled or submitted (rc 78)" {
+    # a job of the account puts a squeue of its own first on PATH, to answer for Slurm
+    fake="$ROOT/jobbin"
+    mkdir -p "$fake"
+    printf '#!/bin/sh\nexit 0\n' >"$fake/squeue"
+    chmod 0755 "$fake/squeue"
+    chown -R "$LAB_USER" "$fake"
+    for entry in status gpus; do
+        run remote_env "$fake:$PATH" "$entry" "$PROJECT"
+        [ "$status" -eq 78 ]
+        [ "$(field error code)" = untrusted-command ]
+        dec "$(field error msg)" | grep -q "$fake/squeue"
+    done
+    run remote_env "$fake:$PATH" submit launch < <(request request_id=u1 arg=true; go 0000)
+    [ "$status" -eq 78 ]
+    [ ! -s "$ROOT/journal/$PROJECT.log" ]
+    # a command the account cannot write, in a directory it can, is the same risk: the job swaps it
+    rm "$fake/squeue"
+    ln -s /usr/bin/squeue "$fake/squeue"
+    run remote_env "$fake:$PATH" status "$PROJECT"
+    [ "$status" -eq 78 ]
+    # in a directory only root writes, the same command is trusted
+    chown -R root "$fake"
+    run remote_env "$fake:$PATH" status "$PROJECT"
+    [ "$status" -eq 0 ]
+}
+
 @test "a journal that refuses the outcome after sbatch loses no job: the same request id replays it" {
     fake="$ROOT/fakebin"
     mkdir -p "$fake"
     # sbatch submits, then the disk "fills": the journal cannot take the outcome
     printf '#!/bin/sh\n/usr/bin/sbatch "$@"; rc=$?; chmod a-w %s/journal/%s.log; exit $rc\n' "$ROOT" "$PROJECT" >"$fake/sbatch"
-    chmod 0755 "$fake/sbatch"
-    chown -R "$LAB_USER" "$fake"
+    chmod 0755 "$fake/sbatch" # (root's: a command the account could rewrite is refused, see below)
     run remote submit plan < <(request request_id=full arg=sleep arg=60)
     hash=$(plan_hash)
     run remote_env "$fake:$PATH" submit launch < <(request request_id=full arg=sleep arg=60; go "$hash")
