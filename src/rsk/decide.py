@@ -6,7 +6,7 @@ Precedence: deny rule > human denial of this plan > exact approval > grant > ask
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -35,6 +35,7 @@ class Facts:
     jobs: int = 1  # a batch counts each task
     gpu_hours: float = 0.0  # worst case of the whole plan
     cpu_hours: float = 0.0
+    replaceable: frozenset[str] = frozenset()  # the request's reserved charges this decision replaces or shares
 
     @property
     def total_gpus(self) -> int:
@@ -78,10 +79,11 @@ class Usage:
 
 
 def usage_by_grant(
-    charges: list[Charge], exclude_request: str | None = None, grants: Iterable[Grant] = ()
+    charges: list[Charge], exclude: Collection[str] = (), grants: Iterable[Grant] = ()
 ) -> dict[str, Usage]:
-    """What each grant has spent and reserved (with `grants`, also what their archived charges spent). A
-    request's own reservation can be left out, so that deciding it again does not count it twice."""
+    """What each grant has spent and reserved (with `grants`, also what their archived charges spent). The
+    reservations named in `exclude` are left out: those a request decided again replaces or shares, so that
+    they do not count twice (never one a live launch of another plan still holds)."""
     out: dict[str, Usage] = {}
     for g in grants:
         if g.archived_jobs:
@@ -95,7 +97,7 @@ def usage_by_grant(
             continue
         u = out.setdefault(ch.grant_id, Usage())
         if ch.state == "reserved":
-            if ch.request_id == exclude_request:
+            if ch.id in exclude:
                 continue
             u.gpu_hours_reserved += ch.gpu_hours
             u.cpu_hours_reserved += ch.cpu_hours
@@ -202,7 +204,7 @@ def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
     approval = find_approval(ledger, f.plan_hash, at, f.request_id)
     if approval is not None:
         return Decision("approval", approval.id)
-    usage = usage_by_grant(ledger.charges, exclude_request=f.request_id, grants=ledger.grants)
+    usage = usage_by_grant(ledger.charges, exclude=f.replaceable, grants=ledger.grants)
     best: tuple[int, str, list[str]] | None = None
     for g in ledger.grants:
         gaps = grant_gaps(g, f, usage.get(g.id, Usage()), at)

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk import attempts
 from rsk.archive import Archive
 from rsk.decide import Facts, decide, denial, find_approval
 from rsk.errors import DeniedError, PendingApproval, UsageError
@@ -44,7 +45,16 @@ class Allowed(BaseModel):
     charge_id: str | None = None
 
 
-def facts(target: str, plan: Plan, request_id: str, active: int) -> Facts:
+def replaceable(ledger: Ledger, request_id: str, plan_hash: str) -> frozenset[str]:
+    """The request's reserved charges a decision now replaces or shares: those no live launch holds (they
+    are given back), and those of this very plan (one job comes of them, whichever launch submits it)."""
+    return frozenset(
+        c.id for c in _own_holds(ledger, request_id)[0]
+        if c.plan_hash == plan_hash or attempts.current() in c.holders or attempts.all_gone(c.holders)
+    )  # fmt: skip
+
+
+def facts(target: str, plan: Plan, request_id: str, active: int, replaces: frozenset[str] = frozenset()) -> Facts:
     return Facts(
         target=target,
         plan_hash=plan.hash,
@@ -60,6 +70,7 @@ def facts(target: str, plan: Plan, request_id: str, active: int) -> Facts:
         commands=tuple(plan.commands()),
         active=active,
         jobs=plan.jobs,
+        replaceable=replaces,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
     )
@@ -155,19 +166,33 @@ def _own_holds(ledger: Ledger, request_id: str) -> tuple[list[Charge], list[tupl
 
 
 def _release_holds(store: Store, ledger: Ledger, request_id: str, reason: str, keep: str | None = None) -> None:
-    """Give back what the request holds (except `keep`): reserved charges and held approval uses."""
+    """Give back what earlier launches of the request hold (except `keep`, and this launch's own, which it
+    gives back itself): reserved charges and held approval uses that no live launch holds. A launch still
+    under way (waiting for the cluster's lock, say) keeps its hold, whatever a second launch is decided."""
+    mine = attempts.current()
     charges, uses = _own_holds(ledger, request_id)
     for ch in charges:
-        if ch.id != keep:
+        if ch.id != keep and mine not in ch.holders and attempts.all_gone(ch.holders):
             ch.state = "released"
             ch.reason = reason
             store.audit(_entry(store, "charge-released", ch.plan_hash, request_id, ch.grant_id, reason))
     for approval_id, use in uses:
-        if approval_id != keep:
-            use.state = "released"
-            approval = next(a for a in ledger.approvals if a.id == approval_id)
-            approval.uses_left += 1
-            store.audit(_entry(store, "approval-use-released", approval.plan_hash, request_id, approval_id, reason))
+        if approval_id != keep and mine not in use.holders and attempts.all_gone(use.holders):
+            _give_back(store, ledger, approval_id, use, reason)
+
+
+def _give_back(store: Store, ledger: Ledger, approval_id: str, use: Use, reason: str) -> None:
+    use.state = "released"
+    approval = next(a for a in ledger.approvals if a.id == approval_id)
+    approval.uses_left += 1
+    store.audit(_entry(store, "approval-use-released", approval.plan_hash, use.request_id, approval_id, reason))
+
+
+def _hold(holders: list[str]) -> None:
+    """This launch holds it too."""
+    mine = attempts.current()
+    if mine is not None and mine not in holders:
+        holders.append(mine)
 
 
 def _entry(store: Store, event: str, plan_hash: str, rid: str, rule: str | None, detail: str) -> AuditEntry:
@@ -184,7 +209,7 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
     new_card = False
     with store.transaction() as ledger:
         active = count_active(ledger, target, plan, planned_at, rid)
-        d = decide(ledger, facts(target, plan, rid, active), at)
+        d = decide(ledger, facts(target, plan, rid, active, replaceable(ledger, rid, plan.hash)), at)
         store.audit(_entry(store, "decision", plan.hash, rid, d.rule, d.kind + (f": {d.reason}" if d.reason else "")))
         if d.kind == "deny":
             _release_holds(store, ledger, rid, f"denied by {d.rule}")
@@ -192,9 +217,12 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
             approval = find_approval(ledger, plan.hash, at, rid)
             assert approval is not None
             _release_holds(store, ledger, rid, "decided again: an approval allows it", keep=approval.id)
-            if not any(u.request_id == rid and u.state == "held" for u in approval.uses):
+            use = next((u for u in approval.uses if u.request_id == rid and u.state == "held"), None)
+            if use is None:
                 approval.uses_left -= 1
-                approval.uses.append(Use(request_id=rid, target=target))
+                use = Use(request_id=rid, target=target)
+                approval.uses.append(use)
+            _hold(use.holders)
             return Allowed(kind="approval", id=approval.id)
         if d.kind == "grant":
             assert d.rule is not None
@@ -206,6 +234,7 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
                 charge = Charge(grant_id=d.rule, plan_hash=plan.hash, request_id=rid, target=target,
                                 gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
                 ledger.charges.append(charge)
+            _hold(charge.holders)
             return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
         if d.kind == "ask":
             _release_holds(store, ledger, rid, f"decided again: {d.reason}")
@@ -357,7 +386,9 @@ def record_submitted(store: Store, allowed: Allowed, plan: Plan, request_id: str
     at = now()
     with store.transaction() as ledger:
         for ch in ledger.charges:
-            if ch.id == allowed.charge_id and ch.state in ("reserved", "submitted"):
+            if ch.id == allowed.charge_id and ch.state in ("reserved", "submitted", "released"):
+                # (released: by a human's hand or an older rsk while this launch was under way; the jobs exist,
+                # so they count)
                 ch.state = "submitted"
                 ch.job_costs = {**costs, **ch.job_costs}
                 ch.submitted_at = ch.submitted_at or at
@@ -367,7 +398,9 @@ def record_submitted(store: Store, allowed: Allowed, plan: Plan, request_id: str
             if a.id != allowed.id:
                 continue
             for u in a.uses:
-                if u.request_id == request_id and u.state in ("held", "submitted"):
+                if u.request_id == request_id and (u.state in ("held", "submitted") or _mine(u)):
+                    if u.state == "released":
+                        a.uses_left -= 1  # given back while this launch was under way: its job ran on it
                     u.state = "submitted"
                     u.jobs = {**costs, **u.jobs}
                     u.submitted_at = u.submitted_at or at
@@ -403,10 +436,20 @@ def _holds_for(ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> tuple
     return charges, uses
 
 
+def _mine(use: Use) -> bool:
+    return attempts.current() in use.holders
+
+
 def release(store: Store, request_id: str, reason: str) -> None:
-    """Nothing was submitted (the cluster refused, sbatch failed, the intent was abandoned): give back
-    the request's reserved charge and held approval use. A submitted one is never released."""
+    """Nothing was submitted (the cluster refused, sbatch failed, the intent was abandoned): this launch
+    lets go of the request's reserved charges and held approval uses, and each one no other live launch
+    holds is given back. A submitted one is never released."""
+    mine = attempts.current()
     with store.transaction() as ledger:
+        charges, uses = _own_holds(ledger, request_id)
+        for holders in [c.holders for c in charges] + [u.holders for _, u in uses]:
+            if mine in holders:
+                holders.remove(mine)
         _release_holds(store, ledger, request_id, reason)
 
 

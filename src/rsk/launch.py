@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk import attempts
 from rsk.errors import ConnectError, PendingApproval, ProtocolError, RskError
 from rsk.guard import (
     Allowed,
@@ -100,6 +101,13 @@ def launch(
     code: CodeSnapshot | None = None,
 ) -> LaunchResult:
     """The whole path: plan, ledger, expect, journal. `wait`: seconds to wait for a human (None: don't)."""
+    with attempts.attempt():  # what this launch holds in the ledger, no other launch gives back
+        return _launch(target_name, request, wait, progress, code)
+
+
+def _launch(
+    target_name: str, request: Request, wait: float | None, progress: Progress | None, code: CodeSnapshot | None
+) -> LaunchResult:
     say = progress or (lambda _msg: None)
     target = find_target(target_name)
     store = Store(request.project)
@@ -200,7 +208,7 @@ class PlanReport(BaseModel):
 def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:
     """Plan on the cluster and say how the ledger would decide now (rsk plan)."""
     from rsk.decide import decide
-    from rsk.guard import count_active, facts
+    from rsk.guard import count_active, facts, replaceable
 
     target = find_target(target_name)
     store = Store(request.project)
@@ -228,7 +236,8 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         kind, rule, reason = decide_step(ledger, target.name, plan, request.request_id)
         return PlanReport(would=kind, rule=rule, reason=reason, **base)
     active = count_active(ledger, target.name, plan, planned_at, request.request_id)
-    d = decide(ledger, facts(target.name, plan, request.request_id, active), now())
+    replaces = replaceable(ledger, request.request_id, plan.hash)
+    d = decide(ledger, facts(target.name, plan, request.request_id, active, replaces), now())
     return PlanReport(would=d.kind, rule=d.rule, reason=d.reason, closest_grant=d.closest_grant,
                       closest_why=d.closest_why, **base)  # fmt: skip
 

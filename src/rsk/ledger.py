@@ -60,6 +60,7 @@ class Use(Model):
     jobs: dict[str, JobCost] = {}
     at: datetime = Field(default_factory=now)
     submitted_at: datetime | None = None
+    holders: list[str] = []  # the launches that hold it (rsk.attempts): given back only when none can submit
 
 
 class Approval(Model):
@@ -122,6 +123,7 @@ class Charge(Model):
     created: datetime = Field(default_factory=now)
     submitted_at: datetime | None = None
     reason: str = ""
+    holders: list[str] = []  # the launches that hold it (rsk.attempts): given back only when none can submit
 
 
 class CardTask(Model):

@@ -443,3 +443,42 @@ def test_proxy_jump_chain_of_two_hops(lab: Lab, project: str, tmp_path: Path) ->
         assert "127.0.0.1:1" in broken.err
     finally:
         (lab.targets_dir / "chain.toml").unlink()
+
+
+# 5. a second launch of a request id never frees what a first one is submitting -----------------------------
+def test_a_second_launch_of_a_request_id_never_frees_what_a_first_is_submitting(lab: Lab, project: str) -> None:
+    """The first launch is allowed by the grant, then waits for the project's lock on the cluster (a job of
+    the account holds it); a second launch of the same request id, with another plan, is decided meanwhile.
+    It must not give back the first one's charge: the first one's job counts, and the grant is used up."""
+    grant(project, "--jobs", "1")
+    journal = f"{lab.root_sh}/journal"
+    hold = f"{journal}/{project}.held"  # the job holds the lock while this file exists
+    lab.ssh(f"mkdir -p {journal} && touch {hold} && (nohup flock {journal}/{project}.lock sh -c "
+            f"'while [ -e {hold} ]; do sleep 0.2; done' >/dev/null 2>&1 &)")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    first = subprocess.Popen(
+        [sys.executable, "-S", str(ROOT / "src" / "rsk" / "launcher.py"), "launch", "--target", "lab", "--project",
+         project, "--json", "-r", "same", "--", "sleep", "30"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while grant_view(project)["jobs_reserved"] != 1:  # the first launch holds its charge, at the lock
+            assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+            time.sleep(0.3)
+        second = launch(project, "-r", "same", command=("sleep", "31"))
+        # the budget is the first launch's (a human decides), or the cluster already knows its plan
+        assert second.rc in (Exit.PENDING, Exit.CONFLICT), second.err
+        assert first.poll() is None  # still at the lock
+        lab.ssh(f"rm {hold}")
+        out, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    job = launched(type(second)(first.returncode, out, err))["job_id"]
+    view = grant_view(project)
+    assert view["jobs_spent"] + view["jobs_reserved"] == 1 and view["jobs_left"] == 0, view
+    third = launch(project, "-r", "other", command=("true",))
+    assert third.rc == Exit.PENDING, third.err  # the grant allowed one job, and it runs
+    assert jobs_of(lab, project, "other") == []
+    rsk("cancel", job, "-t", "lab", "-p", project)

@@ -101,8 +101,13 @@ def test_job_budget_and_active_limit() -> None:
     assert decide(ledger(grants=[g], charges=spent), F, AT).kind == "ask"
     assert decide(ledger(grants=[g]), replace(F, active=2), AT).kind == "ask"
     assert decide(ledger(grants=[g]), replace(F, active=1), AT).kind == "grant"
-    # the request's own reservation is not counted against it when it is decided again
-    assert decide(ledger(grants=[g], charges=spent), replace(F, request_id="a"), AT).kind == "grant"
+    # a reservation the decision replaces or shares is not counted twice; any other one counts, even the
+    # same request id's (a live launch of another plan still holds it)
+    replaced = frozenset({spent[0].id})
+    assert (
+        decide(ledger(grants=[g], charges=spent), replace(F, request_id="a", replaceable=replaced), AT).kind == "grant"
+    )
+    assert decide(ledger(grants=[g], charges=spent), replace(F, request_id="a"), AT).kind == "ask"
 
 
 def test_expired_and_revoked_grants_do_not_cover() -> None:
