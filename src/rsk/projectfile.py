@@ -5,6 +5,8 @@ Every command run below it uses its project and target; RSK_PROJECT / RSK_TARGET
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -28,27 +30,53 @@ class ProjectFile(BaseModel):
 
 
 @cache
-def _find(start: str) -> tuple[Path, ProjectFile] | None:
+def _find(start: str, uid: int | None = None) -> tuple[Path, ProjectFile] | None:
     here = Path(start)
     for directory in (here, *here.parents):
         path = directory / NAME
-        if path.is_file():
+        if uid is not None:  # another user's command, in the broker: only a file of that user's own
+            text = _own_text(path, uid)
+            if text is not None:
+                return path, read(path, text)
+        elif path.is_file():
             return path, read(path)
     return None
 
 
+def _own_text(path: Path, uid: int) -> str | None:
+    """The file's text if it is a regular file that `uid` owns, opened without following a link; else None,
+    as if there were none (the broker reads as the human: a file only the human may read tells nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid:
+            return None
+        data = f.read(1 << 16)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise StateError(f"the project file {path} is not UTF-8", "write it anew with `rsk init --force`") from None
+
+
 def find(start: Path | None = None) -> tuple[Path, ProjectFile] | None:
     """The nearest project file at or above `start` (the caller's working directory), with its contents.
-    Cached per process, except in the broker, which lives long and serves trees that change."""
+    Cached per process, except in the broker, which lives long and serves trees that change; there, another
+    user's command reads only a project file that user owns (never one through a link)."""
     from rsk import caller
 
     where = str((start or caller.cwd()).resolve())
-    return _find.__wrapped__(where) if caller.current() is not None else _find(where)
+    if caller.current() is None:
+        return _find(where)
+    rights = caller.rights()
+    return _find.__wrapped__(where, None if rights is None or rights.owner else rights.uid)
 
 
-def read(path: Path) -> ProjectFile:
+def read(path: Path, text: str | None = None) -> ProjectFile:
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(path.read_text(encoding="utf-8") if text is None else text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise StateError(
             f"the project file {path} cannot be read: {exc}", "fix it, or write it anew with `rsk init --force`"

@@ -168,6 +168,30 @@ def test_a_symlinked_working_directory_is_read_where_it_points(
     assert f"project {other} is not one this user may use" in forged.out and '{"rc": 2}' in forged.out, forged.out
 
 
+def test_a_project_file_only_the_human_may_read_tells_the_agent_nothing(lab: Lab, broker: Path) -> None:
+    """The broker reads as the human: a project file in a directory only the human may open, named by a
+    forged working directory or through the agent's own link to it, is read as if there were none."""
+    secret = Path(f"/root/rsk-secret-{uuid.uuid4().hex[:8]}")
+    secret.mkdir(mode=0o700)
+    name = "hidden" + uuid.uuid4().hex[:6]
+    (secret / ".rsk.toml").write_text(f'project = "{name}"\n')
+    try:
+        agent_sh(broker, f"rm -rf lnk && mkdir lnk && ln -s {secret}/.rsk.toml lnk/.rsk.toml")
+        linked = as_agent(broker, "sh", "-c", "cd lnk && /usr/bin/python3 -m rsk status -t lab")
+        forged = as_agent(broker, "/usr/bin/python3", "-c", (
+            "import json, socket, sys\n"
+            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+            "s.sendall(json.dumps({'v': 2, 'op': 'run', 'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
+            " + b'\\n')\n"
+            "print(s.makefile().read())"
+        ), str(broker), str(secret))  # fmt: skip
+    finally:
+        subprocess.run(["rm", "-rf", str(secret)], check=False)
+    for r in (linked, forged):
+        assert name not in r.out + r.err and "invalid" not in r.out + r.err, r.out + r.err
+        assert "Traceback" not in r.out + r.err
+
+
 def _plant(where: Path, marker: Path) -> None:
     """An `rsk/` package and an `rsk.py` that leave a mark when imported."""
     code = f"open({str(marker)!r}, 'a').write('imported\\n')\n"
