@@ -261,8 +261,8 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
     assert card is not None
     raise PendingApproval(
         f"approval needed: card {card.id} waits for a human ({d.reason})",
-        f"tell the human: `rsk approvals show {card.id}` shows what it runs and costs; `rsk approve {card.id}` "
-        f"allows it. Then run `rsk wait {card.id}` "
+        f"tell the human: `rsk approvals show {card.id}` shows what it runs and costs; `rsk approve {card.id}`, "
+        f"at their terminal, allows it. Then run `rsk wait {card.id}` "
         f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
         details={"card_id": card.id, "plan_hash": plan.hash, "request_id": rid, "new_card": new_card},
     )

@@ -256,7 +256,9 @@ _REMOTE_ERRORS: dict[int, type[RskError]] = {
 _HINTS = {
     "policy-refused": "the cluster's policy.conf decides this; ask the cluster admins or change the request",
     "plan-mismatch": "something changed on the cluster or in the request since planning; launch again",
-    "request-conflict": "use a new --request-id for a different job",
+    "request-conflict": "the request id names another plan: another command, other resources, or other files "
+    "under --code (results fetched into the code directory count too). Use a new --request-id for different "
+    "work; to repeat the launch, run it on the same files",
     "active-cap": "wait for some of the project's jobs to finish (rsk status), then launch again",
     "slurm-unavailable": "the Slurm controller is down or unreachable; try again later",
     "slurm-rejected": "Slurm cannot run the request as asked; check partition, GPUs and time",
