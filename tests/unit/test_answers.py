@@ -261,3 +261,14 @@ def test_every_decoder_gives_a_model_or_a_typed_error(lines: list[str]) -> None:
     for decode in DECODERS:
         with contextlib.suppress(RskError):
             decode(out)
+
+
+def test_a_job_writing_a_crafted_number_into_its_marker_cannot_stop_rsk_reading_its_project() -> None:
+    """The ended marker is the job's to write: `rc=--1` (which passed a `lstrip("-").isdigit()` check and then
+    failed int()) or `elapsed=²` is an unknown fact, and the other jobs of the project are still read."""
+    from rsk.ops import jobs_from
+
+    crafted = "rc=--1 sig=none elapsed=\u00b2 limit=3600"
+    jobs = jobs_from(recorded("status", "rc=3 sig=none elapsed=0 limit=3600", crafted))
+    assert [j.job_id for j in jobs] == ["2184", "2187", "2190", "2190s1"]
+    assert (jobs[0].exit_code, jobs[0].state) == (None, "failed")  # squeue's FAILED still decides
