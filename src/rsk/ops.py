@@ -15,7 +15,7 @@ from rsk.answers import JobFacts, JournalEvent
 from rsk.atomic import write_atomic
 from rsk.errors import UsageError
 from rsk.paths import check_token, project_dir
-from rsk.protocol import Output, raise_for_error
+from rsk.protocol import Output, Placement, placement, raise_for_error
 from rsk.remote import Remote, remote_for
 from rsk.states import FINAL, State
 from rsk.store import Store
@@ -47,6 +47,11 @@ class JobState(Model):
     # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
     _slurm_record: tuple[int, int | None] | None = PrivateAttr(default=None)
     _slurm_listed: bool = PrivateAttr(default=False)
+
+    @property
+    def placement(self) -> Placement:
+        """On Slurm, or a step in its lease (rsk.protocol.placement)."""
+        return placement(self.job_id, self.lease or "")
 
     @property
     def gpu_hours_used(self) -> float:

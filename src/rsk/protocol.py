@@ -48,6 +48,24 @@ def is_job_id(value: str) -> bool:
     return bool(_JOB_ID.fullmatch(value))
 
 
+class Placement(BaseModel):
+    """Where a job runs: on Slurm as a job of its own, or as a step in a lease (the lease's name and its
+    Slurm job). The one reading of that on the client: a step's id is LEASEJOBsSEQ."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["slurm", "lease"]
+    lease: str = ""  # kind lease: the lease's name
+    job: str = ""  # kind lease: the lease's Slurm job
+
+
+def placement(job_id: str, lease: str = "") -> Placement:
+    """A job id's placement. Every id but a step's is a Slurm job of its own, whatever lease name its
+    journal line carries (the job that holds a lease carries its name too)."""
+    head, sep, _ = job_id.partition("s")
+    return Placement(kind="lease", lease=lease, job=head) if sep else Placement(kind="slurm")
+
+
 def b64(value: str) -> str:
     return base64.b64encode(value.encode("utf-8", "surrogateescape")).decode("ascii")
 
@@ -350,8 +368,16 @@ class Plan(BaseModel):
     overrun: str = ""  # kind lease: refuse | clip
 
     @property
+    def placement(self) -> Placement:
+        """A step runs in its lease (`lease`, `lease_job`); everything else, a lease's own job included, on
+        Slurm."""
+        if self.lease and self.kind != "lease":
+            return Placement(kind="lease", lease=self.lease, job=self.lease_job)
+        return Placement(kind="slurm")
+
+    @property
     def is_step(self) -> bool:
-        return bool(self.lease) and self.kind != "lease"
+        return self.placement.kind == "lease"
 
     @property
     def jobs(self) -> int:

@@ -272,3 +272,25 @@ def test_a_job_writing_a_crafted_number_into_its_marker_cannot_stop_rsk_reading_
     jobs = jobs_from(recorded("status", "rc=3 sig=none elapsed=0 limit=3600", crafted))
     assert [j.job_id for j in jobs] == ["2184", "2187", "2190", "2190s1"]
     assert (jobs[0].exit_code, jobs[0].state) == (None, "failed")  # squeue's FAILED still decides
+
+
+def test_a_job_runs_on_slurm_or_in_a_lease_one_placement() -> None:
+    from rsk.board import batches
+    from rsk.ops import Status, jobs_from
+    from rsk.protocol import Placement, placement
+
+    jobs = jobs_from(recorded("status"))
+    assert [j.placement for j in jobs] == [
+        Placement(kind="slurm"), Placement(kind="slurm"), Placement(kind="slurm"),  # the lease's own job too
+        Placement(kind="lease", lease="L1", job="2190"),
+    ]  # fmt: skip
+    assert placement("7_3") == Placement(kind="slurm")
+    (lease_view,) = [v for v in batches([Status(target="lab", project="p", slurm="up", at="", jobs=jobs)])
+                     if v.request_id == "lease L1"]  # fmt: skip
+    assert [j.job_id for j in lease_view.paid] == ["2190"]  # a step uses the lease's allocation
+    job_plan = answers.plan(recorded("submit_plan"))
+    assert job_plan.placement == Placement(kind="slurm") and not job_plan.is_step
+    lease_plan = answers.plan(recorded("submit_launch_plan")).model_copy(update={"lease": "L1", "lease_job": "9"})
+    assert lease_plan.placement == Placement(kind="lease", lease="L1", job="9") and lease_plan.is_step
+    opening = lease_plan.model_copy(update={"kind": "lease", "lease_job": ""})
+    assert opening.placement == Placement(kind="slurm") and not opening.is_step
