@@ -21,7 +21,7 @@ class BatchView:
     @property
     def paid(self) -> list[JobState]:
         """The jobs that hold an allocation of their own: a lease's steps use the lease's."""
-        return [j for j in self.jobs if "s" not in j.job_id]
+        return [j for j in self.jobs if j.placement.kind == "slurm"]
 
     @property
     def gpu_hours_used(self) -> float:

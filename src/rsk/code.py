@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk import answers
 from rsk.codelist import MAX_BYTES, selected
 from rsk.errors import ProtocolError, UsageError
 from rsk.protocol import raise_for_error
@@ -89,10 +90,10 @@ def sync(remote: Remote, project: str, snap: CodeSnapshot) -> str:
     body = (snap.manifest + "end\n").encode()
     out = remote.call("code", "need", project, snap.digest, stdin=body)
     raise_for_error(out)
-    ready = out.first("ready")
-    if ready is not None:
-        return ready.kv.get("dir", "")
-    need = {r.kv.get("sha", "") for r in out.all("need")}
+    first = answers.code(out)
+    if first.ready is not None:
+        return first.ready
+    need = set(first.need)
     by_sha = {f.sha256: f for f in snap.files}
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
@@ -102,7 +103,7 @@ def sync(remote: Remote, project: str, snap: CodeSnapshot) -> str:
             tar.add(str(Path(snap.root) / by_sha[sha].path), arcname=sha, recursive=False)
     out = remote.call("code", "put", project, snap.digest, stdin=body + buf.getvalue(), timeout=600)
     raise_for_error(out)
-    ready = out.first("ready")
+    ready = answers.code(out).ready
     if ready is None:
         raise ProtocolError("the cluster did not confirm the code snapshot")
-    return ready.kv.get("dir", "")
+    return ready

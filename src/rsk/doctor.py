@@ -6,9 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk import bundle
+from rsk import answers, bundle
 from rsk.errors import RskError
-from rsk.protocol import unb64
 from rsk.targets import find_target
 
 
@@ -54,20 +53,12 @@ def doctor(target_name: str) -> Report:
         checks.append(Check(name="ssh", result="pass", message=f"connected; host key verified ({target.host})"))
         remote = Remote(conn)
         try:
-            out = remote.call("doctor")
+            found = answers.doctor(remote.call("doctor"))
         except RskError as exc:
             checks.append(Check(name="scripts", result="fail", message=exc.message, hint=exc.hint or ""))
             return report()
         checks.append(
             Check(name="scripts", result="pass", message=f"scripts {bundle.digest()[:16]} ran (shipped with each call)")
         )
-        for r in out.all("check"):
-            checks.append(
-                Check(
-                    name=r.kv.get("name", "?"),
-                    result=r.kv.get("result", "fail"),
-                    message=unb64(r.kv.get("msg", "")),
-                    hint=unb64(r.kv.get("hint", "")),
-                )
-            )
+        checks += [Check(name=c.name, result=c.result, message=c.message, hint=c.hint) for c in found]
     return report()

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.protocol import Output, raise_for_error, unb64
+from rsk import answers
+from rsk.protocol import Output, raise_for_error
 from rsk.remote import remote_for
 
 
@@ -75,30 +76,27 @@ _DOWN = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|POWER|MAINT|RESERVED", re.IG
 
 def inventory_from(target: str, out: Output) -> GpuInventory:
     """The inventory from a `gpus` call's records (pure)."""
-    holders: dict[tuple[str, int], dict[str, str]] = {}
-    for r in out.all("held"):
-        for idx in held_indices(unb64(r.kv.get("gres", ""))):
-            holders[(r.kv.get("node", ""), idx)] = {
-                "job": r.kv.get("job", ""), "name": unb64(r.kv.get("name", "")), "start": r.kv.get("start", ""),
-            }  # fmt: skip
+    answer = answers.gpus(out)
+    holders: dict[tuple[str, int], answers.GpuHeldLine] = {}
+    for h in answer.held:
+        for idx in held_indices(h.gres):
+            holders[(h.node, idx)] = h
     nodes = []
-    for r in out.all("node"):
-        name = r.kv.get("name", "")
-        down = bool(_DOWN.search(r.kv.get("state", "")))
+    for r in answer.nodes:
+        down = bool(_DOWN.search(r.state))
         gpus = []
-        for idx, kind in enumerate(gpu_types(unb64(r.kv.get("gres", "")))):
-            h = holders.get((name, idx))
-            if h is None:
+        for idx, kind in enumerate(gpu_types(r.gres)):
+            held = holders.get((r.name, idx))
+            if held is None:
                 gpus.append(Gpu(index=idx, type=kind, state="unavailable" if down else "free"))
                 continue
-            parts = h["name"].split(":")
+            parts = held.name.split(":")
             ours = len(parts) == 3 and parts[0] == "rsk"
-            gpus.append(Gpu(index=idx, type=kind, state="held", job_id=h["job"], since=h["start"] or None,
+            gpus.append(Gpu(index=idx, type=kind, state="held", job_id=held.job, since=held.start or None,
                             project=parts[1] if ours else None, request_id=parts[2] if ours else None,
-                            job_name=None if ours else h["name"]))  # fmt: skip
+                            job_name=None if ours else held.name))  # fmt: skip
         free = sum(g.state == "free" for g in gpus)
-        nodes.append(GpuNode(name=name, state=r.kv.get("state", ""), partitions=[p for p in
-                             r.kv.get("partitions", "").split(",") if p], total=len(gpus), free=free,
+        nodes.append(GpuNode(name=r.name, state=r.state, partitions=r.partitions, total=len(gpus), free=free,
                              gpus=gpus))  # fmt: skip
     return GpuInventory(
         target=target,

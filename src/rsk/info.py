@@ -7,8 +7,9 @@ import re
 
 from pydantic import BaseModel, ConfigDict
 
+from rsk import answers
 from rsk.grants import GrantView, list_grants
-from rsk.protocol import raise_for_error, unb64
+from rsk.protocol import raise_for_error
 from rsk.remote import remote_for
 from rsk.store import Store
 
@@ -56,11 +57,6 @@ def minutes(slurm_time: str) -> int | None:
     return days * 1440 + h * 60 + m + (1 if s else 0)
 
 
-def _int(text: str) -> int | None:
-    m = re.match(r"\d+", text)
-    return int(m.group()) if m else None
-
-
 def gpus(gres: str) -> tuple[int, list[str]]:
     """GPUs per node and their types from a GRES string such as gpu:fake:4(S:0) or gpu:a100:8,gpu:2."""
     count, types = 0, []
@@ -68,7 +64,8 @@ def gpus(gres: str) -> tuple[int, list[str]]:
         fields = re.sub(r"\(.*?\)", "", item).split(":")
         if fields[0] != "gpu":
             continue
-        n = _int(fields[-1]) or 0
+        m = re.match(r"\d+", fields[-1])
+        n = int(m.group()) if m else 0
         count = max(count, n)
         if len(fields) == 3:
             types.append(fields[1])
@@ -79,23 +76,23 @@ def info(target: str, project: str) -> TargetInfo:
     with remote_for(target) as remote:
         out = remote.call("info")
     raise_for_error(out)
+    answer = answers.info(out)
     parts = []
-    for r in out.all("partition"):
-        kv = r.kv
-        count, types = gpus(unb64(kv.get("gres", "")))
+    for r in answer.partitions:
+        count, types = gpus(r.gres)
         parts.append(
             Partition(
-                name=kv.get("name", ""),
-                default=kv.get("default") == "1",
-                state=kv.get("state", ""),
-                max_time_min=minutes(kv.get("time", "")),
-                nodes=_int(kv.get("nodes", "")),
-                cpus_per_node=_int(kv.get("cpus", "")),
-                mem_mb_per_node=_int(kv.get("mem_mb", "")),
+                name=r.name,
+                default=r.default,
+                state=r.state,
+                max_time_min=minutes(r.time),
+                nodes=r.nodes,
+                cpus_per_node=r.cpus,
+                mem_mb_per_node=r.mem_mb,
                 gpus_per_node=count,
                 gpu_types=types,
             )
         )
-    policy = {r.kv.get("key", ""): unb64(r.kv.get("value", "")) for r in out.all("policy-rule")}
+    policy = answer.policy.rules
     views = [v for v in list_grants(Store(project)) if not v.grant.targets or target in v.grant.targets]
     return TargetInfo(target=target, project=project, partitions=parts, policy=policy, grants=views)

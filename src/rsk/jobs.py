@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import re
 import time
 from collections.abc import Callable
@@ -10,27 +9,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsk import chain, safejson
+from rsk import answers, chain, safejson
+from rsk.answers import JobEnd, JournalEvent
 from rsk.atomic import write_atomic
 from rsk.errors import StateError, UsageError
 from rsk.paths import project_dir
-from rsk.protocol import parse_kv, raise_for_error, unb64
+from rsk.protocol import raise_for_error
 from rsk.remote import Remote, remote_for
-
-
-class JournalEvent(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    n: int
-    t: str
-    event: str
-    request_id: str
-    plan_hash: str
-    job_id: str | None = None
-    rc: int | None = None
-    code: str | None = None
-    message: str | None = None
-    task: str | None = None
 
 
 class Journal(BaseModel):
@@ -43,22 +28,6 @@ class Journal(BaseModel):
     events: list[JournalEvent]
     chain_ok: bool = True  # every seal matched, and the journal still holds what rsk saw before
     chain_problems: list[str] = []
-
-
-def parse_journal_line(n: int, words: list[str]) -> JournalEvent:
-    kv = parse_kv(words)
-    return JournalEvent(
-        n=n,
-        t=kv.get("t", ""),
-        event=kv.get("ev", "?"),
-        request_id=kv.get("rid", ""),
-        plan_hash=kv.get("plan", ""),
-        job_id=kv.get("job"),
-        rc=int(kv["rc"]) if kv.get("rc", "").lstrip("-").isdigit() else None,
-        code=kv.get("code"),
-        message=unb64(kv["msg"]) if "msg" in kv else None,
-        task=kv.get("task") or None,
-    )
 
 
 class Anchor(BaseModel):
@@ -113,52 +82,24 @@ def journal(target_name: str, project: str, after: int = 0) -> Journal:
     with remote_for(target_name) as remote:
         out = remote.call("journal", *args)
     raise_for_error(out)
-    lines = [(int(r.kv.get("n", "0")), " ".join(r.words[1:])) for r in out.all("journal")]
-    base = out.first("base")
-    report = chain.check(base.kv.get("seal", "") if base else "", lines)
+    answer = answers.journal(out)
+    lines = [(line.n, line.text) for line in answer.lines]
+    report = chain.check(answer.base_seal, lines)
     problems = list(report.problems)
-    anchor_rec = out.first("anchor")
-    if anchor_rec is not None and anchor_rec.kv.get("ok") != "1":
+    if answer.anchor_ok is False:
         problems.insert(0, f"the journal no longer holds line {a_line} as rsk saw it: it was cut short or rewritten")
     if not problems and report.head_line > a_line:
         anchors.targets[target_name] = Anchor(line=report.head_line, seal=report.head_seal)
         write_atomic(_anchors(project), anchors.model_dump_json().encode())
-    events = [parse_journal_line(n, text.split(" ")) for n, text in lines if n > after]
-    cursor = out.first("cursor")
+    events = [line.event for line in answer.lines if line.n > after]
     return Journal(
         target=target_name,
         project=project,
-        cursor=int(cursor.kv.get("lines", "0")) if cursor else after,
+        cursor=answer.cursor if answer.cursor is not None else after,
         events=events,
         chain_ok=not problems,
         chain_problems=problems,
     )
-
-
-class JobEnd(BaseModel):
-    """How a job's command ended, from the wrapper's marker."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    exit_code: int | None
-    signal: str | None  # None: it exited on its own
-    elapsed_s: int | None
-    limit_s: int | None
-    at: int | None  # seconds since the epoch
-
-
-def job_end(marker: str) -> JobEnd | None:
-    if not marker:
-        return None
-    kv = parse_kv(marker.split())
-
-    def num(key: str) -> int | None:
-        value = kv.get(key, "")
-        return int(value) if value.lstrip("-").isdigit() else None
-
-    sig = kv.get("sig")
-    return JobEnd(exit_code=num("rc"), signal=None if sig in (None, "", "none") else sig, elapsed_s=num("elapsed"),
-                  limit_s=num("limit"), at=num("t"))  # fmt: skip
 
 
 class LogTail(BaseModel):
@@ -198,24 +139,21 @@ def logs(
         while True:
             out = remote.call("logs", project, job_id, stream, str(max_bytes), str(lines))
             raise_for_error(out)
-            rec = out.first("log")
-            assert rec is not None
-            data = b"".join(base64.b64decode(r.words[0]) for r in out.all("chunk") if r.words)
-            size = int(rec.kv.get("size", "0"))
+            log = answers.logs(out)
+            data, size = log.data, log.size
             start, gap = max(size - len(data), 0), False
             if after is not None:
                 if after >= start:
                     data, start = data[min(after, size) - start :], min(after, size)
                 else:
                     gap = True
-            ended = unb64(rec.kv.get("ended", "")).strip() or None
             tail = LogTail(
                 job_id=job_id,
-                request_id=rec.kv.get("rid", ""),
+                request_id=log.rid,
                 stream=stream,
-                started=rec.kv.get("started") == "yes",
-                ended=ended,
-                end=job_end(ended or ""),
+                started=log.started,
+                ended=log.ended,
+                end=log.end,
                 size=size,
                 text=data.decode("utf-8", "replace"),
                 start=start,
@@ -275,9 +213,9 @@ def _fetch_one(
                                  "pass a larger --max-bytes; run the same command again to resume")  # fmt: skip
             out = remote.call("fetch", project, job, path, str(offset), str(FETCH_CHUNK))
             raise_for_error(out)
-            data = b"".join(base64.b64decode(r.words[0]) for r in out.all("chunk") if r.words)
-            head = out.first("file")
-            size = int(head.kv.get("size", size)) if head else size  # a file that still grows
+            block = answers.fetch(out)
+            data = block.data
+            size = block.size if block.size is not None else size  # a file that still grows
             if not data:
                 break
             fh.write(data)
@@ -301,12 +239,12 @@ def fetch(target_name: str, project: str, job: str, paths: list[str], to: Path,
         for p in paths:
             out = remote.call("fetch", project, job, p, "0", "0")
             raise_for_error(out)
-            head = out.first("file")
-            if head is not None:
-                files.append(_fetch_one(remote, project, job, p, int(head.kv.get("size", "0")), to, budget))
+            found = answers.fetch(out)
+            if found.size is not None:
+                files.append(_fetch_one(remote, project, job, p, found.size, to, budget))
                 continue
-            for e in out.all("entry"):
-                sub = f"{p.rstrip('/')}/{e.kv.get('path', '')}"
+            for e in found.entries:
+                sub = f"{p.rstrip('/')}/{e.path}"
                 if _FETCH_PATH.fullmatch(sub) and ".." not in sub.split("/"):
-                    files.append(_fetch_one(remote, project, job, sub, int(e.kv.get("size", "0")), to, budget))
+                    files.append(_fetch_one(remote, project, job, sub, e.size, to, budget))
     return FetchReport(target=target_name, project=project, job_id=job, files=files, bytes=sum(f.size for f in files))

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk import attempts
+from rsk import answers, attempts
 from rsk.errors import ConnectError, PendingApproval, ProtocolError, RskError
 from rsk.guard import (
     Allowed,
@@ -23,7 +23,7 @@ from rsk.guard import (
     wait_for_card,
 )
 from rsk.ledger import now
-from rsk.protocol import Accepted, Plan, Request, accepted_from, plan_from, raise_for_error
+from rsk.protocol import Accepted, Plan, Request, raise_for_error
 from rsk.remote import Remote
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def _launch(
         try:
             out = talk.first
             raise_for_error(out)
-            plan = plan_from(out)
+            plan = answers.plan(out)
             known = _known_jobs(store, request, plan, target.name)
             if known:
                 # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
@@ -163,7 +163,7 @@ def _launch(
                 raise
         finally:
             talk.close()  # without a `go`, the program ends having submitted nothing
-        accepted = accepted_from(out)
+        accepted = answers.accepted(out)
         if allowed.kind != "lease":  # a step costs the lease nothing new
             record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})
         if plan.is_step and accepted:  # what a controller starts is compared with these (rsk status)
@@ -220,7 +220,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         planned_at = now()
         out = remote.call(submit_entry(request), "plan", stdin=_held(store, target.name) + request.encode())
     raise_for_error(out)
-    plan = plan_from(out)
+    plan = answers.plan(out)
     ledger = store.load()
     base = {
         "target": target.name, "project": request.project, "request_id": request.request_id,

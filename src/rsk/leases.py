@@ -12,12 +12,14 @@ from typing import Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, StrictInt
 
+from rsk import answers
+from rsk.answers import LeaseLine
 from rsk.errors import UsageError
 from rsk.gpus import GpuInventory, inventory_from
 from rsk.guard import close_lease
 from rsk.ledger import Ledger, now
 from rsk.paths import check_token, new_request_id
-from rsk.protocol import Output, Record, Request, raise_for_error
+from rsk.protocol import Output, Request, raise_for_error
 from rsk.remote import Remote, remote_for
 from rsk.store import Store
 from rsk.units import parse_mem, parse_time
@@ -116,35 +118,28 @@ class CloseReport(BaseModel):
     settled: bool  # the lease's charge now counts what the allocation held, not its worst case
 
 
-def _int(value: str) -> int | None:
-    return int(value) if value.isdigit() else None
-
-
-def _info(r: Record, ledger: Ledger, target: str) -> LeaseInfo:
-    kv = r.kv
-    job = kv.get("job", "")
-    known = [x for x in ledger.leases if x.target == target and x.job_id == job and x.name == kv.get("name")]
-    state = kv.get("state", "ended")
+def _info(r: LeaseLine, ledger: Ledger, target: str) -> LeaseInfo:
+    known = [x for x in ledger.leases if x.target == target and x.job_id == r.job and x.name == r.name]
     return LeaseInfo(
-        name=kv.get("name", ""),
-        job_id=job,
-        request_id=kv.get("rid", ""),
-        state=cast(LeaseState, state if state in _STATES else "running"),
-        nodes=_int(kv.get("nodes", "")) or 0,
-        gpus=_int(kv.get("gpus", "")) or 0,
-        cpus=_int(kv.get("cpus", "")) or 0,
-        mem_mb=_int(kv.get("mem", "")) or 0,
-        time_min=_int(kv.get("time", "")) or 0,
-        partition=kv.get("partition", ""),
-        drain_min=_int(kv.get("drain", "")) or 0,
-        overrun=kv.get("overrun", ""),
-        hosts=[h for h in kv.get("hosts", "").split(",") if h],
-        start=_int(kv.get("start", "")),
-        end=_int(kv.get("end", "")),
-        queued=_int(kv.get("queued", "")) or 0,
-        running=_int(kv.get("running", "")) or 0,
-        ended=_int(kv.get("ended", "")) or 0,
-        drained=kv.get("drained") == "1",
+        name=r.name,
+        job_id=r.job,
+        request_id=r.rid,
+        state=cast(LeaseState, r.state if r.state in _STATES else "running"),
+        nodes=max(r.nodes or 0, 0),
+        gpus=max(r.gpus or 0, 0),
+        cpus=max(r.cpus or 0, 0),
+        mem_mb=max(r.mem or 0, 0),
+        time_min=max(r.time or 0, 0),
+        partition=r.partition,
+        drain_min=max(r.drain or 0, 0),
+        overrun=r.overrun,
+        hosts=r.hosts,
+        start=r.start if r.start is None or r.start >= 0 else None,
+        end=r.end if r.end is None or r.end >= 0 else None,
+        queued=r.queued,
+        running=r.running,
+        ended=r.ended,
+        drained=r.drained,
         ledger="unknown" if not known else "closed" if known[0].closed else "open",
     )
 
@@ -165,7 +160,7 @@ def status(target: str, project: str, name: str | None = None) -> LeaseList:
         out = _call(remote, "status", project, *([name] if name else []))
         jobs, _ = status_call(remote, target, project)  # which steps the ledger never decided
     ledger = store.load()  # once, for every lease the answer lists
-    leases = [_info(r, ledger, target) for r in out.all("lease")]
+    leases = [_info(r, ledger, target) for r in answers.leases(out)]
     names = {x.name for x in leases}
     for x in leases:
         x.undecided = [j.job_id for j in jobs.jobs if j.lease == x.name and j.undecided]
@@ -178,10 +173,10 @@ def set_drain(target: str, project: str, name: str, drain: bool) -> LeaseInfo:
     check_token("lease name", name)
     with remote_for(target) as remote:
         out = _call(remote, "drain" if drain else "resume", project, name)
-    rec = out.first("lease")
-    if rec is None:
+    found = answers.leases(out)
+    if not found:
         raise UsageError(f"the cluster did not report lease {name}")
-    return _info(rec, Store(project).load(), target)
+    return _info(found[0], Store(project).load(), target)
 
 
 def close(target: str, project: str, name: str, by: str, settle_wait: float = 20.0) -> CloseReport:
@@ -193,10 +188,10 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
     store = Store(project)
     with remote_for(target) as remote:
         out = _call(remote, "close", project, name)
-        rec = out.first("closed")
-        if rec is None:
+        if out.first("closed") is None:
             raise UsageError(f"the cluster did not report closing lease {name}")
-        job = rec.kv.get("job", "")
+        closed = answers.lease_closed(out)
+        job = closed.job
         close_lease(store, target, name, by)
         settled = False
         deadline = time.monotonic() + settle_wait
@@ -214,8 +209,8 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
         project=project,
         name=name,
         job_id=job,
-        result="cancelled" if rec.kv.get("result") == "cancelled" else "ended",
-        queued_cancelled=int(rec.kv.get("queued", "0") or 0),
+        result="cancelled" if closed.result == "cancelled" else "ended",
+        queued_cancelled=closed.queued,
         settled=settled,
     )
 

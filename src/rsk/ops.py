@@ -10,12 +10,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from rsk import guard, safejson, states
+from rsk import answers, guard, safejson, states
+from rsk.answers import JobFacts, JournalEvent
 from rsk.atomic import write_atomic
 from rsk.errors import UsageError
-from rsk.jobs import JournalEvent, parse_journal_line
 from rsk.paths import check_token, project_dir
-from rsk.protocol import Output, raise_for_error
+from rsk.protocol import Output, Placement, placement, raise_for_error
 from rsk.remote import Remote, remote_for
 from rsk.states import FINAL, State
 from rsk.store import Store
@@ -49,6 +49,11 @@ class JobState(Model):
     _slurm_listed: bool = PrivateAttr(default=False)
 
     @property
+    def placement(self) -> Placement:
+        """On Slurm, or a step in its lease (rsk.protocol.placement)."""
+        return placement(self.job_id, self.lease or "")
+
+    @property
     def gpu_hours_used(self) -> float:
         return (self.gpus or 0) * (self.nodes or 1) * (self.elapsed_s or 0) / 3600
 
@@ -72,50 +77,43 @@ class Status(Model):
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
 
 
-def _int(value: str | None) -> int | None:
-    return int(value) if value and value.lstrip("-").isdigit() else None
-
-
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
-    jobs = []
-    for r in out.all("job"):
-        kv = r.kv
-        res = [_int(x) for x in kv.get("res", "").split(",")] if kv.get("res") else []
-        nodes, cpus, mem, gpus = (res + [None] * 5)[:4]
-        rc = _int(kv.get("rc"))
-        facts = states.Facts(
-            squeue=kv.get("sq", ""),
-            sacct=kv.get("ac", ""),
-            rc=rc,
-            signal=kv.get("sig") or None,
-            elapsed_s=_int(kv.get("elapsed")),
-            limit_s=_int(kv.get("limit")),
-            cancel_requested=kv.get("cancel") == "1",
-            slurm_up=slurm_up,
-        )
-        sq_el, sq_lim = _int(kv.get("sq_elapsed")), _int(kv.get("sq_limit"))
-        record = _slurm_record(kv)
-        job = JobState(
-            request_id=kv.get("rid", ""),
-            task=kv.get("task") or None,
-            job_id=kv.get("job", ""),
-            state=states.job_state(facts),
-            exit_code=rc if rc is not None else _int(kv.get("ac_exit")),
-            signal=facts.signal if facts.signal not in (None, "none") else None,
-            elapsed_s=sq_el if sq_el is not None else facts.elapsed_s,
-            limit_s=sq_lim if sq_lim is not None else facts.limit_s,
-            where=kv.get("where", ""),
-            submitted=kv.get("submitted", ""),
-            nodes=nodes,
-            cpus=cpus,
-            mem_mb=mem,
-            gpus=gpus,
-            lease=kv.get("lease") or None,
-            starts=_int(kv.get("starts")) or 0,
-        )
-        job._slurm_record, job._slurm_listed = record, bool(kv.get("sq") or kv.get("ac"))
-        jobs.append(job)
-    return jobs
+    return [job_state(f, slurm_up) for f in answers.status(out).jobs]
+
+
+def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
+    """One job's state from the facts its @@job line carries (rsk.states decides)."""
+    nodes, cpus, mem, gpus = (f.res + [None] * 5)[:4]
+    facts = states.Facts(
+        squeue=f.sq,
+        sacct=f.ac,
+        rc=f.rc,
+        signal=f.sig or None,
+        elapsed_s=f.elapsed,
+        limit_s=f.limit,
+        cancel_requested=f.cancel,
+        slurm_up=slurm_up,
+    )
+    job = JobState(
+        request_id=f.rid,
+        task=f.task or None,
+        job_id=f.job,
+        state=states.job_state(facts),
+        exit_code=f.rc if f.rc is not None else f.ac_exit,
+        signal=facts.signal if facts.signal not in (None, "none") else None,
+        elapsed_s=f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s,
+        limit_s=f.sq_limit if f.sq_limit is not None else facts.limit_s,
+        where=f.where,
+        submitted=f.submitted,
+        nodes=nodes,
+        cpus=cpus,
+        mem_mb=mem,
+        gpus=gpus,
+        lease=f.lease or None,
+        starts=f.starts,
+    )
+    job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
+    return job
 
 
 def mark_undecided(st: Status, project: str) -> Status:
@@ -138,12 +136,11 @@ def undecided_warning(j: JobState) -> str:
     )
 
 
-def _slurm_record(kv: dict[str, str]) -> tuple[int, int | None] | None:
+def _slurm_record(f: JobFacts) -> tuple[int, int | None] | None:
     """Slurm's word on an ended job: squeue's while it lists the job, else sacct's; None otherwise."""
-    for state, elapsed, limit in (("sq", "sq_elapsed", "sq_limit"), ("ac", "ac_elapsed", "ac_limit")):
-        el = _int(kv.get(elapsed))
-        if states.slurm_ended(kv.get(state, "")) and el is not None:
-            return el, _int(kv.get(limit))
+    for state, el, limit in ((f.sq, f.sq_elapsed, f.sq_limit), (f.ac, f.ac_elapsed, f.ac_limit)):
+        if states.slurm_ended(state) and el is not None:
+            return el, limit
     return None
 
 
@@ -159,27 +156,28 @@ def settle_ended(target: str, project: str, jobs: list[JobState]) -> int:
     return guard.settle(Store(project), target, ended) if ended else 0
 
 
-def status_call(remote: Remote, target: str, project: str, after: int | None = None) -> tuple[Status, Output]:
+def status_call(remote: Remote, target: str, project: str,
+                after: int | None = None) -> tuple[Status, answers.StatusAnswer]:  # fmt: skip
     """The project's jobs: those the journal lists, and every job the ledger holds, found by id."""
     args = [project] if after is None else [project, str(after)]
     store = Store(project)
     held = guard.held_jobs(store.load(), target)
     out = remote.call("status", *args, stdin=guard.held_line(held))
     raise_for_error(out)
-    head = out.first("status")
-    up = not (head and head.kv.get("slurm") == "down")
-    jobs = jobs_from(out, slurm_up=up)
+    answer = answers.status(out)
+    up = answer.slurm_up
+    jobs = [job_state(f, slurm_up=up) for f in answer.jobs]
     for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
         if j.job_id in held:
             j.request_id = held[j.job_id]
-    st = Status(target=target, project=project, slurm="up" if up else "down", at=head.kv.get("t", "") if head else "",
+    st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
                 jobs=jobs)  # fmt: skip
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
         by_request.setdefault(j.request_id, []).append(j.job_id)
     guard.adopt(store, target, by_request)
     settle_ended(target, project, st.jobs)
-    return mark_undecided(st, project), out
+    return mark_undecided(st, project), answer
 
 
 def status(target: str, project: str) -> Status:
@@ -238,13 +236,8 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
         out = remote.call("cancel", project, mode, value, stdin=guard.held_line(mine))
     raise_for_error(out)
     results = [
-        CancelResult(
-            job_id=r.kv.get("job", ""),
-            request_id=r.kv.get("rid") or None,
-            task=r.kv.get("task") or None,
-            result=r.kv.get("result", "failed"),
-        )
-        for r in out.all("cancel")
+        CancelResult(job_id=c.job, request_id=c.rid or None, task=c.task or None, result=c.result)
+        for c in answers.cancel(out)
     ]
     return CancelReport(target=target, project=project, results=results)
 
@@ -270,24 +263,14 @@ def reconcile(target: str, project: str) -> ReconcileReport:
     with remote_for(target) as remote:
         out = remote.call("reconcile", project)
         raise_for_error(out)
+        answer = answers.reconcile(out)
         status_call(remote, target, project)  # adopts and settles what the cluster knows
-    items = [
-        ReconcileItem(
-            request_id=r.kv.get("rid", ""),
-            plan_hash=r.kv.get("plan", ""),
-            result=r.kv.get("result", "abandoned"),
-            job_id=r.kv.get("job"),
-        )
-        for r in out.all("reconcile")
-    ]
+    items = [ReconcileItem(request_id=r.rid, plan_hash=r.plan, result=r.result, job_id=r.job) for r in answer.items]
     store = Store(project)
     for item in items:  # the ledger follows what the cluster found
         if item.result == "abandoned":
             guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")
-    head = out.first("reconciled")
-    return ReconcileReport(
-        target=target, project=project, open_intents=_int(head.kv.get("open")) or 0 if head else 0, items=items
-    )
+    return ReconcileReport(target=target, project=project, open_intents=answer.open, items=items)
 
 
 # events ----------------------------------------------------------------------------
@@ -379,15 +362,12 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
     deadline = time.monotonic() + wait
     with remote_for(target) as remote:
         while True:
-            st, out = status_call(remote, target, project, after=_END if first else lines)
-            cur = out.first("cursor")
-            new_lines = _int(cur.kv.get("lines")) if cur else lines
-            new_lines = lines if new_lines is None else new_lines
+            st, answer = status_call(remote, target, project, after=_END if first else lines)
+            new_lines = lines if answer.cursor is None else answer.cursor
             evs: list[Event] = []
-            for r in out.all("journal"):
-                je = parse_journal_line(int(r.kv.get("n", "0")), r.words[1:])
-                evs.append(Event(kind="journal", request_id=je.request_id, job_id=je.job_id, journal=je,
-                                 task=r.kv.get("task") or None))  # fmt: skip
+            for line in answer.journal:
+                je = line.event
+                evs.append(Event(kind="journal", request_id=je.request_id, job_id=je.job_id, journal=je, task=je.task))
             states: dict[str, str] = {_key(j): j.state for j in st.jobs}
             summary: dict[str, int] = {}
             for j in st.jobs:

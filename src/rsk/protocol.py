@@ -1,6 +1,7 @@
 """The remote protocol: requests sent to submit.sh, and the @@ lines that come back.
 
-docs/protocol.md is the specification; this module is its reader and writer.
+docs/protocol.md is the specification; this module writes the requests and reads the frame (records,
+`done`, `@@error`); rsk.answers decodes what each program says inside it.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal, cast
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from rsk.errors import (
     CapReached,
@@ -45,6 +46,24 @@ _JOB_ID = re.compile(r"[0-9]+(?:_[0-9]+|s[0-9]+)?")
 def is_job_id(value: str) -> bool:
     """A Slurm job (123), an array task (123_4), or a step rsk queued into a lease (123s4: lease job 123)."""
     return bool(_JOB_ID.fullmatch(value))
+
+
+class Placement(BaseModel):
+    """Where a job runs: on Slurm as a job of its own, or as a step in a lease (the lease's name and its
+    Slurm job). The one reading of that on the client: a step's id is LEASEJOBsSEQ."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["slurm", "lease"]
+    lease: str = ""  # kind lease: the lease's name
+    job: str = ""  # kind lease: the lease's Slurm job
+
+
+def placement(job_id: str, lease: str = "") -> Placement:
+    """A job id's placement. Every id but a step's is a Slurm job of its own, whatever lease name its
+    journal line carries (the job that holds a lease carries its name too)."""
+    head, sep, _ = job_id.partition("s")
+    return Placement(kind="lease", lease=lease, job=head) if sep else Placement(kind="slurm")
 
 
 def b64(value: str) -> str:
@@ -351,8 +370,16 @@ class Plan(BaseModel):
     overrun: str = ""  # kind lease: refuse | clip
 
     @property
+    def placement(self) -> Placement:
+        """A step runs in its lease (`lease`, `lease_job`); everything else, a lease's own job included, on
+        Slurm."""
+        if self.lease and self.kind != "lease":
+            return Placement(kind="lease", lease=self.lease, job=self.lease_job)
+        return Placement(kind="slurm")
+
+    @property
     def is_step(self) -> bool:
-        return bool(self.lease) and self.kind != "lease"
+        return self.placement.kind == "lease"
 
     @property
     def jobs(self) -> int:
@@ -398,72 +425,6 @@ def plan_hash(lines: Iterable[tuple[str, str]]) -> str:
     return hashlib.sha256("".join(f"{k} {v}\n" for k, v in lines).encode("ascii")).hexdigest()
 
 
-_RESOURCE_KEYS = ("nodes", "cpus", "mem_mb", "gpus", "time_min")
-
-
-def plan_from(out: Output) -> Plan:
-    """Build the Plan from @@planline records, checking the hash the cluster printed."""
-    lines = [(r.words[0], r.words[1] if len(r.words) > 1 else "") for r in out.all("planline") if r.words]
-    rec = out.first("plan")
-    if rec is None or not rec.words:
-        raise ProtocolError("the cluster's answer has no @@plan line")
-    printed = rec.words[0]
-    if plan_hash(lines) != printed:
-        raise ProtocolError("the plan hash does not match the plan lines", "the remote scripts may be damaged")
-    fields: dict[str, object] = {"hash": printed, "env": [], "argv": [], "tasks": []}
-    tasks: list[dict[str, object]] = []
-    for key, value in lines:
-        text = unb64(value)
-        if key == "task":
-            tasks.append({"key": text, "env": [], "argv": []})
-        elif key in ("tres", "tenv", "targ"):
-            if not tasks:
-                raise ProtocolError(f"plan line {key} comes before any task")
-            if key == "tres":
-                parts = text.split(",")
-                if len(parts) != 5:
-                    raise ProtocolError(f"malformed task resources: {text!r}")
-                tasks[-1].update(zip(_RESOURCE_KEYS, parts, strict=True))
-            else:
-                cast(list[str], tasks[-1]["env" if key == "tenv" else "argv"]).append(text)
-        elif key in ("env", "arg"):
-            cast(list[str], fields["env" if key == "env" else "argv"]).append(text)
-        elif key in fields:
-            raise ProtocolError(f"the plan repeats {key!r}")
-        else:
-            fields[key] = text
-    if fields.get("kind") != "batch":
-        one = {k: fields.get(k) for k in _RESOURCE_KEYS}
-        tasks = [{**one, "key": "", "env": [], "argv": fields["argv"]}]
-    fields["tasks"] = tasks
-    fields.pop("protocol", None)
-    policy = out.first("policy")
-    active = out.first("active")
-    estimate = out.first("estimate")
-    fields["verdict"] = policy.kv.get("verdict", "allow") if policy else "allow"
-    fields["reasons"] = [unb64(r.kv.get("msg", "")) for r in out.all("policy-reason")]
-    if active:
-        fields["active"] = active.kv.get("count", "0")
-        fields["active_cap"] = active.kv.get("cap") or None
-        fields["active_jobs"] = [j for j in active.kv.get("jobs", "").split(",") if j]
-    if estimate:
-        fields["estimate_start"] = estimate.kv.get("start", "unknown")
-        fields["estimate_nodes"] = unb64(estimate.kv.get("nodes", ""))
-    fields["prior"] = [
-        {"idx": r.kv.get("idx"), "state": r.kv.get("state"), "job_id": r.kv.get("job", ""),
-         "plan_hash": r.kv.get("plan", "")}
-        for r in out.all("prior")
-    ]  # fmt: skip
-    try:
-        return Plan.model_validate(fields)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ProtocolError(
-            f"the plan from the cluster is incomplete or malformed at {'.'.join(map(str, first['loc']))}: "
-            f"{first['msg']}"
-        ) from exc
-
-
 class Accepted(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -473,19 +434,3 @@ class Accepted(BaseModel):
     replay: bool
     idx: int = 0
     task: str | None = None
-
-
-def accepted_from(out: Output) -> list[Accepted]:
-    """Every @@accepted line: one for a job, one per task of a batch (possibly none)."""
-    return [
-        Accepted(
-            job_id=rec.kv.get("job", ""),
-            request_id=rec.kv.get("rid", ""),
-            plan_hash=rec.kv.get("plan", ""),
-            replay=rec.kv.get("replay") == "1",
-            idx=int(rec.kv.get("idx", "0") or 0),
-            task=rec.kv.get("task") or None,
-        )
-        for rec in out.all("accepted")
-        if is_job_id(rec.kv.get("job", ""))
-    ]

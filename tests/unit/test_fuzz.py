@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rsk import answers
 from rsk.errors import RskError
 from rsk.ledger import DenyRule
-from rsk.protocol import parse, plan_from, raise_for_error, unb64
+from rsk.protocol import parse, raise_for_error, unb64
 from rsk.store import Store, read_ledger
 from rsk.targets import load_target_file
 
@@ -40,7 +41,7 @@ def test_at_parser_gives_records_or_a_typed_error(lines: list[str]) -> None:
         out = parse(text, "0" * 32)
         if out is not None:
             raise_for_error(out)
-            plan_from(out)
+            answers.plan(out)
     except RskError:
         pass
 

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from rsk import answers
 from rsk.guard import decide_step
 from rsk.leases import LeaseSpec, open_request
 from rsk.ledger import DenyRule, Lease, Ledger, migrate, now
-from rsk.protocol import Plan, Request, b64, is_job_id, plan_from
+from rsk.protocol import Plan, Request, b64, is_job_id
 from tests.unit.test_protocol import FIELDS, parse_framed, plan_output
 
 
 def with_lines(kind: str, extra: list[tuple[str, str]]) -> Plan:
     lines = [(k, b64(kind) if k == "kind" else v) for k, v in FIELDS if kind != "lease" or k != "arg"]
-    return plan_from(parse_framed(plan_output(lines + extra)))
+    return answers.plan(parse_framed(plan_output(lines + extra)))
 
 
 def test_a_lease_plan_says_what_it_holds_and_runs_only_the_controller() -> None:

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from rsk import answers
 from rsk.errors import CapReached, ConflictError, DeniedError, ProtocolError, UsageError
-from rsk.protocol import Output, Request, b64, parse, plan_from, plan_hash, raise_for_error, unb64
+from rsk.protocol import Output, Request, b64, parse, plan_hash, raise_for_error, unb64
 
 N = "0123456789abcdef0123456789abcdef"
 
@@ -36,7 +37,7 @@ FIELDS = [
 
 
 def test_plan_from_reads_fields_and_checks_the_hash() -> None:
-    plan = plan_from(parse_framed(plan_output(FIELDS, extra="@@policy verdict=allow\n@@active count=3 cap=10\n")))
+    plan = answers.plan(parse_framed(plan_output(FIELDS, extra="@@policy verdict=allow\n@@active count=3 cap=10\n")))
     assert plan.partition == "gpu"
     assert plan.argv == ["python", "", "--lr"]
     assert plan.env == ["A=1"]
@@ -48,7 +49,7 @@ def test_plan_from_reads_fields_and_checks_the_hash() -> None:
 
 def test_plan_with_a_wrong_hash_is_refused() -> None:
     with pytest.raises(ProtocolError):
-        plan_from(parse_framed(plan_output(FIELDS, printed="0" * 64)))
+        answers.plan(parse_framed(plan_output(FIELDS, printed="0" * 64)))
 
 
 def test_output_without_done_is_no_answer() -> None:
