@@ -16,7 +16,7 @@ main() {
     rsk_is_uint "$after" || rsk_fail "$RSK_E_USAGE" usage "AFTER must be a line number"
     rsk_decimal "$after"
     after=$RSK_V
-    jf=$(rsk_journal_file "$1")
+    jf=$RSK_ROOT/journal/$1.log
     [ -f "$jf" ] || jf=/dev/null
     anchor_n=${3:-0} anchor_h=${4:-}
     rsk_is_uint "$anchor_n" || rsk_fail "$RSK_E_USAGE" usage "ANCHOR_LINE must be a line number"

@@ -29,18 +29,16 @@ main() {
         rsk_decimal "$after"
         after=$RSK_V
     fi
-    jf=$(rsk_journal_file "$project")
+    jf=$RSK_ROOT/journal/$project.log
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsk-status.XXXXXX")
     trap 'rm -rf "$tmp"; rsk_finish' EXIT
-    slurm=up
-    if ! squeue -h -r -u "$(id -un)" -t all -o '%i|%j|%T|%M|%l|%R' >"$tmp/sq" 2>"$tmp/sq.err"; then
-        slurm=down
-        : >"$tmp/sq"
-    fi
+    rsk_squeue
+    slurm=$RSK_SLURM
+    printf '%s\n' "$RSK_SQ" >"$tmp/sq"
     # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days)
     : >"$tmp/acct"
     if [ "$slurm" = up ] && command -v sacct >/dev/null 2>&1 && sacct -n -X -j 1 -o JobID >/dev/null 2>&1; then
-        sacct -n -X -P -u "$(id -un)" -S now-30days -o JobID,JobName,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
+        sacct -n -X -P -u "$RSK_USER" -S now-30days -o JobID,JobName,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
     fi
     runs="$RSK_ROOT/runs/$project"
     : >"$tmp/markers"
@@ -54,45 +52,42 @@ main() {
     leases=''
     for lf in "$RSK_ROOT/leases/$project"/*/lease; do
         [ -f "$lf" ] || continue
-        ld=${lf%/lease}
-        lj=$(rsk_field "$(cat "$lf")" job)
-        lc=$(cat "$ld/ctl" 2>/dev/null || true)
-        ls=-
-        [ "$(rsk_field "$lc" job)" != "$lj" ] || ls=$(rsk_field "$lc" state)
-        [ ! -f "$ld/drain" ] || ls=drained
-        leases="$leases${ld##*/} $lj $ls
+        lf=${lf%/lease}
+        rsk_lease "$project" "${lf##*/}"
+        rsk_lease_sq "$project"
+        rsk_get "$L_ctl" state
+        [ ! -f "$LDIR/drain" ] || RSK_F=drained
+        leases="$leases${lf##*/} ${L_sq:--} ${RSK_F:--}
 "
     done
     if [ -n "$leases" ]; then
-        rsk_lease_steps "$project" | awk -v p="rsk:$project:" -v leases="$leases" -v sqf="$tmp/sq" '
+        rsk_lease_steps "$project" | awk -v p="rsk:$project:" -v leases="$leases" "$RSK_AWK"'
             BEGIN {
                 srand(); now = srand()
-                while ((getline line < sqf) > 0) { split(line, f, "|"); if (f[3] ~ /^(PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED)$/) live[f[1]] = f[3] }
                 n = split(leases, ls, "\n")
-                for (i = 1; i <= n; i++) { split(ls[i], w, " "); ljob[w[1]] = w[2]; lstate[w[1]] = w[3] }
+                for (i = 1; i <= n; i++) { split(ls[i], w, " "); lsq[w[1]] = w[2]; lstate[w[1]] = w[3] }
             }
             {
                 where = $1; sid = $2; name = p $3; lease = $6; lim = $8 ":00"; why = $11; rc = $12
+                live = active(lsq[lease])
                 if (where == "q") {
-                    j = ljob[lease]
                     r = "Queued"
-                    if (!(j in live)) r = "LeaseEnded"
-                    else if (live[j] == "PENDING") r = "LeasePending"
+                    if (!live) r = "LeaseEnded"
+                    else if (lsq[lease] == "PENDING") r = "LeasePending"
                     else if (lstate[lease] == "drained") r = "LeaseDrained"
                     else if (lstate[lease] == "draining") r = "LeaseDraining"
-                    print sid "|" name "|PENDING|0|" lim "|(" r ")"
-                } else if (where == "run" && rc == "-" && (ljob[lease] in live)) {
-                    el = ($10 == "-") ? 0 : now - $10
-                    print sid "|" name "|RUNNING|" el "|" lim "|" $9
+                    print sid "|PENDING|0|" lim "|(" r ")|" name
+                } else if (where == "run" && rc == "-" && live) {
+                    print sid "|RUNNING|" (($10 == "-") ? 0 : now - $10) "|" lim "|" $9 "|" name
                 } else if (where == "end" && (why == "lease-closed" || why == "cancelled")) {
-                    print sid "|" name "|CANCELLED|0|" lim "|(" why ")"
+                    print sid "|CANCELLED|0|" lim "|(" why ")|" name
                 } else if (where == "end" && why == "outlives-lease") {
-                    print sid "|" name "|FAILED|0|" lim "|(" why ")"
+                    print sid "|FAILED|0|" lim "|(" why ")|" name
                 }
             }' >>"$tmp/sq"
     fi
     [ -f "$jf" ] || jf=/dev/null
     rsk_emit status "slurm=$slurm" "t=$(rsk_now)" "project=$project"
     awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v sqf="$tmp/sq" -v mkf="$tmp/markers" \
-        -v acf="$tmp/acct" -v after="$after" -v held="$RSK_HELD" "$RSK_STATUS_AWK" "$jf"
+        -v acf="$tmp/acct" -v after="$after" -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" "$jf"
 }

@@ -246,18 +246,17 @@ resolve_lease() {
             rsk_fail "$RSK_E_USAGE" bad-request "a lease runs rsk's controller: no command, script, tasks, code or lease of its own"
         fi
         case $OVERRUN in refuse | clip) ;; *) rsk_fail "$RSK_E_USAGE" bad-overrun "overrun is refuse or clip" ;; esac
-        LDIR=$(rsk_lease_dir "$PROJECT" "$LEASE_OPEN")
+        LDIR=$RSK_ROOT/leases/$PROJECT/$LEASE_OPEN
         return 0
     fi
     [ -n "$LEASE" ] || return 0
     rsk_need_token lease "$LEASE"
-    LDIR=$(rsk_lease_dir "$PROJECT" "$LEASE")
-    [ -f "$LDIR/lease" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $PROJECT has no lease $LEASE on this cluster (rsk lease open $LEASE)"
-    rsk_l=$(cat "$LDIR/lease")
-    LEASE_JOB=$(rsk_field "$rsk_l" job)
-    L_partition=$(rsk_field "$rsk_l" partition) L_account=$(rsk_field "$rsk_l" account) L_qos=$(rsk_field "$rsk_l" qos)
-    L_nodes=$(rsk_field "$rsk_l" nodes) L_cpus=$(rsk_field "$rsk_l" cpus) L_mem=$(rsk_field "$rsk_l" mem)
-    L_gpus=$(rsk_field "$rsk_l" gpus) L_time=$(rsk_field "$rsk_l" time) L_overrun=$(rsk_field "$rsk_l" overrun)
+    rsk_lease "$PROJECT" "$LEASE"
+    [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $PROJECT has no lease $LEASE on this cluster (rsk lease open $LEASE)"
+    LEASE_JOB=$L_job
+    rsk_get "$L" partition; L_partition=$RSK_F; rsk_get "$L" account; L_account=$RSK_F; rsk_get "$L" qos; L_qos=$RSK_F
+    rsk_get "$L" nodes; L_nodes=$RSK_F; rsk_get "$L" cpus; L_cpus=$RSK_F; rsk_get "$L" mem; L_mem=$RSK_F
+    rsk_get "$L" gpus; L_gpus=$RSK_F; rsk_get "$L" time; L_time=$RSK_F; rsk_get "$L" overrun; L_overrun=$RSK_F
     for rsk_v in "$LEASE_JOB" "$L_nodes" "$L_cpus" "$L_mem" "$L_gpus" "$L_time"; do
         rsk_is_uint "$rsk_v" || rsk_fail "$RSK_E_USAGE" bad-lease "the lease file of $LEASE is damaged (rsk lease open $LEASE again)"
     done
@@ -283,30 +282,27 @@ step_fit() {
     [ "$TIME_MIN" -le "$L_time" ] || rsk_why="$rsk_why; $TIME_MIN min, the lease holds its allocation for $L_time min"
     [ -z "$rsk_why" ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE:${rsk_why#;}"
     # a lease that has started knows when it ends (its controller's ctl file); refuse=never outlive it
-    rsk_end=$(rsk_field "$(cat "$LDIR/ctl" 2>/dev/null || true)" end)
-    rsk_ljob=$(rsk_field "$(cat "$LDIR/ctl" 2>/dev/null || true)" job)
-    if [ "$L_overrun" = refuse ] && [ "$rsk_ljob" = "$LEASE_JOB" ] && rsk_is_uint "$rsk_end"; then
-        rsk_left=$((rsk_end - $(awk 'BEGIN { srand(); print srand() }')))
+    rsk_get "$L_ctl" end
+    if [ "$L_overrun" = refuse ] && rsk_is_uint "$RSK_F"; then
+        rsk_left=$((RSK_F - $(awk 'BEGIN { srand(); print srand() }')))
         [ $((TIME_MIN * 60)) -le "$rsk_left" ] || rsk_fail "$RSK_E_POLICY" outlives-lease \
             "this step's $TIME_MIN min would outlive lease $LEASE ($((rsk_left / 60)) min left); ask for less --time"
     fi
 }
 
-lease_live() { # lease_live JOB: the lease's Slurm job is pending or running
-    [ -n "$1" ] && [ -n "$(squeue -h -j "$1" -t PD,R,CG,S,CF -o %i 2>/dev/null)" ]
-}
-
-# check_lease: a step's lease must still hold (or wait for) its allocation; a lease name is one live lease
+# check_lease: a step's lease must still hold (or wait for) its allocation, as Slurm says now (rsk_squeue was
+# read again) and the lease's job still carries its identity (rsk_lease_sq); a lease name is one live lease
 check_lease() {
+    [ -n "$LEASE$LEASE_OPEN" ] || return 0
+    rsk_lease "$PROJECT" "$LEASE$LEASE_OPEN"
+    rsk_lease_sq "$PROJECT"
     if [ -n "$LEASE" ]; then
-        lease_live "$LEASE_JOB" || rsk_fail "$RSK_E_USAGE" lease-ended \
+        [ -n "$L_sq" ] || L_job=''
+        [ "$L_job" = "$LEASE_JOB" ] || rsk_fail "$RSK_E_USAGE" lease-ended \
             "lease $LEASE (job $LEASE_JOB) has ended; open it again (its queued steps carry over) or launch without --lease"
         for_shapes step_fit
-    elif [ -n "$LEASE_OPEN" ] && [ -f "$LDIR/lease" ]; then
-        rsk_l=$(cat "$LDIR/lease")
-        if [ "$(rsk_field "$rsk_l" rid)" != "$RID" ] && lease_live "$(rsk_field "$rsk_l" job)"; then
-            rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $(rsk_field "$rsk_l" job)); close it or use another name"
-        fi
+    elif [ "$L_rid" != "$RID" ] && [ -n "$L_sq" ]; then
+        rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $L_job); close it or use another name"
     fi
 }
 
@@ -598,7 +594,7 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
     set_shape "$@"
     JOB=$(job_text "$rsk_idxs")
     # the job carries its identity (name) and its plan (comment): evidence that needs no journal
-    set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH" # rsk_job_name
+    set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
     if [ "$KIND" = batch ]; then
         rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',')
         run_sbatch submit "$@" --array="${rsk_list#,}" --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
@@ -755,7 +751,8 @@ EOT
 write_lease_file() {
     rsk_lj=$(printf '%s\n' "$DONE" | awk 'NF { print $2; exit }')
     mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
-    [ "$(rsk_field "$(cat "$LDIR/lease" 2>/dev/null || true)" job)" != "$rsk_lj" ] || return 0
+    rsk_lease "$PROJECT" "$LEASE_OPEN"
+    [ "$L_job" != "$rsk_lj" ] || return 0
     rm -f "$LDIR/drain" "$LDIR/closed"
     printf 'job=%s rid=%s plan=%s partition=%s account=%s qos=%s nodes=%s cpus=%s mem=%s gpus=%s time=%s drain=%s overrun=%s\n' \
         "$rsk_lj" "$RID" "$PLAN_HASH" "$PARTITION" "$ACCOUNT" "$QOS" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" \
