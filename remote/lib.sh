@@ -256,14 +256,6 @@ $rsk_tail$RSK_BLOCK"
     rsk_emit head "seal=$rsk_seal"
 }
 
-rsk_get() { # rsk_get LINE KEY: sets RSK_F to the value of key=value in a line ("" when absent); no fork
-    RSK_F=" $1 "
-    case $RSK_F in
-        *" $2="*) RSK_F=${RSK_F#*" $2="}; RSK_F=${RSK_F%% *} ;;
-        *) RSK_F='' ;;
-    esac
-}
-
 # rsk_journal_rid PROJECT RID: "IDX EVENT PLAN JOB" for every line of the request, compared as whole
 # strings (a request id is never a pattern)
 rsk_journal_rid() {

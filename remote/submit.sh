@@ -568,7 +568,7 @@ job_text() {
             "$PROJECT" "$LEASE_OPEN"
         printf 'rsk_lgpus=%s\nrsk_lcpus=%s\nrsk_lmem=%s\nrsk_drain=%s\nrsk_overrun=%s\nrsk_srun=%s\n' "$GPUS" "$CPUS" \
             "$MEM_MB" "$DRAIN_MIN" "$OVERRUN" "$(rsk_sq "$(command -v srun)")"
-        printf '%s\n' "$RSK_CONTROLLER"
+        printf 'RSK_AWK=%s\n%s\n' "$(rsk_sq "$RSK_AWK")" "$RSK_CONTROLLER" # the awk library, kv.sh, the controller
         printf 'rsk_main rsk_lease_supervise\n'
         return 0
     fi

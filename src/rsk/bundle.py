@@ -38,10 +38,11 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "submit-lease": ("policy.sh", "submit.sh"),  # submit, with the controller a lease's job runs
 }
 _MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
-_HEADER_FILES = {
-    "submit": {"RSK_WRAPPER": "wrapper.sh"},
-    "submit-lease": {"RSK_WRAPPER": "wrapper.sh", "RSK_CONTROLLER": "controller.sh"},
-    "status": {"RSK_STATUS_AWK": "status.awk"},
+# header variable -> the files whose texts it holds, joined (the controller runs in a job, with kv.sh of its own)
+_HEADER_FILES: dict[str, dict[str, tuple[str, ...]]] = {
+    "submit": {"RSK_WRAPPER": ("wrapper.sh",)},
+    "submit-lease": {"RSK_WRAPPER": ("wrapper.sh",), "RSK_CONTROLLER": ("kv.sh", "controller.sh")},
+    "status": {"RSK_STATUS_AWK": ("status.awk",)},
 }
 
 
@@ -122,8 +123,9 @@ def program(entry: str) -> str:
         f"RSK_ACTIVE='{' '.join(sorted(ACTIVE))}'",
         f"RSK_AWK={shlex.quote(awk_library())}",
     ]
-    header += [f"{var}={shlex.quote(src[name])}" for var, name in _HEADER_FILES.get(entry, {}).items()]
-    parts = [src["lib.sh"], *(src[name] for name in ENTRIES[entry])]
+    for var, names in _HEADER_FILES.get(entry, {}).items():
+        header.append(f"{var}={shlex.quote(''.join(src[name] for name in names))}")
+    parts = [src["kv.sh"], src["lib.sh"], *(src[name] for name in ENTRIES[entry])]
     return "\n".join([*header, *parts, f'{_MAIN.get(entry, "main")} "$@"', ""])
 
 
