@@ -83,15 +83,9 @@ cancel_step() {
     set -- $(printf '%s\n' "$steps" | awk -v j="$job" '$2 == j { print $1, $6, $7; exit }')
     result=finished
     [ $# -eq 3 ] || return 0
-    ldir=$RSK_ROOT/leases/$project/$2
     case $1 in
         q)
-            # moving the .step file is the claim; the controller claims the same way, so one of the two wins
-            if mv "$ldir/q/$3.step" "$ldir/end/$3.step" 2>/dev/null; then
-                printf 'cancelled\n' >"$ldir/end/$3.why"
-                mv "$ldir/q/$3.sh" "$ldir/end/$3.sh" 2>/dev/null || true
-                result=cancelled
-            fi ;;
+            ! rsk_unqueue "$RSK_ROOT/leases/$project/$2" "$3" cancelled || result=cancelled ;;
         run)
             rsk_f=$RSK_ROOT/runs/$project/$rid/t${idx:-0}/started
             slurm_step=''

@@ -56,9 +56,7 @@ do_close() {
         [ -f "$f" ] || continue
         IFS= read -r line <"$f" || true
         seq=${f##*/} seq=${seq%.step}
-        mv "$f" "$LDIR/end/$seq.step" 2>/dev/null || continue # the controller claimed it first
-        printf 'lease-closed\n' >"$LDIR/end/$seq.why"
-        mv "$LDIR/q/$seq.sh" "$LDIR/end/$seq.sh" 2>/dev/null || true
+        rsk_unqueue "$LDIR" "$seq" lease-closed || continue # the controller claimed it first
         set --
         for k in rid plan idx job task; do rsk_get "$line" "$k"; set -- "$@" "$RSK_F"; done
         rsk_jline cancelled "$1" "$2" "$3" "job=$4" "task=$5" code=lease-closed

@@ -7,6 +7,7 @@ function kv(line, key,    i, n, w) { # the value of key=value among the words of
     for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2)
     return ""
 }
+function seal(line) { return match(line, / h=[0-9a-f]+$/) ? substr(line, RSTART + 3) : "" } # a journal seal
 function dash(v) { return v == "" ? "-" : v } # a word for an empty value, so fields keep their places
 function is_rid(s) { return s ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ } # request ids and task keys
 function is_job(s) { return s ~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ } # a job, an array task, a lease's step

@@ -33,9 +33,7 @@ RSK_E_MISSING=78     # a command rsk needs on the login node is missing
 rsk_emit() { # rsk_emit KIND [key=value ...]
     printf '@@%s %s' "$RSK_NONCE" "$1"
     shift
-    for rsk_kv in "$@"; do
-        printf ' %s' "$rsk_kv"
-    done
+    [ $# -eq 0 ] || printf ' %s' "$@"
     printf '\n'
 }
 
@@ -118,23 +116,15 @@ rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines k
     printf "'%s'" "${rsk_q%x}"
 }
 
-rsk_hash() { # rsk_hash STRING: sets RSK_H to the sha256 of STRING (one fork fewer than a pipe into rsk_sha256)
-    if command -v sha256sum >/dev/null 2>&1; then
-        RSK_H=$(printf '%s' "$1" | sha256sum)
-    else
-        RSK_H=$(printf '%s' "$1" | rsk_sha256)
-    fi
+rsk_hash() { # rsk_hash STRING: sets RSK_H to the sha256 of STRING (sha256sum as the pipe's own end: no cut)
+    RSK_H=$(printf '%s' "$1" | sha256sum 2>/dev/null) || RSK_H=$(printf '%s' "$1" | rsk_sha256)
     RSK_H=${RSK_H%% *}
 }
 
-rsk_sha256() { # rsk_sha256: digest of stdin
-    if command -v sha256sum >/dev/null 2>&1; then
-        sha256sum | cut -c1-64
-    elif command -v shasum >/dev/null 2>&1; then
-        shasum -a 256 | cut -c1-64
-    else
-        openssl dgst -sha256 -r | cut -c1-64
-    fi
+rsk_sha256() { # rsk_sha256: the digest of stdin (sha256sum, else shasum, else openssl)
+    if command -v sha256sum >/dev/null 2>&1; then sha256sum | cut -c1-64
+    elif command -v shasum >/dev/null 2>&1; then shasum -a 256 | cut -c1-64
+    else openssl dgst -sha256 -r | cut -c1-64; fi
 }
 
 rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
@@ -151,6 +141,11 @@ rsk_decimal() { # rsk_decimal DIGITS: sets RSK_V to the number in decimal ("08" 
 rsk_is_token() { # names safe in paths and job names: [A-Za-z0-9._-], 1..64, no leading dot or dash
     case $1 in '' | .* | -* | *[!A-Za-z0-9._-]*) return 1 ;; esac
     [ "${#1}" -le 64 ]
+}
+
+rsk_need_line() { # rsk_need_line WHAT VALUE: sets RSK_V to VALUE, a line number (read as decimal)
+    rsk_is_uint "$2" || rsk_fail "$RSK_E_USAGE" usage "$1 must be a line number"
+    rsk_decimal "$2"
 }
 
 rsk_need_token() { # rsk_need_token WHAT VALUE
@@ -236,12 +231,15 @@ rsk_journal_write() {
             # a torn or unsealed tail (a cut write, an older rsk): keep every line, seal them with
             # this block, and say so in the journal itself
             [ "$rsk_torn" = 0 ] || printf '\n' >>"$rsk_jf" || return 1
-            rsk_tail=$(awk '/ h=[0-9a-f]+$/ { t = ""; next } { t = t $0 "\n" } END { printf "%sx", t }' "$rsk_jf")
+            # one pass: the last seal, how many lines follow it, and those lines
+            rsk_tail=$(awk "$RSK_AWK"'seal($0) != "" { h = seal($0); t = ""; n = 0; next }
+                { t = t $0 "\n"; n++ } END { printf "h=%s %d\n%sx", h, n, t }' "$rsk_jf")
+            rsk_last=${rsk_tail%%"
+"*} rsk_tail=${rsk_tail#*"
+"}
             rsk_tail=${rsk_tail%x}
-            rsk_n=$(printf '%s' "$rsk_tail" | wc -l | tr -d ' ')
-            RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=$rsk_n
+            RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=${rsk_last#* }
 $RSK_BLOCK"
-            rsk_last=$(awk '/ h=[0-9a-f]+$/ { s = $NF } END { print s }' "$rsk_jf")
         fi
         rsk_get "$rsk_last" h
         rsk_prev=$RSK_F
@@ -284,8 +282,8 @@ rsk_evidence() {
         printf '%s\n' "$RSK_SQ" # squeue's lines: the final awk keeps this request's
         # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
         set -- "$1" "$2" "$rsk_runs"/t*/started
-        [ ! -f "$3" ] || awk '{ j = ""; p = "-"; for (i = 1; i <= NF; i++) { if ($i ~ /^job=/) j = substr($i, 5); if ($i ~ /^plan=/) p = "rsk-plan:" substr($i, 6) }
-               if (j != "") print j, p }' "$rsk_runs"/t*/started 2>/dev/null || true
+        [ ! -f "$3" ] || awk "$RSK_AWK"'kv($0, "job") != "" { print kv($0, "job"), "rsk-plan:" kv($0, "plan") }' \
+            "$rsk_runs"/t*/started 2>/dev/null || true
         # steps queued into a lease: their queue entries (rsk_lease_steps) are evidence from the start
         [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
     } | awk -v n="rsk:$1:$2" "$RSK_AWK"'
@@ -394,6 +392,14 @@ $L_job|"}
 "*} # STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT
     case ${rsk_r#*|*|*|*|} in "rsk:$1:$L_rid|"*) ;; *) return 0 ;; esac
     ! rsk_is_active "${rsk_r%%|*}" || L_sq=${rsk_r%%|*}
+}
+
+# rsk_unqueue LDIR SEQ WHY: a queued step leaves the queue for end/, never to start. Moving its .step file
+# is the claim; the controller claims the same way (q/ -> run/), so one of the two wins
+rsk_unqueue() {
+    mv "$1/q/$2.step" "$1/end/$2.step" 2>/dev/null || return 1
+    printf '%s\n' "$3" >"$1/end/$2.why"
+    mv "$1/q/$2.sh" "$1/end/$2.sh" 2>/dev/null || true
 }
 
 # rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS" for every

@@ -24,11 +24,7 @@ main() {
     rsk_need_token project "$1"
     project=$1
     after=${2:-}
-    if [ -n "$after" ]; then
-        rsk_is_uint "$after" || rsk_fail "$RSK_E_USAGE" usage "AFTER must be a line number"
-        rsk_decimal "$after"
-        after=$RSK_V
-    fi
+    [ -z "$after" ] || { rsk_need_line AFTER "$after"; after=$RSK_V; }
     jf=$RSK_ROOT/journal/$project.log
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsk-status.XXXXXX")
     trap 'rm -rf "$tmp"; rsk_finish' EXIT

@@ -1,20 +1,12 @@
 # shellcheck shell=sh
-# rsk submit: plan a request, or plan it, wait for rsk's word, and submit that very plan.
-#
-#   submit plan                     < FRAME REQUEST   resolve, check policy, sbatch --test-only, print the
-#                                                     canonical plan, @@plan HASH, and what this request id
-#                                                     already did (@@prior)
-#   submit launch                   < FRAME REQUEST   plan as above, then @@await and wait for one line:
-#                                     [go HASH NONCE]  "go HASH NONCE" submits this very plan (HASH must be
-#                                                     its hash) with the rest framed by NONCE; anything
-#                                                     else, or the end of input, submits nothing
-#
-# REQUEST is an optional "held JOB:RID,..." line (the ledger's jobs, counted by id), "rsk-request 2",
-# then "KEY VALUE" lines, then "end" (docs/protocol.md). A single job is a batch of one task (index 0,
-# no key); a batch has N keyed tasks, one job array per resource shape.
-# One path does both: one job-script writer, one evidence lookup, one journal writer, one cap check,
-# one sbatch-failure classifier. A lease (lease_open NAME) is one job whose payload is rsk's controller;
-# a step (lease NAME) is queued into the lease's directory instead of going to sbatch (docs/leases.md).
+# rsk submit: plan a request, or plan it, wait for rsk's word, and submit that very plan (docs/protocol.md).
+#   submit plan    < FRAME REQUEST   resolve, check policy, sbatch --test-only; @@planline..., @@plan HASH, @@prior
+#   submit launch  < FRAME REQUEST   the same, then @@await; only "go HASH NONCE" naming this plan's hash submits
+#                                    it, with the rest framed by NONCE; anything else submits nothing
+# REQUEST: an optional "held JOB:RID,..." line (the ledger's jobs, counted by id), "rsk-request 2", "KEY VALUE"
+# lines, "end". A single job is a batch of one task (index 0, no key); a batch, one job array per resource
+# shape. A lease (lease_open NAME) is one job whose payload is rsk's controller; a step (lease NAME) is
+# queued into the lease's directory instead of going to sbatch (docs/leases.md).
 
 usage() {
     rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)"
@@ -313,39 +305,25 @@ set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch use
 }
 
 # the canonical plan: "KEY VALUE" lines in a fixed order; its sha256 is the plan hash
-plan_put() { rsk_enc "$2"; PLAN="$PLAN$1 $RSK_E
-"; } # plan_put KEY VALUE: encoded here
+plan_put() { # plan_put KEY VALUE [KEY VALUE ...]: each value encoded here
+    while [ $# -gt 1 ]; do
+        rsk_enc "$2"
+        PLAN="$PLAN$1 $RSK_E
+"
+        shift 2
+    done
+}
 
 build_plan() {
     PLAN=''
-    plan_put protocol "$RSK_PROTOCOL"
-    plan_put cluster "$CLUSTER"
-    plan_put user "$USER_NAME"
-    plan_put root "$ROOT_REAL"
-    plan_put hostkey "$HOSTKEY"
-    plan_put scripts "$RSK_SCRIPTS"
-    plan_put policy "$RSK_POLICY_DIGEST"
-    plan_put project "$PROJECT"
-    plan_put name "$NAME"
-    plan_put kind "$KIND"
-    plan_put workdir "$WORKDIR"
-    plan_put code "$CODE"
-    plan_put path "$JOBPATH"
-    plan_put partition "$PARTITION"
-    plan_put account "$ACCOUNT"
-    plan_put qos "$QOS"
-    plan_put nodes "$NODES"
-    plan_put cpus "$CPUS"
-    plan_put mem_mb "$MEM_MB"
-    plan_put gpus "$GPUS"
-    plan_put time_min "$TIME_MIN"
+    plan_put protocol "$RSK_PROTOCOL" cluster "$CLUSTER" user "$USER_NAME" root "$ROOT_REAL" hostkey "$HOSTKEY" \
+        scripts "$RSK_SCRIPTS" policy "$RSK_POLICY_DIGEST" project "$PROJECT" name "$NAME" kind "$KIND" \
+        workdir "$WORKDIR" code "$CODE" path "$JOBPATH" partition "$PARTITION" account "$ACCOUNT" qos "$QOS" \
+        nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
     if [ -n "$LEASE_OPEN" ]; then
-        plan_put lease "$LEASE_OPEN"
-        plan_put drain_min "$DRAIN_MIN"
-        plan_put overrun "$OVERRUN"
+        plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
     elif [ -n "$LEASE" ]; then
-        plan_put lease "$LEASE"
-        plan_put lease_job "$LEASE_JOB"
+        plan_put lease "$LEASE" lease_job "$LEASE_JOB"
     fi
     for rsk_e in $Q_env; do PLAN="${PLAN}env $rsk_e
 "; done
