@@ -45,43 +45,30 @@ main() {
     # the steps of the project's leases, as squeue would show them: queued (PENDING, and why it waits),
     # started by a controller whose allocation lives (RUNNING on its node), cancelled or refused before
     # they ran; a step whose allocation is gone is left to its markers (ended, else lost)
-    leases=''
-    for lf in "$RSK_ROOT/leases/$project"/*/lease; do
-        [ -f "$lf" ] || continue
-        lf=${lf%/lease}
-        rsk_lease "$project" "${lf##*/}"
-        rsk_lease_sq "$project"
-        rsk_get "$L_ctl" state
-        [ ! -f "$LDIR/drain" ] || RSK_F=drained
-        leases="$leases${lf##*/} ${L_sq:--} ${RSK_F:--}
-"
-    done
-    if [ -n "$leases" ]; then
-        rsk_lease_steps "$project" | awk -v p="rsk:$project:" -v leases="$leases" "$RSK_AWK"'
-            BEGIN {
-                srand(); now = srand()
-                n = split(leases, ls, "\n")
-                for (i = 1; i <= n; i++) { split(ls[i], w, " "); lsq[w[1]] = w[2]; lstate[w[1]] = w[3] }
-            }
-            {
-                where = $1; sid = $2; name = p $3; lease = $6; lim = $8 ":00"; why = $11; rc = $12
-                live = active(lsq[lease])
-                if (where == "q") {
-                    r = "Queued"
-                    if (!live) r = "LeaseEnded"
-                    else if (lsq[lease] == "PENDING") r = "LeasePending"
-                    else if (lstate[lease] == "drained") r = "LeaseDrained"
-                    else if (lstate[lease] == "draining") r = "LeaseDraining"
-                    print sid "|PENDING|0|" lim "|(" r ")|" name
-                } else if (where == "run" && rc == "-" && live) {
-                    print sid "|RUNNING|" (($10 == "-") ? 0 : now - $10) "|" lim "|" $9 "|" name
-                } else if (where == "end" && (why == "lease-closed" || why == "cancelled")) {
-                    print sid "|CANCELLED|0|" lim "|(" why ")|" name
-                } else if (where == "end" && why == "outlives-lease") {
-                    print sid "|FAILED|0|" lim "|(" why ")|" name
-                }
-            }' >>"$tmp/sq"
-    fi
+    [ ! -d "$RSK_ROOT/leases/$project" ] || {
+        for lf in "$RSK_ROOT/leases/$project"/*/lease; do # each lease: "L NAME SLURMSTATE|- CTLSTATE|drained|-"
+            [ -f "$lf" ] || continue
+            lf=${lf%/lease}
+            rsk_lease "$project" "${lf##*/}"
+            rsk_lease_sq "$project"
+            rsk_get "$L_ctl" state
+            [ ! -f "$LDIR/drain" ] || RSK_F=drained
+            printf 'L %s %s %s\n' "${lf##*/}" "${L_sq:--}" "${RSK_F:--}"
+        done
+        rsk_lease_steps "$project"
+    } | awk -v p="rsk:$project:" "$RSK_AWK"'
+        BEGIN { srand(); now = srand() }
+        $1 == "L" { lsq[$2] = $3; lst[$2] = $4; next }
+        {
+            q = lsq[$6]; live = active(q); lim = $8 ":00"; why = $11
+            if ($1 == "q") st = "PENDING|0|" lim "|(" (!live ? "LeaseEnded" : q == "PENDING" ? "LeasePending" \
+                : lst[$6] == "drained" ? "LeaseDrained" : lst[$6] == "draining" ? "LeaseDraining" : "Queued") ")"
+            else if ($1 == "run" && $12 == "-" && live) st = "RUNNING|" ($10 == "-" ? 0 : now - $10) "|" lim "|" $9
+            else if ($1 == "end" && (why == "lease-closed" || why == "cancelled")) st = "CANCELLED|0|" lim "|(" why ")"
+            else if ($1 == "end" && why == "outlives-lease") st = "FAILED|0|" lim "|(" why ")"
+            else next
+            print $2 "|" st "|" p $3
+        }' >>"$tmp/sq"
     [ -f "$jf" ] || jf=/dev/null
     rsk_emit status "slurm=$slurm" "t=$(rsk_now)" "project=$project"
     awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v sqf="$tmp/sq" -v mkf="$tmp/markers" \

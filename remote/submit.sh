@@ -602,14 +602,8 @@ jlines() {
     jl_ev=$1 jl_plan=$2 jl_idxs=$3 jl_job=$4
     shift 4
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
-    if [ "$KIND" != batch ]; then # one task and no task key: the same lines, written here without awk
-        for jl_i in $jl_idxs; do
-            jl_line="v=2 t=$RSK_T ev=$jl_ev rid=$RID plan=$jl_plan idx=$jl_i"
-            [ -z "$jl_job" ] || jl_line="$jl_line job=$jl_job"
-            [ $# -eq 0 ] || jl_line="$jl_line $*"
-            RSK_BLOCK="$RSK_BLOCK$jl_line
-"
-        done
+    if [ "$KIND" != batch ]; then # one task and no task key: the same lines, written without awk
+        for jl_i in $jl_idxs; do rsk_jline "$jl_ev" "$RID" "$jl_plan" "$jl_i" ${jl_job:+"job=$jl_job"} "$@"; done
         return 0
     fi
     RSK_BLOCK="$RSK_BLOCK$(printf '%s\n' "$TASKOUT" | awk -v ev="$jl_ev" -v rid="$RID" -v plan="$jl_plan" \
