@@ -121,9 +121,9 @@ main() {
     [ -z "$name" ] || rsk_need_token lease "$name"
     case $cmd in
         status) do_status ;;
-        drain | resume) [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease $cmd needs a lease name"; do_flag "$cmd" ;;
-        close) [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease close needs a lease name"; do_close ;;
-        gpus) [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease gpus needs a lease name"; do_gpus ;;
+        drain | resume | close | gpus)
+            [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease $cmd needs a lease name"
+            case $cmd in close) do_close ;; gpus) do_gpus ;; *) do_flag "$cmd" ;; esac ;;
         *) rsk_fail "$RSK_E_USAGE" usage "usage: lease status|drain|resume|close|gpus PROJECT [NAME]" ;;
     esac
 }

@@ -2,20 +2,12 @@
 # rsk status: the raw facts about every rsk job of a project, in one call (never one call per job).
 #   status PROJECT [AFTER]     with AFTER, also the journal lines after that line (one call for events)
 #   stdin after the frame: an optional "held JOB:RID,..." line, the jobs rsk's ledger holds
-# Slurm's facts (squeue, sacct) join by job id: for a job the ledger holds whatever its name (a job can
-# rename itself), else only while the job carries the project's name (rsk:PROJECT:); a held job the
-# journal does not list (a job can edit the journal) gets a line of its own.
-# Joins in one awk pass: squeue (what Slurm still knows), the run markers the job wrapper writes
-# (started / ended: exit code, signal, elapsed), sacct where accounting works, and the attempt journal
-# (what rsk submitted, cancels it asked for); a lease's steps join as squeue-like lines from the lease's
-# directory (rsk_lease_steps). It decides nothing: rsk.states turns the facts into a
-# job's state, where unit tests reach it. Prints @@status, then one @@job line per job:
-#   @@N job rid=R task=K idx=I job=J sq=STATE sq_elapsed=S sq_limit=S where=NODES|(REASON)
-#           ac=STATE ac_exit=N ac_elapsed=S ac_limit=S rc=N sig=SIG elapsed=S limit=S cancel=0|1 submitted=T
-#           res=N,C,M,G,T lease=NAME held=0|1
-# sq_* and ac_* are Slurm's word; rc, sig, elapsed, limit (the markers) and res (the journal) are what
-# the job's own files say: they describe its outcome and never settle a charge (docs/ledger.md).
-# and, with AFTER, @@journal n=LINE ... lines and @@cursor lines=N.
+# Joins in one awk pass (status.awk) the journal, squeue, sacct where accounting works and the run markers;
+# a lease's steps join as squeue-like lines. Slurm's facts join by job id: for a held job whatever its
+# name, else only while the job carries rsk:PROJECT:; a held job the journal lost gets a line of its own.
+# Prints @@status, one @@job line per job (fields: docs/protocol.md; sq_* and ac_* are Slurm's word, the
+# rest the job's own files, which never settle a charge), with AFTER @@journal and @@cursor lines. It
+# decides nothing: rsk.states turns the facts into a job's state.
 
 main() {
     rsk_start

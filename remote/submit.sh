@@ -629,12 +629,9 @@ task_key() { # task_key IDX: the key of a batch task ("" for a single job)
 }
 
 emit_accepted() { # emit_accepted REPLAY: @@accepted for every task that has a job (one pass)
-    if [ "$KIND" != batch ]; then # one task, no key: DONE is "0 JOB" or empty
-        while read -r rsk_i rsk_j; do
-            [ -z "$rsk_j" ] || rsk_emit accepted "job=$rsk_j" "rid=$RID" "plan=$PLAN_HASH" "idx=$rsk_i" task= "replay=$1"
-        done <<EOT
-$DONE
-EOT
+    if [ "$KIND" != batch ]; then # one task, no key: DONE is "0 JOB" and a newline, or empty
+        rsk_j=${DONE#* }
+        [ -z "$DONE" ] || rsk_emit accepted "job=${rsk_j%?}" "rid=$RID" "plan=$PLAN_HASH" "idx=${DONE%% *}" task= "replay=$1"
         return 0
     fi
     { printf '%s\nD\n' "$TASKOUT"; printf '%s' "$DONE"; } | awk -v nonce="$RSK_NONCE" -v rid="$RID" \
