@@ -21,21 +21,17 @@ main() {
         rid | batch) rsk_need_token request-id "$value" ;;
         *) rsk_fail "$RSK_E_USAGE" usage "mode is job, rid or batch" ;;
     esac
-    jf=$(rsk_journal_file "$project")
+    jf=$RSK_ROOT/journal/$project.log
     [ -f "$jf" ] || [ -n "$RSK_HELD" ] || { rsk_emit cancel "job=$value" result=not-ours; return 0; }
     [ -f "$jf" ] || jf=/dev/null
     rsk_lock "$project"
     # "job rid idx task plan" for every accepted or held job that matches
-    matches=$(awk -v mode="$mode" -v value="$value" -v held="$RSK_HELD" '
-        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
-        BEGIN { n = split(held, w, " "); for (i = 1; i <= n; i++) { split(w[i], hp, ":"); if ((mode == "job" && hp[1] == value) || (mode != "job" && hp[2] == value)) print hp[1], hp[2], "-", "-", "-" } }
-        kv("ev") == "accepted" || kv("ev") == "reconciled" {
-            j = kv("job"); r = kv("rid")
-            if (j !~ /^[0-9_]+(s[0-9]+)?$/ || r !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/) next
-            if ((mode == "job" && j == value) || (mode != "job" && r == value)) {
-                i = kv("idx"); t = kv("task"); p = kv("plan")
-                print j, r, (i == "" ? "-" : i), (t == "" ? "-" : t), (p == "" ? "-" : p)
-            }
+    matches=$(awk -v mode="$mode" -v value="$value" -v held="$RSK_HELD" "$RSK_AWK"'
+        function want(j, r) { return (mode == "job" && j == value) || (mode != "job" && r == value) }
+        BEGIN { n = split(held, w, " "); for (i = 1; i <= n; i++) { split(w[i], hp, ":"); if (want(hp[1], hp[2])) print hp[1], hp[2], "-", "-", "-" } }
+        kv($0, "ev") == "accepted" || kv($0, "ev") == "reconciled" {
+            j = kv($0, "job"); r = kv($0, "rid")
+            if (is_job(j) && is_rid(r) && want(j, r)) print j, r, dash(kv($0, "idx")), dash(kv($0, "task")), dash(kv($0, "plan"))
         }' "$jf" | sort -u | awk -v held=" $RSK_HELD" '
         { h = index(held, " " $1 ":" $2 " ") > 0 } # one line a job: as the ledger holds it, else as journaled
         !($1 in s) || h > hs[$1] || (h == hs[$1] && $5 != "-") { s[$1] = $0; hs[$1] = h }
@@ -44,8 +40,7 @@ main() {
         rsk_emit cancel "job=$value" result=not-ours
         return 0
     fi
-    live=$(squeue -h -r -u "$(id -un)" -o '%i|%j' 2>/dev/null) \
-        || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: the controller does not answer"
+    rsk_need_slurm
     steps=''
     case $matches in *s*) steps=$(rsk_lease_steps "$project") ;; esac
     rsk_block_start
@@ -68,10 +63,10 @@ EOT
 }
 
 cancel_job() { # sets result for one Slurm job
-    name=$(printf '%s\n' "$live" | awk -F'|' -v j="$job" '$1 == j { print $2; exit }')
+    name=$(printf '%s\n' "$RSK_SQ" | awk -v j="$job" "$RSK_AWK"'{ sq($0) } SQ_ID == j && active(SQ_STATE) { print SQ_NAME; exit }')
     if [ -z "$name" ]; then
         result=finished
-    elif [ "$name" != "$(rsk_job_name "$project" "$rid")" ] && ! rsk_is_held "$job:$rid"; then
+    elif [ "$name" != "rsk:$project:$rid" ] && ! rsk_is_held "$job:$rid"; then
         result=not-ours
     elif scancel "$job" 2>/dev/null; then
         result=cancelled
@@ -88,22 +83,18 @@ cancel_step() {
     set -- $(printf '%s\n' "$steps" | awk -v j="$job" '$2 == j { print $1, $6, $7; exit }')
     result=finished
     [ $# -eq 3 ] || return 0
-    ldir=$(rsk_lease_dir "$project" "$2")
     case $1 in
         q)
-            # moving the .step file is the claim; the controller claims the same way, so one of the two wins
-            if mv "$ldir/q/$3.step" "$ldir/end/$3.step" 2>/dev/null; then
-                printf 'cancelled\n' >"$ldir/end/$3.why"
-                mv "$ldir/q/$3.sh" "$ldir/end/$3.sh" 2>/dev/null || true
-                result=cancelled
-            fi ;;
+            ! rsk_unqueue "$RSK_ROOT/leases/$project/$2" "$3" cancelled || result=cancelled ;;
         run)
-            slurm_step=$(rsk_field "$(cat "$RSK_ROOT/runs/$project/$rid/t${idx:-0}/started" 2>/dev/null || true)" slurm)
+            rsk_f=$RSK_ROOT/runs/$project/$rid/t${idx:-0}/started
+            slurm_step=''
+            [ ! -f "$rsk_f" ] || IFS= read -r slurm_step <"$rsk_f" || true
+            rsk_get "$slurm_step" slurm; slurm_step=$RSK_F
             case $slurm_step in
                 *[!0-9.]* | '' | .* | *.) result=failed ;; # started but not yet running, or an older marker
                 *)
-                    if squeue -h -s -j "${slurm_step%%.*}" -o '%i|%j' 2>/dev/null | grep -qxF "$slurm_step|$(rsk_job_name "$project" "$rid")" \
-                        && scancel "$slurm_step" 2>/dev/null; then
+                    if rsk_slurm_step "$slurm_step" "rsk:$project:$rid" && scancel "$slurm_step" 2>/dev/null; then
                         result=cancelled
                     fi ;;
             esac ;;

@@ -1,8 +1,8 @@
 # shellcheck shell=sh disable=SC2154  # rsk_ldir, rsk_lgpus, ... are set by the generated header
 # rsk lease controller: the payload of a lease's Slurm job (docs/leases.md). The job script that sbatch
-# receives is a header (the lease's directory and shape, srun's path), the job wrapper, this file, and
-# `rsk_main rsk_lease_supervise`: like the wrapper, it comes from Slurm's own copy of the script, so no
-# file under the remote root is ever run as the controller.
+# receives is a header (the lease's directory and shape, srun's path, RSK_AWK), the job wrapper, kv.sh and
+# this file (RSK_CONTROLLER), and `rsk_main rsk_lease_supervise`: like the wrapper, it comes from Slurm's
+# own copy of the script, so no file under the remote root is ever run as the controller.
 #
 # The supervisor keeps one controller process alive for the life of the allocation; killed, it is
 # started again, and the new one finds everything from the lease directory: steps it started are
@@ -35,17 +35,17 @@ rsk_ctl_write() { # rsk_ctl_write STATE: what the controller says about the leas
 rsk_step_end() { # rsk_step_end SEQ WHY: the entry leaves run/ (or q/) for end/, its ended marker written if missing
     rsk_sf="$rsk_ldir/run/$1.step"
     [ -f "$rsk_sf" ] || rsk_sf="$rsk_ldir/q/$1.step"
-    rsk_line=$(cat "$rsk_sf" 2>/dev/null) || return 0
-    rsk_sdir="$rsk_root/runs/$rsk_project/$(rsk_kv "$rsk_line" rid)/t$(rsk_kv "$rsk_line" idx)"
+    rsk_step_read "$rsk_sf" || return 0
     if [ -n "$2" ]; then
         printf '%s\n' "$2" >"$rsk_ldir/end/$1.why"
     elif [ ! -f "$rsk_sdir/ended" ] && [ -f "$rsk_sdir/started" ]; then
         # the step's wrapper could not say how it ended (killed hard): srun's status is what is known
         rsk_rc=$(cat "$rsk_ldir/run/$1.rc" 2>/dev/null || echo 1)
-        rsk_s=$(rsk_kv "$(cat "$rsk_sdir/started")" t)
+        IFS= read -r rsk_s <"$rsk_sdir/started" || true
+        rsk_get "$rsk_s" t
         rsk_now=$(rsk_stamp)
-        printf 'rc=%s sig=KILL t=%s elapsed=%s limit=%s\n' "$rsk_rc" "$rsk_now" "$((rsk_now - ${rsk_s:-$rsk_now}))" \
-            "$(($(rsk_kv "$rsk_line" time) * 60))" >"$rsk_sdir/ended"
+        printf 'rc=%s sig=KILL t=%s elapsed=%s limit=%s\n' "$rsk_rc" "$rsk_now" "$((rsk_now - ${RSK_F:-$rsk_now}))" \
+            "$((${rsk_time:-0} * 60))" >"$rsk_sdir/ended"
     fi
     for rsk_x in step sh at rc pid; do
         for rsk_d in run q; do
@@ -73,9 +73,14 @@ rsk_ctl_journal() {
     ) 9>>"$rsk_root/journal/$rsk_project.lock"
 }
 
-rsk_kv() { # rsk_kv LINE KEY
-    rsk_r=" $1 "
-    case $rsk_r in *" $2="*) rsk_r=${rsk_r#*" $2="}; printf '%s' "${rsk_r%% *}" ;; esac
+rsk_step_read() { # rsk_step_read FILE: a queue entry's line (lib.sh, leases) as rsk_rid rsk_idx ... and rsk_sdir
+    [ -f "$1" ] || return 1
+    rsk_line=''
+    IFS= read -r rsk_line <"$1" || true
+    rsk_get "$rsk_line" rid; rsk_rid=$RSK_F; rsk_get "$rsk_line" idx; rsk_idx=$RSK_F; rsk_get "$rsk_line" task; rsk_task=$RSK_F
+    rsk_get "$rsk_line" plan; rsk_plan=$RSK_F; rsk_get "$rsk_line" job; rsk_job=$RSK_F; rsk_get "$rsk_line" time; rsk_time=$RSK_F
+    rsk_get "$rsk_line" gpus; rsk_g=$RSK_F; rsk_get "$rsk_line" cpus; rsk_c=$RSK_F; rsk_get "$rsk_line" mem; rsk_m=$RSK_F
+    rsk_sdir="$rsk_root/runs/$rsk_project/$rsk_rid/t$rsk_idx"
 }
 
 # rsk_step_start SEQ NODE MINUTES: claim the entry (q/ -> run/), then srun it in a subshell that records
@@ -83,16 +88,14 @@ rsk_kv() { # rsk_kv LINE KEY
 rsk_step_start() {
     mv "$rsk_ldir/q/$1.step" "$rsk_ldir/run/$1.step" 2>/dev/null || return 0 # cancelled meanwhile
     mv "$rsk_ldir/q/$1.sh" "$rsk_ldir/run/$1.sh"
-    rsk_line=$(cat "$rsk_ldir/run/$1.step")
-    rsk_g=$(rsk_kv "$rsk_line" gpus) rsk_c=$(rsk_kv "$rsk_line" cpus) rsk_m=$(rsk_kv "$rsk_line" mem)
-    rsk_sdir="$rsk_root/runs/$rsk_project/$(rsk_kv "$rsk_line" rid)/t$(rsk_kv "$rsk_line" idx)"
+    rsk_step_read "$rsk_ldir/run/$1.step" || return 0
     rsk_s=$(rsk_stamp)
     printf 'node=%s gpus=%s cpus=%s mem=%s start=%s end=%s job=%s\n' "$2" "$rsk_g" "$rsk_c" "$rsk_m" "$rsk_s" \
         "$((rsk_s + $3 * 60))" "$rsk_me" >"$rsk_ldir/run/$1.at"
     if [ "$rsk_g" -gt 0 ]; then rsk_gres="gpu:$rsk_g"; else rsk_gres=none; fi
     # every step it starts is in the journal first, as the entry says (whoever wrote it: rsk status compares it
     # with what the ledger allowed); one it cannot journal does not start
-    rsk_jl="v=2 t=$(date -u +%Y-%m-%dT%H:%M:%SZ) ev=step-started rid=$(rsk_kv "$rsk_line" rid) plan=$(rsk_kv "$rsk_line" plan) idx=$(rsk_kv "$rsk_line" idx) task=$(rsk_kv "$rsk_line" task) job=$(rsk_kv "$rsk_line" job) lease=$rsk_lease seq=$1 node=$2 res=1,$rsk_c,$rsk_m,$rsk_g,$3"
+    rsk_jl="v=2 t=$(date -u +%Y-%m-%dT%H:%M:%SZ) ev=step-started rid=$rsk_rid plan=$rsk_plan idx=$rsk_idx task=$rsk_task job=$rsk_job lease=$rsk_lease seq=$1 node=$2 res=1,$rsk_c,$rsk_m,$rsk_g,$3"
     case $rsk_jl in *[!A-Za-z0-9._:,=\ -]*) rsk_jl='' ;; esac # one line of words, as rsk writes them
     if [ -z "$rsk_jl" ] || ! rsk_ctl_journal "$rsk_jl"; then
         rsk_step_end "$1" journal-unwritable
@@ -103,13 +106,13 @@ rsk_step_start() {
     (
         rsk_src=0
         "$rsk_srun" --nodes=1 --ntasks=1 --exact --nodelist="$2" --cpus-per-task="$rsk_c" --mem="$rsk_m" \
-            --gres="$rsk_gres" --time="$3" --job-name="rsk:$rsk_project:$(rsk_kv "$rsk_line" rid)" \
+            --gres="$rsk_gres" --time="$3" --job-name="rsk:$rsk_project:$rsk_rid" \
             --output="$rsk_sdir/stdout" --error="$rsk_sdir/stderr" --input=none --kill-on-bad-exit=1 \
             sh -c "$(cat "$rsk_ldir/run/$1.sh")" </dev/null >/dev/null 2>>"$rsk_ldir/srun.err" || rsk_src=$?
         printf '%s\n' "$rsk_src" >"$rsk_ldir/run/$1.rc.tmp" && mv "$rsk_ldir/run/$1.rc.tmp" "$rsk_ldir/run/$1.rc"
     ) &
     printf '%s\n' "$!" >"$rsk_ldir/run/$1.pid"
-    rsk_lease_log "step $(rsk_kv "$rsk_line" job) ($(rsk_kv "$rsk_line" rid)) started on $2 with $rsk_g GPU(s) for $3 min"
+    rsk_lease_log "step $rsk_job ($rsk_rid) started on $2 with $rsk_g GPU(s) for $3 min"
 }
 
 # rsk_reap: entries whose srun returned leave run/; entries nobody runs any more (the allocation that
@@ -124,8 +127,10 @@ rsk_reap() {
             rsk_changed=1
             continue
         fi
-        rsk_at=$(cat "$rsk_ldir/run/$rsk_q.at" 2>/dev/null || true)
-        if [ "$(rsk_kv "$rsk_at" job)" != "$rsk_me" ]; then
+        rsk_at=''
+        [ ! -f "$rsk_ldir/run/$rsk_q.at" ] || IFS= read -r rsk_at <"$rsk_ldir/run/$rsk_q.at" || true
+        rsk_get "$rsk_at" job
+        if [ "$RSK_F" != "$rsk_me" ]; then
             rsk_step_end "$rsk_q" lease-ended
             rsk_lease_log "step $rsk_q was started by an earlier allocation of this lease: lost with it"
             rsk_changed=1
@@ -136,8 +141,8 @@ rsk_reap() {
         [ ! -f "$rsk_ldir/run/$rsk_q.rc" ] || continue # it returned just now
         # no srun status and no live subshell: a controller was killed between claiming and srun, or
         # the subshell itself was killed; wait a little for a step that did start to say so
-        rsk_s=$(rsk_kv "$rsk_at" start)
-        if [ $(($(rsk_stamp) - ${rsk_s:-0})) -ge 30 ]; then
+        rsk_get "$rsk_at" start
+        if [ $(($(rsk_stamp) - ${RSK_F:-0})) -ge 30 ]; then
             rsk_step_end "$rsk_q" controller-lost
             rsk_lease_log "step $rsk_q has no srun any more: lost (not started again)"
             rsk_changed=1
@@ -154,19 +159,14 @@ rsk_schedule() {
         {
             printf 'C %s %s %s %s\n' "$(rsk_stamp)" "$rsk_lend" "$rsk_drain" "$rsk_overrun"
             for rsk_n in $rsk_nodes; do printf 'N %s %s %s %s\n' "$rsk_n" "$rsk_lgpus" "$rsk_lcpus" "$rsk_lmem"; done
-            for rsk_f in "$rsk_ldir"/run/*.at; do
-                [ -f "$rsk_f" ] || continue
-                rsk_at=$(cat "$rsk_f")
-                printf 'R %s %s %s %s %s\n' "$(rsk_kv "$rsk_at" node)" "$(rsk_kv "$rsk_at" gpus)" "$(rsk_kv "$rsk_at" cpus)" \
-                    "$(rsk_kv "$rsk_at" mem)" "$(rsk_kv "$rsk_at" end)"
-            done
-            for rsk_f in "$rsk_ldir"/q/*.step; do
-                [ -f "$rsk_f" ] || continue
-                rsk_line=$(cat "$rsk_f")
-                printf 'Q %s %s %s %s %s\n' "$(rsk_kv "$rsk_line" seq)" "$(rsk_kv "$rsk_line" gpus)" \
-                    "$(rsk_kv "$rsk_line" cpus)" "$(rsk_kv "$rsk_line" mem)" "$(rsk_kv "$rsk_line" time)"
-            done
-        } | awk '
+            # the steps running (run/SEQ.at) and the queue in order (q/SEQ.step), each file's line read here
+            for rsk_f in "$rsk_ldir"/run/*.at "$rsk_ldir"/q/*.step; do [ ! -f "$rsk_f" ] || printf 'F %s\n' "$rsk_f"; done
+        } | awk "$RSK_AWK"'
+            $1 == "F" {
+                f = substr($0, 3); l = ""; getline l < f; close(f)
+                if (f ~ /\.at$/) $0 = "R " kv(l, "node") " " kv(l, "gpus") " " kv(l, "cpus") " " kv(l, "mem") " " kv(l, "end")
+                else $0 = "Q " kv(l, "seq") " " kv(l, "gpus") " " kv(l, "cpus") " " kv(l, "mem") " " kv(l, "time")
+            }
             function fit(g, c, m,    k) { for (k = 1; k <= nn; k++) if (fg[nm[k]] >= g && fc[nm[k]] >= c && fm[nm[k]] >= m) return nm[k]; return "" }
             function shadow(g, c, m,    k, x, y, t, n, ord, sg, sc, sm) {
                 n = 0

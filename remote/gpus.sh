@@ -8,44 +8,27 @@ main() {
     rsk_need scontrol
     nodes=$(scontrol -o show node -d 2>&1) \
         || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "scontrol failed: $(printf '%s' "$nodes" | head -n 3 | cut -c1-300)"
-    # one line per node: NAME|STATE|PARTITIONS|GRES|GRESUSED, only nodes whose GRES has a gpu
-    printf '%s\n' "$nodes" | awk '
-        {
-            name = ""; state = ""; parts = ""; gres = ""; used = ""
-            for (i = 1; i <= NF; i++) {
-                k = $i; sub(/=.*/, "", k); v = substr($i, length(k) + 2)
-                if (k == "NodeName") name = v
-                else if (k == "State") state = v
-                else if (k == "Partitions") parts = v
-                else if (k == "Gres") gres = v
-                else if (k == "GresUsed") used = v
-            }
-            if (name != "" && gres ~ /(^|,)gpu/) print name "|" state "|" parts "|" gres "|" used
-        }' | while IFS='|' read -r name state parts gres used; do
-        rsk_emit node "name=$name" "state=$state" "partitions=$parts" "gres=$(rsk_b64 "$gres")" \
-            "used=$(rsk_b64 "$used")"
-    done
     jobs=$(scontrol -o show job -d 2>&1) \
         || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "scontrol failed: $(printf '%s' "$jobs" | head -n 3 | cut -c1-300)"
-    # one line per node of a running job that holds GPUs there: JOB|NAME|NODE|GRES|START
-    printf '%s\n' "$jobs" | awk '
+    # one pass over both: "node|NAME|STATE|PARTITIONS|GRES|GRESUSED" for each node whose GRES has GPUs, then
+    # "held|JOB|NODE|GRES|START|NAME" for each node of a running job that holds GPUs there (a job's
+    # record names its nodes, each followed by the GRES it holds on them; the name, which a job sets, last)
+    printf '%s\n%s\n' "$nodes" "$jobs" | awk "$RSK_AWK"'
         {
-            id = ""; aid = ""; tid = ""; name = ""; st = ""; start = ""; node = ""; n = 0
+            split("", v); n = 0
             for (i = 1; i <= NF; i++) {
-                k = $i; sub(/=.*/, "", k); v = substr($i, length(k) + 2)
-                if (k == "JobId") id = v
-                else if (k == "ArrayJobId") aid = v
-                else if (k == "ArrayTaskId") tid = v
-                else if (k == "JobName") name = v
-                else if (k == "JobState") st = v
-                else if (k == "StartTime") start = v
-                else if (k == "Nodes") node = v
-                else if (k == "GRES" && v ~ /^gpu/ && node != "") { n++; hn[n] = node; hg[n] = v }
+                k = $i; sub(/=.*/, "", k); v[k] = substr($i, length(k) + 2)
+                if (k == "GRES" && gpu_gres(v[k]) && v["Nodes"] != "") { n++; hn[n] = v["Nodes"]; hg[n] = v[k] }
             }
-            if (st != "RUNNING") next
-            if (aid != "" && tid != "" && tid ~ /^[0-9]+$/) id = aid "_" tid
-            for (j = 1; j <= n; j++) print id "|" name "|" hn[j] "|" hg[j] "|" start
-        }' | while IFS='|' read -r job name node gres start; do
-        rsk_emit held "job=$job" "name=$(rsk_b64 "$name")" "node=$node" "gres=$(rsk_b64 "$gres")" "start=$start"
+            if ("NodeName" in v && gpu_gres(v["Gres"])) print "node|" v["NodeName"] "|" v["State"] "|" v["Partitions"] "|" v["Gres"] "|" v["GresUsed"]
+            if (!("JobId" in v) || v["JobState"] != "RUNNING") next
+            id = v["JobId"]
+            if (v["ArrayJobId"] != "" && v["ArrayTaskId"] ~ /^[0-9]+$/) id = v["ArrayJobId"] "_" v["ArrayTaskId"]
+            for (j = 1; j <= n; j++) print "held|" id "|" hn[j] "|" hg[j] "|" v["StartTime"] "|" v["JobName"]
+        }' | while IFS='|' read -r kind a b c d e; do
+        case $kind in
+            node) rsk_emit node "name=$a" "state=$b" "partitions=$c" "gres=$(rsk_b64 "$d")" "used=$(rsk_b64 "$e")" ;;
+            held) rsk_emit held "job=$a" "name=$(rsk_b64 "$e")" "node=$b" "gres=$(rsk_b64 "$c")" "start=$d" ;;
+        esac
     done
 }

@@ -12,17 +12,14 @@ main() {
         rsk_fail "$RSK_E_USAGE" usage "usage: journal PROJECT [AFTER [ANCHOR_LINE ANCHOR_SEAL]]"
     fi
     rsk_need_token project "$1"
-    after=${2:-0}
-    rsk_is_uint "$after" || rsk_fail "$RSK_E_USAGE" usage "AFTER must be a line number"
-    rsk_decimal "$after"
+    rsk_need_line AFTER "${2:-0}"
     after=$RSK_V
-    jf=$(rsk_journal_file "$1")
+    jf=$RSK_ROOT/journal/$1.log
     [ -f "$jf" ] || jf=/dev/null
     anchor_n=${3:-0} anchor_h=${4:-}
-    rsk_is_uint "$anchor_n" || rsk_fail "$RSK_E_USAGE" usage "ANCHOR_LINE must be a line number"
+    rsk_need_line ANCHOR_LINE "$anchor_n"
     case $anchor_h in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" usage "ANCHOR_SEAL is hex" ;; esac
-    awk -v nonce="$RSK_NONCE" -v after="$after" -v an="$anchor_n" -v ah="$anchor_h" '
-        function seal(s) { return match(s, / h=[0-9a-f]+$/) ? substr(s, RSTART + 3) : "" }
+    awk -v nonce="$RSK_NONCE" -v after="$after" -v an="$anchor_n" -v ah="$anchor_h" "$RSK_AWK"'
         { line[NR] = $0; if (NR <= after && seal($0) != "") { base = NR; bseal = seal($0) } }
         END {
             print "@@" nonce " base n=" base + 0 " seal=" bseal

@@ -8,47 +8,30 @@
 #                                  lines in the form of the gpus program
 # A lease's Slurm job is touched only while it still carries the lease's identity (rsk:PROJECT:RID).
 
-lease_read() { # lease_read NAME: LDIR and L (the lease file's line); fails when the lease does not exist
-    LDIR=$(rsk_lease_dir "$project" "$1")
-    [ -f "$LDIR/lease" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $project has no lease $1 on this cluster"
-    L=$(cat "$LDIR/lease")
-    LJOB=$(rsk_field "$L" job)
-    LRID=$(rsk_field "$L" rid)
+lease_read() { # lease_read NAME: the lease (rsk_lease, rsk_lease_sq); fails when it does not exist
+    rsk_lease "$project" "$1"
+    [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $project has no lease $1 on this cluster"
+    rsk_lease_sq "$project"
 }
 
-lease_sq() { # lease_sq: the Slurm state of the lease's job ("" when Slurm no longer runs it)
-    squeue -h -j "$LJOB" -t PD,R,CG,S,CF -o '%T|%j' 2>/dev/null | awk -F'|' -v n="rsk:$project:$LRID" '$2 == n { print $1; exit }'
-}
-
-count() { # count GLOB...: how many of the files exist
-    rsk_k=0
-    for rsk_f in "$@"; do [ ! -f "$rsk_f" ] || rsk_k=$((rsk_k + 1)); done
-    printf '%s' "$rsk_k"
+count() { # count GLOB...: sets K to how many of the files exist
+    K=0
+    for rsk_f in "$@"; do [ ! -f "$rsk_f" ] || K=$((K + 1)); done
 }
 
 lease_emit() { # lease_emit NAME
     lease_read "$1"
-    sq=$(lease_sq)
-    ctl=$(cat "$LDIR/ctl" 2>/dev/null || true)
-    [ "$(rsk_field "$ctl" job)" = "$LJOB" ] || ctl=''
-    if [ -z "$sq" ]; then
-        if [ -f "$LDIR/closed" ]; then state=closed; else state=ended; fi
-    elif [ "$sq" = PENDING ]; then
-        state=pending
-    elif [ -n "$ctl" ]; then
-        state=$(rsk_field "$ctl" state)
-    else
-        state=starting
-    fi
-    running=$(count "$LDIR"/run/*.step)
-    ended=$(count "$LDIR"/end/*.step)
+    rsk_get "$L_ctl" state
+    case $L_sq in '') if [ -f "$LDIR/closed" ]; then state=closed; else state=ended; fi ;; PENDING) state=pending ;; *) state=${RSK_F:-starting} ;; esac
+    set -- "name=$1" "job=$L_job" "rid=$L_rid" "state=$state"
+    for k in nodes gpus cpus mem time partition drain overrun; do rsk_get "$L" "$k"; set -- "$@" "$k=$RSK_F"; done
+    for k in hosts:nodes start end; do rsk_get "$L_ctl" "${k#*:}"; set -- "$@" "${k%:*}=$RSK_F"; done
+    count "$LDIR"/run/*.step; running=$K
+    count "$LDIR"/end/*.step; ended=$K
     case $state in closed | ended) ended=$((ended + running)) running=0 ;; esac # gone with the allocation
-    rsk_emit lease "name=$1" "job=$LJOB" "rid=$LRID" "state=$state" "nodes=$(rsk_field "$L" nodes)" \
-        "gpus=$(rsk_field "$L" gpus)" "cpus=$(rsk_field "$L" cpus)" "mem=$(rsk_field "$L" mem)" \
-        "time=$(rsk_field "$L" time)" "partition=$(rsk_field "$L" partition)" "drain=$(rsk_field "$L" drain)" \
-        "overrun=$(rsk_field "$L" overrun)" "hosts=$(rsk_field "$ctl" nodes)" "start=$(rsk_field "$ctl" start)" \
-        "end=$(rsk_field "$ctl" end)" "queued=$(count "$LDIR"/q/*.step)" "running=$running" \
-        "ended=$ended" "drained=$(count "$LDIR/drain")"
+    count "$LDIR"/q/*.step; set -- "$@" "queued=$K" "running=$running" "ended=$ended"
+    count "$LDIR/drain"
+    rsk_emit lease "$@" "drained=$K"
 }
 
 do_status() {
@@ -64,34 +47,34 @@ do_status() {
 }
 
 do_close() {
-    lease_read "$name"
     rsk_lock "$project"
-    printf 'job=%s\n' "$LJOB" >"$LDIR/closed"
+    lease_read "$name" # under the lock: Slurm's word on the lease's job is read now
+    printf 'job=%s\n' "$L_job" >"$LDIR/closed"
     rsk_block_start
     n=0
     for f in "$LDIR"/q/*.step; do
         [ -f "$f" ] || continue
-        line=$(cat "$f")
-        seq=$(rsk_field "$line" seq)
-        mv "$f" "$LDIR/end/$seq.step" 2>/dev/null || continue # the controller claimed it first
-        printf 'lease-closed\n' >"$LDIR/end/$seq.why"
-        mv "$LDIR/q/$seq.sh" "$LDIR/end/$seq.sh" 2>/dev/null || true
-        rsk_jline cancelled "$(rsk_field "$line" rid)" "$(rsk_field "$line" plan)" "$(rsk_field "$line" idx)" \
-            "job=$(rsk_field "$line" job)" "task=$(rsk_field "$line" task)" code=lease-closed
+        IFS= read -r line <"$f" || true
+        seq=${f##*/} seq=${seq%.step}
+        rsk_unqueue "$LDIR" "$seq" lease-closed || continue # the controller claimed it first
+        set --
+        for k in rid plan idx job task; do rsk_get "$line" "$k"; set -- "$@" "$RSK_F"; done
+        rsk_jline cancelled "$1" "$2" "$3" "job=$4" "task=$5" code=lease-closed
         n=$((n + 1))
     done
     result=ended
-    if [ -n "$(lease_sq)" ]; then
-        if scancel "$LJOB" 2>/dev/null; then
-            rsk_jline cancelled "$LRID" "$(rsk_field "$L" plan)" 0 "job=$LJOB" code=lease-closed
+    if [ -n "$L_sq" ]; then
+        if scancel "$L_job" 2>/dev/null; then
+            rsk_get "$L" plan
+            rsk_jline cancelled "$L_rid" "$RSK_F" 0 "job=$L_job" code=lease-closed
             result=cancelled
         else
             result=failed
         fi
     fi
     rsk_journal_write "$project" || true
-    rsk_emit closed "name=$name" "job=$LJOB" "result=$result" "queued=$n"
-    [ "$result" != failed ] || rsk_fail "$RSK_E_SBATCH" scancel-failed "scancel $LJOB failed; the queued steps were cancelled"
+    rsk_emit closed "name=$name" "job=$L_job" "result=$result" "queued=$n"
+    [ "$result" != failed ] || rsk_fail "$RSK_E_SBATCH" scancel-failed "scancel $L_job failed; the queued steps were cancelled"
 }
 
 do_flag() { # do_flag drain|resume
@@ -108,25 +91,23 @@ do_flag() { # do_flag drain|resume
 # a running step holds the GPU indices its started marker recorded (SLURM_STEP_GPUS)
 do_gpus() {
     lease_read "$name"
-    ctl=$(cat "$LDIR/ctl" 2>/dev/null || true)
-    [ -n "$(lease_sq)" ] || rsk_fail "$RSK_E_USAGE" lease-not-running "lease $name holds no allocation any more (rsk lease status $name)"
-    [ "$(rsk_field "$ctl" job)" = "$LJOB" ] || return 0 # not started yet: no GPUs to show
-    g=$(rsk_field "$L" gpus)
-    for node in $(printf '%s' "$(rsk_field "$ctl" nodes)" | tr ',' ' '); do
-        rsk_emit node "name=$node" "state=$(rsk_field "$ctl" state)" "partitions=$(rsk_field "$L" partition)" \
-            "gres=$(rsk_b64 "gpu:$g")" "used=$(rsk_b64 "")"
+    [ -n "$L_sq" ] || rsk_fail "$RSK_E_USAGE" lease-not-running "lease $name holds no allocation any more (rsk lease status $name)"
+    [ -n "$L_ctl" ] || return 0 # not started yet: no GPUs to show
+    rsk_get "$L" gpus; g=$RSK_F
+    rsk_get "$L" partition; p=$RSK_F
+    rsk_get "$L_ctl" state; st=$RSK_F
+    rsk_get "$L_ctl" nodes
+    for node in $(printf '%s' "$RSK_F" | tr ',' ' '); do
+        rsk_emit node "name=$node" "state=$st" "partitions=$p" "gres=$(rsk_b64 "gpu:$g")" "used=$(rsk_b64 "")"
     done
-    rsk_lease_steps "$project" | awk -v lease="$name" -v root="$RSK_ROOT/runs/$project" -v nonce="$RSK_NONCE" '
-        function kv(line, key,    i, n, w) { n = split(line, w, " "); for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2); return "" }
+    rsk_lease_steps "$project" | awk -v lease="$name" -v root="$RSK_ROOT/runs/$project" "$RSK_AWK"'
         $1 == "run" && $6 == lease && $12 == "-" {
             m = root "/" $3 "/t" $4 "/started"
             if ((getline s < m) <= 0) next
             close(m)
-            gpus = kv(s, "gpus"); if (gpus == "") next
-            print $2, $3, $9, gpus, kv(s, "t")
-        }' | while read -r sid rid node gpus start; do
-        rsk_emit held "job=$sid" "name=$(rsk_b64 "rsk:$project:$rid")" "node=$node" \
-            "gres=$(rsk_b64 "gpu:$(printf '%s' "$gpus" | tr ',' '\n' | grep -c .)(IDX:$gpus)")" "start=$start"
+            if (kv(s, "gpus") != "") print $2, $3, $9, gpu_share(kv(s, "gpus")), kv(s, "t")
+        }' | while read -r sid rid node gres start; do
+        rsk_emit held "job=$sid" "name=$(rsk_b64 "rsk:$project:$rid")" "node=$node" "gres=$(rsk_b64 "$gres")" "start=$start"
     done
 }
 
@@ -140,9 +121,9 @@ main() {
     [ -z "$name" ] || rsk_need_token lease "$name"
     case $cmd in
         status) do_status ;;
-        drain | resume) [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease $cmd needs a lease name"; do_flag "$cmd" ;;
-        close) [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease close needs a lease name"; do_close ;;
-        gpus) [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease gpus needs a lease name"; do_gpus ;;
+        drain | resume | close | gpus)
+            [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease $cmd needs a lease name"
+            case $cmd in close) do_close ;; gpus) do_gpus ;; *) do_flag "$cmd" ;; esac ;;
         *) rsk_fail "$RSK_E_USAGE" usage "usage: lease status|drain|resume|close|gpus PROJECT [NAME]" ;;
     esac
 }

@@ -1,8 +1,9 @@
 # shellcheck shell=sh
 # rsk remote library: the first part of every program rsk sends to the cluster. src/rsk/bundle.py
-# joins a header (RSK_SCRIPTS, RSK_WRAPPER, RSK_STATUS_AWK), this file, policy.sh where needed, one
-# entry script and `main "$@"` into one text that runs as `sh -c TEXT`: nothing under the remote
-# root is ever executed, so nothing a job rewrites there is trusted later (docs/adr/0006).
+# joins a header (RSK_SCRIPTS; RSK_ACTIVE and RSK_AWK, the active-state set and lib.awk; RSK_WRAPPER,
+# RSK_CONTROLLER, RSK_STATUS_AWK where needed), this file, policy.sh where needed, one entry script and
+# `main "$@"` into one program: nothing under the remote root is ever executed, so nothing a job
+# rewrites there is trusted later (docs/adr/0006, 0025, 0026).
 #
 # Output: the first line on stdin is "rsk-frame 2 NONCE"; machine-readable output is only ever
 # "@@NONCE KIND key=value ..." lines, so a login banner or a .bashrc that prints "@@..." is noise.
@@ -16,7 +17,7 @@ RSK_LOCKED=''
 RSK_WRITABLE='
 ' # the directories rsk_need_writable found writable in this call, a line each
 RSK_T=''
-RSK_SQ='' RSK_SQ_AT='' RSK_HELD='' # rsk_squeue's answer, whether there is one; the ledger's jobs (rsk_held)
+RSK_SQ='' RSK_SLURM='' RSK_HELD='' # rsk_squeue's answer and up|down ("" before it); the ledger's jobs
 
 # Exit codes of the remote programs (docs/protocol.md keeps the table).
 RSK_E_USAGE=2        # malformed request or arguments
@@ -32,9 +33,7 @@ RSK_E_MISSING=78     # a command rsk needs on the login node is missing
 rsk_emit() { # rsk_emit KIND [key=value ...]
     printf '@@%s %s' "$RSK_NONCE" "$1"
     shift
-    for rsk_kv in "$@"; do
-        printf ' %s' "$rsk_kv"
-    done
+    [ $# -eq 0 ] || printf ' %s' "$@"
     printf '\n'
 }
 
@@ -117,23 +116,15 @@ rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines k
     printf "'%s'" "${rsk_q%x}"
 }
 
-rsk_hash() { # rsk_hash STRING: sets RSK_H to the sha256 of STRING (one fork fewer than a pipe into rsk_sha256)
-    if command -v sha256sum >/dev/null 2>&1; then
-        RSK_H=$(printf '%s' "$1" | sha256sum)
-    else
-        RSK_H=$(printf '%s' "$1" | rsk_sha256)
-    fi
+rsk_hash() { # rsk_hash STRING: sets RSK_H to the sha256 of STRING (sha256sum as the pipe's own end: no cut)
+    RSK_H=$(printf '%s' "$1" | sha256sum 2>/dev/null) || RSK_H=$(printf '%s' "$1" | rsk_sha256)
     RSK_H=${RSK_H%% *}
 }
 
-rsk_sha256() { # rsk_sha256: digest of stdin
-    if command -v sha256sum >/dev/null 2>&1; then
-        sha256sum | cut -c1-64
-    elif command -v shasum >/dev/null 2>&1; then
-        shasum -a 256 | cut -c1-64
-    else
-        openssl dgst -sha256 -r | cut -c1-64
-    fi
+rsk_sha256() { # rsk_sha256: the digest of stdin (sha256sum, else shasum, else openssl)
+    if command -v sha256sum >/dev/null 2>&1; then sha256sum | cut -c1-64
+    elif command -v shasum >/dev/null 2>&1; then shasum -a 256 | cut -c1-64
+    else openssl dgst -sha256 -r | cut -c1-64; fi
 }
 
 rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
@@ -150,6 +141,11 @@ rsk_decimal() { # rsk_decimal DIGITS: sets RSK_V to the number in decimal ("08" 
 rsk_is_token() { # names safe in paths and job names: [A-Za-z0-9._-], 1..64, no leading dot or dash
     case $1 in '' | .* | -* | *[!A-Za-z0-9._-]*) return 1 ;; esac
     [ "${#1}" -le 64 ]
+}
+
+rsk_need_line() { # rsk_need_line WHAT VALUE: sets RSK_V to VALUE, a line number (read as decimal)
+    rsk_is_uint "$2" || rsk_fail "$RSK_E_USAGE" usage "$1 must be a line number"
+    rsk_decimal "$2"
 }
 
 rsk_need_token() { # rsk_need_token WHAT VALUE
@@ -200,7 +196,6 @@ rsk_lock() {
 #   v=2 t=TIME ev=EVENT rid=RID plan=HASH idx=N [task=KEY] [job=ID] [res=..] [rc=N] [code=C] [msg=B64]
 # Each append is one block whose last line ends in " h=SEAL", SEAL = sha256(PREVSEAL "\n" BLOCK)[0:16]:
 # edits anywhere and a torn tail are detected; a client that remembers a seal detects truncation.
-rsk_journal_file() { printf '%s/journal/%s.log' "$RSK_ROOT" "$1"; }
 
 rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to RSK_BLOCK
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
@@ -236,12 +231,15 @@ rsk_journal_write() {
             # a torn or unsealed tail (a cut write, an older rsk): keep every line, seal them with
             # this block, and say so in the journal itself
             [ "$rsk_torn" = 0 ] || printf '\n' >>"$rsk_jf" || return 1
-            rsk_tail=$(awk '/ h=[0-9a-f]+$/ { t = ""; next } { t = t $0 "\n" } END { printf "%sx", t }' "$rsk_jf")
+            # one pass: the last seal, how many lines follow it, and those lines
+            rsk_tail=$(awk "$RSK_AWK"'seal($0) != "" { h = seal($0); t = ""; n = 0; next }
+                { t = t $0 "\n"; n++ } END { printf "h=%s %d\n%sx", h, n, t }' "$rsk_jf")
+            rsk_last=${rsk_tail%%"
+"*} rsk_tail=${rsk_tail#*"
+"}
             rsk_tail=${rsk_tail%x}
-            rsk_n=$(printf '%s' "$rsk_tail" | wc -l | tr -d ' ')
-            RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=$rsk_n
+            RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=${rsk_last#* }
 $RSK_BLOCK"
-            rsk_last=$(awk '/ h=[0-9a-f]+$/ { s = $NF } END { print s }' "$rsk_jf")
         fi
         rsk_get "$rsk_last" h
         rsk_prev=$RSK_F
@@ -256,27 +254,13 @@ $rsk_tail$RSK_BLOCK"
     rsk_emit head "seal=$rsk_seal"
 }
 
-rsk_field() { # rsk_field LINE KEY: the value of key=value in a journal line
-    rsk_get "$1" "$2"
-    printf '%s' "$RSK_F"
-}
-
-rsk_get() { # rsk_get LINE KEY: sets RSK_F to the value of key=value in a line ("" when absent); no fork
-    RSK_F=" $1 "
-    case $RSK_F in
-        *" $2="*) RSK_F=${RSK_F#*" $2="}; RSK_F=${RSK_F%% *} ;;
-        *) RSK_F='' ;;
-    esac
-}
-
 # rsk_journal_rid PROJECT RID: "IDX EVENT PLAN JOB" for every line of the request, compared as whole
 # strings (a request id is never a pattern)
 rsk_journal_rid() {
     rsk_jf="$RSK_ROOT/journal/$1.log"
     [ -f "$rsk_jf" ] || return 0
-    awk -v rid="$2" '
-        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
-        kv("rid") == rid && kv("ev") ~ /^[a-z-]+$/ { i = kv("idx"); if (i == "") i = "-"; j = kv("job"); if (j == "") j = "-"; print i, kv("ev"), kv("plan"), j }' "$rsk_jf"
+    awk -v rid="$2" "$RSK_AWK"'kv($0, "rid") == rid && kv($0, "ev") ~ /^[a-z-]+$/ {
+        print dash(kv($0, "idx")), kv($0, "ev"), kv($0, "plan"), dash(kv($0, "job")) }' "$rsk_jf"
 }
 
 # Slurm ---------------------------------------------------------------------
@@ -288,25 +272,23 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
     return 1
 }
 
-rsk_job_name() { printf 'rsk:%s:%s' "$1" "$2"; } # rsk_job_name PROJECT RID: the identity of its jobs
-
 # rsk_evidence PROJECT RID: "IDX JOB PLAN" for every job Slurm or the run markers know for the request.
 # An array task's id is ARRAY_IDX; a single job (one task, index 0) has a plain id. The plan comes from
 # the job's comment (rsk-plan:HASH) or its started marker; "-" when the job does not say (older rsk).
 rsk_evidence() {
     rsk_runs="$RSK_ROOT/runs/$1/$2"
-    [ -n "$RSK_SQ_AT" ] || rsk_squeue
+    [ -n "$RSK_SLURM" ] || rsk_squeue
     {
-        printf '%s\n' "$RSK_SQ" # "ID|NAME|STATE|COMMENT": the final awk keeps this request's
+        printf '%s\n' "$RSK_SQ" # squeue's lines: the final awk keeps this request's
         # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
         set -- "$1" "$2" "$rsk_runs"/t*/started
-        [ ! -f "$3" ] || awk '{ j = ""; p = "-"; for (i = 1; i <= NF; i++) { if ($i ~ /^job=/) j = substr($i, 5); if ($i ~ /^plan=/) p = "rsk-plan:" substr($i, 6) }
-               if (j != "") print j, p }' "$rsk_runs"/t*/started 2>/dev/null || true
+        [ ! -f "$3" ] || awk "$RSK_AWK"'kv($0, "job") != "" { print kv($0, "job"), "rsk-plan:" kv($0, "plan") }' \
+            "$rsk_runs"/t*/started 2>/dev/null || true
         # steps queued into a lease: their queue entries (rsk_lease_steps) are evidence from the start
         [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
-    } | awk -v n="rsk:$1:$2" '
+    } | awk -v n="rsk:$1:$2" "$RSK_AWK"'
         function out(i, job, plan) { if (!(i in seen)) { seen[i] = 1; print i, job, plan } } # the first per index
-        index($0, "|") { split($0, f, "|"); if (f[2] != n) next; $0 = f[1] " " f[4] }
+        index($0, "|") { sq($0); if (SQ_NAME != n) next; $0 = SQ_ID " " SQ_COMMENT }
         $1 == "S" { out($2 + 0, $3, $4); next }
         { plan = "-"; if ($2 ~ /^rsk-plan:[0-9a-f]+$/) plan = substr($2, 10) }
         $1 ~ /^[0-9]+s[0-9]+$/ { out(0, $1, plan); next }
@@ -318,10 +300,9 @@ rsk_evidence() {
 # journal accepted, comparing job ids as whole strings; fails with not-ours otherwise
 rsk_job_run() {
     rsk_is_job_id "$2" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX, or a step's LEASEJOBsSEQ)"
-    rsk_found=$(awk -v job="$2" '
-        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
-        (kv("ev") == "accepted" || kv("ev") == "reconciled") && kv("job") == job && kv("rid") ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ && kv("idx") ~ /^[0-9]*$/ { r = kv("rid") " " kv("idx") }
-        END { print r }' "$(rsk_journal_file "$1")" 2>/dev/null || true)
+    rsk_found=$(awk -v job="$2" "$RSK_AWK"'{ e = kv($0, "ev"); r = kv($0, "rid"); i = kv($0, "idx") }
+        (e == "accepted" || e == "reconciled") && kv($0, "job") == job && is_rid(r) && i ~ /^[0-9]*$/ { f = r " " i }
+        END { print f }' "$RSK_ROOT/journal/$1.log" 2>/dev/null || true)
     [ -n "${rsk_found% }" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
     RSK_RID=${rsk_found%% *}
     RSK_RUN="$RSK_ROOT/runs/$1/$RSK_RID"
@@ -332,16 +313,16 @@ rsk_job_run() {
 # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs: those the ledger holds
 # (RSK_HELD, found by id whatever name a job gave itself) and those named for the project
 rsk_active_jobs() {
-    [ -n "$RSK_SQ_AT" ] || rsk_squeue
-    printf '%s\n' "$RSK_SQ" | awk -F '|' -v p="rsk:$1:" -v held=" $RSK_HELD" \
-        '(index($2, p) == 1 || index(held, " " $1 ":")) && $3 ~ /^(PENDING|RUNNING|COMPLETING|SUSPENDED|CONFIGURING)$/ { print $1 }'
+    [ -n "$RSK_SLURM" ] || rsk_squeue
+    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" \
+        "$RSK_AWK"'{ sq($0) } (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE) { print SQ_ID }'
 }
 
 # rsk_held LIST: RSK_HELD, the jobs rsk's ledger holds for the project, "JOB:RID JOB:RID ..." from the
 # client's "JOB:RID,JOB:RID" (docs/protocol.md): the ledger is the authority for what rsk submitted
 rsk_held() {
-    RSK_HELD=$(printf '%s\n' "$1" | tr ',' '\n' | awk -F: 'NF == 0 { next }
-        NF != 2 || $1 !~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ || $2 !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ { exit 1 }
+    RSK_HELD=$(printf '%s\n' "$1" | tr ',' '\n' | awk -F: "$RSK_AWK"'NF == 0 { next }
+        NF != 2 || !is_job($1) || !is_rid($2) { exit 1 }
         { printf "%s ", $0 }') || rsk_fail "$RSK_E_USAGE" bad-held "held jobs are JOB:REQUEST_ID words"
 }
 
@@ -353,13 +334,23 @@ rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on
     [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
 }
 
-# rsk_squeue: RSK_SQ, "ID|NAME|STATE|COMMENT" for every job of this user Slurm still knows (array tasks
-# one a line, ended jobs too), read in one call: rsk_active_jobs and rsk_evidence both use it until a
-# caller reads it again (after taking the lock, say). A subshell's read stays in that subshell.
+# rsk_squeue: the one reader of Slurm's queue. RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT" (lib.awk's
+# sq() reads it) for every job of this user Slurm still knows (array tasks one a line, ended jobs too),
+# and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down when squeue fails. Every part uses this one read
+# until a caller reads it again (after taking the lock, say); a subshell's read stays in that subshell.
 rsk_squeue() {
-    RSK_SQ=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%j|%T|%k' 2>/dev/null) || RSK_SQ=''
-    RSK_SQ_AT=1
+    if RSK_SQ=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%j|%k' 2>/dev/null); then RSK_SLURM=up; else RSK_SQ='' RSK_SLURM=down; fi
 }
+
+rsk_need_slurm() { # rsk_need_slurm: a fresh rsk_squeue, or fail: nothing can be decided without Slurm's word
+    rsk_squeue
+    [ "$RSK_SLURM" = up ] || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: the controller does not answer"
+}
+
+rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
+
+# rsk_slurm_step STEP NAME: Slurm runs the step JOB.STEP and it carries NAME (squeue -s knows steps only)
+rsk_slurm_step() { squeue -h -s -j "${1%%.*}" -o '%i|%j' 2>/dev/null | grep -qxF "$1|$2"; }
 
 rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
     case $1 in '' | *[!0-9_s]* | [!0-9]* | *[!0-9]) return 1 ;; *_*_* | *s*s* | *_*s* | *s*_*) return 1 ;; esac
@@ -371,27 +362,60 @@ rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
 # (queued), run/SEQ.step + SEQ.at (started by the controller) + SEQ.rc (srun returned), end/SEQ.step
 # (+ SEQ.why when it never ran to its end). A .step file is one line:
 #   seq=SEQ job=STEPID rid=RID idx=I task=KEY plan=HASH gpus=G cpus=C mem=M time=MIN
-rsk_lease_dir() { printf '%s/leases/%s/%s' "$RSK_ROOT" "$1" "$2"; }
+
+# rsk_lease PROJECT NAME: the one reader of a lease's files. LDIR; L, the lease file's line ("" when there is
+# none) with its job and rid as L_job and L_rid; L_ctl, its controller's line ("" unless it speaks for L_job)
+rsk_lease() {
+    LDIR=$RSK_ROOT/leases/$1/$2 L='' L_ctl=''
+    [ ! -f "$LDIR/lease" ] || IFS= read -r L <"$LDIR/lease" || true
+    [ ! -f "$LDIR/ctl" ] || IFS= read -r L_ctl <"$LDIR/ctl" || true
+    rsk_get "$L" rid; L_rid=$RSK_F
+    rsk_get "$L" job; L_job=$RSK_F
+    rsk_get "$L_ctl" job
+    [ "$RSK_F" = "$L_job" ] || L_ctl=''
+}
+
+# rsk_lease_sq PROJECT: L_sq, the Slurm state of the lease's job (rsk_lease) while it is active AND carries
+# the lease's identity rsk:PROJECT:RID in its name, else "": a reused job id is never taken for the lease
+rsk_lease_sq() {
+    L_sq=''
+    [ -n "$RSK_SLURM" ] || rsk_squeue
+    rsk_is_uint "$L_job" || return 0
+    case "
+$RSK_SQ" in *"
+$L_job|"*) ;; *) return 0 ;; esac
+    rsk_r="
+$RSK_SQ"
+    rsk_r=${rsk_r#*"
+$L_job|"}
+    rsk_r=${rsk_r%%"
+"*} # STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT
+    case ${rsk_r#*|*|*|*|} in "rsk:$1:$L_rid|"*) ;; *) return 0 ;; esac
+    ! rsk_is_active "${rsk_r%%|*}" || L_sq=${rsk_r%%|*}
+}
+
+# rsk_unqueue LDIR SEQ WHY: a queued step leaves the queue for end/, never to start. Moving its .step file
+# is the claim; the controller claims the same way (q/ -> run/), so one of the two wins
+rsk_unqueue() {
+    mv "$1/q/$2.step" "$1/end/$2.step" 2>/dev/null || return 1
+    printf '%s\n' "$3" >"$1/end/$2.why"
+    mv "$1/q/$2.sh" "$1/end/$2.sh" 2>/dev/null || true
+}
 
 # rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS" for every
 # step of every lease of the project (WHERE: q, run or end; "-" for what is not known)
 rsk_lease_steps() {
     set -- "$RSK_ROOT/leases/$1"/*/*/*.step
     [ -f "$1" ] || return 0
-    awk '
-        function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
-        function d(v) { return v == "" ? "-" : v }
+    awk "$RSK_AWK"'
         FNR == 1 {
             n = split(FILENAME, p, "/"); where = p[n - 1]; lease = p[n - 2]; base = FILENAME; sub(/\.step$/, "", base)
-            node = ""; start = ""; why = ""; rc = ""
-            if ((getline at < (base ".at")) > 0) { node = kv2(at, "node"); start = kv2(at, "start") }
-            close(base ".at")
-            if ((getline w < (base ".why")) > 0) why = w
-            close(base ".why")
-            if ((getline r < (base ".rc")) > 0) rc = r
-            close(base ".rc")
-            print where, kv("job"), kv("rid"), kv("idx"), d(kv("plan")), lease, kv("seq"), d(kv("time")), d(node), d(start), d(why), d(rc), d(kv("gpus"))
-        }
-        function kv2(line, key,    i, n, w) { n = split(line, w, " "); for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2); return "" }
-    ' "$@" 2>/dev/null | awk '$2 ~ /^[0-9]+s[0-9]+$/ && $3 ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ && $4 ~ /^[0-9]+$/'
+            at = ""; why = ""; rc = ""
+            getline at < (base ".at"); close(base ".at")
+            getline why < (base ".why"); close(base ".why")
+            getline rc < (base ".rc"); close(base ".rc")
+            if (kv($0, "job") ~ /^[0-9]+s[0-9]+$/ && is_rid(kv($0, "rid")) && kv($0, "idx") ~ /^[0-9]+$/)
+                print where, kv($0, "job"), kv($0, "rid"), kv($0, "idx"), dash(kv($0, "plan")), lease, kv($0, "seq"),
+                    dash(kv($0, "time")), dash(kv(at, "node")), dash(kv(at, "start")), dash(why), dash(rc), dash(kv($0, "gpus"))
+        }' "$@" 2>/dev/null
 }

@@ -10,28 +10,26 @@ main() {
     [ $# -eq 1 ] || rsk_fail "$RSK_E_USAGE" usage "usage: reconcile PROJECT"
     rsk_need_token project "$1"
     project=$1
-    jf=$(rsk_journal_file "$project")
+    jf=$RSK_ROOT/journal/$project.log
     open=''
     if [ -f "$jf" ]; then
         rsk_lock "$project"
         # "rid idx plan task" of every task whose last event is an intent (exact fields, never patterns)
-        open=$(awk '
-            function kv(key,    i) { for (i = 1; i <= NF; i++) if (index($i, key "=") == 1) return substr($i, length(key) + 2); return "" }
+        open=$(awk "$RSK_AWK"'
             {
-                r = kv("rid"); e = kv("ev"); i = kv("idx"); if (i == "") i = "-"
-                if (r !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ || e !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
+                r = kv($0, "rid"); e = kv($0, "ev"); i = dash(kv($0, "idx"))
+                if (!is_rid(r) || e !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
                 k = r " " i
                 if (!(k in last)) order[++n] = k
-                last[k] = e; plan[k] = kv("plan"); task[k] = kv("task")
+                last[k] = e; plan[k] = kv($0, "plan"); task[k] = kv($0, "task")
             }
-            END { for (x = 1; x <= n; x++) { k = order[x]; if (last[k] == "intent") print k, plan[k], (task[k] == "" ? "-" : task[k]) } }' "$jf")
+            END { for (x = 1; x <= n; x++) { k = order[x]; if (last[k] == "intent") print k, plan[k], dash(task[k]) } }' "$jf")
     fi
     count=0
     rsk_block_start
     results=''
     if [ -n "$open" ]; then
-        squeue -h -u "$(id -un)" -o '%i' >/dev/null 2>&1 \
-            || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: cannot look for evidence now"
+        rsk_need_slurm # one read of the queue: the evidence of every open intent
         while read -r rid idx plan task; do
             count=$((count + 1))
             [ "$task" != - ] || task=''

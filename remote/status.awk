@@ -1,20 +1,6 @@
 # status.awk: joins the journal (main input), squeue (file sqf), run markers (file mkf) and sacct
-# (file acf, empty where accounting is off) into raw facts, one @@job line per job. The only place on
-# the cluster that reads Slurm's time formats (secs). Used by status.sh; see the comment there.
-function secs(t,    d, n, p, i, s) {
-    if (t == "" || t ~ /UNLIMITED|INVALID|NOT_SET|N\/A/) return ""
-    d = 0
-    if (index(t, "-")) { d = substr(t, 1, index(t, "-") - 1); t = substr(t, index(t, "-") + 1) }
-    n = split(t, p, ":")
-    s = 0
-    for (i = 1; i <= n; i++) s = s * 60 + p[i]
-    return d * 86400 + s
-}
-function kv(line, key,    i, n, w) {
-    n = split(line, w, " ")
-    for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2)
-    return ""
-}
+# (file acf, empty where accounting is off) into raw facts, one @@job line per job. Runs behind the awk
+# library (kv, sq, secs: lib.awk). Used by status.sh; see the comment there.
 function add(key, j) {
     if (!(key in job)) order[++n] = key
     job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res"); k_lease[key] = kv($0, "lease")
@@ -26,9 +12,9 @@ BEGIN {
     nh = split(held, hw, " ")
     for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
     while ((getline line < sqf) > 0) {
-        split(line, f, "|")
-        if (index(f[2], prefix) != 1 && !(f[1] in h_rid)) continue
-        sq_state[f[1]] = f[3]; sq_elapsed[f[1]] = secs(f[4]); sq_limit[f[1]] = secs(f[5]); sq_where[f[1]] = clean(f[6])
+        sq(line)
+        if (index(SQ_NAME, prefix) != 1 && !(SQ_ID in h_rid)) continue
+        sq_state[SQ_ID] = SQ_STATE; sq_elapsed[SQ_ID] = secs(SQ_ELAPSED); sq_limit[SQ_ID] = secs(SQ_LIMIT); sq_where[SQ_ID] = clean(SQ_WHERE)
     }
     while ((getline line < acf) > 0) {
         split(line, f, "|")
@@ -46,9 +32,9 @@ BEGIN {
 {
     if (after != "" && NR > after + 0) print "@@" nonce " journal n=" NR " " $0
     ev = kv($0, "ev"); rid = kv($0, "rid"); task = kv($0, "task"); idx = kv($0, "idx"); j = kv($0, "job")
-    if (rid !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ || (idx != "" && idx !~ /^[0-9]+$/)) next
+    if (!is_rid(rid) || (idx != "" && idx !~ /^[0-9]+$/)) next
     key = rid SUBSEP idx
-    if ((ev == "accepted" || ev == "reconciled") && j ~ /^[0-9_]+(s[0-9]+)?$/) {
+    if ((ev == "accepted" || ev == "reconciled") && is_job(j)) {
         add(key, j)
     } else if (ev == "step-started" && j ~ /^[0-9]+s[0-9]+$/) {
         # a lease's controller started it: counted, and listed even when nothing accepted it (rsk compares

@@ -2,20 +2,12 @@
 # rsk status: the raw facts about every rsk job of a project, in one call (never one call per job).
 #   status PROJECT [AFTER]     with AFTER, also the journal lines after that line (one call for events)
 #   stdin after the frame: an optional "held JOB:RID,..." line, the jobs rsk's ledger holds
-# Slurm's facts (squeue, sacct) join by job id: for a job the ledger holds whatever its name (a job can
-# rename itself), else only while the job carries the project's name (rsk:PROJECT:); a held job the
-# journal does not list (a job can edit the journal) gets a line of its own.
-# Joins in one awk pass: squeue (what Slurm still knows), the run markers the job wrapper writes
-# (started / ended: exit code, signal, elapsed), sacct where accounting works, and the attempt journal
-# (what rsk submitted, cancels it asked for); a lease's steps join as squeue-like lines from the lease's
-# directory (rsk_lease_steps). It decides nothing: rsk.states turns the facts into a
-# job's state, where unit tests reach it. Prints @@status, then one @@job line per job:
-#   @@N job rid=R task=K idx=I job=J sq=STATE sq_elapsed=S sq_limit=S where=NODES|(REASON)
-#           ac=STATE ac_exit=N ac_elapsed=S ac_limit=S rc=N sig=SIG elapsed=S limit=S cancel=0|1 submitted=T
-#           res=N,C,M,G,T lease=NAME held=0|1
-# sq_* and ac_* are Slurm's word; rc, sig, elapsed, limit (the markers) and res (the journal) are what
-# the job's own files say: they describe its outcome and never settle a charge (docs/ledger.md).
-# and, with AFTER, @@journal n=LINE ... lines and @@cursor lines=N.
+# Joins in one awk pass (status.awk) the journal, squeue, sacct where accounting works and the run markers;
+# a lease's steps join as squeue-like lines. Slurm's facts join by job id: for a held job whatever its
+# name, else only while the job carries rsk:PROJECT:; a held job the journal lost gets a line of its own.
+# Prints @@status, one @@job line per job (fields: docs/protocol.md; sq_* and ac_* are Slurm's word, the
+# rest the job's own files, which never settle a charge), with AFTER @@journal and @@cursor lines. It
+# decides nothing: rsk.states turns the facts into a job's state.
 
 main() {
     rsk_start
@@ -24,23 +16,17 @@ main() {
     rsk_need_token project "$1"
     project=$1
     after=${2:-}
-    if [ -n "$after" ]; then
-        rsk_is_uint "$after" || rsk_fail "$RSK_E_USAGE" usage "AFTER must be a line number"
-        rsk_decimal "$after"
-        after=$RSK_V
-    fi
-    jf=$(rsk_journal_file "$project")
+    [ -z "$after" ] || { rsk_need_line AFTER "$after"; after=$RSK_V; }
+    jf=$RSK_ROOT/journal/$project.log
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsk-status.XXXXXX")
     trap 'rm -rf "$tmp"; rsk_finish' EXIT
-    slurm=up
-    if ! squeue -h -r -u "$(id -un)" -t all -o '%i|%j|%T|%M|%l|%R' >"$tmp/sq" 2>"$tmp/sq.err"; then
-        slurm=down
-        : >"$tmp/sq"
-    fi
+    rsk_squeue
+    slurm=$RSK_SLURM
+    printf '%s\n' "$RSK_SQ" >"$tmp/sq"
     # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days)
     : >"$tmp/acct"
     if [ "$slurm" = up ] && command -v sacct >/dev/null 2>&1 && sacct -n -X -j 1 -o JobID >/dev/null 2>&1; then
-        sacct -n -X -P -u "$(id -un)" -S now-30days -o JobID,JobName,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
+        sacct -n -X -P -u "$RSK_USER" -S now-30days -o JobID,JobName,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
     fi
     runs="$RSK_ROOT/runs/$project"
     : >"$tmp/markers"
@@ -51,48 +37,32 @@ main() {
     # the steps of the project's leases, as squeue would show them: queued (PENDING, and why it waits),
     # started by a controller whose allocation lives (RUNNING on its node), cancelled or refused before
     # they ran; a step whose allocation is gone is left to its markers (ended, else lost)
-    leases=''
-    for lf in "$RSK_ROOT/leases/$project"/*/lease; do
-        [ -f "$lf" ] || continue
-        ld=${lf%/lease}
-        lj=$(rsk_field "$(cat "$lf")" job)
-        lc=$(cat "$ld/ctl" 2>/dev/null || true)
-        ls=-
-        [ "$(rsk_field "$lc" job)" != "$lj" ] || ls=$(rsk_field "$lc" state)
-        [ ! -f "$ld/drain" ] || ls=drained
-        leases="$leases${ld##*/} $lj $ls
-"
-    done
-    if [ -n "$leases" ]; then
-        rsk_lease_steps "$project" | awk -v p="rsk:$project:" -v leases="$leases" -v sqf="$tmp/sq" '
-            BEGIN {
-                srand(); now = srand()
-                while ((getline line < sqf) > 0) { split(line, f, "|"); if (f[3] ~ /^(PENDING|CONFIGURING|RUNNING|COMPLETING|SUSPENDED)$/) live[f[1]] = f[3] }
-                n = split(leases, ls, "\n")
-                for (i = 1; i <= n; i++) { split(ls[i], w, " "); ljob[w[1]] = w[2]; lstate[w[1]] = w[3] }
-            }
-            {
-                where = $1; sid = $2; name = p $3; lease = $6; lim = $8 ":00"; why = $11; rc = $12
-                if (where == "q") {
-                    j = ljob[lease]
-                    r = "Queued"
-                    if (!(j in live)) r = "LeaseEnded"
-                    else if (live[j] == "PENDING") r = "LeasePending"
-                    else if (lstate[lease] == "drained") r = "LeaseDrained"
-                    else if (lstate[lease] == "draining") r = "LeaseDraining"
-                    print sid "|" name "|PENDING|0|" lim "|(" r ")"
-                } else if (where == "run" && rc == "-" && (ljob[lease] in live)) {
-                    el = ($10 == "-") ? 0 : now - $10
-                    print sid "|" name "|RUNNING|" el "|" lim "|" $9
-                } else if (where == "end" && (why == "lease-closed" || why == "cancelled")) {
-                    print sid "|" name "|CANCELLED|0|" lim "|(" why ")"
-                } else if (where == "end" && why == "outlives-lease") {
-                    print sid "|" name "|FAILED|0|" lim "|(" why ")"
-                }
-            }' >>"$tmp/sq"
-    fi
+    [ ! -d "$RSK_ROOT/leases/$project" ] || {
+        for lf in "$RSK_ROOT/leases/$project"/*/lease; do # each lease: "L NAME SLURMSTATE|- CTLSTATE|drained|-"
+            [ -f "$lf" ] || continue
+            lf=${lf%/lease}
+            rsk_lease "$project" "${lf##*/}"
+            rsk_lease_sq "$project"
+            rsk_get "$L_ctl" state
+            [ ! -f "$LDIR/drain" ] || RSK_F=drained
+            printf 'L %s %s %s\n' "${lf##*/}" "${L_sq:--}" "${RSK_F:--}"
+        done
+        rsk_lease_steps "$project"
+    } | awk -v p="rsk:$project:" "$RSK_AWK"'
+        BEGIN { srand(); now = srand() }
+        $1 == "L" { lsq[$2] = $3; lst[$2] = $4; next }
+        {
+            q = lsq[$6]; live = active(q); lim = $8 ":00"; why = $11
+            if ($1 == "q") st = "PENDING|0|" lim "|(" (!live ? "LeaseEnded" : q == "PENDING" ? "LeasePending" \
+                : lst[$6] == "drained" ? "LeaseDrained" : lst[$6] == "draining" ? "LeaseDraining" : "Queued") ")"
+            else if ($1 == "run" && $12 == "-" && live) st = "RUNNING|" ($10 == "-" ? 0 : now - $10) "|" lim "|" $9
+            else if ($1 == "end" && (why == "lease-closed" || why == "cancelled")) st = "CANCELLED|0|" lim "|(" why ")"
+            else if ($1 == "end" && why == "outlives-lease") st = "FAILED|0|" lim "|(" why ")"
+            else next
+            print $2 "|" st "|" p $3
+        }' >>"$tmp/sq"
     [ -f "$jf" ] || jf=/dev/null
     rsk_emit status "slurm=$slurm" "t=$(rsk_now)" "project=$project"
     awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v sqf="$tmp/sq" -v mkf="$tmp/markers" \
-        -v acf="$tmp/acct" -v after="$after" -v held="$RSK_HELD" "$RSK_STATUS_AWK" "$jf"
+        -v acf="$tmp/acct" -v after="$after" -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" "$jf"
 }

@@ -1,20 +1,12 @@
 # shellcheck shell=sh
-# rsk submit: plan a request, or plan it, wait for rsk's word, and submit that very plan.
-#
-#   submit plan                     < FRAME REQUEST   resolve, check policy, sbatch --test-only, print the
-#                                                     canonical plan, @@plan HASH, and what this request id
-#                                                     already did (@@prior)
-#   submit launch                   < FRAME REQUEST   plan as above, then @@await and wait for one line:
-#                                     [go HASH NONCE]  "go HASH NONCE" submits this very plan (HASH must be
-#                                                     its hash) with the rest framed by NONCE; anything
-#                                                     else, or the end of input, submits nothing
-#
-# REQUEST is an optional "held JOB:RID,..." line (the ledger's jobs, counted by id), "rsk-request 2",
-# then "KEY VALUE" lines, then "end" (docs/protocol.md). A single job is a batch of one task (index 0,
-# no key); a batch has N keyed tasks, one job array per resource shape.
-# One path does both: one job-script writer, one evidence lookup, one journal writer, one cap check,
-# one sbatch-failure classifier. A lease (lease_open NAME) is one job whose payload is rsk's controller;
-# a step (lease NAME) is queued into the lease's directory instead of going to sbatch (docs/leases.md).
+# rsk submit: plan a request, or plan it, wait for rsk's word, and submit that very plan (docs/protocol.md).
+#   submit plan    < FRAME REQUEST   resolve, check policy, sbatch --test-only; @@planline..., @@plan HASH, @@prior
+#   submit launch  < FRAME REQUEST   the same, then @@await; only "go HASH NONCE" naming this plan's hash submits
+#                                    it, with the rest framed by NONCE; anything else submits nothing
+# REQUEST: an optional "held JOB:RID,..." line (the ledger's jobs, counted by id), "rsk-request 2", "KEY VALUE"
+# lines, "end". A single job is a batch of one task (index 0, no key); a batch, one job array per resource
+# shape. A lease (lease_open NAME) is one job whose payload is rsk's controller; a step (lease NAME) is
+# queued into the lease's directory instead of going to sbatch (docs/leases.md).
 
 usage() {
     rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)"
@@ -246,18 +238,17 @@ resolve_lease() {
             rsk_fail "$RSK_E_USAGE" bad-request "a lease runs rsk's controller: no command, script, tasks, code or lease of its own"
         fi
         case $OVERRUN in refuse | clip) ;; *) rsk_fail "$RSK_E_USAGE" bad-overrun "overrun is refuse or clip" ;; esac
-        LDIR=$(rsk_lease_dir "$PROJECT" "$LEASE_OPEN")
+        LDIR=$RSK_ROOT/leases/$PROJECT/$LEASE_OPEN
         return 0
     fi
     [ -n "$LEASE" ] || return 0
     rsk_need_token lease "$LEASE"
-    LDIR=$(rsk_lease_dir "$PROJECT" "$LEASE")
-    [ -f "$LDIR/lease" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $PROJECT has no lease $LEASE on this cluster (rsk lease open $LEASE)"
-    rsk_l=$(cat "$LDIR/lease")
-    LEASE_JOB=$(rsk_field "$rsk_l" job)
-    L_partition=$(rsk_field "$rsk_l" partition) L_account=$(rsk_field "$rsk_l" account) L_qos=$(rsk_field "$rsk_l" qos)
-    L_nodes=$(rsk_field "$rsk_l" nodes) L_cpus=$(rsk_field "$rsk_l" cpus) L_mem=$(rsk_field "$rsk_l" mem)
-    L_gpus=$(rsk_field "$rsk_l" gpus) L_time=$(rsk_field "$rsk_l" time) L_overrun=$(rsk_field "$rsk_l" overrun)
+    rsk_lease "$PROJECT" "$LEASE"
+    [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $PROJECT has no lease $LEASE on this cluster (rsk lease open $LEASE)"
+    LEASE_JOB=$L_job
+    rsk_get "$L" partition; L_partition=$RSK_F; rsk_get "$L" account; L_account=$RSK_F; rsk_get "$L" qos; L_qos=$RSK_F
+    rsk_get "$L" nodes; L_nodes=$RSK_F; rsk_get "$L" cpus; L_cpus=$RSK_F; rsk_get "$L" mem; L_mem=$RSK_F
+    rsk_get "$L" gpus; L_gpus=$RSK_F; rsk_get "$L" time; L_time=$RSK_F; rsk_get "$L" overrun; L_overrun=$RSK_F
     for rsk_v in "$LEASE_JOB" "$L_nodes" "$L_cpus" "$L_mem" "$L_gpus" "$L_time"; do
         rsk_is_uint "$rsk_v" || rsk_fail "$RSK_E_USAGE" bad-lease "the lease file of $LEASE is damaged (rsk lease open $LEASE again)"
     done
@@ -283,30 +274,27 @@ step_fit() {
     [ "$TIME_MIN" -le "$L_time" ] || rsk_why="$rsk_why; $TIME_MIN min, the lease holds its allocation for $L_time min"
     [ -z "$rsk_why" ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE:${rsk_why#;}"
     # a lease that has started knows when it ends (its controller's ctl file); refuse=never outlive it
-    rsk_end=$(rsk_field "$(cat "$LDIR/ctl" 2>/dev/null || true)" end)
-    rsk_ljob=$(rsk_field "$(cat "$LDIR/ctl" 2>/dev/null || true)" job)
-    if [ "$L_overrun" = refuse ] && [ "$rsk_ljob" = "$LEASE_JOB" ] && rsk_is_uint "$rsk_end"; then
-        rsk_left=$((rsk_end - $(awk 'BEGIN { srand(); print srand() }')))
+    rsk_get "$L_ctl" end
+    if [ "$L_overrun" = refuse ] && rsk_is_uint "$RSK_F"; then
+        rsk_left=$((RSK_F - $(awk 'BEGIN { srand(); print srand() }')))
         [ $((TIME_MIN * 60)) -le "$rsk_left" ] || rsk_fail "$RSK_E_POLICY" outlives-lease \
             "this step's $TIME_MIN min would outlive lease $LEASE ($((rsk_left / 60)) min left); ask for less --time"
     fi
 }
 
-lease_live() { # lease_live JOB: the lease's Slurm job is pending or running
-    [ -n "$1" ] && [ -n "$(squeue -h -j "$1" -t PD,R,CG,S,CF -o %i 2>/dev/null)" ]
-}
-
-# check_lease: a step's lease must still hold (or wait for) its allocation; a lease name is one live lease
+# check_lease: a step's lease must still hold (or wait for) its allocation, as Slurm says now (rsk_squeue was
+# read again) and the lease's job still carries its identity (rsk_lease_sq); a lease name is one live lease
 check_lease() {
+    [ -n "$LEASE$LEASE_OPEN" ] || return 0
+    rsk_lease "$PROJECT" "$LEASE$LEASE_OPEN"
+    rsk_lease_sq "$PROJECT"
     if [ -n "$LEASE" ]; then
-        lease_live "$LEASE_JOB" || rsk_fail "$RSK_E_USAGE" lease-ended \
+        [ -n "$L_sq" ] || L_job=''
+        [ "$L_job" = "$LEASE_JOB" ] || rsk_fail "$RSK_E_USAGE" lease-ended \
             "lease $LEASE (job $LEASE_JOB) has ended; open it again (its queued steps carry over) or launch without --lease"
         for_shapes step_fit
-    elif [ -n "$LEASE_OPEN" ] && [ -f "$LDIR/lease" ]; then
-        rsk_l=$(cat "$LDIR/lease")
-        if [ "$(rsk_field "$rsk_l" rid)" != "$RID" ] && lease_live "$(rsk_field "$rsk_l" job)"; then
-            rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $(rsk_field "$rsk_l" job)); close it or use another name"
-        fi
+    elif [ "$L_rid" != "$RID" ] && [ -n "$L_sq" ]; then
+        rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $L_job); close it or use another name"
     fi
 }
 
@@ -317,39 +305,25 @@ set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch use
 }
 
 # the canonical plan: "KEY VALUE" lines in a fixed order; its sha256 is the plan hash
-plan_put() { rsk_enc "$2"; PLAN="$PLAN$1 $RSK_E
-"; } # plan_put KEY VALUE: encoded here
+plan_put() { # plan_put KEY VALUE [KEY VALUE ...]: each value encoded here
+    while [ $# -gt 1 ]; do
+        rsk_enc "$2"
+        PLAN="$PLAN$1 $RSK_E
+"
+        shift 2
+    done
+}
 
 build_plan() {
     PLAN=''
-    plan_put protocol "$RSK_PROTOCOL"
-    plan_put cluster "$CLUSTER"
-    plan_put user "$USER_NAME"
-    plan_put root "$ROOT_REAL"
-    plan_put hostkey "$HOSTKEY"
-    plan_put scripts "$RSK_SCRIPTS"
-    plan_put policy "$RSK_POLICY_DIGEST"
-    plan_put project "$PROJECT"
-    plan_put name "$NAME"
-    plan_put kind "$KIND"
-    plan_put workdir "$WORKDIR"
-    plan_put code "$CODE"
-    plan_put path "$JOBPATH"
-    plan_put partition "$PARTITION"
-    plan_put account "$ACCOUNT"
-    plan_put qos "$QOS"
-    plan_put nodes "$NODES"
-    plan_put cpus "$CPUS"
-    plan_put mem_mb "$MEM_MB"
-    plan_put gpus "$GPUS"
-    plan_put time_min "$TIME_MIN"
+    plan_put protocol "$RSK_PROTOCOL" cluster "$CLUSTER" user "$USER_NAME" root "$ROOT_REAL" hostkey "$HOSTKEY" \
+        scripts "$RSK_SCRIPTS" policy "$RSK_POLICY_DIGEST" project "$PROJECT" name "$NAME" kind "$KIND" \
+        workdir "$WORKDIR" code "$CODE" path "$JOBPATH" partition "$PARTITION" account "$ACCOUNT" qos "$QOS" \
+        nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
     if [ -n "$LEASE_OPEN" ]; then
-        plan_put lease "$LEASE_OPEN"
-        plan_put drain_min "$DRAIN_MIN"
-        plan_put overrun "$OVERRUN"
+        plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
     elif [ -n "$LEASE" ]; then
-        plan_put lease "$LEASE"
-        plan_put lease_job "$LEASE_JOB"
+        plan_put lease "$LEASE" lease_job "$LEASE_JOB"
     fi
     for rsk_e in $Q_env; do PLAN="${PLAN}env $rsk_e
 "; done
@@ -574,7 +548,7 @@ job_text() {
             "$PROJECT" "$LEASE_OPEN"
         printf 'rsk_lgpus=%s\nrsk_lcpus=%s\nrsk_lmem=%s\nrsk_drain=%s\nrsk_overrun=%s\nrsk_srun=%s\n' "$GPUS" "$CPUS" \
             "$MEM_MB" "$DRAIN_MIN" "$OVERRUN" "$(rsk_sq "$(command -v srun)")"
-        printf '%s\n' "$RSK_CONTROLLER"
+        printf 'RSK_AWK=%s\n%s\n' "$(rsk_sq "$RSK_AWK")" "$RSK_CONTROLLER" # the awk library, kv.sh, the controller
         printf 'rsk_main rsk_lease_supervise\n'
         return 0
     fi
@@ -600,7 +574,7 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
     set_shape "$@"
     JOB=$(job_text "$rsk_idxs")
     # the job carries its identity (name) and its plan (comment): evidence that needs no journal
-    set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH" # rsk_job_name
+    set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
     if [ "$KIND" = batch ]; then
         rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',')
         run_sbatch submit "$@" --array="${rsk_list#,}" --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
@@ -630,14 +604,8 @@ jlines() {
     jl_ev=$1 jl_plan=$2 jl_idxs=$3 jl_job=$4
     shift 4
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
-    if [ "$KIND" != batch ]; then # one task and no task key: the same lines, written here without awk
-        for jl_i in $jl_idxs; do
-            jl_line="v=2 t=$RSK_T ev=$jl_ev rid=$RID plan=$jl_plan idx=$jl_i"
-            [ -z "$jl_job" ] || jl_line="$jl_line job=$jl_job"
-            [ $# -eq 0 ] || jl_line="$jl_line $*"
-            RSK_BLOCK="$RSK_BLOCK$jl_line
-"
-        done
+    if [ "$KIND" != batch ]; then # one task and no task key: the same lines, written without awk
+        for jl_i in $jl_idxs; do rsk_jline "$jl_ev" "$RID" "$jl_plan" "$jl_i" ${jl_job:+"job=$jl_job"} "$@"; done
         return 0
     fi
     RSK_BLOCK="$RSK_BLOCK$(printf '%s\n' "$TASKOUT" | awk -v ev="$jl_ev" -v rid="$RID" -v plan="$jl_plan" \
@@ -663,12 +631,9 @@ task_key() { # task_key IDX: the key of a batch task ("" for a single job)
 }
 
 emit_accepted() { # emit_accepted REPLAY: @@accepted for every task that has a job (one pass)
-    if [ "$KIND" != batch ]; then # one task, no key: DONE is "0 JOB" or empty
-        while read -r rsk_i rsk_j; do
-            [ -z "$rsk_j" ] || rsk_emit accepted "job=$rsk_j" "rid=$RID" "plan=$PLAN_HASH" "idx=$rsk_i" task= "replay=$1"
-        done <<EOT
-$DONE
-EOT
+    if [ "$KIND" != batch ]; then # one task, no key: DONE is "0 JOB" and a newline, or empty
+        rsk_j=${DONE#* }
+        [ -z "$DONE" ] || rsk_emit accepted "job=${rsk_j%?}" "rid=$RID" "plan=$PLAN_HASH" "idx=${DONE%% *}" task= "replay=$1"
         return 0
     fi
     { printf '%s\nD\n' "$TASKOUT"; printf '%s' "$DONE"; } | awk -v nonce="$RSK_NONCE" -v rid="$RID" \
@@ -757,7 +722,8 @@ EOT
 write_lease_file() {
     rsk_lj=$(printf '%s\n' "$DONE" | awk 'NF { print $2; exit }')
     mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
-    [ "$(rsk_field "$(cat "$LDIR/lease" 2>/dev/null || true)" job)" != "$rsk_lj" ] || return 0
+    rsk_lease "$PROJECT" "$LEASE_OPEN"
+    [ "$L_job" != "$rsk_lj" ] || return 0
     rm -f "$LDIR/drain" "$LDIR/closed"
     printf 'job=%s rid=%s plan=%s partition=%s account=%s qos=%s nodes=%s cpus=%s mem=%s gpus=%s time=%s drain=%s overrun=%s\n' \
         "$rsk_lj" "$RID" "$PLAN_HASH" "$PARTITION" "$ACCOUNT" "$QOS" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" \

@@ -1,7 +1,8 @@
 """The remote scripts as programs: each call ships the whole program it runs (docs/adr/0006-ship-the-scripts.md).
 
-A program is a header (the scripts digest, and the job wrapper, the lease controller or the status awk where
-the entry needs them), lib.sh, the library parts the entry uses, the entry script, and `main "$@"`. It
+A program is a header (the scripts digest, the active-state set and the awk library every program uses, and
+the job wrapper, the lease controller or the status awk where the entry needs them), lib.sh, the library parts
+the entry uses, the entry script, and `main "$@"` (docs/adr/0026). It
 travels on stdin ahead of the request, read to the byte by a short loader that is the only text on the
 command line (`LOADER`, docs/adr/0025), so no program can reach the kernel's limit on one argument and
 nothing stored under the remote root is ever executed.
@@ -15,6 +16,7 @@ from functools import cache
 from pathlib import Path
 
 from rsk.errors import StateError
+from rsk.states import ACTIVE
 
 _HERE = Path(__file__).resolve().parent
 
@@ -36,10 +38,11 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "submit-lease": ("policy.sh", "submit.sh"),  # submit, with the controller a lease's job runs
 }
 _MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
-_HEADER_FILES = {
-    "submit": {"RSK_WRAPPER": "wrapper.sh"},
-    "submit-lease": {"RSK_WRAPPER": "wrapper.sh", "RSK_CONTROLLER": "controller.sh"},
-    "status": {"RSK_STATUS_AWK": "status.awk"},
+# header variable -> the files whose texts it holds, joined (the controller runs in a job, with kv.sh of its own)
+_HEADER_FILES: dict[str, dict[str, tuple[str, ...]]] = {
+    "submit": {"RSK_WRAPPER": ("wrapper.sh",)},
+    "submit-lease": {"RSK_WRAPPER": ("wrapper.sh",), "RSK_CONTROLLER": ("kv.sh", "controller.sh")},
+    "status": {"RSK_STATUS_AWK": ("status.awk",)},
 }
 
 
@@ -62,6 +65,7 @@ def files() -> dict[str, str]:
 def digest() -> str:
     """sha256 over the content of every remote file: the `scripts` value bound into each plan."""
     h = hashlib.sha256()
+    h.update(b"active\0" + " ".join(sorted(ACTIVE)).encode() + b"\0")  # part of what runs (awk_library)
     for name, content in files().items():
         h.update(name.encode() + b"\0" + hashlib.sha256(content.encode()).digest())
     return h.hexdigest()
@@ -90,6 +94,13 @@ eval "$rsk_p"
 """
 
 
+def awk_library() -> str:
+    """RSK_AWK: remote/lib.awk behind `active(STATE)`, written from rsk.states.ACTIVE so that the cluster's
+    active-state set is the client's, in every awk program and (RSK_ACTIVE) in sh."""
+    states = "|".join(sorted(ACTIVE))
+    return f"function active(s) {{ return s ~ /^({states})$/ }}\n" + files()["lib.awk"]
+
+
 def shipped(entry: str) -> bytes:
     """What goes on stdin ahead of the request: the loader's header line, then the program."""
     text = program(entry).encode("ascii")
@@ -109,9 +120,12 @@ def program(entry: str) -> str:
         f"# rsk remote program {entry} (scripts {digest()})",
         "set -eu",
         f"RSK_SCRIPTS={digest()}",
+        f"RSK_ACTIVE='{' '.join(sorted(ACTIVE))}'",
+        f"RSK_AWK={shlex.quote(awk_library())}",
     ]
-    header += [f"{var}={shlex.quote(src[name])}" for var, name in _HEADER_FILES.get(entry, {}).items()]
-    parts = [src["lib.sh"], *(src[name] for name in ENTRIES[entry])]
+    for var, names in _HEADER_FILES.get(entry, {}).items():
+        header.append(f"{var}={shlex.quote(''.join(src[name] for name in names))}")
+    parts = [src["kv.sh"], src["lib.sh"], *(src[name] for name in ENTRIES[entry])]
     return "\n".join([*header, *parts, f'{_MAIN.get(entry, "main")} "$@"', ""])
 
 

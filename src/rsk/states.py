@@ -13,9 +13,16 @@ from typing import Literal
 State = Literal["pending", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "lost"})
 
-_PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SUSPENDED",
-            "STOPPED"}  # fmt: skip
+# Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
+# get one without a new submission: waiting (PENDING, CONFIGURING), put back in the queue (REQUEUED,
+# REQUEUE_FED, and held there: REQUEUE_HOLD, SPECIAL_EXIT, RESV_DEL_HOLD), paused with its allocation
+# (SUSPENDED, STOPPED), or running and its ends (COMPLETING, SIGNALING, STAGE_OUT, RESIZING).
+_PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
+            "SUSPENDED", "STOPPED"}  # fmt: skip
 _RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING"}
+# The one active-state set of both sides: what the cap counts, what keeps a lease live, pending or running
+# for rsk status. rsk.bundle ships it to the cluster (RSK_ACTIVE, and active() in the awk library).
+ACTIVE: frozenset[str] = frozenset(_PENDING | _RUNNING)
 # the states in which Slurm has let go of a job's allocation for good: its run time is final
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
           "NODE_FAIL"}  # fmt: skip

@@ -71,6 +71,18 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     [ "$status" -eq 2 ] && [ "$(field error code)" = bad-held ]
 }
 
+@test "a job's name cannot stand in for Slurm's state: the cap, status and cancel read the state Slurm gives" {
+    submit fake arg=sleep arg=120
+    runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" JobName="rsk:$PROJECT:fake|COMPLETED|0:00|1:00|none"
+    run remote submit plan < <(request request_id=other arg=true)
+    [ "$(field active count)" = 1 ]
+    [ "$(field active jobs)" = "$JOB" ]
+    run remote status "$PROJECT"
+    case $(jfact fake sq) in PENDING | RUNNING) ;; *) false ;; esac
+    run remote cancel "$PROJECT" job "$JOB"
+    [ "$(field cancel result)" = cancelled ]
+}
+
 @test "cancel by request id cancels that request's job only, and journals it" {
     submit keep arg=sleep arg=120
     keep=$JOB

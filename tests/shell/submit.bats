@@ -440,3 +440,18 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     run sh -c "grep -rn 'sleep 0\.\|mv -T\|head -c' '$REPO/remote' | grep -v 'if sleep 0\.01 2>/dev/null; then rsk_nap=0\.2; fi'"
     [ "$status" -eq 1 ]
 }
+
+@test "a step goes into a lease only while the lease's job carries the lease's identity" {
+    other=$(lab_sbatch -J innocent --wrap 'sleep 120')
+    ldir="$ROOT/leases/$PROJECT/old"
+    mkdir -p "$ldir/q" "$ldir/run" "$ldir/end"
+    echo "job=$other rid=opened plan=x partition=$(sinfo -h -o %P | head -n 1 | tr -d '*') account= qos= nodes=1 cpus=1 mem=1000 gpus=0 time=60 drain=0 overrun=refuse" >"$ldir/lease"
+    chown -R "$LAB_USER" "$ROOT/leases"
+    run remote submit plan < <(request request_id=s1 lease=old arg=true) # the job id is another job's now
+    runuser -u "$LAB_USER" -- scontrol update JobId="$other" JobName="rsk:$PROJECT:opened"
+    [ "$status" -eq 2 ]
+    [ "$(field error code)" = lease-ended ]
+    run remote submit plan < <(request request_id=s1 lease=old arg=true)
+    [ "$status" -eq 0 ]
+    [ "$(field estimate start)" = in-lease ]
+}

@@ -1,0 +1,31 @@
+# rsk awk library: functions only, shipped once in every program's header as RSK_AWK and put ahead of
+# each awk program it runs (awk "$RSK_AWK"'...'), so each fact below is read in one place on the cluster.
+# rsk.bundle writes active(STATE) ahead of this text from rsk.states.ACTIVE, the one active-state set of
+# both sides (docs/adr/0026).
+function kv(line, key,    i, n, w) { # the value of key=value among the words of line ("" when absent)
+    n = split(line, w, " ")
+    for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2)
+    return ""
+}
+function seal(line) { return match(line, / h=[0-9a-f]+$/) ? substr(line, RSTART + 3) : "" } # a journal seal
+function dash(v) { return v == "" ? "-" : v } # a word for an empty value, so fields keep their places
+function is_rid(s) { return s ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ } # request ids and task keys
+function is_job(s) { return s ~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ } # a job, an array task, a lease's step
+# one line of rsk_squeue ("ID|STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT"): what a job can set comes last,
+# so no name or comment moves the fields Slurm fills
+function sq(line,    f) {
+    split(line, f, "|")
+    SQ_ID = f[1]; SQ_STATE = f[2]; SQ_ELAPSED = f[3]; SQ_LIMIT = f[4]; SQ_WHERE = f[5]; SQ_NAME = f[6]; SQ_COMMENT = f[7]
+}
+function secs(t,    dd, n, p, i, s) { # a Slurm duration ([D-]HH:MM:SS, MM:SS, ...) in seconds, "" for none
+    if (t == "" || t ~ /UNLIMITED|INVALID|NOT_SET|N\/A/) return ""
+    dd = 0
+    if (index(t, "-")) { dd = substr(t, 1, index(t, "-") - 1); t = substr(t, index(t, "-") + 1) }
+    n = split(t, p, ":")
+    s = 0
+    for (i = 1; i <= n; i++) s = s * 60 + p[i]
+    return dd * 86400 + s
+}
+# GRES: a string that names GPUs (gpu:N, gpu:TYPE:N(IDX:..)); the share of GPUs 0,2 as the GPU view reads it
+function gpu_gres(g) { return g ~ /(^|,)gpu/ }
+function gpu_share(idx,    n, x) { n = split(idx, x, ","); return "gpu:" n "(IDX:" idx ")" }
