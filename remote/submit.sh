@@ -470,7 +470,7 @@ EOT
 
 # plan mode -------------------------------------------------------------------
 do_plan() {
-    rsk_squeue # one read of Slurm's queue for the active count and the request's evidence
+    rsk_need_slurm # one read of Slurm's queue for the active count and the request's evidence
     emit_plan
     policy_all
     rsk_policy_emit
@@ -655,7 +655,7 @@ do_submit() {
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
     rsk_need_writable "$RSK_ROOT/runs/$PROJECT" "$RSK_ROOT/journal"
     rsk_lock "$PROJECT"
-    rsk_squeue # read again under the lock: what the plan saw may have changed since
+    rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
     STATES=$(request_state)
     check_conflict "$STATES"

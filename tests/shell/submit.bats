@@ -418,6 +418,28 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:r1" -o %i | wc -l)" -eq 1 ]
 }
 
+@test "a queue Slurm does not answer for decides nothing: no open intent is abandoned and resubmitted (rc 69)" {
+    run remote submit plan < <(request request_id=r1 arg=sleep arg=30)
+    hash=$(plan_hash)
+    job=$(lab_sbatch --job-name "rsk:$PROJECT:r1" --wrap 'sleep 30')
+    mkdir -p "$ROOT/journal"
+    printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s\n' "$hash" > "$ROOT/journal/$PROJECT.log"
+    chown -R "$LAB_USER" "$ROOT/journal"
+    # squeue answers the plan, then fails under the lock (a busy controller): the job of the open intent is
+    # not seen, and must not read as "no job"
+    fake="$ROOT/flaky"
+    mkdir -p "$fake"
+    count="$ROOT/journal/squeue.calls"
+    printf '#!/bin/sh\nn=$(cat %s 2>/dev/null || echo 0); echo $((n + 1)) > %s\n[ "$n" -lt 1 ] || exit 1\nexec /usr/bin/squeue "$@"\n' \
+        "$count" "$count" >"$fake/squeue"
+    chmod 0755 "$fake/squeue" # (root's, so trusted)
+    run remote_env "$fake:$PATH" submit launch < <(request request_id=r1 arg=sleep arg=30; go "$hash")
+    [ "$status" -eq 69 ]
+    [ "$(field error code)" = slurm-unavailable ]
+    [ "$(events | tr '\n' ' ')" = "intent " ]
+    [ "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:r1" -o %i)" = "$job" ]
+}
+
 @test "a job found by its name that runs another plan is a conflict, never a replay" {
     job=$(lab_sbatch --job-name "rsk:$PROJECT:r1" --comment "rsk-plan:0123abcd" --wrap 'sleep 30')
     run remote submit plan < <(request request_id=r1 arg=sleep arg=30)
