@@ -13,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -142,6 +143,17 @@ def test_the_agents_own_files_behind_a_double_dash_travel_and_run(
     assert "hidden-ok" in agent_rsk(broker, "logs", jobs[0], "-t", "lab", "-p", project).out
 
 
+def forged_status(broker: Path, cwd: Path) -> Any:
+    """`rsk status` sent by a hand-made client of the agent's that claims `cwd` as its working directory."""
+    return as_agent(broker, "/usr/bin/python3", "-c", (
+        "import json, socket, sys\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+        "s.sendall(json.dumps({'v': 2, 'op': 'run', 'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
+        " + b'\\n')\n"
+        "print(s.makefile().read())"
+    ), str(broker), str(cwd))  # fmt: skip
+
+
 def test_a_bad_project_file_is_exit_6_for_the_caller(lab: Lab, project: str, broker: Path) -> None:
     agent_sh(broker, "rm -rf bad && mkdir bad && printf 'project = [\\n' > bad/.rsk.toml")
     r = as_agent(broker, "sh", "-c", "cd bad && /usr/bin/python3 -m rsk status -t lab")
@@ -158,13 +170,7 @@ def test_a_symlinked_working_directory_is_read_where_it_points(
     r = as_agent(broker, "sh", "-c", "cd mine && /usr/bin/python3 -m rsk status -t lab --json")
     assert r.rc == 0, r.out + r.err
     # a hand-made request whose working directory goes through the link: the tree it points into decides
-    forged = as_agent(broker, "/usr/bin/python3", "-c", (
-        "import json, socket, sys\n"
-        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 2, 'op': 'run', 'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
-        " + b'\\n')\n"
-        "print(s.makefile().read())"
-    ), str(broker), str(AGENT_HOME / "mine" / "ln"))  # fmt: skip
+    forged = forged_status(broker, AGENT_HOME / "mine" / "ln")
     assert f"project {other} is not one this user may use" in forged.out and '{"rc": 2}' in forged.out, forged.out
 
 
@@ -178,13 +184,7 @@ def test_a_project_file_only_the_human_may_read_tells_the_agent_nothing(lab: Lab
     try:
         agent_sh(broker, f"rm -rf lnk && mkdir lnk && ln -s {secret}/.rsk.toml lnk/.rsk.toml")
         linked = as_agent(broker, "sh", "-c", "cd lnk && /usr/bin/python3 -m rsk status -t lab")
-        forged = as_agent(broker, "/usr/bin/python3", "-c", (
-            "import json, socket, sys\n"
-            "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-            "s.sendall(json.dumps({'v': 2, 'op': 'run', 'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
-            " + b'\\n')\n"
-            "print(s.makefile().read())"
-        ), str(broker), str(secret))  # fmt: skip
+        forged = forged_status(broker, secret)
     finally:
         subprocess.run(["rm", "-rf", str(secret)], check=False)
     for r in (linked, forged):

@@ -88,6 +88,16 @@ dec() { # dec WIRE: a wire value ("=literal" or base64) decoded
 # is framed by the nonce the go names: the same one here, so @@ lines read as before)
 go() { printf 'go %s %s\n' "$1" "$NONCE"; }
 
+intent_with_job() { # intent_with_job RID: a journaled intent to run `sleep 30` with no outcome, whose job
+    # (named as rsk names it) exists: an answer lost after sbatch; sets hash and job
+    run remote submit plan < <(request "request_id=$1" arg=sleep arg=30)
+    hash=$(plan_hash)
+    job=$(lab_sbatch --job-name "rsk:$PROJECT:$1" --wrap 'sleep 30')
+    mkdir -p "$ROOT/journal"
+    printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=%s plan=%s\n' "$1" "$hash" > "$ROOT/journal/$PROJECT.log"
+    chown -R "$LAB_USER" "$ROOT/journal"
+}
+
 submit() { # submit RID ARGS...: plan, then launch and go with that plan's hash, as rsk does; sets JOB
     rid=$1
     shift

@@ -405,12 +405,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
 }
 
 @test "an intent with no outcome whose job exists is reconciled to that job, not resubmitted" {
-    run remote submit plan < <(request request_id=r1 arg=sleep arg=30)
-    hash=$(plan_hash)
-    job=$(lab_sbatch --job-name "rsk:$PROJECT:r1" --wrap 'sleep 30')
-    mkdir -p "$ROOT/journal"
-    printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s\n' "$hash" > "$ROOT/journal/$PROJECT.log"
-    chown -R "$LAB_USER" "$ROOT/journal"
+    intent_with_job r1
     run remote submit launch < <(request request_id=r1 arg=sleep arg=30; go "$hash")
     [ "$status" -eq 0 ]
     [ "$(field accepted job)" = "$job" ]
@@ -419,12 +414,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
 }
 
 @test "a queue Slurm does not answer for decides nothing: no open intent is abandoned and resubmitted (rc 69)" {
-    run remote submit plan < <(request request_id=r1 arg=sleep arg=30)
-    hash=$(plan_hash)
-    job=$(lab_sbatch --job-name "rsk:$PROJECT:r1" --wrap 'sleep 30')
-    mkdir -p "$ROOT/journal"
-    printf 'v=1 t=2026-01-01T00:00:00Z ev=intent rid=r1 plan=%s\n' "$hash" > "$ROOT/journal/$PROJECT.log"
-    chown -R "$LAB_USER" "$ROOT/journal"
+    intent_with_job r1
     # squeue answers the plan, then fails under the lock (a busy controller): the job of the open intent is
     # not seen, and must not read as "no job"
     fake="$ROOT/flaky"
