@@ -338,8 +338,28 @@ rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on
 # sq() reads it) for every job of this user Slurm still knows (array tasks one a line, ended jobs too),
 # and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down when squeue fails. Every part uses this one read
 # until a caller reads it again (after taking the lock, say); a subshell's read stays in that subshell.
+# Two reads, joined by id: Slurm's facts (no text a job can set, so no line a job can forge: a name or a
+# comment may hold a line break), then the restart count, name and comment; of those, an id's first line
+# is its own (a forged one follows it). A job Slurm restarted counts its whole limit as its run time.
 rsk_squeue() {
-    if RSK_SQ=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%j|%k' 2>/dev/null); then RSK_SLURM=up; else RSK_SQ='' RSK_SLURM=down; fi
+    if rsk_q=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R' 2>/dev/null) \
+        && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,Name:|,Comment:|' 2>/dev/null); then
+        RSK_SLURM=up
+        RSK_SQ=$({ printf '%s\n' "$rsk_q"; echo --; printf '%s\n' "$rsk_x"; } | awk "$RSK_AWK"'
+            !part && $0 == "--" { part = 1; next }
+            !part { if ($0 != "") q[++n] = $0; next }
+            { id = $0; sub(/\|.*/, "", id); if (is_job(id) && !(id in x)) x[id] = substr($0, length(id) + 2) }
+            END {
+                for (i = 1; i <= n; i++) {
+                    split(q[i], f, "|"); rest = x[f[1]]; restarts = rest; sub(/\|.*/, "", restarts)
+                    text = substr(rest, length(restarts) + 2); sub(/\|$/, "", text)
+                    if (restarts + 0 > 0) f[3] = f[4]
+                    print f[1] "|" f[2] "|" f[3] "|" f[4] "|" f[5] "|" text
+                }
+            }')
+    else
+        RSK_SQ='' RSK_SLURM=down
+    fi
 }
 
 rsk_need_slurm() { # rsk_need_slurm: a fresh rsk_squeue, or fail: nothing can be decided without Slurm's word

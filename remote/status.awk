@@ -17,10 +17,11 @@ BEGIN {
         sq_state[SQ_ID] = SQ_STATE; sq_elapsed[SQ_ID] = secs(SQ_ELAPSED); sq_limit[SQ_ID] = secs(SQ_LIMIT); sq_where[SQ_ID] = clean(SQ_WHERE)
     }
     while ((getline line < acf) > 0) {
+        # (no job name: a name can hold a line break, and so a forged line; jobs are known by id)
         split(line, f, "|")
-        if (index(f[2], prefix) != 1 && !(f[1] in h_rid)) continue
-        a = f[3]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[4], ec, ":"); ac_exit[f[1]] = ec[1]
-        ac_el[f[1]] = f[5] ~ /^[0-9]+$/ ? f[5] : ""; ac_lim[f[1]] = f[6] ~ /^[0-9]+$/ ? f[6] * 60 : ""
+        if (!is_job(f[1]) || (f[1] in ac_state)) continue
+        a = f[2]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[3], ec, ":"); ac_exit[f[1]] = ec[1]
+        ac_el[f[1]] = f[4] ~ /^[0-9]+$/ ? f[4] : ""; ac_lim[f[1]] = f[5] ~ /^[0-9]+$/ ? f[5] * 60 : ""
     }
     while ((getline line < mkf) > 0) {
         sp = index(line, " "); file = substr(line, 1, sp - 1); body = substr(line, sp + 1)

@@ -26,7 +26,7 @@ main() {
     # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days)
     : >"$tmp/acct"
     if [ "$slurm" = up ] && command -v sacct >/dev/null 2>&1 && sacct -n -X -j 1 -o JobID >/dev/null 2>&1; then
-        sacct -n -X -P -u "$RSK_USER" -S now-30days -o JobID,JobName,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
+        sacct -n -X -P -u "$RSK_USER" -S now-30days -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
     fi
     runs="$RSK_ROOT/runs/$project"
     : >"$tmp/markers"

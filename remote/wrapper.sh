@@ -55,6 +55,12 @@ rsk_on_signal() {
     [ -z "${rsk_child:-}" ] || kill -"$1" "$rsk_child" 2>/dev/null
 }
 rsk_main() {
+    # a job Slurm runs again (it turned requeue back on and requeued itself) runs nothing more: its charge
+    # covers one run, and Slurm's run time would count only the last one
+    if [ "${SLURM_RESTART_COUNT:-0}" != 0 ]; then
+        echo "rsk: this job was requeued (restart ${SLURM_RESTART_COUNT}); rsk runs a command once" >&2
+        exit 0
+    fi
     rsk_t0=$(rsk_stamp)
     rsk_jobid=${SLURM_JOB_ID:-}
     [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"

@@ -69,6 +69,8 @@ field() {
     printf '%s\n' "$output" | awk -v k="@@$1" -v key="$2" '$1 == k { for (i = 2; i <= NF; i++) if (index($i, key "=") == 1) { print substr($i, length(key) + 2); exit } }'
 }
 
+jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" && $2 == r { for (i = 3; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1) }'; }  # jfact RID KEY: KEY of the request's @@job line
+
 plan_hash() { printf '%s\n' "$output" | sed -n 's/^@@plan //p'; }
 
 wait_file() { # wait_file PATH [SECONDS]

@@ -7,7 +7,6 @@ setup() { setup_root; }
 teardown() { teardown_root; }
 
 # jfact RID KEY: a raw fact of the request's job (the states are decided in Python: tests/unit/test_states.py)
-jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" && $2 == r { for (i = 3; i <= NF; i++) if (index($i, k) == 1) print substr($i, length(k) + 1) }'; }
 
 @test "status reports each job once, with the facts of squeue, markers and journal, in one call" {
     submit ok arg=true
@@ -83,6 +82,21 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     [ "$(field cancel result)" = cancelled ]
 }
 
+@test "a line break in a job's name or comment forges no line of Slurm's queue" {
+    submit fake arg=sleep arg=120
+    runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" \
+        JobName="$(printf 'a\n%s|COMPLETED|0:01|1-00:00:00|n1|rsk:%s:fake' "$JOB" "$PROJECT")" \
+        Comment="$(printf 'x\n%s|COMPLETED|0:01|1:00|n1|rsk:%s:fake|' "$JOB" "$PROJECT")"
+    export HELD="$JOB:fake" # rsk finds its jobs by the ledger's ids (the name is now "a")
+    run remote submit plan < <(request request_id=other arg=true)
+    [ "$(field active count)" = 1 ]
+    run remote status "$PROJECT"
+    case $(jfact fake sq) in PENDING | RUNNING) ;; *) false ;; esac
+    run remote cancel "$PROJECT" job "$JOB"
+    [ "$(field cancel result)" = cancelled ]
+    unset HELD
+}
+
 @test "cancel by request id cancels that request's job only, and journals it" {
     submit keep arg=sleep arg=120
     keep=$JOB
@@ -153,8 +167,7 @@ jfact() { printf '%s\n' "$output" | awk -v r="rid=$1" -v k="$2=" '$1 == "@@job" 
     mkdir -p "$fake"
     cat >"$fake/sacct" <<SH
 #!/bin/sh
-printf '%s\n' "888801|rsk:$PROJECT:ok|COMPLETED|0:0" "888802|rsk:$PROJECT:oom|OUT_OF_MEMORY|0:125" \
-    "888803|rsk:$PROJECT:gone|CANCELLED by 1000|0:15" "888804|someone-else|FAILED|1:0"
+printf '%s\n' "888801|COMPLETED|0:0" "888802|OUT_OF_MEMORY|0:125" "888803|CANCELLED by 1000|0:15" "888804|FAILED|1:0"
 SH
     chmod 0755 "$fake/sacct"
     mkdir -p "$ROOT/journal"

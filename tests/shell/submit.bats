@@ -164,6 +164,18 @@ teardown() { teardown_root; }
     done
 }
 
+@test "a job that turns requeue back on and requeues itself runs nothing more, and counts its whole limit" {
+    submit rr arg=sh arg=-c 'arg=if [ "${SLURM_RESTART_COUNT:-0}" = 0 ]; then scontrol update JobId="$SLURM_JOB_ID" Requeue=1 && scontrol requeue "$SLURM_JOB_ID"; sleep 30; fi; echo ran-again'
+    # Slurm holds a requeued job a while before it runs it again; the wrapper then runs nothing
+    i=0
+    until runuser -u "$LAB_USER" -- scontrol show job "$JOB" | grep -q 'Restarts=[1-9]'; do
+        i=$((i + 1)); [ "$i" -lt 100 ] || false; sleep 0.2
+    done
+    run remote status "$PROJECT"
+    [ "$(jfact rr sq_elapsed)" = "$(jfact rr sq_limit)" ] # Slurm's run time is the last run's: the limit counts
+    runuser -u "$LAB_USER" -- scancel "$JOB"
+}
+
 @test "a job cannot requeue itself to run its time limit again (sbatch --no-requeue)" {
     submit rq arg=sh arg=-c 'arg=scontrol requeue "$SLURM_JOB_ID" && echo requeued || echo refused; sleep 5'
     wait_file "$ROOT/runs/$PROJECT/rq/t0/ended" 60
