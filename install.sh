@@ -146,7 +146,7 @@ skill_dirs() {
 install_skill() { # install_skill DIR
     dest=$1
     srcdir=$HERE/skills/rsk
-    [ -f "$srcdir/SKILL.md" ] || srcdir=$(python3 -P -c 'import rsk.bundle as b; print(b.data_dir("skills") / "rsk")')
+    [ -f "$srcdir/SKILL.md" ] || srcdir=$(python3 -P -c 'import rsk.wire.bundle as b; print(b.data_dir("skills") / "rsk")')
     want=$(digest_dir "$srcdir")
     if [ -L "$dest" ] && [ "$FORCE" != 1 ]; then
         # `npx skills add` installs into ~/.agents/skills and links each agent's folder to it

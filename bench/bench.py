@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rsk.decide import Facts
+    from rsk.ledger.decide import Facts
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = Path(os.environ.get("RSK_LAB_DIR", "/var/lib/rsk-lab"))
@@ -126,9 +126,9 @@ def bench_status() -> None:
 
 def bench_ledger() -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    from rsk.decide import decide
-    from rsk.ledger import Approval, Grant, Ledger
-    from rsk.store import read_ledger
+    from rsk.ledger.decide import decide
+    from rsk.ledger.models import Approval, Grant, Ledger
+    from rsk.ledger.store import read_ledger
 
     f = _facts()
     at = datetime.now(UTC)
@@ -157,10 +157,10 @@ def bench_ledger_step() -> None:
     """A launch's ledger step (lock, load, decide, reserve a charge, write) on a project whose history
     holds 10,000 approvals and 1,000 grants: the used and expired ones went to the archive on the
     first write, so the step reads only what can still decide."""
-    from rsk.decide import decide
-    from rsk.guard import submitted_jobs
-    from rsk.ledger import Approval, Charge, Grant, JobCost, Ledger, Use
-    from rsk.store import Store
+    from rsk.ledger.decide import decide
+    from rsk.ledger.guard import submitted_jobs
+    from rsk.ledger.models import Approval, Charge, Grant, JobCost, Ledger, Use
+    from rsk.ledger.store import Store
 
     f, at = _facts(), datetime.now(UTC)
     long_ago = at - timedelta(days=30)
@@ -220,7 +220,7 @@ def bench_ledger_step() -> None:
 
 
 def _facts() -> Facts:
-    from rsk.decide import Facts
+    from rsk.ledger.decide import Facts
 
     return Facts(target="lab", plan_hash="nope", request_id="r", partition="gpu", account="", nodes=1, cpus=1,
                  mem_mb=1, gpus=1, time_min=60, commands=("python x",), qos="", active=0)  # fmt: skip

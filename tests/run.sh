@@ -11,7 +11,7 @@ echo "== ruff, mypy, shellcheck" >&2
 "$PY" -m mypy
 # the remote files are parts of programs: check the programs each call ships, as they run
 programs=$(mktemp -d)
-"$PY" -c 'import sys; from rsk.bundle import write_all; write_all(sys.argv[1])' "$programs"
+"$PY" -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$programs"
 shellcheck "$programs"/*.sh tests/lab/*.sh tests/*.sh bin/rsk .ci/run install.sh
 rm -rf "$programs"
 echo "== bats (remote scripts under dash, against the lab)" >&2

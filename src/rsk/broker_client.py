@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 import sys
 
+from rsk.commands import PASSED_ENV, PASSED_PREFIXES
+
 TYPE_CHECKING = False  # typing itself takes ~10 ms to import; mypy reads this as typing.TYPE_CHECKING
 if TYPE_CHECKING:
     from pathlib import Path  # the fast path uses strings
@@ -38,10 +40,8 @@ else:
 
     _scan = make_scanner(_Plain())  # type: ignore[arg-type]
 
-WIRE_VERSION = 2  # rsk.broker.Request
+WIRE_VERSION = 2  # rsk.broker.server.Request
 MAX_CONTENT = 16 << 20  # larger files are not sent (the broker's own user's are read there)
-PASSED_ENV = ("RSK_PROJECT", "RSK_TARGET", "RSK_REQUESTER", "NO_COLOR", "CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT")
-PASSED_PREFIXES = ("CODEX_", "PI_CODING_AGENT")
 EXIT_CONNECT = 75
 EXIT_CONFIG = 78
 
@@ -88,7 +88,7 @@ def _read_into(files: dict[str, str], path: str) -> None:
 
 
 def try_broker(argv: list[str]) -> int | None:
-    from rsk.cli.commands import BROKERED  # who may run what: the one table, read before anything heavy loads
+    from rsk.commands import BROKERED  # who may run what: the one table, read before anything heavy loads
 
     if not argv or argv[0] not in BROKERED or os.environ.get("RSK_NO_BROKER"):
         return None

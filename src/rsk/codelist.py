@@ -1,5 +1,5 @@
 """Which files of a directory `--code` sends (standard library only: the broker's client lists and packs
-them for an agent that runs as another user, and rsk.code snapshots them).
+them for an agent that runs as another user, and rsk.request.code snapshots them).
 
 The files git would track, when the directory is in a git work tree (its .gitignore is respected), else
 every file; minus rsk's default excludes and the caller's globs, matched against the whole relative path

@@ -40,8 +40,8 @@ def test_gpu_visibility_variables_are_refused_in_env_and_task_env(
 
 
 def test_the_cluster_refuses_the_same_environment_names_as_the_client() -> None:
-    from rsk.inputs import GPU_VISIBILITY as CLIENT_GPU
-    from rsk.inputs import RESERVED_NAMES, RESERVED_PREFIXES
+    from rsk.request.inputs import GPU_VISIBILITY as CLIENT_GPU
+    from rsk.request.inputs import RESERVED_NAMES, RESERVED_PREFIXES
 
     assert set(CLIENT_GPU) == set(GPU_VISIBILITY) and set(GPU_VISIBILITY) <= set(RESERVED_NAMES)
     text = (ROOT / "remote" / "submit.sh").read_text()
@@ -64,7 +64,7 @@ def test_a_nul_byte_in_a_script_a_task_or_an_env_value_is_refused(rsk_env: Path,
 def test_a_nul_byte_in_an_argument_or_env_value_is_refused_where_requests_are_built() -> None:
     # the MCP server and the CLI build requests here (a process's own argv cannot hold a NUL)
     from rsk.errors import UsageError
-    from rsk.spec import LaunchSpec, build_request
+    from rsk.request.spec import LaunchSpec, build_request
 
     for spec in (LaunchSpec(argv=["echo", "a\0b"]), LaunchSpec(argv=["true"], env=["A=1\0"]),
                  LaunchSpec(argv=["true"], workdir="/tmp\0/x")):  # fmt: skip
@@ -102,8 +102,8 @@ def test_task_lines_that_json_would_misread_are_usage_errors(
 def test_numbers_are_numbers_where_the_agent_supplies_them() -> None:
     from pydantic import ValidationError
 
-    from rsk.leases import LeaseSpec
-    from rsk.spec import LaunchSpec
+    from rsk.ops.leases import LeaseSpec
+    from rsk.request.spec import LaunchSpec
 
     for bad in ({"gpus": True}, {"nodes": "2"}, {"cpus": 1.5}):
         with pytest.raises(ValidationError):
@@ -160,8 +160,8 @@ def test_a_damaged_journal_anchors_file_is_a_state_error_and_is_left_as_it_is(
 
 
 def test_a_journal_anchors_file_of_the_older_form_is_read() -> None:
-    from rsk.jobs import Anchors
-    from rsk.safejson import loads
+    from rsk.ops.journal import Anchors
+    from rsk.wire.safejson import loads
 
     raw = loads('{"lab": {"line": 12, "seal": "00ff"}}')
     assert Anchors.model_validate({"schema_version": 1, "targets": raw}).targets["lab"].line == 12

@@ -34,8 +34,8 @@ def test_an_ended_grant_and_its_settled_charges_move_to_the_archive_and_list_all
 ) -> None:
     from datetime import timedelta
 
-    from rsk.ledger import Charge, Grant, JobCost, Ledger, now
-    from rsk.store import Store
+    from rsk.ledger.models import Charge, Grant, JobCost, Ledger, now
+    from rsk.ledger.store import Store
 
     old = Grant(jobs=5, revoked=now() - timedelta(days=2))
     cost = JobCost(gpu_hours_worst=1, cpu_hours_worst=1, gpu_hours_used=0.25, cpu_hours_used=0.25)
@@ -61,8 +61,8 @@ def test_granting_without_a_terminal_or_yes_needs_a_human(rsk_env: Path, project
     assert "needs a human" in r.err and "--yes" in r.err
     assert not ledger_path(rsk_env, project).exists()
     # a real pending card: without a terminal or --yes, approve and deny are refused and it stays pending
-    from rsk.ledger import Card, CardPlan
-    from rsk.store import Store
+    from rsk.ledger.models import Card, CardPlan
+    from rsk.ledger.store import Store
 
     plan = CardPlan(
         target="lab", cluster="c", user="u", command="true", argv=["true"], kind="argv", workdir="/",
@@ -159,7 +159,7 @@ def test_usage_errors_are_exit_2_without_a_traceback(rsk_env: Path) -> None:
 
 
 def test_top_level_help_lists_every_command(rsk_env: Path) -> None:
-    from rsk.cli.commands import COMMANDS
+    from rsk.commands import COMMANDS
 
     h = rsk("--help")
     assert h.rc == 0

@@ -163,7 +163,7 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
     """--code from another user: its client lists and reads the files as that user and sends them; the
     broker unpacks them in a private directory and snapshots that. The digest is the one the same files
     give without a broker; a directory the agent cannot read, or a tar that climbs out, gets nothing."""
-    from rsk.code import snapshot
+    from rsk.request.code import snapshot
 
     grant(project, "--jobs", "3")
     agent_sh(broker, (

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rsk import bundle
 from rsk.errors import Exit
+from rsk.wire import bundle
 from tests.conftest import Lab, rsk
 from tests.integration.helpers import finished_output, grant, launch, launched
 

@@ -61,9 +61,9 @@ def wait_slurm_healthy(timeout: float = 60) -> None:
 
 
 def test_slurmctld_down_during_launch(lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    import rsk.launch as launch_mod
+    import rsk.ops.launch as launch_mod
     from rsk.errors import UnavailableError
-    from rsk.protocol import Request
+    from rsk.wire.protocol import Request
 
     grant(project, "--jobs", "2")
     real_authorize = launch_mod.authorize
@@ -134,9 +134,9 @@ def test_full_remote_root_refuses_before_sbatch(lab: Lab, project: str, full_roo
 AGENT = """
 import json, random, sys
 from rsk.errors import RskError
-from rsk.launch import launch
-from rsk.ops import cancel
-from rsk.protocol import Request
+from rsk.ops.launch import launch
+from rsk.ops.cancel import cancel
+from rsk.wire.protocol import Request
 project, worker = sys.argv[1], int(sys.argv[2])
 rng = random.Random(worker)
 mine = []

@@ -126,7 +126,7 @@ def test_after_a_wipe_and_slurm_forgetting_the_ledger_and_its_archive_still_refu
     moved to the ledger's archive, which still remembers the request, and its grant what it spent. A third
     project, under a remote root of its own, has a job that forged its outcome before Slurm forgot it: it
     is charged its worst case. (One test, one wait: Slurm takes up to a minute and a half to forget a job.)"""
-    from rsk.store import Store
+    from rsk.ledger.store import Store
 
     hot, cold, forged = project, project + "a", project + "f"
     card = card_of(launch(hot, "-r", "v1", command=("true",)))
@@ -333,7 +333,7 @@ def test_a_forged_journal_does_not_get_a_request_submitted_twice(lab: Lab, proje
     """What a job can do to the cluster's journal (rename itself, delete its started marker, append an intent
     line sealed like rsk's: the seal is an unkeyed chain) does not make a relaunch submit a second job: the
     ledger recorded the request's job from the submit's own answer."""
-    from rsk.chain import seal
+    from rsk.wire.chain import seal
 
     grant(project, "--jobs", "5")
     first = launched(launch(project, "-r", "j1", command=("sleep", "120")))

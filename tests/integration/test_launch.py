@@ -68,7 +68,7 @@ def test_plan_changed_between_plan_and_submit_is_refused(
     lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The policy changes on the cluster after planning: the expect step refuses and sbatch never runs."""
-    import rsk.launch as launch_mod
+    import rsk.ops.launch as launch_mod
 
     grant(project, "--jobs", "5")
     real_authorize = launch_mod.authorize
@@ -80,7 +80,7 @@ def test_plan_changed_between_plan_and_submit_is_refused(
 
     monkeypatch.setattr(launch_mod, "authorize", authorize_then_change_policy)
     from rsk.errors import ConflictError
-    from rsk.protocol import Request
+    from rsk.wire.protocol import Request
 
     with pytest.raises(ConflictError) as info:
         launch_mod.launch("lab", Request(project=project, request_id="changed", argv=["true"]))
@@ -97,9 +97,9 @@ def test_a_launch_is_one_remote_program_that_submits_only_on_rsks_go(
 ) -> None:
     """Plan and submit share one remote program: rsk dying while the ledger decides (no `go`) leaves
     nothing on the cluster, and the same request id then submits exactly once, still one program."""
-    import rsk.launch as launch_mod
-    from rsk.protocol import Request
-    from rsk.transport import Connection
+    import rsk.ops.launch as launch_mod
+    from rsk.cluster.transport import Connection
+    from rsk.wire.protocol import Request
 
     grant(project, "--jobs", "5")
     real_authorize = launch_mod.authorize
@@ -173,9 +173,9 @@ def test_gpu_visibility_and_nul_bytes_are_refused_before_the_cluster_plans(
     names when a request reaches it without the client's check."""
     from pathlib import Path
 
+    from rsk.cluster.remote import remote_for
     from rsk.errors import UsageError
-    from rsk.protocol import Request, raise_for_error
-    from rsk.remote import remote_for
+    from rsk.wire.protocol import Request, raise_for_error
 
     grant(project, "--jobs", "5", "--max-gpus", "0")
     script = Path(str(tmp_path)) / "job.sh"

@@ -137,9 +137,9 @@ def test_charge_is_released_when_the_cluster_refuses(lab: Lab, project: str) -> 
 
 def test_charge_is_released_when_sbatch_fails(lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The partition stops taking jobs between plan and submit: sbatch fails, the charge is released."""
-    import rsk.launch as launch_mod
+    import rsk.ops.launch as launch_mod
     from rsk.errors import RejectedError
-    from rsk.protocol import Request
+    from rsk.wire.protocol import Request
 
     grant(project, "--jobs", "2")
     real_authorize = launch_mod.authorize
@@ -174,8 +174,8 @@ def test_policy_refusal_is_a_denial_with_reasons_and_files_no_card(lab: Lab, pro
 DRIVER = """
 import json, sys
 from rsk.errors import RskError
-from rsk.launch import launch
-from rsk.protocol import Request
+from rsk.ops.launch import launch
+from rsk.wire.protocol import Request
 project, worker = sys.argv[1], int(sys.argv[2])
 for i in range(25):
     rid = f"w{worker}-{i}"

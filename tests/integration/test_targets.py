@@ -180,7 +180,7 @@ def test_watch_renders_and_updates_in_a_real_terminal(lab: Lab, project: str, rs
 
 
 def test_watch_backs_off_while_a_target_is_unreachable(lab: Lab, cleanup_targets: None) -> None:
-    from rsk.watcher import MAX_BACKOFF, Watcher
+    from rsk.ops.watcher import MAX_BACKOFF, Watcher
 
     target(lab, "down", port=1)
     w = Watcher(["down"], "p", interval=10)
@@ -228,7 +228,7 @@ def test_every_answer_arrives_whole_under_load(lab: Lab, cleanup_targets: None) 
     """sshd may send a command's exit status before its last output; no answer may lose its end."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from rsk.remote import remote_for
+    from rsk.cluster.remote import remote_for
 
     with remote_for("lab") as remote:
         remote.call("policy", "show")
@@ -256,8 +256,8 @@ def test_target_proxy_jump_with_user_and_port(lab: Lab, project: str, tmp_path: 
 def test_small_packets_are_not_held_back_on_the_ssh_connection(lab: Lab) -> None:
     """TCP_NODELAY on the connection: without it Nagle's algorithm and the server's delayed acknowledgement
     cost every remote command ~40 ms (several small packets in a row: open, exec, stdin, end of input)."""
-    from rsk.targets import find_target
-    from rsk.transport import connect
+    from rsk.cluster.targets import find_target
+    from rsk.cluster.transport import connect
 
     with connect(find_target("lab")) as conn:
         raw = conn.client.get_transport().sock

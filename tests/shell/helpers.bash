@@ -1,5 +1,5 @@
 # Helpers for the bats suites of the remote programs: each test gets a fresh remote root owned by
-# the lab's cluster user, and runs exactly the programs rsk ships (rsk.bundle) under dash, as that
+# the lab's cluster user, and runs exactly the programs rsk ships (rsk.wire.bundle) under dash, as that
 # user, against the lab Slurm, with the frame line rsk sends first on stdin.
 LAB_USER=${RSK_LAB_USER:-rsklab}
 REPO=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
@@ -13,7 +13,7 @@ setup_root() {
     PROGS="$BATS_FILE_TMPDIR/programs"
     if [ ! -d "$PROGS" ]; then
         mkdir -p "$PROGS"
-        PYTHONPATH="$REPO/src" python3 -c 'import sys; from rsk.bundle import write_all; write_all(sys.argv[1])' "$PROGS"
+        PYTHONPATH="$REPO/src" python3 -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$PROGS"
     fi
 }
 

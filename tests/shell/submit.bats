@@ -27,7 +27,7 @@ teardown() { teardown_root; }
     [ "$(planline user)" = "$LAB_USER" ]
     [ "$(planline root)" = "$ROOT" ]
     [ "$(planline hostkey)" = SHA256:abc ]
-    [ "$(planline scripts)" = "$(PYTHONPATH=$REPO/src python3 -c 'from rsk.bundle import digest; print(digest())')" ]
+    [ "$(planline scripts)" = "$(PYTHONPATH=$REPO/src python3 -c 'from rsk.wire.bundle import digest; print(digest())')" ]
     [ "$(planline partition)" = cpu ]
     [ "$(planline time_min)" = 60 ]
     [ "$(planline mem_mb)" = 1024 ]
@@ -397,7 +397,7 @@ teardown() { teardown_root; }
     # every block checks out
     PYTHONPATH="$REPO/src" python3 -c '
 import sys
-from rsk.chain import check
+from rsk.wire.chain import check
 lines = [(n + 1, t) for n, t in enumerate(open(sys.argv[1]).read().splitlines())]
 r = check("", lines)
 assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"

@@ -1,12 +1,12 @@
-"""Slurm's active states are one set on both sides: rsk.states, and what the shipped programs decide in sh
+"""Slurm's active states are one set on both sides: rsk.wire.states, and what the shipped programs decide in sh
 and in awk (pure: dash and awk on this machine run the program's own definitions)."""
 
 from __future__ import annotations
 
 import subprocess
 
-from rsk import bundle
-from rsk.states import ACTIVE, Facts, job_state
+from rsk.wire import bundle
+from rsk.wire.states import ACTIVE, Facts, job_state
 
 # every job state code of squeue(1) (JOB STATE CODES), and what is not one
 SLURM_STATES = [

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rsk import answers
 from rsk.errors import ProtocolError, RskError
-from rsk.protocol import Output, parse
+from rsk.wire import answers
+from rsk.wire.protocol import Output, parse
 
 RECORDED = Path(__file__).parent / "answers"
 
@@ -266,7 +266,7 @@ def test_every_decoder_gives_a_model_or_a_typed_error(lines: list[str]) -> None:
 def test_a_job_writing_a_crafted_number_into_its_marker_cannot_stop_rsk_reading_its_project() -> None:
     """The ended marker is the job's to write: `rc=--1` (which passed a `lstrip("-").isdigit()` check and then
     failed int()) or `elapsed=²` is an unknown fact, and the other jobs of the project are still read."""
-    from rsk.ops import jobs_from
+    from rsk.ops.status import jobs_from
 
     crafted = "rc=--1 sig=none elapsed=\u00b2 limit=3600"
     jobs = jobs_from(recorded("status", "rc=3 sig=none elapsed=0 limit=3600", crafted))
@@ -275,9 +275,9 @@ def test_a_job_writing_a_crafted_number_into_its_marker_cannot_stop_rsk_reading_
 
 
 def test_a_job_runs_on_slurm_or_in_a_lease_one_placement() -> None:
-    from rsk.board import batches
-    from rsk.ops import Status, jobs_from
-    from rsk.protocol import Placement, placement
+    from rsk.ops.board import batches
+    from rsk.ops.status import Status, jobs_from
+    from rsk.wire.protocol import Placement, placement
 
     jobs = jobs_from(recorded("status"))
     assert [j.placement for j in jobs] == [

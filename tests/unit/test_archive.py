@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from rsk.approvals import list_cards
-from rsk.archive import GRACE, Archive, compact
-from rsk.decide import Facts, decide, usage_by_grant
-from rsk.guard import find_card, submitted_jobs
-from rsk.ledger import Approval, Card, CardPlan, Charge, Grant, JobCost, Ledger, Use, now
-from rsk.store import Store
+from rsk.ledger.archive import GRACE, Archive, compact
+from rsk.ledger.cards import find_card, list_cards
+from rsk.ledger.decide import Facts, decide, usage_by_grant
+from rsk.ledger.guard import submitted_jobs
+from rsk.ledger.models import Approval, Card, CardPlan, Charge, Grant, JobCost, Ledger, Use, now
+from rsk.ledger.store import Store
 
 AT = now()
 LONG_AGO = AT - GRACE - timedelta(hours=1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from rsk import attempts, guard
-from rsk.ledger import Charge, Grant
-from rsk.store import Store
+from rsk.ledger import attempts, guard
+from rsk.ledger.models import Charge, Grant
+from rsk.ledger.store import Store
 
 
 def test_an_attempt_is_alive_while_its_launch_runs_and_its_process_lives() -> None:

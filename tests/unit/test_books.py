@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from rsk import books, guard
-from rsk.ledger import Charge, JobCost
-from rsk.store import Store
+from rsk.broker import books
+from rsk.ledger import guard
+from rsk.ledger.models import Charge, JobCost
+from rsk.ledger.store import Store
 
 
 def test_an_ended_job_counts_its_share_of_the_limit_slurm_reports_or_its_worst_case() -> None:
@@ -38,8 +39,8 @@ def test_the_watch_polls_only_targets_with_unsettled_jobs_and_settling_is_slurms
 
 
 def test_only_slurms_word_on_an_ended_job_settles_it_never_the_markers() -> None:
-    from rsk.ops import jobs_from
-    from rsk.protocol import parse
+    from rsk.ops.status import jobs_from
+    from rsk.wire.protocol import parse
 
     n = "0" * 32
     rows = [

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rsk.broker import Config, Request, parse_allow, prepare_directory, refusal, rights_of
-from rsk.caller import Caller, Rights
+from rsk.broker.server import Config, Request, parse_allow, prepare_directory, refusal, rights_of
 from rsk.errors import StateError
+from rsk.local.caller import Caller, Rights
 
 ME = os.getuid()
 OTHER = ME + 4242
@@ -57,8 +57,8 @@ def test_other_users_need_an_allowance_and_the_early_refusal_reads_only_the_comm
 
 def test_one_table_says_who_may_run_each_command() -> None:
     """The CLI, the broker, its client and the MCP server read the same audience of every command."""
-    from rsk.cli.commands import BROKERED, COMMANDS, HUMAN_ACTS
-    from rsk.mcp_server import HUMAN_ONLY
+    from rsk.commands import BROKERED, COMMANDS, HUMAN_ACTS
+    from rsk.mcp.server import HUMAN_ONLY
 
     assert set(COMMANDS) >= BROKERED | HUMAN_ACTS
     assert {"approve", "deny", "grant", "deny-rule"} == HUMAN_ACTS
@@ -70,9 +70,9 @@ def test_one_table_says_who_may_run_each_command() -> None:
 def test_a_project_is_checked_where_it_is_resolved(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """resolve_project and every project's state (project_dir) refuse a project the caller may not use,
     whatever spelling chose it: an option, RSK_PROJECT, a project file (found from the real directory)."""
-    from rsk.caller import acting_for
     from rsk.errors import UsageError
-    from rsk.paths import project_dir, resolve_project
+    from rsk.local.caller import acting_for
+    from rsk.local.project import project_dir, resolve_project
 
     monkeypatch.setenv("RSK_HOME", str(tmp_path / "home"))
     (tmp_path / "b").mkdir()
@@ -130,8 +130,8 @@ def test_the_socket_directory_must_be_our_own_real_directory(tmp_path: Path) -> 
 
 
 def test_target_files_come_from_the_callers_tree_only_for_the_owner(tmp_path: Path) -> None:
-    from rsk.caller import acting_for
-    from rsk.targets import search_dirs
+    from rsk.cluster.targets import search_dirs
+    from rsk.local.caller import acting_for
 
     def dirs(owner: bool) -> list[Path]:
         with acting_for(as_caller(tmp_path, OWNER if owner else other())):
@@ -146,7 +146,7 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
     import socket
     import threading
 
-    from rsk.broker import Broker
+    from rsk.broker.server import Broker
 
     release = threading.Event()
     started = threading.Semaphore(0)
@@ -208,8 +208,8 @@ def test_the_clients_own_json_is_the_json_modules() -> None:
 def test_the_broker_reads_another_users_files_only_from_what_its_client_sent(tmp_path: Path) -> None:
     """--script and --tasks: the content the client read, as that user. The broker opens the path itself
     only for its own user, so an agent cannot have it read the human's key or ledger."""
-    from rsk.caller import Upload, acting_for, local_dir, read_text
     from rsk.errors import UsageError
+    from rsk.local.caller import Upload, acting_for, local_dir, read_text
 
     secret = tmp_path / "key"
     secret.write_text("the human's secret")
@@ -257,7 +257,7 @@ def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -
     import socket
     import tarfile
 
-    from rsk.broker import receive_code
+    from rsk.broker.server import receive_code
 
     def tar(*members: tuple[str, bytes]) -> bytes:
         buf = io.BytesIO()
@@ -297,7 +297,7 @@ def test_what_a_client_sends_is_bounded_in_size_nesting_and_time() -> None:
     import socket
     import threading
 
-    from rsk.broker import _read_json, _read_line, _stdio
+    from rsk.broker.server import _read_json, _read_line, _stdio
 
     kept: list[socket.socket] = []  # the client ends, open until the test ends
 
@@ -318,12 +318,12 @@ def test_what_a_client_sends_is_bounded_in_size_nesting_and_time() -> None:
         _read_line(pair(b"drip", close=False), 1000, 0.5)
     reader, _ = _stdio(pair(b"short\n" + b"y" * 100 + b"\n"), lambda frame: None)
     assert reader.readline() == "short\n"
-    import rsk.broker
+    import rsk.broker.server
 
     reader._limit = 50  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="MCP message longer"):
         reader.readline()
-    assert rsk.broker.MAX_UPLOAD >= 16 << 20
+    assert rsk.broker.server.MAX_UPLOAD >= 16 << 20
 
 
 def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -331,8 +331,8 @@ def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monk
     import socket
     import threading
 
-    import rsk.broker
-    from rsk.broker import Broker
+    import rsk.broker.server
+    from rsk.broker.server import Broker
 
     release = threading.Event()
     started = threading.Semaphore(0)
@@ -343,7 +343,7 @@ def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monk
         release.wait(10)
         return 0
 
-    monkeypatch.setattr(rsk.broker, "peer_uid", lambda conn: peers.pop(0))
+    monkeypatch.setattr(rsk.broker.server, "peer_uid", lambda conn: peers.pop(0))
     sock = Path(f"/tmp/rsk-u-{os.getpid()}-o") / "b.sock"
     config = Config(socket=sock, allowed={OTHER: None}, max_running=2, max_running_other=2, max_running_others=2)
     broker = Broker(config, runner)

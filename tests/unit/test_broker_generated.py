@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 
-from rsk.cli.commands import BROKERED
+from rsk.cli.argv import wanted
+from rsk.commands import BROKERED
 
 OTHER_UID = 4242 + 1000  # a uid the broker serves as another user (never this process's own)
 
@@ -89,7 +90,7 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    from rsk.approvals import projects  # noqa: F401  (imported before recording starts)
+    from rsk.ledger.cards import projects  # noqa: F401  (imported before recording starts)
 
     home = tmp_path / "home"
     monkeypatch.setenv("RSK_HOME", str(home))
@@ -105,7 +106,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     (secret / "secret.txt").write_text("the human's secret")
     cwd = tmp_path / "agent"
     cwd.mkdir()
-    from rsk import paths
+    from rsk.local import project as paths
 
     seen: list[str] = []  # every project a command went on with (to the cluster, or into its ledger)
     resolve = paths.resolve_project
@@ -114,9 +115,9 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         seen.append(resolve(option))
         return seen[-1]
 
-    monkeypatch.setattr("rsk.paths.resolve_project", recorded)
-    monkeypatch.setattr("rsk.transport.connect", _unreachable)
-    monkeypatch.setattr("rsk.remote.connect", _unreachable)
+    monkeypatch.setattr("rsk.local.project.resolve_project", recorded)
+    monkeypatch.setattr("rsk.cluster.transport.connect", _unreachable)
+    monkeypatch.setattr("rsk.cluster.remote.connect", _unreachable)
     return {"home": home, "secret": secret, "cwd": cwd, "seen": seen}
 
 
@@ -158,9 +159,11 @@ def test_generated_argv_of_another_user_never_leaves_its_project(world: dict[str
 
 
 def _generated(cli_runner: Any, world: dict[str, Any]) -> None:
-    from rsk.broker import Broker, Config
+    from rsk.broker.server import Broker, Config
 
-    broker = Broker(Config(socket=Path("/nonexistent/b.sock"), allowed={OTHER_UID: frozenset({"pa"})}), cli_runner)
+    broker = Broker(
+        Config(socket=Path("/nonexistent/b.sock"), allowed={OTHER_UID: frozenset({"pa"})}), cli_runner, wanted
+    )
     home, secret, cwd, seen = world["home"], world["secret"], world["cwd"], world["seen"]
     state_b = {f.name: f.read_bytes() for f in (home / "projects" / "pb").iterdir()}
     ran, codes = 0, dict[int | None, int]()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rsk import __version__
-from rsk.child import python
+from rsk.local.child import python
 
 
 def test_a_child_imports_this_rsk_even_from_a_planted_directory(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from rsk.decide import Facts, decide, usage_by_grant
-from rsk.ledger import Approval, Card, CardPlan, Charge, DenyRule, Grant, JobCost, Ledger, Use
+from rsk.ledger.decide import Facts, decide, usage_by_grant
+from rsk.ledger.models import Approval, Card, CardPlan, Charge, DenyRule, Grant, JobCost, Ledger, Use
 
 AT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 F = Facts(

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rsk import answers
+from rsk.cluster.targets import load_target_file
 from rsk.errors import RskError
-from rsk.ledger import DenyRule
-from rsk.protocol import parse, raise_for_error, unb64
-from rsk.store import Store, read_ledger
-from rsk.targets import load_target_file
+from rsk.ledger.models import DenyRule
+from rsk.ledger.store import Store, read_ledger
+from rsk.wire import answers
+from rsk.wire.protocol import parse, raise_for_error, unb64
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

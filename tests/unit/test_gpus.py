@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rsk.gpus import gpu_types, held_indices, inventory_from
-from rsk.protocol import b64, parse
+from rsk.ops.gpus import gpu_types, held_indices, inventory_from
+from rsk.wire.protocol import b64, parse
 
 N = "0123456789abcdef0123456789abcdef"
 

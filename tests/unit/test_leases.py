@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from rsk import answers
-from rsk.guard import decide_step
-from rsk.leases import LeaseSpec, open_request
-from rsk.ledger import DenyRule, Lease, Ledger, migrate, now
-from rsk.protocol import Plan, Request, b64, is_job_id
+from rsk.ledger.guard import decide_step
+from rsk.ledger.models import DenyRule, Lease, Ledger, migrate, now
+from rsk.ops.leases import LeaseSpec, open_request
+from rsk.wire import answers
+from rsk.wire.protocol import Plan, Request, b64, is_job_id
 from tests.unit.test_protocol import FIELDS, parse_framed, plan_output
 
 
@@ -86,8 +86,8 @@ def test_deny_rules_win_inside_a_lease() -> None:
 
 
 def test_watch_shows_a_lease_and_its_steps_as_one_batch_paid_once() -> None:
-    from rsk.board import batches
-    from rsk.ops import JobState, Status
+    from rsk.ops.board import batches
+    from rsk.ops.status import JobState, Status
 
     def job(job_id: str, rid: str, lease: str | None, gpus: int) -> JobState:
         return JobState(request_id=rid, task=None, job_id=job_id, state="succeeded", exit_code=0, signal=None,
@@ -105,8 +105,8 @@ def test_watch_shows_a_lease_and_its_steps_as_one_batch_paid_once() -> None:
 
 
 def test_a_step_is_undecided_unless_the_ledger_allowed_its_id_and_request_once() -> None:
-    from rsk.guard import undecided_step
-    from rsk.ledger import LeaseStep
+    from rsk.ledger.guard import undecided_step
+    from rsk.ledger.models import LeaseStep
 
     allowed = LeaseStep(job_id="7706s3", request_id="r1", plan_hash="h")
     ledger = Ledger(project="p", leases=[lease(steps=[allowed.model_dump()]), lease(job_id="7800", steps=[])])

@@ -11,7 +11,7 @@ from typing import Any
 
 from mcp import Client
 
-from rsk.mcp_server import HUMAN_ONLY, Pin, build
+from rsk.mcp.server import HUMAN_ONLY, Pin, build
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "mcp_tools.json"
 

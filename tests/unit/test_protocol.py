@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from rsk import answers
 from rsk.errors import CapReached, ConflictError, DeniedError, ProtocolError, UsageError
-from rsk.protocol import Output, Request, b64, parse, plan_hash, raise_for_error, unb64
+from rsk.wire import answers
+from rsk.wire.protocol import Output, Request, b64, parse, plan_hash, raise_for_error, unb64
 
 N = "0123456789abcdef0123456789abcdef"
 
@@ -97,7 +97,7 @@ def test_request_encoding_is_base64_lines_with_empty_items_marked() -> None:
 
 
 def test_wire_values_are_literal_only_when_safe() -> None:
-    from rsk.protocol import enc
+    from rsk.wire.protocol import enc
 
     assert enc("gpu") == "=gpu" and enc("") == "=" and enc("/home/u/x-1.2") == "=/home/u/x-1.2"
     for hostile in ("a b", "$(x)", "`id`", "a;b", "*", "it's", "new\nline", "é", "=x"):

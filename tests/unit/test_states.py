@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rsk.states import Facts, job_state
+from rsk.wire.states import Facts, job_state
 
 
 @pytest.mark.parametrize(

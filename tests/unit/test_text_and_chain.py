@@ -7,13 +7,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from rsk import bundle
-from rsk.chain import check, seal
+from rsk.cluster.remote import Remote
 from rsk.errors import UsageError
-from rsk.inert import inert, inert_lines
-from rsk.inputs import check_env, check_request
-from rsk.protocol import Request
-from rsk.remote import Remote
+from rsk.local.inert import inert, inert_lines
+from rsk.request.inputs import check_env, check_request
+from rsk.wire import bundle
+from rsk.wire.chain import check, seal
+from rsk.wire.protocol import Request
 
 
 @pytest.mark.parametrize(

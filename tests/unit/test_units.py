@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rsk.errors import UsageError
-from rsk.units import parse_expiry, parse_mem, parse_time
+from rsk.request.units import parse_expiry, parse_mem, parse_time
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import typer
 import typer.main
 
 from rsk import __version__
-from rsk.cli.commands import COMMANDS
+from rsk.commands import COMMANDS
 
 app = typer.Typer(
     name="rsk",
@@ -42,10 +42,10 @@ def root(
 
 
 def check_audience(name: str) -> None:
-    """In the broker, the command Click chose must be one its caller may run (rsk.cli.commands)."""
-    from rsk import caller
-    from rsk.cli.commands import audience
+    """In the broker, the command Click chose must be one its caller may run (rsk.commands)."""
+    from rsk.commands import audience
     from rsk.errors import NeedsHuman, UsageError
+    from rsk.local import caller
 
     rights = caller.rights()
     if rights is None:

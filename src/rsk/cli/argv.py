@@ -2,32 +2,20 @@
 files a request names this way, so no second parser of rsk's options exists beside Click's.
 
 Reading is not deciding: the command itself checks, where it opens a file or a directory, that the content
-came from the client (rsk.caller.read_text, rsk.caller.local_dir).
+came from the client (rsk.local.caller.read_text, rsk.local.caller.local_dir).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import typer
 
+from rsk.broker.wanted import Wanted
+
 FILES = ("script", "tasks")  # parameters whose file the client reads and sends as text
 DIRECTORY = "code"  # the parameter whose directory the client sends as a tar of its files
 EXCLUDE = "exclude"  # the globs the client leaves out of that tar
-
-
-@dataclass(frozen=True)
-class Wanted:
-    """The local paths a request names, absolute (relative to the caller's working directory)."""
-
-    files: list[str] = field(default_factory=list)
-    code: str | None = None
-    exclude: list[str] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        return not self.files and self.code is None
 
 
 def parse(argv: list[str]) -> Any:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rsk.board import batches, duration
+from rsk.ops.board import batches, duration
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from rsk.ops import JobState, Status
+    from rsk.ops.status import JobState, Status
 
 STYLE = {
     "pending": "yellow",
@@ -49,7 +49,7 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     for view in batches(statuses):
         for j in view.jobs:
             state = Text(j.state, style=STYLE.get(j.state, ""))
-            if j.undecided:  # the ledger never allowed it (rsk.ops.mark_undecided)
+            if j.undecided:  # the ledger never allowed it (rsk.ops.status.mark_undecided)
                 state = Text(f"{j.state} UNDECIDED", style="bold red")
             exit_text = str(j.exit_code) if j.exit_code is not None else ""
             if j.signal:

@@ -16,8 +16,8 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, err, out, print_json
+from rsk.commands import help_for
 
 broker_app = typer.Typer(
     help=help_for(
@@ -66,7 +66,7 @@ class _Router(io.TextIOBase):
             self.base.flush()
 
     def isatty(self) -> bool:
-        from rsk import caller
+        from rsk.local import caller
 
         c = caller.current()
         return c.tty if c is not None else self.base.isatty()
@@ -89,8 +89,8 @@ def _routed(sink: Callable[[str, str], None]) -> Iterator[None]:
 
 def cli_runner(argv: list[str], who: object, send: Callable[[str, str], None]) -> int:
     """Run one rsk command in this process for a caller: the CLI's own main, its output sent back."""
-    from rsk.caller import Caller, acting_for
     from rsk.cli.app import main
+    from rsk.local.caller import Caller, acting_for
 
     assert isinstance(who, Caller)
     with acting_for(who), _routed(send):
@@ -137,7 +137,7 @@ def start(
     socket_path: SocketOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.broker import Config, default_socket, parse_allow
+    from rsk.broker.server import Config, default_socket, parse_allow
 
     path = (socket_path or default_socket()).absolute()
     config = Config(socket=path, idle_exit_s=idle or float("inf"), allowed=parse_allow(list(allow or [])))
@@ -146,14 +146,14 @@ def start(
         return
     from rsk.broker_client import request
     from rsk.errors import StateError
-    from rsk.paths import rsk_home
+    from rsk.local.paths import rsk_home
 
     running = request("ping", path)
     if running is not None and "pid" in running:
         raise StateError(f"a broker already runs on {path} (pid {running['pid']})", "`rsk broker stop` stops it")
     rsk_home().mkdir(parents=True, exist_ok=True)
     log = rsk_home() / "broker.log"
-    from rsk.child import python
+    from rsk.local.child import python
 
     args, env = python("rsk", "broker", "start", "--foreground", "--idle", str(idle), "--socket", str(path))
     for spec in allow or []:
@@ -181,11 +181,13 @@ def start(
 def _serve(config: object) -> None:
     import signal
 
-    from rsk.broker import Broker, Config
-    from rsk.transport import drop_shared, share_connections
+    from rsk.broker.server import Broker, Config
+    from rsk.cluster.transport import drop_shared, share_connections
 
     assert isinstance(config, Config)
-    broker = Broker(config, cli_runner)
+    from rsk.cli.argv import wanted
+
+    broker = Broker(config, cli_runner, wanted)
     broker.bind()
     from rsk.cli.app import command
 
@@ -203,7 +205,7 @@ def _serve(config: object) -> None:
 
 @broker_app.command("stop", help="Stop the broker (commands in flight end first; new ones run directly).")
 def stop(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.broker import default_socket
+    from rsk.broker.server import default_socket
     from rsk.broker_client import request
 
     path = socket_path or default_socket()
@@ -225,7 +227,7 @@ def stop(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
 
 @broker_app.command("status", help="Whether a broker answers, and its pid, connections and allowed users.")
 def status(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.broker import default_socket
+    from rsk.broker.server import default_socket
     from rsk.broker_client import request
     from rsk.errors import Exit
 

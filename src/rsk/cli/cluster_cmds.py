@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target
+from rsk.commands import help_for
 
 
 def register(app: typer.Typer) -> None:
@@ -33,10 +33,10 @@ def journal(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.cli.common import err
-    from rsk.inert import inert
-    from rsk.jobs import journal as read_journal
-    from rsk.ops import cursor_line
-    from rsk.paths import resolve_project
+    from rsk.local.inert import inert
+    from rsk.local.project import resolve_project
+    from rsk.ops.events import cursor_line
+    from rsk.ops.journal import journal as read_journal
 
     j = read_journal(resolve_target(target), resolve_project(project), cursor_line(after))
     for problem in j.chain_problems:  # a journal someone edited, cut short or left torn
@@ -74,9 +74,9 @@ def logs(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.jobs import LogTail
-    from rsk.jobs import logs as read_logs
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.logs import LogTail
+    from rsk.ops.logs import logs as read_logs
 
     if stream not in ("stdout", "stderr"):
         raise UsageError("--stream is stdout or stderr")
@@ -124,8 +124,8 @@ def info(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.info import info as get_info
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.info import info as get_info
 
     report = get_info(resolve_target(target), resolve_project(project))
     if json_out:
@@ -159,9 +159,9 @@ def fetch(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk import caller
-    from rsk.jobs import fetch as do_fetch
-    from rsk.paths import resolve_project
+    from rsk.local import caller
+    from rsk.local.project import resolve_project
+    from rsk.ops.fetch import fetch as do_fetch
 
     report = do_fetch(resolve_target(target), resolve_project(project), job, list(paths), caller.path(str(to)),
                       max_bytes)  # fmt: skip
@@ -174,7 +174,7 @@ def fetch(
 
 
 def targets(json_out: JsonOpt = False) -> None:
-    from rsk.targets import list_targets
+    from rsk.cluster.targets import list_targets
 
     found = list_targets()
     if json_out:
@@ -190,8 +190,8 @@ def targets(json_out: JsonOpt = False) -> None:
 def doctor(
     target: Annotated[str | None, typer.Argument(help="Target name.")] = None, json_out: JsonOpt = False
 ) -> None:
-    from rsk.doctor import doctor as run_doctor
     from rsk.errors import Exit
+    from rsk.ops.doctor import doctor as run_doctor
 
     report = run_doctor(resolve_target(target))
     if json_out:
@@ -216,11 +216,11 @@ def gpus(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.gpus import inventory
+    from rsk.ops.gpus import inventory
 
     if lease:
-        from rsk.leases import gpus as lease_gpus
-        from rsk.paths import resolve_project
+        from rsk.local.project import resolve_project
+        from rsk.ops.leases import gpus as lease_gpus
 
         inv = lease_gpus(resolve_target(target), resolve_project(project), lease)
     else:

@@ -58,7 +58,7 @@ def rich_out() -> Console:
     """A Rich console for tables and live views."""
     from rich.console import Console
 
-    from rsk import caller
+    from rsk.local import caller
 
     # a pipe or file gets wide lines instead of Rich's default of 80 columns; in the broker, the client's
     c = caller.current()
@@ -84,7 +84,7 @@ def print_json(data: Any) -> None:
 def require_human(action: str, yes: bool) -> None:
     """Approving, granting and denying need a human: a terminal, or an explicit --yes; never through the broker
     (whose --yes would be anyone's)."""
-    from rsk import caller
+    from rsk.local import caller
 
     if caller.current() is not None:
         raise NeedsHuman(f"{action} is a human's act: it never runs through the broker", "run it in your own terminal")
@@ -100,8 +100,8 @@ def require_human(action: str, yes: bool) -> None:
 
 
 def resolve_target(option: str | None) -> str:
-    from rsk.projectfile import env_or_file
-    from rsk.targets import list_targets
+    from rsk.cluster.targets import list_targets
+    from rsk.local.project import env_or_file
 
     if option:
         return option

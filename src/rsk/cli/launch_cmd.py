@@ -5,12 +5,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
+from rsk.commands import help_for
 
 if TYPE_CHECKING:
-    from rsk.code import CodeSnapshot
-    from rsk.protocol import Request
+    from rsk.request.code import CodeSnapshot
+    from rsk.wire.protocol import Request
 
 WaitOpt = Annotated[
     float | None,
@@ -111,13 +111,13 @@ def launch(
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk import caller
     from rsk.errors import UsageError
-    from rsk.launch import launch as do_launch
-    from rsk.launch import requester
-    from rsk.paths import resolve_project, scope
-    from rsk.spec import LaunchSpec, build_request
-    from rsk.tasks import parse_tasks
+    from rsk.local import caller
+    from rsk.local.project import resolve_project, scope
+    from rsk.ops.launch import launch as do_launch
+    from rsk.ops.launch import requester
+    from rsk.request.spec import LaunchSpec, build_request
+    from rsk.request.tasks import parse_tasks
 
     def read(option: str, file: Path) -> str:
         try:
@@ -141,7 +141,7 @@ def launch(
     target_name = resolve_target(target)
     snap = None
     if code is not None:
-        from rsk.code import snapshot
+        from rsk.request.code import snapshot
 
         snap = snapshot(caller.local_dir(code), list(exclude or []), git=caller.is_owner())
     if ctx.info_name == "plan":
@@ -184,8 +184,8 @@ def launch(
 
 
 def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None") -> None:
-    from rsk.inert import inert
-    from rsk.launch import preview
+    from rsk.local.inert import inert
+    from rsk.ops.launch import preview
 
     report = preview(target, request, code)
     if json_out:
@@ -227,9 +227,9 @@ def init(
     json_out: JsonOpt = False,
 ) -> None:
 
-    from rsk import caller
-    from rsk.projectfile import default_project, write
-    from rsk.targets import find_target
+    from rsk.cluster.targets import find_target
+    from rsk.local import caller
+    from rsk.local.project import default_project, write
 
     here = caller.cwd()
     name = project or default_project(here)
@@ -258,8 +258,9 @@ def wait(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import Exit, UsageError
-    from rsk.paths import check_token, resolve_project
-    from rsk.waiting import wait_card, wait_jobs
+    from rsk.local.paths import check_token
+    from rsk.local.project import resolve_project
+    from rsk.ops.wait import wait_card, wait_jobs
 
     given = [x for x in (what, request_id, batch) if x]
     if len(given) != 1:
@@ -269,7 +270,7 @@ def wait(
     if what and what.startswith("c-"):
         result = wait_card(check_token("card id", what), project, timeout or None)
     else:
-        from rsk.protocol import is_job_id
+        from rsk.wire.protocol import is_job_id
 
         if what and not is_job_id(what):
             raise UsageError(f"{what!r} is neither a card id (c-...) nor a job id")

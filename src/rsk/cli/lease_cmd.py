@@ -4,8 +4,8 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
+from rsk.commands import help_for
 
 lease_app = typer.Typer(
     help=help_for(
@@ -57,9 +57,9 @@ def open_(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.launch import launch, requester
-    from rsk.leases import LeaseSpec, open_request
-    from rsk.paths import resolve_project, scope
+    from rsk.local.project import resolve_project, scope
+    from rsk.ops.launch import launch, requester
+    from rsk.ops.leases import LeaseSpec, open_request
 
     if overrun not in (None, "refuse", "clip"):
         raise UsageError("--overrun is refuse or clip")
@@ -89,9 +89,9 @@ def status(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.leases import describe
-    from rsk.leases import status as lease_status
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.leases import describe
+    from rsk.ops.leases import status as lease_status
 
     result = lease_status(resolve_target(target), resolve_project(project), name)
     if json_out:
@@ -107,8 +107,8 @@ def status(
 
 
 def _flag(name: str, target: str | None, project: str | None, json_out: bool, drain: bool) -> None:
-    from rsk.leases import describe, set_drain
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.leases import describe, set_drain
 
     info = set_drain(resolve_target(target), resolve_project(project), name, drain)
     if json_out:
@@ -133,9 +133,9 @@ def resume(name: NameArg, target: TargetOpt = None, project: ProjectOpt = None, 
     "allowed into it any more, and its charge settles to what it held.",
 )
 def close(name: NameArg, target: TargetOpt = None, project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.launch import requester
-    from rsk.leases import close as do_close
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.launch import requester
+    from rsk.ops.leases import close as do_close
 
     report = do_close(resolve_target(target), resolve_project(project), name, requester())
     if json_out:

@@ -4,13 +4,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, YesOpt, out, print_json, require_human
+from rsk.commands import help_for
 
 if TYPE_CHECKING:
-    from rsk.grants import GrantView
-    from rsk.ledger import Card
-    from rsk.store import Store
+    from rsk.ledger.grants import GrantView
+    from rsk.ledger.models import Card
+    from rsk.ledger.store import Store
 
 grant_app = typer.Typer(help=help_for("grant"), no_args_is_help=True)
 rule_app = typer.Typer(help=help_for("deny-rule"), no_args_is_help=True)
@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _store(project: str | None) -> "Store":
-    from rsk.paths import resolve_project
-    from rsk.store import Store
+    from rsk.ledger.store import Store
+    from rsk.local.project import resolve_project
 
     return Store(resolve_project(project))
 
@@ -37,10 +37,10 @@ FOLD_SCRIPT = 40  # and this many lines of a script
 
 
 def render_card(card: "Card", full: bool = False) -> str:
-    """Everything the plan binds, with every agent-controlled text made inert (rsk.inert)."""
+    """Everything the plan binds, with every agent-controlled text made inert (rsk.local.inert)."""
     import shlex
 
-    from rsk.inert import inert, inert_lines
+    from rsk.local.inert import inert, inert_lines
 
     def argv(words: list[str]) -> str:
         return " ".join(shlex.quote(inert(w)) for w in words)
@@ -109,9 +109,8 @@ def approvals(
     all_cards: Annotated[bool, typer.Option("--all", help="Include decided cards.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import cards_everywhere, list_cards, store_of_card
     from rsk.errors import UsageError
-    from rsk.guard import find_card
+    from rsk.ledger.cards import cards_everywhere, find_card, list_cards, store_of_card
 
     if action is not None:
         if action != "show" or card_id is None:
@@ -149,10 +148,9 @@ def approve(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import approve as do_approve
-    from rsk.approvals import store_of_card, who
-    from rsk.guard import find_card
-    from rsk.units import parse_expiry
+    from rsk.ledger.cards import approve as do_approve
+    from rsk.ledger.cards import find_card, store_of_card, who
+    from rsk.request.units import parse_expiry
 
     store = store_of_card(card, project)
     found = find_card(store.load(), card, store.archive)
@@ -176,8 +174,8 @@ def deny(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import deny as do_deny
-    from rsk.approvals import store_of_card, who
+    from rsk.ledger.cards import deny as do_deny
+    from rsk.ledger.cards import store_of_card, who
 
     store = store_of_card(card, project)
     require_human(f"deny card {card}", yes)
@@ -193,9 +191,9 @@ def withdraw(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import store_of_card
-    from rsk.approvals import withdraw as do_withdraw
-    from rsk.launch import requester
+    from rsk.ledger.cards import store_of_card
+    from rsk.ledger.cards import withdraw as do_withdraw
+    from rsk.ops.launch import requester
 
     withdrawn = do_withdraw(store_of_card(card, project), card, requester())
     if json_out:
@@ -272,10 +270,10 @@ def grant_add(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import who
-    from rsk.grants import add_grant, show_grant
-    from rsk.ledger import Grant
-    from rsk.units import parse_expiry, parse_mem, parse_time
+    from rsk.ledger.cards import who
+    from rsk.ledger.grants import add_grant, show_grant
+    from rsk.ledger.models import Grant
+    from rsk.request.units import parse_expiry, parse_mem, parse_time
 
     store = _store(project)
     require_human("add a grant", yes)
@@ -318,7 +316,7 @@ def grant_list(
     all_grants: Annotated[bool, typer.Option("--all", help="Include archived grants.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.grants import list_grants
+    from rsk.ledger.grants import list_grants
 
     views = list_grants(_store(project), archived=all_grants)
     if json_out:
@@ -336,7 +334,7 @@ def grant_show(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.grants import show_grant
+    from rsk.ledger.grants import show_grant
 
     v = show_grant(_store(project), grant_id)
     if json_out:
@@ -352,8 +350,8 @@ def grant_revoke(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import who
-    from rsk.grants import revoke_grant
+    from rsk.ledger.cards import who
+    from rsk.ledger.grants import revoke_grant
 
     store = _store(project)
     require_human(f"revoke grant {grant_id}", yes)
@@ -384,10 +382,10 @@ def rule_add(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import who
-    from rsk.grants import add_rule
-    from rsk.ledger import DenyRule
-    from rsk.units import parse_expiry, parse_time
+    from rsk.ledger.cards import who
+    from rsk.ledger.grants import add_rule
+    from rsk.ledger.models import DenyRule
+    from rsk.request.units import parse_expiry, parse_time
 
     store = _store(project)
     require_human("add a deny rule", yes)
@@ -416,7 +414,7 @@ def rule_add(
 
 @rule_app.command("list", help="List deny rules.")
 def rule_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.grants import list_rules
+    from rsk.ledger.grants import list_rules
 
     rules = list_rules(_store(project))
     if json_out:
@@ -437,8 +435,8 @@ def rule_remove(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.approvals import who
-    from rsk.grants import remove_rule
+    from rsk.ledger.cards import who
+    from rsk.ledger.grants import remove_rule
 
     store = _store(project)
     require_human(f"remove deny rule {rule_id}", yes)

@@ -4,8 +4,8 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.commands import help_for
 from rsk.cli.common import ProjectOpt, TargetOpt, resolve_target
+from rsk.commands import help_for
 
 
 def register(app: typer.Typer) -> None:
@@ -31,18 +31,18 @@ def mcp(
         ),
     ] = 50,
 ) -> None:  # fmt: skip
+    from rsk.cluster.targets import find_target
     from rsk.errors import ConfigError
-    from rsk.paths import resolve_project
-    from rsk.targets import find_target
+    from rsk.local.project import resolve_project
 
     try:
-        from rsk.mcp_server import Pin, serve
+        from rsk.mcp.server import Pin, serve
     except ImportError as exc:
         raise ConfigError(
             f"rsk mcp needs the MCP SDK ({exc.name} is missing)",
             "reinstall rsk (pip install -e . or ./install.sh): the mcp package is one of its dependencies",
         ) from exc
-    from rsk import caller
+    from rsk.local import caller
 
     pin = Pin(project=resolve_project(project), target=find_target(resolve_target(target)).name, max_wait=max_wait)
     c = caller.current()

@@ -4,8 +4,8 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target, rich_out
+from rsk.commands import help_for
 
 
 def register(app: typer.Typer) -> None:
@@ -30,9 +30,9 @@ def status(
     limit: Annotated[int, typer.Option(min=0, help="At most this many jobs, newest first (0: all).")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.ops import filter_jobs
-    from rsk.ops import status as get_status
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.status import filter_jobs
+    from rsk.ops.status import status as get_status
 
     st = filter_jobs(get_status(resolve_target(target), resolve_project(project)), job=job,
                      request_id=batch or request_id, active=active, limit=limit)  # fmt: skip
@@ -53,8 +53,8 @@ def cancel(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import Exit
-    from rsk.ops import cancel as do_cancel
-    from rsk.paths import resolve_project, scope
+    from rsk.local.project import resolve_project, scope
+    from rsk.ops.cancel import cancel as do_cancel
 
     report = do_cancel(resolve_target(target), resolve_project(project), job=job, request_id=request_id, batch=batch)
     # a job that is not this project's, or that could not be cancelled, is an answer the caller must see
@@ -80,8 +80,8 @@ def cancel(
 
 
 def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.ops import reconcile as do_reconcile
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.reconcile import reconcile as do_reconcile
 
     report = do_reconcile(resolve_target(target), resolve_project(project))
     if json_out:
@@ -106,8 +106,8 @@ def events(
     wait: Annotated[float, typer.Option(min=0, max=3600, help="Block up to this many seconds for a change.")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.ops import events as get_events
-    from rsk.paths import resolve_project
+    from rsk.local.project import resolve_project
+    from rsk.ops.events import events as get_events
 
     ev = get_events(resolve_target(target), resolve_project(project), after=after, wait=wait)
     if json_out:

@@ -5,9 +5,9 @@ from typing import Annotated
 
 import typer
 
-from rsk import caller
-from rsk.cli.commands import help_for
 from rsk.cli.common import JsonOpt, ProjectOpt, print_json, rich_out
+from rsk.commands import help_for
+from rsk.local import caller
 
 
 def register(app: typer.Typer) -> None:
@@ -32,9 +32,9 @@ def watch(
 ) -> None:
 
     from rsk.cli.board import render_status
-    from rsk.paths import resolve_project
-    from rsk.targets import list_targets
-    from rsk.watcher import Watcher
+    from rsk.cluster.targets import list_targets
+    from rsk.local.project import resolve_project
+    from rsk.ops.watcher import Watcher
 
     names = list(target or []) or ([t] if (t := caller.getenv("RSK_TARGET")) else [])
     names = names or [t.name for t in list_targets()]

@@ -1,0 +1,63 @@
+"""The broker's watch over the books: while a project's jobs run, their ends are seen while Slurm still
+lists them, so each charge settles on Slurm's word, not at its worst case (docs/ledger.md, "Settlement").
+
+One bounded poll: every `interval` seconds, one status call per project and target that has submitted jobs
+not yet settled (at most `most` of them a pass); nothing when nothing runs. It never decides anything: the
+status call captures what Slurm reports, as any `rsk status` would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+
+from rsk.errors import RskError
+from rsk.ledger import guard
+from rsk.ledger.store import Store
+from rsk.local.paths import rsk_home
+
+INTERVAL_S = 15.0  # under any sensible MinJobAge (Slurm's default is 300 s)
+MOST = 32  # project/target pairs polled a pass
+
+
+def unsettled() -> list[tuple[str, str]]:
+    """(project, target) pairs whose ledger holds submitted jobs that have not settled."""
+    pairs: list[tuple[str, str]] = []
+    projects = rsk_home() / "projects"
+    for d in sorted(projects.iterdir()) if projects.is_dir() else ():
+        try:
+            ledger = Store(d.name).load()
+        except (RskError, OSError):
+            continue  # not a project, or a ledger a command will report on when it is used
+        targets = {c.target for c in ledger.charges if c.state == "submitted"}
+        targets |= {u.target for a in ledger.approvals for u in a.uses if u.state == "submitted"}
+        pairs += [(d.name, t) for t in sorted(targets) if guard.held_jobs(ledger, t)]
+    return pairs
+
+
+def watch_once(status: Callable[[str, str], object] | None = None) -> int:
+    """One pass: a status call for each pair with unsettled jobs. Returns how many were polled."""
+    if status is None:
+        from rsk.ops.status import status as status_of
+
+        status = status_of
+    polled = 0
+    for project, target in unsettled()[:MOST]:
+        with contextlib.suppress(RskError, OSError):  # the cluster may be away: the next pass tries again
+            status(target, project)
+        polled += 1
+    return polled
+
+
+def watch(stopping: threading.Event, interval: float = INTERVAL_S) -> None:
+    """Poll until `stopping` is set (the broker's thread)."""
+    while not stopping.wait(interval):
+        with contextlib.suppress(Exception):  # a pass that fails must not end the watch
+            watch_once()
+
+
+def start(stopping: threading.Event) -> threading.Thread:
+    thread = threading.Thread(target=watch, args=(stopping,), name="rsk-books", daemon=True)
+    thread.start()
+    return thread

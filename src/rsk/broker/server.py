@@ -1,0 +1,563 @@
+"""The broker: one resident rsk per human that owns RSK_HOME, the SSH keys and warm connections, and
+runs agents' commands for them over a Unix socket (docs/broker.md).
+
+This module is the broker's core: the socket (in a private directory, checked before use), the lock that
+lets one broker run, who may ask for what (from the socket's peer credentials, never from the message),
+the wire format, and the idle exit. Running a command is the CLI's business: `serve` takes a `Runner`
+(rsk.cli.broker_cmd gives it the CLI's own main), so outputs and exit codes are the CLI's in both modes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import pwd
+import shutil
+import socket
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rsk.broker.wanted import Reader, Wanted
+from rsk.broker_client import default_socket, peer_uid
+from rsk.codelist import MAX_BYTES
+from rsk.commands import BROKERED, HUMAN_ACTS, audience
+from rsk.errors import StateError
+from rsk.local.caller import Caller, Rights, Upload, passed_env
+from rsk.wire import safejson
+
+WIRE_VERSION = 2
+MAX_REQUEST = 1 << 20  # the request line: argv, env and the working directory, at most 1 MiB
+MAX_UPLOAD = 40 << 20  # the line with the --script and --tasks files the broker asked for (16 MiB each at most)
+MAX_DEPTH = 8  # every JSON the broker reads is a flat object of strings and lists: no deep nesting
+REQUEST_DEADLINE = 10.0  # seconds for the whole request line: a client that drips it is cut off
+UPLOAD_DEADLINE = 120.0  # seconds for the files the broker asked for (the client reads and packs them first)
+BUSY_ANSWERS = 4  # connections per user told "busy" at once; beyond them a connection is closed unread
+
+Out = Callable[[str, str], None]  # (stream "o" | "e", text)
+Runner = Callable[[list[str], Caller, Out], int]
+
+
+def _nothing(argv: list[str], resolve: Callable[[str], Path]) -> Wanted:
+    return Wanted()
+
+
+__all__ = ["Broker", "BrokerInfo", "Config", "Request", "default_socket", "parse_allow", "refusal"]
+
+
+class CodeUpload(BaseModel):
+    """--code from another user: the files its client read, as a tar of `size` bytes after the upload line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str  # the directory the broker asked for
+    size: int = Field(ge=0, le=2 * MAX_BYTES)  # the files, at most the snapshot cap, and tar's headers
+
+
+class Request(BaseModel):
+    """One request on the socket: a JSON line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[2]
+    op: Literal["run", "ping", "stop"]
+    argv: list[str] = []
+    cwd: str = "/"
+    env: dict[str, str] = {}
+    tty: bool = False
+    columns: int = Field(default=200, ge=20, le=1000)
+    ppid: int = 0
+
+
+class Want(BaseModel):
+    """The broker's answer to another user's request that names local paths: send these (as that user)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: list[str] = []  # absolute paths of --script and --tasks
+    code: str | None = None  # the absolute path of --code's directory
+    exclude: list[str] = []  # --exclude's globs, for the tar of that directory
+
+
+class Sent(BaseModel):
+    """The client's line after a `want` frame: the files' text, and --code's tar that follows the line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: dict[str, str] = {}
+    code: CodeUpload | None = None
+
+
+class BrokerInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    pid: int
+    uid: int
+    socket: str
+    started: float
+    idle_exit_s: float
+    requests: int
+    running: int
+    connections: dict[str, bool]  # target -> its warm connection is up
+    allowed: dict[str, list[str]]  # other users allowed in, with their projects ("*": any)
+
+
+def prepare_directory(directory: Path, shared: bool) -> None:
+    """The socket's directory: ours, a real directory (not a symlink), closed to others (0700), or only
+    traversable by them (0711) when other users may connect. Anything else is refused, never reused."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    st = os.lstat(directory)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise StateError(
+            f"{directory} is not a directory of this user (a symlink, or someone else's)",
+            "remove it, or point RSK_BROKER at a socket in a directory of your own",
+        )
+    directory.chmod(0o711 if shared else 0o700)
+
+
+@dataclass
+class Config:
+    socket: Path
+    idle_exit_s: float = 3600.0
+    allowed: dict[int, frozenset[str] | None] = field(default_factory=dict)  # uid -> projects (None: any)
+    max_running: int = 32  # the broker's own user's connections served at once; beyond, retry (exit 75)
+    max_running_other: int = 8  # at once per other user, so one agent cannot take every slot
+    max_running_others: int = 16  # at once for all other users together: the own user's slots are apart
+
+
+def parse_allow(specs: list[str]) -> dict[int, frozenset[str] | None]:
+    """USER[:PROJECT,...] -> uid -> projects. A user must exist; no projects means any project."""
+    out: dict[int, frozenset[str] | None] = {}
+    for spec in specs:
+        name, _, projects = spec.partition(":")
+        try:
+            uid = pwd.getpwnam(name).pw_uid
+        except KeyError:
+            raise StateError(f"--allow {spec}: no user {name!r} on this machine") from None
+        if uid == os.getuid():
+            raise StateError(f"--allow {spec}: the broker's own user needs no allowance")
+        out[uid] = frozenset(p for p in projects.split(",") if p) or None
+    return out
+
+
+def rights_of(uid: int, config: Config) -> Rights | None:
+    """What the user at the other end of the socket may do; None: it may not use this broker at all."""
+    if uid == os.getuid():
+        return Rights(uid=uid, user=_user_name(uid), owner=True)
+    if uid not in config.allowed:
+        return None
+    return Rights(uid=uid, user=_user_name(uid), owner=False, projects=config.allowed[uid])
+
+
+def refusal(req: Request, rights: Rights | None) -> str | None:
+    """Why the broker turns the request away before running anything (pure); None: the command runs, and
+    checks its caller's rights itself where it uses a project, a card or a path. An early refusal only:
+    the command's audience (rsk.commands) by its name, as the CLI checks it again."""
+    if rights is None:
+        return "this user is not allowed to use this broker (the human starts it with --allow USER)"
+    if req.op == "stop":
+        return None if rights.owner else "only the broker's own user stops it"
+    if req.op == "ping":
+        return None
+    command = req.argv[0] if req.argv else ""
+    if command in HUMAN_ACTS:
+        return f"`rsk {command}` is a human's act: it never runs through the broker (run it in your own terminal)"
+    if command not in BROKERED:
+        return f"`rsk {command}` does not run through the broker"
+    if audience(command) == "owner" and not rights.owner:
+        return f"`rsk {command}` runs only for the broker's own user"
+    if not req.cwd.startswith("/"):
+        return "the working directory must be absolute"
+    return None
+
+
+class Broker:
+    """The listening socket and its threads."""
+
+    def __init__(self, config: Config, runner: Runner, reader: Reader = _nothing) -> None:
+        self.reader = reader
+        self.config = config
+        self.runner = runner
+        self.started = time.time()
+        self.last = time.monotonic()
+        self.requests = 0
+        self.running = 0
+        self.serving: dict[int, int] = {}  # uid -> connections being served
+        self.answering: dict[int, int] = {}  # uid -> connections being told the broker is busy
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.listener: socket.socket | None = None
+        self._lock_fd: int | None = None
+
+    # start -------------------------------------------------------------------------------------
+    def bind(self) -> None:
+        """Take the broker lock (one broker per socket), clear a stale socket, listen."""
+        path = self.config.socket
+        prepare_directory(path.parent, shared=bool(self.config.allowed))
+        fd = os.open(path.parent / "broker.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            raise StateError(
+                f"a broker already runs on {path}" + (f" (pid {other})" if other else ""),
+                "`rsk broker status` shows it; `rsk broker stop` stops it",
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+        with contextlib.suppress(FileNotFoundError):
+            st = os.lstat(path)
+            if not stat.S_ISSOCK(st.st_mode):
+                raise StateError(f"{path} exists and is not a socket", "remove it, or choose another RSK_BROKER")
+            path.unlink()  # stale: the lock is ours, so no broker listens on it
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o077)
+        try:
+            listener.bind(str(path))
+        finally:
+            os.umask(old)
+        path.chmod(0o666 if self.config.allowed else 0o600)
+        listener.listen(64)
+        listener.settimeout(1.0)
+        self.listener = listener
+
+    # serve -------------------------------------------------------------------------------------
+    def serve(self) -> None:
+        """Accept connections until stopped. The accept loop reads nothing: each connection is read, with a
+        deadline, in its own thread, and whatever goes wrong there stays there."""
+        listener = self.listener
+        assert listener is not None
+        threading.Thread(target=self._idle_watch, daemon=True).start()
+        from rsk.broker import books
+
+        books.start(self.stopping)  # charges settle on Slurm's word while their jobs run
+        try:
+            while not self.stopping.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    if self.stopping.is_set():
+                        break
+                    time.sleep(0.1)  # out of file descriptors, say: the connections in flight free them
+                    continue
+                self._dispatch(conn)
+        finally:
+            self.close()
+
+    def _dispatch(self, conn: socket.socket) -> None:
+        """A thread for the connection: one that serves it, or, past the caps, one that says to retry; past
+        BUSY_ANSWERS of those for the same user, the connection is closed unread."""
+        try:
+            uid = peer_uid(conn)
+        except OSError:
+            conn.close()
+            return
+        owner = uid == os.getuid()
+        with self.lock:
+            if owner:
+                busy = self.serving.get(uid, 0) >= self.config.max_running
+            else:  # other users share their own slots: the broker's own user keeps all of its own
+                others = sum(n for u, n in self.serving.items() if u != os.getuid())
+                busy = self.serving.get(uid, 0) >= self.config.max_running_other or (
+                    others >= self.config.max_running_others
+                )
+            if not busy:
+                self.serving[uid] = self.serving.get(uid, 0) + 1
+            elif self.answering.get(uid, 0) < BUSY_ANSWERS:
+                self.answering[uid] = self.answering.get(uid, 0) + 1
+            else:
+                conn.close()
+                return
+        work = self._serve_one if not busy else self._answer_busy
+        threading.Thread(target=work, args=(conn, uid), daemon=True).start()
+
+    def _answer_busy(self, conn: socket.socket, uid: int) -> None:
+        try:
+            with conn, contextlib.suppress(OSError, ValueError, ValidationError):
+                _read_line(conn, MAX_REQUEST, REQUEST_DEADLINE)  # first: closing on unread data resets it
+                send = _sender(conn)
+                send(
+                    {
+                        "e": "error: the broker is busy with other commands; nothing was done\n"
+                        "hint: try again in a moment (a launch with the same --request-id never submits twice)\n"
+                    }
+                )
+                send({"rc": 75})
+        finally:
+            with self.lock:
+                self.answering[uid] -= 1
+
+    def _serve_one(self, conn: socket.socket, uid: int) -> None:
+        try:
+            with conn:
+                send = _sender(conn)
+                try:
+                    self._handle(conn, uid, send)
+                except (BrokenPipeError, ConnectionError):
+                    pass  # the client went away
+                except Exception:  # a bug: the broker's log has it, the caller a typed error, the broker goes on
+                    import traceback
+
+                    sys.stderr.write(f"rsk broker: a request of uid {uid} failed:\n{traceback.format_exc()}")
+                    with contextlib.suppress(OSError):
+                        send({"e": "error: the broker failed on this request (its log says why); nothing more "
+                                   "was done\nhint: `rsk broker status`; run the command again\n"})  # fmt: skip
+                        send({"rc": 1})
+        finally:
+            with self.lock:
+                self.serving[uid] -= 1
+
+    def close(self) -> None:
+        """Stop listening, remove the socket, let go of the lock (once, whichever thread asks first)."""
+        self.stopping.set()
+        with self.lock:
+            listener, self.listener = self.listener, None
+            lock_fd, self._lock_fd = self._lock_fd, None
+        if listener is not None:
+            listener.close()
+            with contextlib.suppress(FileNotFoundError):
+                self.config.socket.unlink()
+        if lock_fd is not None:
+            os.close(lock_fd)
+
+    def _idle_watch(self) -> None:
+        while not self.stopping.wait(1.0):
+            with self.lock:
+                idle = self.running == 0 and time.monotonic() - self.last > self.config.idle_exit_s
+            if idle:
+                self.stopping.set()
+
+    def info(self) -> BrokerInfo:
+        from rsk.cluster.transport import shared_status
+
+        allowed = {pwd.getpwuid(uid).pw_name: sorted(p) if p is not None else ["*"]
+                   for uid, p in self.config.allowed.items()}  # fmt: skip
+        return BrokerInfo(pid=os.getpid(), uid=os.getuid(), socket=str(self.config.socket), started=self.started,
+                          idle_exit_s=self.config.idle_exit_s, requests=self.requests, running=self.running,
+                          connections=shared_status(), allowed=allowed)  # fmt: skip
+
+    def _handle(self, conn: socket.socket, uid: int, send: Callable[[dict[str, object]], None]) -> None:
+        rights = rights_of(uid, self.config)
+        try:
+            raw = _read_json(conn, MAX_REQUEST, REQUEST_DEADLINE)
+            if isinstance(raw, dict) and raw.get("v") != WIRE_VERSION:
+                raise ValueError(f"wire version {raw.get('v')!r}; this broker speaks {WIRE_VERSION} (one rsk for both)")
+            req = Request.model_validate(raw)
+        except (ValueError, ValidationError) as exc:
+            send({"e": f"error: malformed broker request: {_short(exc)}\nhint: use rsk's own client\n"})
+            send({"rc": 2})
+            return
+        why = refusal(req, rights)
+        if why is not None or rights is None:
+            send({"e": f"error: {why}\nhint: docs/broker.md says who may do what through the broker\n"})
+            send({"rc": 77 if (req.argv[:1] and req.argv[0] in HUMAN_ACTS) else 2})
+            return
+        if req.op == "ping":
+            send({"info": self.info().model_dump()})
+            send({"rc": 0})
+            return
+        if req.op == "stop":
+            send({"rc": 0})
+            self.stopping.set()
+            return
+        with self.lock:
+            self.requests += 1
+            self.running += 1
+            self.last = time.monotonic()
+        cwd = Path(req.cwd).resolve()  # as the CLI finds a project file: from the real directory
+        files: dict[str, str] = {}
+        upload: Upload | None = None
+        try:
+            if not rights.owner:
+                # another user's paths are never opened here: ask its client for what the argv names (as
+                # Click reads it), and let the command take only that (rsk.local.caller.read_text, local_dir)
+                got = self._ask(conn, send, req.argv, cwd)
+                if got is None:
+                    return
+                files, upload = got
+            stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
+            who = Caller(env=passed_env(req.env), cwd=cwd, rights=rights, ppid=req.ppid, tty=req.tty,
+                         columns=req.columns, files=files, upload=upload, stdio=stdio)  # fmt: skip
+            rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
+            send({"rc": rc})
+        finally:
+            if upload is not None:
+                shutil.rmtree(upload.local, ignore_errors=True)
+            with self.lock:
+                self.running -= 1
+                self.last = time.monotonic()
+
+    def _ask(
+        self, conn: socket.socket, send: Callable[[dict[str, object]], None], argv: list[str], cwd: Path
+    ) -> tuple[dict[str, str], Upload | None] | None:
+        """The files and the directory argv names, as the client sends them; None: the request ended here."""
+        want = self.reader(argv, lambda name: cwd / name)
+        if want.empty:
+            return {}, None
+        send({"want": Want(files=want.files, code=want.code, exclude=want.exclude).model_dump()})
+        try:
+            sent = Sent.model_validate(_read_json(conn, MAX_UPLOAD, UPLOAD_DEADLINE))
+        except (OSError, ValueError, ValidationError) as exc:  # rsk's client says why itself, and goes away
+            with contextlib.suppress(OSError):
+                send({"e": f"error: the files this command names did not come: {_short(exc)}\nhint: nothing was "
+                           "done; run it with rsk's own client, which sends them\n"})  # fmt: skip
+                send({"rc": 2})
+            return None
+        files = {p: text for p, text in sent.files.items() if p in want.files}
+        if sent.code is None or sent.code.path != want.code:
+            return files, None
+        try:
+            local = receive_code(conn, sent.code.size)
+        except ValueError as exc:
+            send({"e": f"error: --code {sent.code.path}: {exc}\nhint: send it again; nothing was done\n"})
+            send({"rc": 2})
+            return None
+        return files, Upload(path=sent.code.path, local=local)
+
+
+def _short(exc: Exception) -> str:
+    """A parse error's first line, without pydantic's links and input echo."""
+    text = str(exc).splitlines()
+    return (" ".join(text[:2]) if isinstance(exc, ValidationError) else (text[0] if text else ""))[:200]
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _read_line(conn: socket.socket, limit: int, deadline_s: float) -> bytes:
+    """One line, and not a byte more (what follows it is a tar, or rsk mcp's standard input), of at most
+    `limit` bytes, all of it within `deadline_s` seconds: a client that drips it is cut off."""
+    deadline = time.monotonic() + deadline_s
+    buf = bytearray()
+    try:
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ValueError(f"the line did not arrive within {deadline_s:g} s")
+            conn.settimeout(left)
+            try:
+                seen = conn.recv(65536, socket.MSG_PEEK)
+            except TimeoutError:
+                raise ValueError(f"the line did not arrive within {deadline_s:g} s") from None
+            if not seen:
+                raise ValueError("the connection ended inside the line")
+            end = seen.find(b"\n")
+            buf += conn.recv(end + 1 if end >= 0 else len(seen))
+            if len(buf) > limit:
+                raise ValueError(f"a line longer than {limit} bytes")
+    finally:
+        with contextlib.suppress(OSError):
+            conn.settimeout(None)
+    return bytes(buf)
+
+
+def _read_json(conn: socket.socket, limit: int, deadline_s: float) -> object:
+    """A line of JSON, bounded in size and time here, and in nesting by rsk's one JSON reader (json's parser
+    recurses: 200,000 `[` would exhaust the stack)."""
+    line = _read_line(conn, limit, deadline_s)
+    try:
+        return safejson.loads(line, max_depth=MAX_DEPTH)
+    except safejson.BadJson as exc:
+        raise ValueError(str(exc)) from None
+
+
+def receive_code(conn: socket.socket, size: int) -> Path:
+    """Read the tar of `size` bytes that follows the request line and unpack it into a new private directory
+    (tarfile's "data" filter: no absolute or outside paths, no links out, no devices, no set-id bits)."""
+    import tarfile
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="rsk-code-"))
+    try:
+        with tempfile.TemporaryFile() as spool:
+            deadline = time.monotonic() + UPLOAD_DEADLINE  # for all of it, not for each piece
+            left = size
+            while left:
+                conn.settimeout(max(deadline - time.monotonic(), 0.001))
+                try:
+                    chunk = conn.recv(min(left, 1 << 20))
+                except TimeoutError:
+                    raise ValueError(
+                        f"the client sent {size - left} of {size} bytes in {UPLOAD_DEADLINE:g} s"
+                    ) from None
+                if not chunk:
+                    raise ValueError(f"the client sent {size - left} of {size} bytes")
+                spool.write(chunk)
+                left -= len(chunk)
+            conn.settimeout(None)
+            spool.seek(0)
+            with tarfile.open(fileobj=spool, mode="r:") as tar:
+                tar.extractall(where, filter="data")
+    except (OSError, tarfile.TarError, ValueError) as exc:
+        shutil.rmtree(where, ignore_errors=True)
+        raise ValueError(f"its files did not arrive whole: {exc}") from None
+    return where
+
+
+class _FrameWriter(io.TextIOBase):
+    """A command's own standard output as frames to its caller (for rsk mcp, which speaks on it)."""
+
+    def __init__(self, send: Callable[[dict[str, object]], None]) -> None:
+        self._send = send
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self._send({"o": text})
+        return len(text)
+
+
+class _BoundedLines(io.TextIOBase):
+    """rsk mcp's input from another process: lines of at most `limit` characters (a longer one ends the
+    session), so a client cannot make the broker hold a line of gigabytes."""
+
+    def __init__(self, inner: io.TextIOBase, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int | None = -1) -> str:  # type: ignore[override]
+        line = self._inner.readline(self._limit + 1)
+        if len(line) > self._limit:
+            raise ValueError(f"an MCP message longer than {self._limit} characters")
+        return line
+
+
+def _stdio(conn: socket.socket, send: Callable[[dict[str, object]], None]) -> tuple[io.TextIOBase, io.TextIOBase]:
+    """What the client sends after its request line, as text, and a writer whose text goes back as frames."""
+    reader = io.TextIOWrapper(conn.makefile("rb"), encoding="utf-8", errors="replace")
+    return _BoundedLines(reader, MAX_UPLOAD), _FrameWriter(send)
+
+
+def _sender(conn: socket.socket) -> Callable[[dict[str, object]], None]:
+    lock = threading.Lock()
+
+    def send(frame: dict[str, object]) -> None:
+        data = (json.dumps(frame) + "\n").encode()
+        with lock:
+            conn.sendall(data)
+
+    return send

@@ -1,0 +1,98 @@
+"""Target files: which cluster, how to reach it, where rsk lives there."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rsk.errors import ConfigError, StateError, UsageError
+from rsk.local.paths import check_token, config_dir
+
+TARGET_SCHEMA = 1
+
+
+class Target(BaseModel):
+    """A cluster as rsk reaches it. `host` may be an alias from ~/.ssh/config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = TARGET_SCHEMA
+    name: str = ""
+    host: str = Field(min_length=1)
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    identity_file: str | None = None
+    known_hosts: str | None = None
+    proxy_jump: str | None = None
+    ssh_config: str | None = None
+    remote_root: str = Field(default="~/.rsk", min_length=1)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    command_timeout: float = Field(default=300.0, gt=0)
+    description: str = ""
+    source: str = ""
+
+
+def search_dirs() -> list[Path]:
+    """RSK_TARGETS_PATH (colon separated), ./targets, then the user's config directory. In the broker,
+    ./targets is the caller's, and only for the broker's own user: a target file names the host, user and
+    key to connect with, so another user's tree never supplies one."""
+    from rsk.local import caller
+
+    dirs = [Path(p) for p in os.environ.get("RSK_TARGETS_PATH", "").split(":") if p]
+    c = caller.current()
+    if c is None or c.owner:
+        dirs.append(caller.cwd() / "targets")
+    dirs.append(config_dir() / "targets")
+    return dirs
+
+
+def load_target_file(path: Path) -> Target:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read target file {path}: {exc}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise StateError(f"target file {path} is not valid TOML: {exc}", "fix the file; see INSTALL.md") from exc
+    version = raw.get("schema_version", TARGET_SCHEMA)
+    if isinstance(version, int) and version > TARGET_SCHEMA:
+        raise StateError(
+            f"target file {path} has schema_version {version}; this rsk reads {TARGET_SCHEMA}",
+            "upgrade rsk (pip install -U rsk) to read it",
+        )
+    raw.setdefault("name", path.stem)
+    raw["source"] = str(path)
+    try:
+        return Target.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise StateError(f"target file {path} is invalid: {problems}", "fix the file; see INSTALL.md") from exc
+
+
+def find_target(name: str) -> Target:
+    check_token("target", name)
+    for directory in search_dirs():
+        path = directory / f"{name}.toml"
+        if path.is_file():
+            return load_target_file(path)
+    known = ", ".join(t.name for t in list_targets()) or "none"
+    raise UsageError(
+        f"no target named {name!r} (known: {known})",
+        f"create {config_dir() / 'targets' / (name + '.toml')}; `rsk targets` lists what is found",
+    )
+
+
+def list_targets() -> list[Target]:
+    seen: dict[str, Target] = {}
+    for directory in search_dirs():
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("*.toml")):
+            if path.stem not in seen:
+                try:
+                    seen[path.stem] = load_target_file(path)
+                except (ConfigError, StateError):
+                    continue
+    return list(seen.values())

@@ -1,0 +1,169 @@
+"""The ledger's cold part: entries that can never decide again, moved out of the hot file whole.
+
+A launch reads and writes the hot file (`ledger.json`) under the lock, so its size is the cost of every
+decision. What can no longer allow, reserve or settle anything is moved, whole, to `archive.jsonl`
+beside it, one JSON line per entry, appended and synced before the hot file is rewritten without it:
+
+- a charge that is settled or released (its grant keeps what it spent in `archived_*`, so budgets hold);
+- an approval with no use held or still running, used up (its last use) or expired a day ago;
+- a grant revoked or expired for a day, once none of its charges is still reserved or running;
+- a card approved or withdrawn a day ago (a denied card stays: it denies its plan again).
+
+Nothing is lost: the archive is the audit of those entries, and rsk still reads it for what it must
+remember (a request's submitted jobs, so a wiped remote root never means a second submit; a card by id;
+`--all` listings). A crash between the append and the rewrite leaves an entry in both files; readers
+take the last line of an id, and the hot file, the one truth for budgets, folds a charge only once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rsk.ledger.models import Approval, Card, Charge, Grant, Ledger, now
+
+ARCHIVE_SCHEMA = 1
+GRACE = timedelta(days=1)  # an expired grant or approval, or a decided card, stays hot this long: it explains itself
+
+Kind = Literal["charge", "approval", "grant", "card"]
+
+
+class Record(BaseModel):
+    """One line of archive.jsonl: an entry of the ledger as it was when it went cold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = ARCHIVE_SCHEMA
+    kind: Kind
+    archived: datetime = Field(default_factory=now)
+    entry: dict[str, object]
+
+
+def _old(t: datetime | None, at: datetime) -> bool:
+    return t is not None and t + GRACE <= at
+
+
+def _charge_cold(ch: Charge) -> bool:
+    return ch.state in ("settled", "released")
+
+
+def _approval_cold(a: Approval, at: datetime) -> bool:
+    running = any(
+        u.state == "held" or (u.state == "submitted" and any(c.gpu_hours_used is None for c in u.jobs.values()))
+        for u in a.uses
+    )
+    last_use = max((u.submitted_at or u.at for u in a.uses), default=a.decided_at)
+    return not running and ((a.uses_left <= 0 and _old(last_use, at)) or _old(a.expires, at))
+
+
+def _grant_cold(g: Grant, open_grants: set[str], at: datetime) -> bool:
+    return g.id not in open_grants and (_old(g.revoked, at) or _old(g.expires, at))
+
+
+def _card_cold(c: Card, at: datetime) -> bool:
+    return c.status in ("approved", "withdrawn") and _old(c.decided_at, at)
+
+
+def compact(ledger: Ledger, at: datetime) -> list[Record]:
+    """Move the cold entries out of `ledger` (in place) and return them as archive records. A settled
+    charge's use is added to its grant's `archived_*` totals first, so the grant's budget is unchanged."""
+    records: list[Record] = []
+    cold = [ch for ch in ledger.charges if _charge_cold(ch)]
+    if cold:
+        by_id = {g.id: g for g in ledger.grants}
+        for ch in cold:
+            g = by_id.get(ch.grant_id)
+            if g is not None and ch.state == "settled":
+                g.archived_jobs += len(ch.job_costs)
+                g.archived_gpu_hours += sum(c.gpu_hours_used or 0.0 for c in ch.job_costs.values())
+                g.archived_cpu_hours += sum(c.cpu_hours_used or 0.0 for c in ch.job_costs.values())
+                g.archived_jobs_at_worst += sum(c.at_worst for c in ch.job_costs.values())
+            records.append(Record(kind="charge", archived=at, entry=ch.model_dump(mode="json")))
+        ledger.charges = [ch for ch in ledger.charges if not _charge_cold(ch)]
+    records += [Record(kind="approval", archived=at, entry=a.model_dump(mode="json"))
+                for a in ledger.approvals if _approval_cold(a, at)]  # fmt: skip
+    ledger.approvals = [a for a in ledger.approvals if not _approval_cold(a, at)]
+    open_grants = {ch.grant_id for ch in ledger.charges}
+    records += [Record(kind="grant", archived=at, entry=g.model_dump(mode="json"))
+                for g in ledger.grants if _grant_cold(g, open_grants, at)]  # fmt: skip
+    ledger.grants = [g for g in ledger.grants if not _grant_cold(g, open_grants, at)]
+    records += [Record(kind="card", archived=at, entry=c.model_dump(mode="json"))
+                for c in ledger.cards if _card_cold(c, at)]  # fmt: skip
+    ledger.cards = [c for c in ledger.cards if not _card_cold(c, at)]
+    return records
+
+
+class Archive:
+    """archive.jsonl of one project: appended (synced) by the store, read by what must remember."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, records: list[Record]) -> None:
+        if not records:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = "".join(r.model_dump_json() + "\n" for r in records).encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def records(self, kind: Kind, containing: str = "") -> Iterator[Record]:
+        """The records of a kind, oldest first; with `containing`, only lines holding that text (a cheap
+        scan: the JSON of a line is parsed only when it matches). Damaged lines are skipped."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return
+        needle = containing.encode()
+        tag = f'"kind":"{kind}"'.encode()
+        start = 0
+        while True:
+            hit = data.find(needle, start) if needle else start
+            if hit < 0 or hit >= len(data):
+                return
+            line_start = data.rfind(b"\n", 0, hit) + 1
+            line_end = data.find(b"\n", hit)
+            line_end = len(data) if line_end < 0 else line_end
+            line = data[line_start:line_end]
+            start = line_end + 1
+            if tag in line:
+                try:
+                    yield Record.model_validate_json(line)
+                except ValidationError:
+                    continue
+
+    def approvals(self, containing: str = "") -> list[Approval]:
+        return list(_latest(Approval, self.records("approval", containing)).values())
+
+    def charges(self, containing: str = "") -> list[Charge]:
+        return list(_latest(Charge, self.records("charge", containing)).values())
+
+    def grants(self) -> list[Grant]:
+        return list(_latest(Grant, self.records("grant")).values())
+
+    def cards(self, containing: str = "") -> list[Card]:
+        return list(_latest(Card, self.records("card", containing)).values())
+
+
+M = TypeVar("M", Approval, Charge, Grant, Card)
+
+
+def _latest(model: type[M], records: Iterator[Record]) -> dict[str, M]:
+    """Entries by id, the last line of an id winning (a crash may have archived one twice)."""
+    out: dict[str, M] = {}
+    for r in records:
+        try:
+            entry = model.model_validate(r.entry)
+        except ValidationError:
+            continue
+        out[entry.id] = entry
+    return out

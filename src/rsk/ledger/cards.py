@@ -1,0 +1,194 @@
+"""Approval cards: what waits for a human, finding one, waiting for its answer, and the human's answer."""
+
+from __future__ import annotations
+
+import getpass
+import time
+from datetime import datetime
+
+from rsk.errors import DeniedError, PendingApproval, UsageError
+from rsk.ledger.archive import Archive
+from rsk.ledger.models import Approval, AuditEntry, Card, Ledger, now
+from rsk.ledger.store import Store
+
+
+def who(yes: bool) -> str:
+    return f"{getpass.getuser()} ({'--yes' if yes else 'terminal'})"
+
+
+def human_context() -> tuple[str | None, list[str]]:
+    """Where a human act came from, for the audit: the terminal (None without one) and the chain of
+    parent processes (pid, name, command line), nearest first. Evidence for a later look, not proof:
+    a same-user agent can fake a terminal (docs/security.md)."""
+    import os
+    from pathlib import Path
+
+    tty = None
+    for fd in (0, 1, 2):
+        if os.isatty(fd):
+            tty = os.ttyname(fd)
+            break
+    parents: list[str] = []
+    pid = os.getppid()
+    while pid > 1 and len(parents) < 12:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            break
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        parents.append(f"{pid} {name}: {cmdline.strip()[:200]}")
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return tty, parents
+
+
+def human_entry(project: str, event: str, by: str, **fields: str | None) -> AuditEntry:
+    """An audit entry for a human act, with its terminal and parent process chain."""
+    tty, parents = human_context()
+    return AuditEntry(project=project, event=event, by=by, tty=tty, parents=parents, **fields)
+
+
+def list_cards(store: Store, include_decided: bool = False) -> list[Card]:
+    """The pending cards; with `include_decided`, every card, those in the archive first."""
+    cards = store.load().cards
+    if not include_decided:
+        return [c for c in cards if c.status == "pending"]
+    hot = {c.id for c in cards}
+    return [c for c in store.archive.cards() if c.id not in hot] + cards
+
+
+def projects() -> list[str]:
+    """Every project that has a ledger here."""
+    from rsk.local.paths import TOKEN, rsk_home
+
+    root = rsk_home() / "projects"
+    found = root.glob("*/ledger.json") if root.is_dir() else []
+    return sorted(p.parent.name for p in found if TOKEN.fullmatch(p.parent.name))
+
+
+def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
+    """(project, card) for every project's cards: what a human sees without --project."""
+    from rsk.errors import StateError
+    from rsk.local.caller import rights
+
+    r = rights()
+    out: list[tuple[str, Card]] = []
+    for project in projects():
+        if r is not None and not r.allows(project):
+            continue  # through the broker, another user sees only the projects it may use
+        try:
+            out += [(project, c) for c in list_cards(Store(project), include_decided)]
+        except StateError:
+            continue  # a broken ledger is reported by the commands that use it
+    return out
+
+
+def store_of_card(card_id: str, project: str | None) -> Store:
+    """The project whose ledger holds the card: the one given, else whichever has it (ids are unique) among
+    the projects the caller may use; a card belongs to its own project, which the caller must be allowed."""
+    from rsk.local.paths import check_token
+
+    if project:
+        return Store(check_token("project", project))
+    for owner, card in cards_everywhere(include_decided=True):
+        if card.id == card_id:
+            return Store(owner)
+    raise UsageError(f"no card {card_id!r} in any project you may use", "`rsk approvals --all` lists the cards")
+
+
+def approve(
+    store: Store, card_id: str, by: str, uses: int = 1, expires: datetime | None = None, note: str = ""
+) -> Approval:
+    if uses < 1:
+        raise UsageError("--uses must be at least 1")
+    if expires is not None and expires <= now():
+        raise UsageError("--expires is in the past", "give a duration such as 2h or 7d, or a future date")
+    with store.transaction() as ledger:
+        card = find_card(ledger, card_id, store.archive)
+        if card.status != "pending":
+            raise UsageError(f"card {card_id} is already {card.status}", "`rsk approvals --all` shows its decision")
+        card.status = "approved"
+        card.decided_by = by
+        card.decided_at = now()
+        card.reason = note
+        approval = Approval(
+            plan_hash=card.plan_hash,
+            uses_left=uses,
+            expires=expires,
+            decided_by=by,
+            note=note,
+            card_id=card.id,
+        )
+        ledger.approvals.append(approval)
+    store.audit(
+        human_entry(store.project, "approve", by, plan_hash=card.plan_hash, request_id=card.request_id,
+                    rule=approval.id, detail=note)
+    )  # fmt: skip
+    return approval
+
+
+def deny(store: Store, card_id: str, by: str, reason: str) -> Card:
+    if not reason.strip():
+        raise UsageError("a denial needs a --reason", "the reason reaches the agent; say what to do instead")
+    with store.transaction() as ledger:
+        card = find_card(ledger, card_id, store.archive)
+        if card.status != "pending":
+            raise UsageError(f"card {card_id} is already {card.status}")
+        card.status = "denied"
+        card.decided_by = by
+        card.decided_at = now()
+        card.reason = reason
+    store.audit(
+        human_entry(store.project, "deny", by, plan_hash=card.plan_hash, request_id=card.request_id,
+                    rule=card.id, detail=reason)
+    )  # fmt: skip
+    return card
+
+
+def withdraw(store: Store, card_id: str, by: str) -> Card:
+    """The agent takes back its own pending card (it no longer needs the work): nothing was spent."""
+    with store.transaction() as ledger:
+        card = find_card(ledger, card_id, store.archive)
+        if card.status != "pending":
+            raise UsageError(f"card {card_id} is already {card.status}")
+        card.status = "withdrawn"
+        card.decided_by = by
+        card.decided_at = now()
+    store.audit(AuditEntry(project=store.project, event="withdraw", plan_hash=card.plan_hash,
+                           request_id=card.request_id, rule=card.id, by=by))  # fmt: skip
+    return card
+
+
+def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float = 1.0) -> Card:
+    """Block until a human decides the card (or the timeout passes: PendingApproval). A denied card is a
+    DeniedError, with the human's reason."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        card = find_card(store.load(), card_id, store.archive)
+        if card.status == "denied":
+            raise DeniedError(
+                f"card {card_id} was denied by {card.decided_by}: {card.reason}",
+                "do not try to get around a denial; tell the human and ask what to do instead",
+                details={"card_id": card_id, "reason": card.reason},
+            )
+        if card.status != "pending":
+            return card
+        if deadline is not None and time.monotonic() >= deadline:
+            raise PendingApproval(
+                f"card {card_id} is still pending",
+                f"ask the human to run `rsk approve {card_id}` or `rsk deny {card_id}`; wait again with "
+                f"`rsk wait {card_id}`",
+                details={"card_id": card_id},
+            )
+        time.sleep(poll)
+
+
+def find_card(ledger: Ledger, card_id: str, archive: Archive | None = None) -> Card:
+    """The card in the ledger; with `archive`, also one that went cold (approved or withdrawn long ago)."""
+    for c in ledger.cards:
+        if c.id == card_id:
+            return c
+    for c in archive.cards(f'"id":"{card_id}"') if archive is not None else ():
+        if c.id == card_id:
+            return c
+    raise UsageError(f"no card {card_id!r} in project {ledger.project}", "`rsk approvals --all` lists cards")

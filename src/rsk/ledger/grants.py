@@ -1,0 +1,128 @@
+"""Standing grants and deny rules: what humans set up ahead of time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.errors import UsageError
+from rsk.ledger.cards import human_entry
+from rsk.ledger.decide import Usage, usage_by_grant
+from rsk.ledger.models import DenyRule, Grant, now
+from rsk.ledger.store import Store
+
+
+class GrantView(BaseModel):
+    """A grant with what it has spent, reserved and has left."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grant: Grant
+    status: str
+    jobs_spent: int
+    jobs_reserved: int
+    jobs_left: int | None
+    gpu_hours_spent: float
+    gpu_hours_reserved: float
+    gpu_hours_left: float | None
+    cpu_hours_spent: float
+    cpu_hours_reserved: float
+    cpu_hours_left: float | None
+    jobs_at_worst: int = 0  # ended jobs charged their worst case
+    note: str = ""
+
+
+def view(g: Grant, u: Usage, at: datetime) -> GrantView:
+    status = "active"
+    if g.revoked is not None:
+        status = "revoked"
+    elif g.expires is not None and g.expires <= at:
+        status = "expired"
+    elif (
+        (g.jobs is not None and u.jobs >= g.jobs)
+        or (g.gpu_hours is not None and u.gpu_hours >= g.gpu_hours)
+        or (g.cpu_hours is not None and u.cpu_hours >= g.cpu_hours)
+    ):
+        status = "exhausted"  # some budget has nothing left
+    return GrantView(
+        grant=g,
+        status=status,
+        jobs_spent=u.jobs_spent,
+        jobs_reserved=u.jobs_reserved,
+        jobs_left=None if g.jobs is None else max(g.jobs - u.jobs, 0),
+        gpu_hours_spent=round(u.gpu_hours_spent, 4),
+        gpu_hours_reserved=round(u.gpu_hours_reserved, 4),
+        gpu_hours_left=None if g.gpu_hours is None else round(max(g.gpu_hours - u.gpu_hours, 0.0), 4),
+        cpu_hours_spent=round(u.cpu_hours_spent, 4),
+        cpu_hours_reserved=round(u.cpu_hours_reserved, 4),
+        cpu_hours_left=None if g.cpu_hours is None else round(max(g.cpu_hours - u.cpu_hours, 0.0), 4),
+        jobs_at_worst=u.jobs_at_worst,
+        note=f"{u.jobs_at_worst} job(s) settled at worst case: Slurm's record was gone" if u.jobs_at_worst else "",
+    )
+
+
+def add_grant(store: Store, grant: Grant) -> Grant:
+    if grant.expires is not None and grant.expires <= now():
+        raise UsageError("--expires is in the past", "give a duration such as 8h or 7d, or a future date")
+    with store.transaction() as ledger:
+        ledger.grants.append(grant)
+    store.audit(human_entry(store.project, "grant-add", grant.created_by, rule=grant.id))
+    return grant
+
+
+def list_grants(store: Store, archived: bool = False) -> list[GrantView]:
+    """The grants in the ledger; with `archived`, also those revoked or expired long enough ago to have
+    moved to the archive (what they spent is what they carried there)."""
+    ledger = store.load()
+    grants = list(ledger.grants)
+    if archived:
+        hot = {g.id for g in grants}
+        grants = [g for g in store.archive.grants() if g.id not in hot] + grants
+    usage = usage_by_grant(ledger.charges, grants=grants)
+    at = now()
+    return [view(g, usage.get(g.id, Usage()), at) for g in grants]
+
+
+def show_grant(store: Store, grant_id: str) -> GrantView:
+    for v in list_grants(store, archived=True):
+        if v.grant.id == grant_id:
+            return v
+    raise UsageError(f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows the grants")
+
+
+def revoke_grant(store: Store, grant_id: str, by: str) -> Grant:
+    with store.transaction() as ledger:
+        for g in ledger.grants:
+            if g.id == grant_id:
+                if g.revoked is not None:
+                    raise UsageError(f"grant {grant_id} was already revoked at {g.revoked:%Y-%m-%d %H:%M}")
+                g.revoked = now()
+                break
+        else:
+            raise UsageError(f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows them")
+    store.audit(human_entry(store.project, "grant-revoke", by, rule=grant_id))
+    return g
+
+
+def add_rule(store: Store, rule: DenyRule, by: str) -> DenyRule:
+    with store.transaction() as ledger:
+        ledger.deny_rules.append(rule)
+    store.audit(human_entry(store.project, "deny-rule-add", by, rule=rule.id, detail=rule.reason))
+    return rule
+
+
+def list_rules(store: Store) -> list[DenyRule]:
+    return store.load().deny_rules
+
+
+def remove_rule(store: Store, rule_id: str, by: str) -> DenyRule:
+    with store.transaction() as ledger:
+        for i, r in enumerate(ledger.deny_rules):
+            if r.id == rule_id:
+                del ledger.deny_rules[i]
+                break
+        else:
+            raise UsageError(f"no deny rule {rule_id!r} in project {store.project}", "`rsk deny-rule list`")
+    store.audit(human_entry(store.project, "deny-rule-remove", by, rule=rule_id))
+    return r

@@ -1,0 +1,528 @@
+"""The guard: every decision that lets work reach the cluster, under the ledger lock (docs/ledger.md).
+
+A request that may submit is decided whole, every time: deny rules, then a human's denial, then an
+approval of its exact plan, then a grant, else a card for a human. A request keeps what it holds (a
+reserved charge, a held approval use) only while the decision made now still allows it. The only thing
+that skips the decision is a replay: the cluster or the ledger shows the request's jobs were submitted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.errors import DeniedError, PendingApproval, UsageError
+from rsk.ledger import attempts
+from rsk.ledger.archive import Archive
+from rsk.ledger.decide import Facts, decide, denial, find_approval
+from rsk.ledger.models import (
+    Approval,
+    AuditEntry,
+    Card,
+    CardPlan,
+    CardTask,
+    Charge,
+    JobCost,
+    Lease,
+    LeaseStep,
+    Ledger,
+    Use,
+    now,
+)
+from rsk.ledger.store import Store
+from rsk.local.project import scope
+from rsk.wire.protocol import Plan, Request, Resources, is_job_id
+
+
+class Allowed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["approval", "grant", "replay", "lease"]
+    id: str
+    charge_id: str | None = None
+
+
+def replaceable(ledger: Ledger, request_id: str, plan_hash: str) -> frozenset[str]:
+    """The request's reserved charges a decision now replaces or shares: those no live launch holds (they
+    are given back), and those of this very plan (one job comes of them, whichever launch submits it)."""
+    return frozenset(
+        c.id for c in _own_holds(ledger, request_id)[0]
+        if c.plan_hash == plan_hash or attempts.current() in c.holders or attempts.all_gone(c.holders)
+    )  # fmt: skip
+
+
+def facts(target: str, plan: Plan, request_id: str, active: int, replaces: frozenset[str] = frozenset()) -> Facts:
+    return Facts(
+        target=target,
+        plan_hash=plan.hash,
+        request_id=request_id,
+        partition=plan.partition,
+        account=plan.account,
+        qos=plan.qos,
+        nodes=plan.largest("nodes"),
+        cpus=plan.largest("cpus"),
+        mem_mb=plan.largest("mem_mb"),
+        gpus=plan.largest("gpus"),
+        time_min=plan.largest("time_min"),
+        commands=tuple(plan.commands()),
+        active=active,
+        jobs=plan.jobs,
+        replaceable=replaces,
+        gpu_hours=plan.gpu_hours,
+        cpu_hours=plan.cpu_hours,
+    )
+
+
+def card_plan(target: str, plan: Plan) -> CardPlan:
+    return CardPlan(
+        target=target,
+        cluster=plan.cluster,
+        user=plan.user,
+        root=plan.root,
+        hostkey=plan.hostkey,
+        command=plan.command,
+        argv=plan.argv,
+        kind=plan.kind,
+        workdir=plan.workdir,
+        code=plan.code,
+        path=plan.path,
+        partition=plan.partition,
+        account=plan.account,
+        qos=plan.qos,
+        nodes=plan.largest("nodes"),
+        cpus=plan.largest("cpus"),
+        mem_mb=plan.largest("mem_mb"),
+        gpus=plan.largest("gpus"),
+        time_min=plan.largest("time_min"),
+        env=plan.env,
+        script=plan.script,
+        tasks=[CardTask.model_validate(t.model_dump()) for t in plan.tasks] if plan.kind == "batch" else [],
+        gpu_hours=plan.gpu_hours,
+        cpu_hours=plan.cpu_hours,
+        jobs=plan.jobs,
+        estimate_start=plan.estimate_start,
+        policy_verdict=plan.verdict,
+        policy_reasons=plan.reasons,
+    )
+
+
+# what the ledger already knows of a request ----------------------------------------------------
+def submitted_jobs(
+    ledger: Ledger, request_id: str, plan_hash: str, target: str, archive: Archive | None = None
+) -> list[str]:
+    """Jobs the ledger recorded as submitted for this request and plan on this target; with `archive`,
+    also those of its charges and approvals that went cold (a request id is remembered for good)."""
+    jobs = _jobs_of(ledger.charges, ledger.approvals, request_id, plan_hash, target)
+    if not jobs and archive is not None:
+        needle = f'"request_id":"{request_id}"'
+        jobs = _jobs_of(archive.charges(needle), archive.approvals(needle), request_id, plan_hash, target)
+    return jobs
+
+
+def _jobs_of(
+    charges: list[Charge], approvals: list[Approval], request_id: str, plan_hash: str, target: str
+) -> list[str]:
+    jobs: list[str] = []
+    for ch in charges:
+        if ch.request_id == request_id and ch.plan_hash == plan_hash and ch.target == target:
+            jobs += list(ch.job_costs)
+    for a in approvals:
+        if a.plan_hash == plan_hash:
+            jobs += [j for u in a.uses if u.request_id == request_id and u.target == target for j in u.jobs]
+    return sorted(set(jobs))
+
+
+def count_active(ledger: Ledger, target: str, plan: Plan, planned_at: datetime, request_id: str) -> int:
+    """The project's jobs that may be pending or running on the target, counted under the lock: what
+    the cluster counted when planning, every job submitted since, and every reservation not yet
+    submitted. Parallel launches each see the others', so a grant's --max-active holds."""
+    active = set(plan.active_jobs)
+    held = 0
+    for ch in ledger.charges:
+        if ch.target != target or ch.request_id == request_id:
+            continue
+        if ch.state == "reserved":
+            held += ch.jobs
+        elif ch.submitted_at is not None and ch.submitted_at >= planned_at:
+            active |= {j for j, c in ch.job_costs.items() if c.gpu_hours_used is None}
+    for a in ledger.approvals:
+        for u in a.uses:
+            if u.target != target or u.request_id == request_id:
+                continue
+            if u.state == "held":
+                held += 1
+            elif u.submitted_at is not None and u.submitted_at >= planned_at:
+                active |= {j for j, c in u.jobs.items() if c.gpu_hours_used is None}
+    return len(active) + held
+
+
+def _own_holds(ledger: Ledger, request_id: str) -> tuple[list[Charge], list[tuple[str, Use]]]:
+    charges = [c for c in ledger.charges if c.request_id == request_id and c.state == "reserved"]
+    uses = [(a.id, u) for a in ledger.approvals for u in a.uses if u.request_id == request_id and u.state == "held"]
+    return charges, uses
+
+
+def _release_holds(store: Store, ledger: Ledger, request_id: str, reason: str, keep: str | None = None) -> None:
+    """Give back what earlier launches of the request hold (except `keep`, and this launch's own, which it
+    gives back itself): reserved charges and held approval uses that no live launch holds. A launch still
+    under way (waiting for the cluster's lock, say) keeps its hold, whatever a second launch is decided."""
+    mine = attempts.current()
+    charges, uses = _own_holds(ledger, request_id)
+    for ch in charges:
+        if ch.id != keep and mine not in ch.holders and attempts.all_gone(ch.holders):
+            ch.state = "released"
+            ch.reason = reason
+            store.audit(_entry(store, "charge-released", ch.plan_hash, request_id, ch.grant_id, reason))
+    for approval_id, use in uses:
+        if approval_id != keep and mine not in use.holders and attempts.all_gone(use.holders):
+            _give_back(store, ledger, approval_id, use, reason)
+
+
+def _give_back(store: Store, ledger: Ledger, approval_id: str, use: Use, reason: str) -> None:
+    use.state = "released"
+    approval = next(a for a in ledger.approvals if a.id == approval_id)
+    approval.uses_left += 1
+    store.audit(_entry(store, "approval-use-released", approval.plan_hash, use.request_id, approval_id, reason))
+
+
+def _hold(holders: list[str]) -> None:
+    """This launch holds it too."""
+    mine = attempts.current()
+    if mine is not None and mine not in holders:
+        holders.append(mine)
+
+
+def _entry(store: Store, event: str, plan_hash: str, rid: str, rule: str | None, detail: str) -> AuditEntry:
+    return AuditEntry(project=store.project, event=event, plan_hash=plan_hash, request_id=rid, rule=rule,
+                      detail=detail)  # fmt: skip
+
+
+def authorize(store: Store, target: str, plan: Plan, request: Request, planned_at: datetime) -> Allowed:
+    """Decide now, under the ledger lock; hold a charge or an approval use; else file or find a card."""
+    at = now()
+    rid = request.request_id
+    # errors are raised after the block: what the decision released must be written first
+    card: Card | None = None
+    new_card = False
+    with store.transaction() as ledger:
+        active = count_active(ledger, target, plan, planned_at, rid)
+        d = decide(ledger, facts(target, plan, rid, active, replaceable(ledger, rid, plan.hash)), at)
+        store.audit(_entry(store, "decision", plan.hash, rid, d.rule, d.kind + (f": {d.reason}" if d.reason else "")))
+        if d.kind == "deny":
+            _release_holds(store, ledger, rid, f"denied by {d.rule}")
+        if d.kind == "approval":
+            approval = find_approval(ledger, plan.hash, at, rid)
+            assert approval is not None
+            _release_holds(store, ledger, rid, "decided again: an approval allows it", keep=approval.id)
+            use = next((u for u in approval.uses if u.request_id == rid and u.state == "held"), None)
+            if use is None:
+                approval.uses_left -= 1
+                use = Use(request_id=rid, target=target)
+                approval.uses.append(use)
+            _hold(use.holders)
+            return Allowed(kind="approval", id=approval.id)
+        if d.kind == "grant":
+            assert d.rule is not None
+            charge = next((c for c in _own_holds(ledger, rid)[0] if c.grant_id == d.rule and c.plan_hash == plan.hash),
+                          None)  # fmt: skip
+            _release_holds(store, ledger, rid, f"decided again: grant {d.rule} allows it",
+                           keep=charge.id if charge else None)  # fmt: skip
+            if charge is None:
+                charge = Charge(grant_id=d.rule, plan_hash=plan.hash, request_id=rid, target=target,
+                                gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
+                ledger.charges.append(charge)
+            _hold(charge.holders)
+            return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
+        if d.kind == "ask":
+            _release_holds(store, ledger, rid, f"decided again: {d.reason}")
+            card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
+            if card is None:
+                card = Card(
+                    plan_hash=plan.hash,
+                    request_id=rid,
+                    requester=request.requester,
+                    target=target,
+                    request=request.model_dump(exclude={"hostkey"}),
+                    plan=card_plan(target, plan),
+                    closest_grant=d.closest_grant,
+                    closest_why=d.closest_why,
+                )
+                ledger.cards.append(card)
+                new_card = True
+    if d.kind == "deny":
+        raise DeniedError(
+            f"denied by {d.rule}: {d.reason}",
+            "do not try to get around a denial; tell the human and ask what to do instead",
+            details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
+        )
+    assert card is not None
+    raise PendingApproval(
+        f"approval needed: card {card.id} waits for a human ({d.reason})",
+        f"tell the human: `rsk approvals show {card.id}` shows what it runs and costs; `rsk approve {card.id}`, "
+        f"at their terminal, allows it. Then run `rsk wait {card.id}` "
+        f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
+        details={"card_id": card.id, "plan_hash": plan.hash, "request_id": rid, "new_card": new_card},
+    )
+
+
+# leases -----------------------------------------------------------------------------------------
+StepVerdict = Literal["deny", "lease", "closed"]
+
+
+def decide_step(ledger: Ledger, target: str, plan: Plan, request_id: str) -> tuple[StepVerdict, str | None, str]:
+    """How a step is decided (pure): ("deny", rule, reason), ("lease", lease id, "") or ("closed", None, why)."""
+    denied = denial(ledger, facts(target, plan, request_id, 0), now())
+    if denied is not None:
+        return "deny", denied.rule, denied.reason
+    lease = open_lease(ledger, target, plan.lease, plan.lease_job)
+    if lease is None:
+        return (
+            "closed",
+            None,
+            f"lease {plan.lease} (job {plan.lease_job}) is not open in this project's ledger on {target}",
+        )
+    return "lease", lease.id, ""
+
+
+def authorize_step(store: Store, target: str, plan: Plan, request: Request) -> Allowed:
+    """A step queued into a lease: the lease paid for its allocation, so the step is allowed by the lease
+    while the ledger holds it open, and only deny rules (and a human's denial of this plan) can stop it."""
+    rid = request.request_id
+    with store.transaction() as ledger:
+        kind, rule, reason = decide_step(ledger, target, plan, rid)
+        store.audit(_entry(store, "decision", plan.hash, rid, rule, kind + (f": {reason}" if reason else "")))
+    if kind == "deny":
+        raise DeniedError(
+            f"denied by {rule}: {reason}",
+            "do not try to get around a denial; tell the human and ask what to do instead",
+            details={"rule": rule, "reason": reason, "plan_hash": plan.hash},
+        )
+    if kind == "closed":
+        raise UsageError(
+            reason,
+            f"`rsk lease status{scope(store.project, target)}` lists the project's leases; a lease is opened "
+            "with `rsk lease open NAME` (a human allows it like any launch)",
+        )
+    assert rule is not None
+    return Allowed(kind="lease", id=rule)
+
+
+def open_lease(ledger: Ledger, target: str, name: str, job_id: str) -> Lease | None:
+    return next((x for x in ledger.leases if x.name == name and x.target == target and x.job_id == job_id
+                 and x.closed is None), None)  # fmt: skip
+
+
+def record_lease(store: Store, target: str, plan: Plan, request_id: str, allowed: Allowed, job_id: str) -> Lease:
+    """The cluster accepted a lease's job: the ledger holds it open (once, however often it is replayed)."""
+    with store.transaction() as ledger:
+        found = next((x for x in ledger.leases if x.target == target and x.job_id == job_id and x.name == plan.lease),
+                     None)  # fmt: skip
+        if found is not None:
+            return found
+        lease = Lease(name=plan.lease, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
+                      allowed_by=f"{allowed.kind} {allowed.id}", nodes=plan.nodes, gpus=plan.gpus, cpus=plan.cpus,
+                      mem_mb=plan.mem_mb, time_min=plan.time_min)  # fmt: skip
+        ledger.leases.append(lease)
+        store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
+        return lease
+
+
+def record_steps(store: Store, target: str, plan: Plan, request_id: str, jobs: list[tuple[str, str]]) -> None:
+    """The steps the cluster queued for a request the ledger allowed into a lease ((step id, task) each):
+    the lease's record keeps them, once however often they are replayed."""
+    with store.transaction() as ledger:
+        lease = next((x for x in ledger.leases if x.target == target and x.name == plan.lease
+                      and x.job_id == plan.lease_job), None)  # fmt: skip
+        if lease is None or lease.steps is None:
+            return
+        known = {s.job_id for s in lease.steps}
+        for job, task in jobs:
+            if job not in known:
+                lease.steps.append(LeaseStep(job_id=job, request_id=request_id, plan_hash=plan.hash, task=task))
+
+
+def undecided_step(ledger: Ledger, target: str, lease: str, job_id: str, request_id: str, starts: int) -> str:
+    """Why a step of a lease was never decided by this ledger ("" when it was, or cannot be told): the
+    controller started it, but no step the ledger allowed has its id and request, or it started twice."""
+    records = [x for x in ledger.leases if x.target == target and x.name == lease]
+    if any(x.steps is None for x in records) or any(x.job_id == job_id for x in records):
+        return ""  # a lease opened by an rsk that did not record its steps, or the lease's own job
+    if not any(s.job_id == job_id and s.request_id == request_id for x in records for s in x.steps or []):
+        return "no step the ledger allowed has this id and request"
+    if starts > 1:
+        return f"started {starts} times; the ledger allowed it once"
+    return ""
+
+
+def close_lease(store: Store, target: str, name: str, by: str) -> list[Lease]:
+    """Steps are no longer allowed into the project's open leases of this name on the target."""
+    closed: list[Lease] = []
+    with store.transaction() as ledger:
+        for x in ledger.leases:
+            if x.name == name and x.target == target and x.closed is None:
+                x.closed, x.closed_by = now(), by
+                closed.append(x)
+                store.audit(_entry(store, "lease-closed", x.plan_hash, x.request_id, x.id, f"{name} job {x.job_id}"))
+    return closed
+
+
+def _costs(plan: Plan, jobs: dict[int, str]) -> dict[str, JobCost]:
+    """Each job's worst case, from the task it runs (task index -> job id)."""
+    out = {}
+    for idx, job in jobs.items():
+        task: Resources = plan.tasks[idx] if idx < len(plan.tasks) else plan.tasks[0]
+        out[job] = JobCost(gpu_hours_worst=task.gpu_hours, cpu_hours_worst=task.cpu_hours)
+    return out
+
+
+def record_submitted(store: Store, allowed: Allowed, plan: Plan, request_id: str, jobs: dict[int, str]) -> None:
+    """The cluster accepted jobs: the request's charge or approval use is now submitted, for good."""
+    if not jobs or allowed.kind == "replay":
+        return
+    costs = _costs(plan, jobs)
+    at = now()
+    with store.transaction() as ledger:
+        for ch in ledger.charges:
+            if ch.id == allowed.charge_id and ch.state in ("reserved", "submitted", "released"):
+                # (released: by a human's hand or an older rsk while this launch was under way; the jobs exist,
+                # so they count)
+                ch.state = "submitted"
+                ch.job_costs = {**costs, **ch.job_costs}
+                ch.submitted_at = ch.submitted_at or at
+                store.audit(_entry(store, "charge-submitted", ch.plan_hash, request_id, ch.grant_id,
+                                   "jobs " + ",".join(costs)))  # fmt: skip
+        for a in ledger.approvals:
+            if a.id != allowed.id:
+                continue
+            for u in a.uses:
+                if u.request_id == request_id and (u.state in ("held", "submitted") or _mine(u)):
+                    if u.state == "released":
+                        a.uses_left -= 1  # given back while this launch was under way: its job ran on it
+                    u.state = "submitted"
+                    u.jobs = {**costs, **u.jobs}
+                    u.submitted_at = u.submitted_at or at
+
+
+def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
+    """Holds whose request the cluster shows jobs for (request id -> job ids) were submitted after all
+    (the answer was lost on the way back): record them, so they are never released or reused."""
+    ledger = store.load()
+    charges, uses = _holds_for(ledger, target, jobs)
+    if not charges and not uses:
+        return 0
+    with store.transaction() as ledger:
+        charges, uses = _holds_for(ledger, target, jobs)
+        for ch in charges:
+            n = max(ch.jobs, 1)
+            ch.job_costs = {j: JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
+                            for j in jobs[ch.request_id]}  # fmt: skip
+            ch.state, ch.submitted_at = "submitted", now()
+            store.audit(
+                _entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, "found on the cluster")
+            )
+        for use in uses:
+            use.jobs = {j: JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0) for j in jobs[use.request_id]}
+            use.state, use.submitted_at = "submitted", now()
+    return len(charges) + len(uses)
+
+
+def _holds_for(ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> tuple[list[Charge], list[Use]]:
+    charges = [c for c in ledger.charges if c.state == "reserved" and c.target == target and c.request_id in jobs]
+    uses = [u for a in ledger.approvals for u in a.uses
+            if u.state == "held" and u.target == target and u.request_id in jobs]  # fmt: skip
+    return charges, uses
+
+
+def _mine(use: Use) -> bool:
+    return attempts.current() in use.holders
+
+
+def release(store: Store, request_id: str, reason: str) -> None:
+    """Nothing was submitted (the cluster refused, sbatch failed, the intent was abandoned): this launch
+    lets go of the request's reserved charges and held approval uses, and each one no other live launch
+    holds is given back. A submitted one is never released."""
+    mine = attempts.current()
+    with store.transaction() as ledger:
+        charges, uses = _own_holds(ledger, request_id)
+        for holders in [c.holders for c in charges] + [u.holders for _, u in uses]:
+            if mine in holders:
+                holders.remove(mine)
+        _release_holds(store, ledger, request_id, reason)
+
+
+SlurmRecord = tuple[int, int | None] | None  # Slurm's word on an ended job: (run time s, limit s); None: gone
+
+
+def used(cost: JobCost, record: SlurmRecord) -> tuple[float, float]:
+    """What an ended job counts (pure): its worst case scaled by the share of its time limit Slurm says it
+    ran (at most all of it); its whole worst case when Slurm's record is gone or names no limit. Nothing
+    a job writes counts."""
+    if record is None or not record[1]:
+        return cost.gpu_hours_worst, cost.cpu_hours_worst
+    share = min(max(record[0], 0) / record[1], 1.0)
+    return cost.gpu_hours_worst * share, cost.cpu_hours_worst * share
+
+
+def settle(store: Store, target: str, ended: dict[str, SlurmRecord]) -> int:
+    """Jobs that ended (job id -> Slurm's record of it, None when Slurm's record was gone) count what Slurm
+    says they used, or their worst case. Returns how many job costs were settled."""
+    ledger = store.load()
+    if not any(j in ended for j in _open_jobs(ledger, target)):
+        return 0  # the common case: no lock, no write
+    count = 0
+    with store.transaction() as ledger:
+        for costs, owner in _cost_owners(ledger, target):
+            for job, cost in costs.items():
+                if job in ended and cost.gpu_hours_used is None:
+                    cost.gpu_hours_used, cost.cpu_hours_used = used(cost, ended[job])
+                    cost.at_worst = ended[job] is None
+                    count += 1
+            if (
+                isinstance(owner, Charge)
+                and owner.state == "submitted"
+                and all(c.gpu_hours_used is not None for c in owner.job_costs.values())
+            ):
+                owner.state = "settled"
+                worst = sum(c.at_worst for c in costs.values())
+                detail = f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"
+                if worst:
+                    detail += f"; {worst} job(s) settled at worst case: Slurm's record was gone"
+                store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id, detail))
+    return count
+
+
+def held_jobs(ledger: Ledger, target: str) -> dict[str, str]:
+    """The jobs rsk submitted on the target that have not settled (job id -> request id): the ledger's
+    record, from the submit's own answer. Status, the active count and cancel find them by these ids."""
+    held: dict[str, str] = {}
+    for ch in ledger.charges:
+        if ch.target == target and ch.state == "submitted":
+            held |= {j: ch.request_id for j, c in ch.job_costs.items() if c.gpu_hours_used is None}
+    for a in ledger.approvals:
+        for u in a.uses:
+            if u.target == target and u.state == "submitted":
+                held |= {j: u.request_id for j, c in u.jobs.items() if c.gpu_hours_used is None}
+    return held
+
+
+def held_line(held: dict[str, str]) -> bytes:
+    """The "held JOB:RID,..." line the cluster's programs read after the frame (docs/protocol.md)."""
+    words = [f"{j}:{r}" for j, r in sorted(held.items()) if is_job_id(j)]
+    return ("held " + ",".join(words) + "\n").encode()
+
+
+def _cost_owners(ledger: Ledger, target: str) -> list[tuple[dict[str, JobCost], Charge | Use]]:
+    owners: list[tuple[dict[str, JobCost], Charge | Use]] = [
+        (ch.job_costs, ch) for ch in ledger.charges if ch.target == target and ch.state == "submitted"
+    ]
+    owners += [(u.jobs, u) for a in ledger.approvals for u in a.uses if u.target == target and u.state == "submitted"]
+    return owners
+
+
+def _open_jobs(ledger: Ledger, target: str) -> set[str]:
+    return {j for costs, _ in _cost_owners(ledger, target) for j, c in costs.items() if c.gpu_hours_used is None}
+
+
+# cards ---------------------------------------------------------------------------------------

@@ -1,0 +1,305 @@
+"""The ledger: one schema-versioned JSON document per project (models only; no I/O here)."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LEDGER_SCHEMA = 5
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id(prefix: str, nbytes: int = 4) -> str:
+    return f"{prefix}-{secrets.token_hex(nbytes)}"
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DenyRule(Model):
+    """Refuses every plan it matches (all given conditions must hold). A deny always wins."""
+
+    id: str = Field(default_factory=lambda: new_id("d"))
+    reason: str
+    target: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    gpus_at_least: int | None = None  # total GPUs of the job
+    nodes_at_least: int | None = None
+    time_min_at_least: int | None = None
+    gpu_hours_at_least: float | None = None
+    command: str | None = None  # a glob matched against every task's command line and the script text
+    expires: datetime | None = None
+    created: datetime = Field(default_factory=now)
+
+
+class JobCost(Model):
+    """One submitted job of a charge or approval use: its worst case, and what it used once ended."""
+
+    gpu_hours_worst: float
+    cpu_hours_worst: float
+    gpu_hours_used: float | None = None  # set when the job has ended: Slurm's run time x its worst rate
+    cpu_hours_used: float | None = None
+    at_worst: bool = False  # settled at its worst case: Slurm's record of the job was gone
+
+
+class Use(Model):
+    """One request's use of an approval: held while it may still submit, then submitted or released."""
+
+    request_id: str
+    target: str
+    state: Literal["held", "submitted", "released"] = "held"
+    jobs: dict[str, JobCost] = {}
+    at: datetime = Field(default_factory=now)
+    submitted_at: datetime | None = None
+    holders: list[str] = []  # the launches that hold it (rsk.ledger.attempts): given back only when none can submit
+
+
+class Approval(Model):
+    """A human's yes for one exact plan hash, for a number of uses, until an expiry."""
+
+    id: str = Field(default_factory=lambda: new_id("a"))
+    plan_hash: str
+    uses_left: int = 1
+    expires: datetime | None = None
+    decided_by: str
+    decided_at: datetime = Field(default_factory=now)
+    note: str = ""
+    card_id: str | None = None
+    uses: list[Use] = []  # every request that took a use, kept for the audit and for replays
+
+
+class Grant(Model):
+    """Standing permission: a scope, per-job ceilings, budgets and an expiry."""
+
+    id: str = Field(default_factory=lambda: new_id("g"))
+    targets: list[str] = []  # empty: any target
+    partitions: list[str] = []
+    accounts: list[str] = []
+    qos: list[str] = []
+    max_gpus: int | None = None  # total GPUs of one job
+    max_cpus: int | None = None  # total CPUs of one job
+    max_mem_mb: int | None = None  # memory per node
+    max_nodes: int | None = None
+    max_time_min: int | None = None
+    gpu_hours: float | None = None  # budgets over the grant's life; None: unlimited
+    cpu_hours: float | None = None
+    jobs: int | None = None
+    max_active: int | None = None  # concurrent active rsk jobs of the project on the target
+    expires: datetime | None = None
+    revoked: datetime | None = None
+    created: datetime = Field(default_factory=now)
+    created_by: str = ""
+    note: str = ""
+    # spent by this grant's settled charges that moved to the archive (rsk.ledger.archive): its budget counts them
+    archived_jobs: int = 0
+    archived_gpu_hours: float = 0.0
+    archived_cpu_hours: float = 0.0
+    archived_jobs_at_worst: int = 0  # of archived_jobs, those settled at worst case (Slurm's record was gone)
+
+
+class Charge(Model):
+    """A plan's cost against a grant: reserved at worst case when allowed; once submitted, each job
+    holds its worst case until it ends and then counts what it used; released if nothing ran."""
+
+    id: str = Field(default_factory=lambda: new_id("ch"))
+    grant_id: str
+    plan_hash: str
+    request_id: str
+    target: str
+    gpu_hours: float  # the worst case of the whole plan
+    cpu_hours: float
+    jobs: int = 1
+    state: Literal["reserved", "submitted", "settled", "released"] = "reserved"
+    job_costs: dict[str, JobCost] = {}
+    created: datetime = Field(default_factory=now)
+    submitted_at: datetime | None = None
+    reason: str = ""
+    holders: list[str] = []  # the launches that hold it (rsk.ledger.attempts): given back only when none can submit
+
+
+class CardTask(Model):
+    key: str
+    argv: list[str]
+    env: list[str]
+    nodes: int
+    cpus: int
+    mem_mb: int
+    gpus: int
+    time_min: int
+
+
+class CardPlan(Model):
+    """What a human needs to read on a card: everything the plan hash binds."""
+
+    target: str
+    cluster: str
+    user: str
+    root: str = ""
+    hostkey: str = ""
+    command: str
+    argv: list[str]
+    kind: str
+    workdir: str
+    code: str = ""  # the digest of the code snapshot the job runs (a checked copy of it)
+    path: str = ""
+    partition: str
+    account: str
+    qos: str
+    nodes: int
+    cpus: int
+    mem_mb: int
+    gpus: int
+    time_min: int
+    env: list[str] = []  # NAME=VALUE, every one the job gets from the plan
+    script: str | None = None
+    tasks: list[CardTask] = []  # a batch: every task
+    gpu_hours: float
+    cpu_hours: float
+    jobs: int = 1
+    estimate_start: str
+    policy_verdict: str
+    policy_reasons: list[str]
+
+
+class Card(Model):
+    """A pending question for a human: may this exact plan run?"""
+
+    id: str = Field(default_factory=lambda: new_id("c", 6))  # unique across projects: cards are found by id
+    plan_hash: str
+    request_id: str
+    requester: str
+    status: Literal["pending", "approved", "denied", "withdrawn"] = "pending"
+    created: datetime = Field(default_factory=now)
+    target: str
+    request: dict[str, object]  # the Request, so `rsk wait` can continue the launch
+    plan: CardPlan
+    closest_grant: str | None = None
+    closest_why: list[str] = []
+    decided_by: str | None = None
+    decided_at: datetime | None = None
+    reason: str = ""
+
+
+class LeaseStep(Model):
+    """A step the ledger allowed into a lease, as the cluster queued it: what a step the controller started
+    is compared with (a step none of these names was never decided here)."""
+
+    job_id: str  # LEASEJOBsSEQ
+    request_id: str
+    plan_hash: str
+    task: str = ""
+    at: datetime = Field(default_factory=now)
+
+
+class Lease(Model):
+    """A lease this project opened: its allocation was allowed (and charged) like any launch, so steps
+    queued into it while it is open need no decision of their own beyond the deny rules."""
+
+    id: str = Field(default_factory=lambda: new_id("l"))
+    name: str
+    target: str
+    job_id: str  # the lease's Slurm job
+    request_id: str
+    plan_hash: str
+    allowed_by: str  # "grant g-..." or "approval a-..."
+    nodes: int
+    gpus: int  # per node
+    cpus: int  # per node
+    mem_mb: int  # per node
+    time_min: int
+    opened: datetime = Field(default_factory=now)
+    closed: datetime | None = None
+    closed_by: str = ""
+    steps: list[LeaseStep] | None = []  # None: opened by an rsk that did not record its steps (schema < 5)
+
+
+class Ledger(Model):
+    schema_version: int = LEDGER_SCHEMA
+    project: str
+    deny_rules: list[DenyRule] = []
+    approvals: list[Approval] = []
+    grants: list[Grant] = []
+    charges: list[Charge] = []
+    cards: list[Card] = []
+    leases: list[Lease] = []
+
+
+class AuditEntry(Model):
+    schema_version: int = LEDGER_SCHEMA
+    t: datetime = Field(default_factory=now)
+    project: str
+    event: str  # decision, approve, deny, grant-add, grant-revoke, charge-submitted, charge-released, ...
+    plan_hash: str | None = None
+    request_id: str | None = None
+    rule: str | None = None  # the id of what decided
+    detail: str = ""
+    by: str = ""
+    tty: str | None = None  # a human act: the terminal it came from (None: no terminal)
+    parents: list[str] = []  # a human act: the process chain that ran it, nearest first
+
+
+def _dicts(value: object) -> list[dict[str, object]] | None:
+    """A list of objects, else None (the validator then reports what is wrong)."""
+    if isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        return [dict(v) for v in value]
+    return None
+
+
+def migrate(raw: dict[str, object]) -> dict[str, object]:
+    """An older ledger as the current schema. 4 -> 5: leases record the steps they allowed (a lease opened
+    before says it did not: None), and a job cost says whether it settled at worst case (none did).
+    3 -> 4: grants carry what their archived charges spent
+    (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
+    submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
+    for validation to refuse."""
+    if raw.get("schema_version", 1) == 4:
+        leases = _dicts(raw.get("leases", []))
+        if leases is None:
+            return raw
+        return {**raw, "schema_version": 5, "leases": [{**x, "steps": None} for x in leases]}
+    if raw.get("schema_version", 1) == 3:
+        return migrate({**raw, "schema_version": 4})
+    if raw.get("schema_version", 1) == 2:
+        return migrate({**raw, "schema_version": 3})
+    if raw.get("schema_version", 1) != 1:
+        return raw
+    out = dict(raw)
+    out["schema_version"] = 2
+    charges = _dicts(raw.get("charges", []))
+    if charges is not None:
+        for ch in charges:
+            job = ch.pop("job_id", None)
+            if ch.get("state") == "spent" and isinstance(ch.get("gpu_hours"), int | float):
+                ch["state"] = "submitted"
+                jobs = [j for j in str(job or "").split(",") if j]
+                n = max(len(jobs), 1)
+                ch["job_costs"] = {
+                    j: {"gpu_hours_worst": float(ch["gpu_hours"]) / n,  # type: ignore[arg-type]
+                        "cpu_hours_worst": float(ch.get("cpu_hours", 0)) / n}  # type: ignore[arg-type]
+                    for j in jobs
+                }  # fmt: skip
+        out["charges"] = charges
+    approvals = _dicts(raw.get("approvals", []))
+    if approvals is not None:
+        for a in approvals:
+            used = a.pop("used_by", [])
+            if isinstance(used, list):
+                a["uses"] = [{"request_id": str(r), "target": "", "state": "submitted"} for r in used]
+        out["approvals"] = approvals
+    cards = _dicts(raw.get("cards", []))
+    if cards is not None:
+        for c in cards:
+            plan = c.get("plan")
+            if isinstance(plan, dict):
+                c["plan"] = {k: v for k, v in plan.items() if k != "env_names"}
+        out["cards"] = cards
+    return migrate(out)

@@ -1,0 +1,114 @@
+"""The ledger on disk: one JSON file per project under RSK_HOME, locked, written atomically.
+
+A ledger that fails validation is refused, never overwritten; the last good version is
+kept as ledger.json.bak; a ledger from a newer rsk is refused with an upgrade hint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+from pydantic import ValidationError
+
+from rsk.errors import StateError
+from rsk.ledger.archive import Archive, compact
+from rsk.ledger.models import LEDGER_SCHEMA, AuditEntry, Ledger, migrate, now
+from rsk.local.atomic import append_line, write_atomic
+from rsk.local.project import project_dir
+from rsk.wire import safejson
+
+LOCK_TIMEOUT = 60.0
+
+
+class Store:
+    def __init__(self, project: str) -> None:
+        self.project = project
+        self.dir = project_dir(project)
+        self.path = self.dir / "ledger.json"
+        self.backup = self.dir / "ledger.json.bak"
+        self.audit_path = self.dir / "audit.jsonl"
+        self.archive = Archive(self.dir / "archive.jsonl")
+        self.lock = FileLock(str(self.dir / "ledger.lock"), timeout=LOCK_TIMEOUT)
+
+    def load(self) -> Ledger:
+        """Read the ledger (no lock needed for a read-only view: writes are atomic renames)."""
+        return read_ledger(self.path, self.project)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Ledger]:
+        """Lock, read, let the caller change the ledger, write it back if it changed. A write first moves
+        what went cold to the archive (rsk.ledger.archive), appended and synced before the hot file is replaced."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            with self.lock:
+                ledger = read_ledger(self.path, self.project)
+                before = ledger.model_dump_json()
+                yield ledger
+                after = ledger.model_dump_json()
+                if after != before:
+                    cold = compact(ledger, now())
+                    if cold:
+                        self.archive.append(cold)
+                        after = ledger.model_dump_json()
+                    self._write(after)
+        except Timeout as exc:
+            raise StateError(
+                f"the ledger {self.path} stayed locked for {LOCK_TIMEOUT:g}s",
+                "another rsk process is holding it; try again",
+            ) from exc
+
+    def _write(self, text: str) -> None:
+        if self.path.exists():
+            write_atomic(self.backup, self.path.read_bytes())
+        write_atomic(self.path, text.encode())
+
+    def audit(self, entry: AuditEntry) -> None:
+        append_line(self.audit_path, entry.model_dump_json())
+
+    def read_audit(self) -> list[AuditEntry]:
+        if not self.audit_path.exists():
+            return []
+        out: list[AuditEntry] = []
+        for line in self.audit_path.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValidationError, ValueError):
+                out.append(AuditEntry.model_validate_json(line))
+        return out
+
+
+def read_ledger(path: Path, project: str) -> Ledger:
+    if not path.exists():
+        return Ledger(project=project)
+    hint = f"fix or remove {path} (the last good version is {path.name}.bak beside it); rsk never overwrites it"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateError(f"cannot read the ledger {path}: {exc}", hint) from exc
+    # one reading of JSON (rsk.wire.safejson): a duplicate key or a deep nesting is refused, never read past
+    try:
+        raw = safejson.loads(text)
+    except safejson.BadJson as exc:
+        raise StateError(f"the ledger {path} is not valid JSON: {exc.message}", hint) from None
+    if not isinstance(raw, dict):
+        raise StateError(f"the ledger {path} is not a JSON object", hint)
+    version = raw.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise StateError(f"the ledger {path} has no valid schema_version ({version!r})", hint)
+    if version > LEDGER_SCHEMA:
+        raise StateError(
+            f"the ledger {path} has schema_version {version}; this rsk understands {LEDGER_SCHEMA}",
+            "upgrade rsk to read it (pip install -U rsk)",
+        )
+    try:
+        ledger = Ledger.model_validate(migrate(raw))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise StateError(
+            f"the ledger {path} is invalid at {where}: {first['msg']} ({exc.error_count()} problem(s))", hint
+        ) from exc
+    if ledger.project != project:
+        raise StateError(f"the ledger {path} belongs to project {ledger.project!r}, not {project!r}", hint)
+    return ledger

@@ -1,0 +1,176 @@
+"""Who runs a command, and from where: this process, or, inside the broker, the client that asked.
+
+Commands read the few things that belong to the caller (RSK_PROJECT, RSK_TARGET, RSK_REQUESTER, the
+agent's own markers, the working directory, the terminal) through here, never from os.environ or the
+process's cwd directly: in the broker, one process serves many callers at once, each in a thread with
+its own Caller. Everything else (RSK_HOME, targets, keys) is the process's own, which in the broker is
+the human's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from io import TextIOBase
+from pathlib import Path
+
+from rsk.commands import PASSED_ENV, PASSED_PREFIXES  # what a client may pass on to the broker
+
+
+def passed_env(environ: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
+
+
+@dataclass(frozen=True)
+class Rights:
+    """What a caller may do: set by the broker from the socket's peer credentials and its --allow list, never
+    from anything the client said, and checked where a project, a card or a local path is used."""
+
+    uid: int
+    user: str
+    owner: bool = True  # the broker's own user (another user is only what --allow let in)
+    projects: frozenset[str] | None = None  # the projects another user may use (None: any)
+
+    def allows(self, project: str) -> bool:
+        return self.owner or self.projects is None or project in self.projects
+
+
+@dataclass(frozen=True)
+class Upload:
+    """--code from another user: the directory as the client named it (absolute), and where its files landed."""
+
+    path: str
+    local: Path
+
+
+@dataclass(frozen=True)
+class Caller:
+    env: Mapping[str, str]
+    cwd: Path
+    rights: Rights
+    ppid: int  # the client's claim: its parent's pid
+    tty: bool = False  # the client's stdout is a terminal
+    columns: int = 200
+    files: Mapping[str, str] = field(default_factory=dict)  # --script and --tasks files, as the client read them
+    upload: Upload | None = None  # --code's files, as the client read them
+    stdio: tuple[TextIOBase, TextIOBase] | None = None  # rsk mcp's input and output: the client's, over the socket
+
+    @property
+    def owner(self) -> bool:
+        return self.rights.owner
+
+    @property
+    def user(self) -> str:
+        return self.rights.user
+
+
+_current: ContextVar[Caller | None] = ContextVar("rsk_caller", default=None)
+
+
+@contextmanager
+def acting_for(caller: Caller) -> Iterator[None]:
+    token = _current.set(caller)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def current() -> Caller | None:
+    return _current.get()
+
+
+def getenv(name: str) -> str | None:
+    c = _current.get()
+    return c.env.get(name) if c is not None else os.environ.get(name)
+
+
+def env_names() -> list[str]:
+    c = _current.get()
+    return list(c.env) if c is not None else list(os.environ)
+
+
+def cwd() -> Path:
+    c = _current.get()
+    return c.cwd if c is not None else Path.cwd()
+
+
+def path(name: str) -> Path:
+    """A path the caller gave, relative to the caller's working directory (not the broker's)."""
+    p = Path(name)
+    return p if p.is_absolute() else cwd() / p
+
+
+def is_owner() -> bool:
+    """This process's own user (no broker, or the broker's own user asking): may name paths it opens."""
+    c = _current.get()
+    return c is None or c.owner
+
+
+def user() -> str:
+    c = _current.get()
+    if c is not None:
+        return c.user
+    import getpass
+
+    return getpass.getuser()
+
+
+def ppid() -> int:
+    c = _current.get()
+    return c.ppid if c is not None else os.getppid()
+
+
+def rights() -> Rights | None:
+    """The rights of the caller the broker acts for; None outside the broker (this process's own user)."""
+    c = _current.get()
+    return c.rights if c is not None else None
+
+
+def check_project(project: str) -> str:
+    """The project, when the caller may use it; a usage error (exit 2) when the broker acts for another user
+    that --allow did not give it. Called wherever a project is resolved or its state opened."""
+    r = rights()
+    if r is not None and not r.allows(project):
+        from rsk.errors import UsageError
+
+        allowed = ", ".join(sorted(r.projects or ()))
+        raise UsageError(
+            f"project {project} is not one this user may use (allowed: {allowed})",
+            "name one of your own projects with --project; docs/broker.md says who may do what",
+            details={"code": "not-allowed"},
+        )
+    return project
+
+
+def read_text(name: Path | str) -> str:
+    """A file the caller named (--script, --tasks), relative to its working directory: in the broker, the
+    content its client read and sent, so the broker never opens a path another user names. Only the broker's
+    own user may be read from disk."""
+    p = path(str(name))
+    c = _current.get()
+    if c is not None and str(p) in c.files:
+        return c.files[str(p)]
+    if c is not None and not c.owner:
+        raise PermissionError("its content did not come with the request; the broker opens no file for another user")
+    return p.read_text(encoding="utf-8")
+
+
+def local_dir(name: Path | str) -> Path:
+    """A directory the caller named (--code), relative to its working directory: in the broker, for another
+    user, the copy of the files its client sent, never the path itself."""
+    p = path(str(name))
+    c = _current.get()
+    if c is None or c.owner:
+        return p
+    if c.upload is not None and c.upload.path == str(p):
+        return c.upload.local
+    from rsk.errors import UsageError
+
+    raise UsageError(
+        f"--code {name}: its files did not come with the request; the broker opens no directory for another user",
+        "run the command with rsk's own client, which sends the files it names",
+    )

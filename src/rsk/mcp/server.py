@@ -1,0 +1,464 @@
+"""rsk as MCP tools: a stdio server over the same core as the CLI, pinned to one project and one target.
+
+Each tool takes typed arguments and returns the model that the CLI prints with --json. An rsk error
+becomes a tool error whose text is the CLI's JSON error (code, exit_code, message, hint, retryable).
+Nothing here approves, grants or denies: those tools do not exist, and a call that names them is
+refused like any unknown tool. Blocking tools (wait, events) are bounded by `max_wait`, which stays
+below the client's own tool timeout (Codex: 60 s by default).
+"""
+
+import functools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from io import TextIOBase
+from pathlib import Path
+from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+
+from rsk import __version__
+from rsk.cluster.targets import Target
+from rsk.commands import HUMAN_ACTS
+from rsk.errors import PendingApproval, RskError, UsageError
+from rsk.ledger.models import Card
+from rsk.ops.cancel import CancelReport
+from rsk.ops.events import Events
+from rsk.ops.fetch import FetchReport
+from rsk.ops.gpus import GpuInventory
+from rsk.ops.info import TargetInfo
+from rsk.ops.journal import Journal
+from rsk.ops.launch import LaunchResult, PlanReport, preview
+from rsk.ops.launch import launch as do_launch
+from rsk.ops.leases import CloseReport, LeaseList
+from rsk.ops.logs import LogTail
+from rsk.ops.status import Status
+from rsk.ops.wait import WaitResult
+from rsk.request.code import CodeSnapshot
+from rsk.request.tasks import TaskLine
+from rsk.wire.protocol import Request
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+HUMAN_ONLY = tuple(sorted(HUMAN_ACTS))  # never tools: a human's acts (the audience table, rsk.commands)
+DEFAULT_MAX_WAIT = 50.0  # seconds: below Codex's default MCP tool timeout of 60 s
+
+
+@dataclass(frozen=True)
+class Pin:
+    """What every tool call works on: set when the server starts, never by a tool's arguments."""
+
+    project: str
+    target: str
+    max_wait: float = DEFAULT_MAX_WAIT
+
+
+class TargetList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    pinned: str  # the target every other tool uses
+    targets: list[Target]
+
+
+class CardList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    project: str
+    cards: list[Card]
+
+
+class LaunchReply(BaseModel):
+    """A launch's answer: submitted (or replayed) with its result, or pending with a card for the human."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    status: Literal["submitted", "replayed", "pending"]
+    launch: LaunchResult | None = None
+    card_id: str | None = None
+    request_id: str | None = None
+    message: str = ""
+    tell_human: str = ""  # with pending: the sentence to pass on to the human, word for word
+
+
+def _own_path(what: str, name: str) -> Path:
+    """A local path a tool opens: the caller's (relative to its directory), and only when the caller is this
+    process's own user. Through the broker another user's paths would be opened as the human."""
+    from rsk.local import caller
+
+    if not caller.is_owner():
+        raise UsageError(
+            f"{what}: the broker would open {name} as its own user, so only that user may name a local path",
+            "send a script or tasks instead of code; read results with logs",
+        )
+    return caller.path(name)
+
+
+def _tool_error(exc: RskError) -> ToolError:
+    return ToolError(json.dumps(exc.to_json()))
+
+
+def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a tool; an rsk error reaches the agent as the CLI's JSON error, not as a crash."""
+
+    @functools.wraps(fn)
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except RskError as exc:
+            raise _tool_error(exc) from None
+
+    return run
+
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
+
+# argument types shared by plan and launch -----------------------------------------------------------
+Command = Annotated[list[str] | None, Field(description='The command and its arguments: ["python", "train.py"].')]
+Script = Annotated[str | None, Field(description="A batch script's text; its #SBATCH resource lines join the plan.")]
+Tasks = Annotated[
+    list[TaskLine] | None,
+    Field(description="A batch: one object per task, {key, argv | script, env, gpus, time, ...}; one plan, one card."),
+]
+RequestId = Annotated[str | None, Field(description="Idempotency key: the same id never submits twice. Default: new.")]
+Gpus = Annotated[int | None, Field(ge=0, strict=True, description="GPUs per node.")]  # true is not 1
+Nodes = Annotated[int | None, Field(ge=1, strict=True, description="Nodes (default 1).")]
+Cpus = Annotated[int | None, Field(ge=1, strict=True, description="CPUs per node (default 1).")]
+Mem = Annotated[str | None, Field(description="Memory per node: 4096, 512M, 16G.")]
+Time = Annotated[str | None, Field(description="Time limit: 30, 2:00:00, 1-00:00:00.")]
+Env = Annotated[list[str] | None, Field(description="NAME=VALUE entries passed to the job.")]
+Code = Annotated[
+    str | None,
+    Field(description="A local directory to snapshot and send; the job runs in a checked copy of it."),
+]
+Exclude = Annotated[list[str] | None, Field(description="With code: globs to leave out.")]
+Text = Annotated[str | None, Field(description="See rsk launch --help.")]
+LeaseName = Annotated[
+    str | None,
+    Field(
+        description="Queue this as a step of the project's lease of this name (see lease_status): it starts "
+        "within seconds on one node of the lease, with its own GPUs, at no new charge."
+    ),
+]
+
+
+def build(pin: Pin) -> MCPServer:
+    """The server and its tools, every one bound to `pin`."""
+    from rsk.wire.bundle import data_dir
+
+    server = MCPServer(
+        name="rsk",
+        version=__version__,
+        log_level="WARNING",  # stderr stays quiet but for real trouble; stdout is the protocol's
+        instructions=(
+            f"rsk runs work on the Slurm cluster '{pin.target}' for project '{pin.project}' while a human keeps "
+            "the budget. Use plan before launch; reuse a request_id to retry (it never submits twice). A launch "
+            "that needs a human returns status pending with a card id: tell the human the tell_human sentence "
+            "and call wait with the card. Approving, granting and denying are the human's acts: no tool does them."
+        ),
+    )
+
+    def prepare(args: dict[str, Any]) -> tuple[Request, CodeSnapshot | None]:
+        """A plan's or a launch's arguments (their names are LaunchSpec's) as a checked Request and snapshot."""
+        from rsk.ops.launch import requester
+        from rsk.request.spec import LaunchSpec, build_request
+        from rsk.request.tasks import parse_tasks
+
+        # locals() of a tool: its arguments, and the closure's names it uses, which are left out here
+        a = {k: v for k, v in args.items() if k in LaunchSpec.model_fields or k in ("command", "code", "exclude")}
+        code, exclude, command, tasks = a.pop("code"), a.pop("exclude"), a.pop("command"), a.pop("tasks")
+        task_specs = []
+        if tasks:
+            task_specs = parse_tasks("\n".join(t.model_dump_json(exclude_none=True) for t in tasks), "tasks")
+        spec = LaunchSpec(argv=list(command or []), tasks=task_specs, env=list(a.pop("env") or []), **a)
+        request = build_request(spec, pin.project, f"mcp: {requester()}")
+        if code is None:
+            return request, None
+        from rsk.request.code import snapshot
+
+        return request, snapshot(_own_path("code", code), list(exclude or []))
+
+    def bounded(seconds: float | None) -> float:
+        if seconds is None or seconds <= 0 or seconds > pin.max_wait:
+            return pin.max_wait
+        return seconds
+
+    @server.tool(description="The targets rsk knows, and the one this server is pinned to.", annotations=READ)
+    @_guarded
+    def targets() -> TargetList:
+        from rsk.cluster.targets import list_targets
+
+        return TargetList(pinned=pin.target, targets=list_targets())
+
+    @server.tool(
+        description="What the target offers: partitions and limits, the cluster's policy, this project's grants left.",
+        annotations=READ,
+    )
+    @_guarded
+    def info() -> TargetInfo:
+        from rsk.ops.info import info as get_info
+
+        return get_info(pin.target, pin.project)
+
+    @server.tool(
+        description="Every GPU of the target: free, held (by which job, project and request, since when), or on a "
+        "node that is down.",
+        annotations=READ,
+    )
+    @_guarded
+    def gpus(
+        lease: Annotated[str | None, Field(description="Only this lease's GPUs, as its controller sees them.")] = None,
+    ) -> GpuInventory:
+        from rsk.ops.gpus import inventory
+
+        if lease:
+            from rsk.ops.leases import gpus as lease_gpus
+
+            return lease_gpus(pin.target, pin.project, lease)
+        return inventory(pin.target)
+
+    @server.tool(
+        description="Open a lease: one held allocation whose GPUs your steps share (launch with lease=NAME). It is "
+        "decided like a launch (status pending: tell the human) and charged at worst case for the whole allocation.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def lease_open(
+        name: Annotated[str, Field(description="The lease's name (A-Z a-z 0-9 . _ -).")],
+        nodes: Nodes = None, gpus: Gpus = None, cpus: Cpus = None, mem: Mem = None,
+        time: Annotated[str | None, Field(description="How long to hold it: 30, 2:00:00.")] = None,
+        partition: Text = None, request_id: RequestId = None,
+        drain_min: Annotated[int | None, Field(ge=0, strict=True, description="Start no step in the last MINUTES.")]
+        = None,
+        overrun: Annotated[Literal["refuse", "clip"] | None, Field(description="A step longer than the time left.")]
+        = None,
+    ) -> LaunchReply:  # fmt: skip
+        from rsk.ops.launch import requester
+        from rsk.ops.leases import LeaseSpec, open_request
+
+        spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
+                         request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
+        request = open_request(spec, pin.project, f"mcp: {requester()}")
+        return _reply(request)
+
+    @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
+                 annotations=READ)  # fmt: skip
+    @_guarded
+    def lease_status(name: Annotated[str | None, Field(description="One lease (default: all).")] = None) -> LeaseList:
+        from rsk.ops.leases import status as get_lease_status
+
+        return get_lease_status(pin.target, pin.project, name)
+
+    @server.tool(
+        description="Close a lease: its queued steps are cancelled, its allocation ends (running steps with it) and "
+        "its charge settles to what it held.",
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def lease_close(name: Annotated[str, Field(description="The lease's name.")]) -> CloseReport:
+        from rsk.ops.launch import requester
+        from rsk.ops.leases import close
+
+        return close(pin.target, pin.project, name, f"mcp: {requester()}")
+
+    def _reply(request: Request, snap: CodeSnapshot | None = None) -> LaunchReply:
+        try:
+            result = do_launch(pin.target, request, code=snap)
+        except PendingApproval as pending:
+            return LaunchReply(status="pending", card_id=str(pending.details.get("card_id")),
+                               request_id=request.request_id, message=pending.message,
+                               tell_human=pending.hint or "")  # fmt: skip
+        return LaunchReply(status=result.status, launch=result, request_id=result.request_id)
+
+    @server.tool(
+        description="Plan a launch on the cluster and say how the ledger would decide now. Files no card, submits "
+        "nothing. Give exactly one of command, script or tasks.",
+        annotations=READ,
+    )
+    @_guarded
+    def plan(
+        command: Command = None, script: Script = None, tasks: Tasks = None, request_id: RequestId = None,
+        gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
+        partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
+        path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
+    ) -> PlanReport:  # fmt: skip
+        request, snap = prepare(dict(locals()))
+        return preview(pin.target, request, snap)
+
+    @server.tool(
+        description="Launch: plan on the cluster, decide from the ledger, submit exactly once. status pending means "
+        "a human must approve: pass tell_human on to them and call wait with card_id. Retrying with the same "
+        "request_id never submits twice. Give exactly one of command, script or tasks.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def launch(
+        command: Command = None, script: Script = None, tasks: Tasks = None, request_id: RequestId = None,
+        gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
+        partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
+        path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
+    ) -> LaunchReply:  # fmt: skip
+        request, snap = prepare(dict(locals()))
+        return _reply(request, snap)
+
+    @server.tool(
+        description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "
+        f"batch. Returns done, running (call again) or pending; never blocks longer than {pin.max_wait:g} s.",
+        annotations=READ,
+    )
+    @_guarded
+    def wait(
+        card: Annotated[str | None, Field(description="A card id, c-...")] = None,
+        job: Annotated[str | None, Field(description="A job id.")] = None,
+        request_id: Annotated[str | None, Field(description="Every job of this request.")] = None,
+        batch: Annotated[str | None, Field(description="Every task of this batch (its request id).")] = None,
+        timeout: Annotated[float | None, Field(description=f"Seconds; at most {pin.max_wait:g}.")] = None,
+    ) -> WaitResult:
+        from rsk.local.paths import check_token
+        from rsk.ops.wait import wait_card, wait_jobs
+
+        if len([x for x in (card, job, request_id, batch) if x]) != 1:
+            raise UsageError("wait for one thing: card, job, request_id or batch")
+        if card:
+            return wait_card(check_token("card id", card), pin.project, bounded(timeout))
+        rid = request_id or batch
+        return wait_jobs(pin.target, pin.project, job=job or None,
+                         request_id=check_token("request id", rid) if rid else None,
+                         timeout=bounded(timeout))  # fmt: skip
+
+    @server.tool(description="State of the project's rsk jobs, newest last.", annotations=READ)
+    @_guarded
+    def status(
+        job: Annotated[str | None, Field(description="Only this job.")] = None,
+        request_id: Annotated[str | None, Field(description="Only this request's (or batch's) jobs.")] = None,
+        active: Annotated[bool, Field(description="Only pending and running jobs.")] = False,
+        limit: Annotated[int, Field(ge=0, description="At most this many, newest (0: all).")] = 50,
+    ) -> Status:
+        from rsk.ops.status import filter_jobs
+        from rsk.ops.status import status as get_status
+
+        st = get_status(pin.target, pin.project)
+        return filter_jobs(st, job=job, request_id=request_id, active=active, limit=limit)
+
+    @server.tool(
+        description="What changed since a cursor (journal events, job state changes); blocks up to `wait` seconds "
+        "for a change. The first call (no cursor) returns a summary and a cursor. A cursor rsk no longer keeps "
+        "gives reset=true and a fresh cursor.",
+        annotations=READ,
+    )
+    @_guarded
+    def events(
+        after: Annotated[str | None, Field(description="The cursor from the previous call.")] = None,
+        wait: Annotated[
+            float, Field(ge=0, description=f"Block up to this many seconds (at most {pin.max_wait:g}).")
+        ] = 0,
+    ) -> Events:
+        from rsk.ops.events import events as get_events
+
+        return get_events(pin.target, pin.project, after=after, wait=min(wait, pin.max_wait), reset_expired=True)
+
+    @server.tool(
+        description="A bounded tail of a job's stdout or stderr. Pass the returned size as `after` next time to get "
+        "only what is new.",
+        annotations=READ,
+    )
+    @_guarded
+    def logs(
+        job: Annotated[str, Field(description="The job id.")],
+        stream: Literal["stdout", "stderr"] = "stdout",
+        lines: Annotated[int, Field(ge=0, description="The last N lines (0: all that fit).")] = 200,
+        max_bytes: Annotated[int, Field(ge=1, le=1024 * 1024, description="At most this many bytes.")] = 64 * 1024,
+        after: Annotated[int | None, Field(ge=0, description="Only bytes after this offset (a previous size).")] = None,
+    ) -> LogTail:
+        from rsk.ops.logs import logs as read_logs
+
+        return read_logs(pin.target, pin.project, job, stream=stream, max_bytes=max_bytes,
+                         lines=0 if after is not None else lines, after=after)  # fmt: skip
+
+    @server.tool(
+        description="Cancel a job, a request or a batch this project launched (and only those).",
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def cancel(
+        job: Annotated[str | None, Field(description="A job id.")] = None,
+        request_id: Annotated[str | None, Field(description="A request's job.")] = None,
+        batch: Annotated[str | None, Field(description="Every task of a batch.")] = None,
+    ) -> CancelReport:
+        from rsk.ops.cancel import cancel as do_cancel
+
+        return do_cancel(pin.target, pin.project, job=job, request_id=request_id, batch=batch)
+
+    @server.tool(
+        description="The project's attempt journal on the cluster (intent, outcome, ...), its seals checked.",
+        annotations=READ,
+    )
+    @_guarded
+    def journal(
+        after: Annotated[int, Field(ge=0, description="Only lines after this one (a previous cursor).")] = 0,
+    ) -> Journal:
+        from rsk.ops.journal import journal as read_journal
+
+        return read_journal(pin.target, pin.project, after=after)
+
+    @server.tool(
+        description="The project's approval cards (read only: a human approves or denies them in a terminal).",
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
+    )
+    @_guarded
+    def approvals(
+        include_decided: Annotated[bool, Field(description="Also approved, denied and withdrawn cards.")] = False,
+    ) -> CardList:
+        from rsk.ledger.cards import list_cards
+        from rsk.ledger.store import Store
+
+        return CardList(project=pin.project, cards=list_cards(Store(pin.project), include_decided))
+
+    @server.tool(
+        description="Bring files back from a job's directory (bounded, resumable, never outside it) into a local "
+        "directory.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def fetch(
+        job: Annotated[str, Field(description="The job id.")],
+        paths: Annotated[list[str], Field(min_length=1, description="Paths relative to the job's directory.")],
+        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here).")] = None,
+        max_bytes: Annotated[int, Field(ge=1, description="Stop after this many bytes.")] = 1024**3,
+    ) -> FetchReport:
+        from rsk.ops.fetch import fetch as do_fetch
+
+        dest = _own_path("fetch", to or str(Path("rsk-results") / job))
+        return do_fetch(pin.target, pin.project, job, paths, dest, max_bytes=max_bytes)
+
+    @server.prompt(name="rsk-rules", description="The rules for running work through rsk (the rsk skill).")
+    def rules() -> str:
+        return (data_dir("skills") / "rsk" / "SKILL.md").read_text(encoding="utf-8")
+
+    return server
+
+
+def serve(pin: Pin, stdio: tuple[TextIOBase, TextIOBase] | None = None) -> None:
+    """Serve on stdin and stdout until the client closes them; in the broker, on the caller's (`stdio`)."""
+    server = build(pin)
+    if stdio is None:
+        server.run("stdio")
+        return
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    reader, writer = stdio
+
+    async def over_the_socket() -> None:
+        async with stdio_server(stdin=anyio.wrap_file(reader), stdout=anyio.wrap_file(writer)) as (read, write):  # type: ignore[arg-type]
+            # what MCPServer.run_stdio_async does, with the caller's streams instead of this process's
+            low = server._lowlevel_server
+            await low.run(read, write, low.create_initialization_options())
+
+    anyio.run(over_the_socket)

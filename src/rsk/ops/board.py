@@ -1,0 +1,52 @@
+"""Grouping job states into batches with summaries, for status and watch (pure)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from rsk.ops.status import JobState, Status
+
+
+@dataclass
+class BatchView:
+    target: str
+    request_id: str
+    jobs: list[JobState] = field(default_factory=list)
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(j.state for j in self.jobs)
+
+    @property
+    def paid(self) -> list[JobState]:
+        """The jobs that hold an allocation of their own: a lease's steps use the lease's."""
+        return [j for j in self.jobs if j.placement.kind == "slurm"]
+
+    @property
+    def gpu_hours_used(self) -> float:
+        return sum(j.gpu_hours_used for j in self.paid)
+
+    @property
+    def gpu_hours_reserved(self) -> float:
+        return sum(j.gpu_hours_reserved for j in self.paid)
+
+
+def batches(statuses: list[Status]) -> list[BatchView]:
+    """One view per request (a single job is a batch of one), in submission order; a lease's job and all
+    its steps are one view, "lease NAME"."""
+    views: dict[tuple[str, str], BatchView] = {}
+    for st in statuses:
+        for j in st.jobs:
+            key = f"lease {j.lease}" if j.lease else j.request_id
+            views.setdefault((st.target, key), BatchView(st.target, key)).jobs.append(j)
+    return list(views.values())
+
+
+def duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    d, rest = divmod(seconds, 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return (f"{d}-" if d else "") + f"{h:d}:{m:02d}:{s:02d}"

@@ -1,0 +1,50 @@
+"""Cancelling this project's rsk jobs, found by the ledger's ids (one remote call)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from rsk.cluster.remote import remote_for
+from rsk.errors import UsageError
+from rsk.ledger import guard
+from rsk.ledger.store import Store
+from rsk.local.paths import check_token
+from rsk.ops.status import Model
+from rsk.wire import answers
+from rsk.wire.protocol import raise_for_error
+
+
+class CancelResult(Model):
+    job_id: str
+    request_id: str | None = None
+    task: str | None = None
+    result: Literal["cancelled", "finished", "not-ours", "failed"]
+
+
+class CancelReport(Model):
+    schema_version: int = 1
+    target: str
+    project: str
+    results: list[CancelResult]
+
+
+def cancel(target: str, project: str, *, job: str | None = None, request_id: str | None = None,
+           batch: str | None = None) -> CancelReport:  # fmt: skip
+    given = [(m, v) for m, v in (("job", job), ("rid", request_id), ("batch", batch)) if v]
+    if len(given) != 1:
+        raise UsageError("say what to cancel: a JOB, or --request-id R, or --batch B")
+    mode, value = given[0]
+    assert value is not None
+    if mode != "job":
+        check_token("request id", value)
+    # the ledger's jobs are found by id, whatever name a job gave itself
+    held = guard.held_jobs(Store(project).load(), target)
+    mine = {j: r for j, r in held.items() if (j == value if mode == "job" else r == value)}
+    with remote_for(target) as remote:
+        out = remote.call("cancel", project, mode, value, stdin=guard.held_line(mine))
+    raise_for_error(out)
+    results = [
+        CancelResult(job_id=c.job, request_id=c.rid or None, task=c.task or None, result=c.result)
+        for c in answers.cancel(out)
+    ]
+    return CancelReport(target=target, project=project, results=results)

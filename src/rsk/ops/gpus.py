@@ -1,0 +1,114 @@
+"""rsk gpus: every GPU of a target, free or held, and by which job, from the cluster's own GRES view."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.cluster.remote import remote_for
+from rsk.wire import answers
+from rsk.wire.protocol import Output, raise_for_error
+
+
+class Gpu(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    index: int  # Slurm's GRES index on the node (what IDX counts)
+    type: str | None = None
+    state: str  # free | held | unavailable (the node is down or drained)
+    job_id: str | None = None
+    project: str | None = None  # for rsk's jobs (named rsk:PROJECT:RID)
+    request_id: str | None = None
+    job_name: str | None = None  # for other jobs: the name Slurm shows
+    since: str | None = None  # the job's start time (the cluster's clock)
+
+
+class GpuNode(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    state: str
+    partitions: list[str]
+    total: int
+    free: int
+    gpus: list[Gpu]
+
+
+class GpuInventory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    at: str
+    total: int
+    free: int
+    nodes: list[GpuNode]
+
+
+_ITEM = re.compile(r"gpu(?::(?P<type>[^:(,]+))?:(?P<count>\d+)(?:\((?P<extra>[^)]*)\))?")
+
+
+def gpu_types(gres: str) -> list[str | None]:
+    """One entry per GPU index, its type: gpu:a100:2,gpu:v100:1 is [a100, a100, v100]."""
+    out: list[str | None] = []
+    for item in gres.split(","):
+        m = _ITEM.fullmatch(item.strip())
+        if m:
+            out += [m.group("type")] * int(m.group("count"))
+    return out
+
+
+def held_indices(gres: str) -> list[int]:
+    """The GPU indices a GRES string with IDX holds: gpu:fake:3(IDX:0,2-3) is [0, 2, 3]."""
+    found: list[int] = []
+    for m in re.finditer(r"IDX:([0-9,-]+)", gres):
+        for part in m.group(1).split(","):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit():
+                found += range(int(lo), int(hi or lo) + 1)
+    return found
+
+
+_DOWN = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|POWER|MAINT|RESERVED", re.IGNORECASE)
+
+
+def inventory_from(target: str, out: Output) -> GpuInventory:
+    """The inventory from a `gpus` call's records (pure)."""
+    answer = answers.gpus(out)
+    holders: dict[tuple[str, int], answers.GpuHeldLine] = {}
+    for h in answer.held:
+        for idx in held_indices(h.gres):
+            holders[(h.node, idx)] = h
+    nodes = []
+    for r in answer.nodes:
+        down = bool(_DOWN.search(r.state))
+        gpus = []
+        for idx, kind in enumerate(gpu_types(r.gres)):
+            held = holders.get((r.name, idx))
+            if held is None:
+                gpus.append(Gpu(index=idx, type=kind, state="unavailable" if down else "free"))
+                continue
+            parts = held.name.split(":")
+            ours = len(parts) == 3 and parts[0] == "rsk"
+            gpus.append(Gpu(index=idx, type=kind, state="held", job_id=held.job, since=held.start or None,
+                            project=parts[1] if ours else None, request_id=parts[2] if ours else None,
+                            job_name=None if ours else held.name))  # fmt: skip
+        free = sum(g.state == "free" for g in gpus)
+        nodes.append(GpuNode(name=r.name, state=r.state, partitions=r.partitions, total=len(gpus), free=free,
+                             gpus=gpus))  # fmt: skip
+    return GpuInventory(
+        target=target,
+        at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        total=sum(n.total for n in nodes),
+        free=sum(n.free for n in nodes),
+        nodes=nodes,
+    )
+
+
+def inventory(target: str) -> GpuInventory:
+    with remote_for(target) as remote:
+        out = remote.call("gpus")
+    raise_for_error(out)
+    return inventory_from(target, out)

@@ -1,0 +1,298 @@
+"""One launch: plan on the cluster, decide from the ledger, submit with the expected hash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.cluster.remote import Remote
+from rsk.errors import ConnectError, PendingApproval, ProtocolError, RskError
+from rsk.ledger import attempts
+from rsk.ledger.cards import wait_for_card
+from rsk.ledger.guard import (
+    Allowed,
+    authorize,
+    authorize_step,
+    held_jobs,
+    held_line,
+    record_lease,
+    record_steps,
+    record_submitted,
+    release,
+    submitted_jobs,
+)
+from rsk.ledger.models import now
+from rsk.wire import answers
+from rsk.wire.protocol import Accepted, Plan, Request, raise_for_error
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from rsk.request.code import CodeSnapshot
+from rsk.cluster.targets import find_target
+from rsk.ledger.store import Store
+
+Progress = Callable[[str], None]
+
+
+class TaskJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    job_id: str
+
+
+class LaunchResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    status: Literal["submitted", "replayed"]
+    target: str
+    project: str
+    request_id: str
+    job_id: str  # the job; for a batch, the first task's
+    tasks: list[TaskJob] = []  # a batch: each task's own job
+    plan_hash: str
+    allowed_by: Allowed
+    plan: Plan
+    note: str = ""
+
+
+def submit_entry(request: Request) -> str:
+    """The submit program for a request: only opening a lease ships the controller its job runs."""
+    return "submit-lease" if request.lease_open else "submit"
+
+
+def requester() -> str:
+    """Who is asking, as far as the environment tells (RSK_REQUESTER overrides)."""
+    from rsk.local import caller
+
+    if explicit := caller.getenv("RSK_REQUESTER"):
+        return explicit
+    names = caller.env_names()
+    if caller.getenv("CLAUDECODE") or caller.getenv("CLAUDE_CODE_ENTRYPOINT"):
+        agent = "claude-code"
+    elif any(k.startswith("CODEX_") for k in names):
+        agent = "codex"
+    elif any(k.startswith("PI_CODING_AGENT") for k in names):
+        agent = "pi"
+    else:
+        agent = "terminal"
+    return f"{agent} ({caller.user()}, pid {caller.ppid()})"
+
+
+def _with_code(remote: Remote, request: Request, code: CodeSnapshot | None, say: Progress) -> Request:
+    """Send the code snapshot (only what the cluster lacks) and bind its digest into the request."""
+    if code is None:
+        return request
+    from rsk.ops.code import sync
+
+    say(f"code: {len(code.files)} files, {code.total_bytes // 1024} KiB, snapshot {code.digest[:12]}")
+    sync(remote, request.project, code)
+    return request.model_copy(update={"code": code.digest})
+
+
+def launch(
+    target_name: str,
+    request: Request,
+    wait: float | None = None,
+    progress: Progress | None = None,
+    code: CodeSnapshot | None = None,
+) -> LaunchResult:
+    """The whole path: plan, ledger, expect, journal. `wait`: seconds to wait for a human (None: don't)."""
+    with attempts.attempt():  # what this launch holds in the ledger, no other launch gives back
+        return _launch(target_name, request, wait, progress, code)
+
+
+def _launch(
+    target_name: str, request: Request, wait: float | None, progress: Progress | None, code: CodeSnapshot | None
+) -> LaunchResult:
+    say = progress or (lambda _msg: None)
+    target = find_target(target_name)
+    store = Store(request.project)
+    from rsk.cluster.transport import connect  # paramiko loads only when a command needs the cluster
+
+    conn = connect(target)
+    try:
+        remote = Remote(conn)
+        request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, say)
+        # the ledger's jobs go first: the cluster counts them by id against its cap (a job can rename itself)
+        payload = _held(store, target.name) + request.encode()
+        say(f"planning on {target.name}")
+        planned_at = now()
+        # one remote program plans, waits while the ledger decides, then submits that very plan (`go`)
+        talk = remote.converse(submit_entry(request), "launch", stdin=payload)
+        try:
+            out = talk.first
+            raise_for_error(out)
+            plan = answers.plan(out)
+            known = _known_jobs(store, request, plan, target.name)
+            if known:
+                # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
+                # root): report them; submitting again would spend a permission that was already used
+                accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=True)
+                            for j in known]  # fmt: skip
+                result = _result(target.name, request, plan, Allowed(kind="replay", id="ledger"), accepted)
+                result.note = (
+                    "the ledger recorded this request's jobs; the cluster's journal does not show them all: "
+                    "not submitted again"
+                )
+                return result
+            try:
+                allowed = _allow(store, target.name, plan, request, planned_at)
+            except PendingApproval as pending:
+                if wait is None:
+                    raise
+                talk.close()
+                conn.close()
+                card_id = str(pending.details["card_id"])
+                say(f"waiting for a human to decide card {card_id}")
+                wait_for_card(store, card_id, wait if wait > 0 else None)  # denied: DeniedError
+                return launch(target_name, request, wait=None, progress=progress)  # the code is there now
+            if allowed.kind == "replay":
+                say("already submitted: replaying")
+            say(f"submitting (allowed by {allowed.kind} {allowed.id})")
+            try:
+                out = talk.reply("go", plan.hash)
+            except (ConnectError, ProtocolError) as exc:  # the outcome is unknown: keep what the request holds
+                exc.hint = (
+                    f"the outcome is unknown; launch again with --request-id {request.request_id}: "
+                    "the cluster's journal and the ledger make sure nothing is submitted twice"
+                )
+                raise
+        finally:
+            talk.close()  # without a `go`, the program ends having submitted nothing
+        accepted = answers.accepted(out)
+        if allowed.kind != "lease":  # a step costs the lease nothing new
+            record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})
+        if plan.is_step and accepted:  # what a controller starts is compared with these (rsk status)
+            record_steps(store, target.name, plan, request.request_id, [(a.job_id, a.task or "") for a in accepted])
+        if plan.kind == "lease" and accepted:
+            record_lease(store, target.name, plan, request.request_id, allowed, accepted[0].job_id)
+        try:
+            raise_for_error(out)
+        except RskError as exc:
+            if not accepted:
+                release(store, request.request_id, f"not submitted: {exc.code}")
+            raise
+        return _result(target.name, request, plan, allowed, accepted)
+    finally:
+        conn.close()
+
+
+class PlanReport(BaseModel):
+    """What a launch would do now, without doing it: no card is filed, nothing is submitted."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    request_id: str
+    plan_hash: str
+    would: Literal["replay", "deny", "approval", "grant", "ask", "lease", "closed"]
+    rule: str | None = None  # the deny rule, approval or grant that decides
+    reason: str = ""
+    closest_grant: str | None = None
+    closest_why: list[str] = []
+    gpu_hours_worst: float
+    cpu_hours_worst: float
+    jobs: int
+    policy_verdict: str
+    policy_reasons: list[str]
+    estimate_start: str
+    plan: Plan
+
+
+def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:
+    """Plan on the cluster and say how the ledger would decide now (rsk plan)."""
+    from rsk.ledger.decide import decide
+    from rsk.ledger.guard import count_active, facts, replaceable
+
+    target = find_target(target_name)
+    store = Store(request.project)
+    from rsk.cluster.transport import connect
+
+    with connect(target) as conn:
+        remote = Remote(conn)
+        request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
+        planned_at = now()
+        out = remote.call(submit_entry(request), "plan", stdin=_held(store, target.name) + request.encode())
+    raise_for_error(out)
+    plan = answers.plan(out)
+    ledger = store.load()
+    base = {
+        "target": target.name, "project": request.project, "request_id": request.request_id,
+        "plan_hash": plan.hash, "gpu_hours_worst": round(plan.gpu_hours, 4),
+        "cpu_hours_worst": round(plan.cpu_hours, 4), "jobs": plan.jobs, "policy_verdict": plan.verdict,
+        "policy_reasons": plan.reasons, "estimate_start": plan.estimate_start, "plan": plan,
+    }  # fmt: skip
+    if _replayed(plan) or _known_jobs(store, request, plan, target.name):
+        return PlanReport(would="replay", reason="this request's jobs were submitted already", **base)
+    if plan.is_step:
+        from rsk.ledger.guard import decide_step
+
+        kind, rule, reason = decide_step(ledger, target.name, plan, request.request_id)
+        return PlanReport(would=kind, rule=rule, reason=reason, **base)
+    active = count_active(ledger, target.name, plan, planned_at, request.request_id)
+    replaces = replaceable(ledger, request.request_id, plan.hash)
+    d = decide(ledger, facts(target.name, plan, request.request_id, active, replaces), now())
+    return PlanReport(would=d.kind, rule=d.rule, reason=d.reason, closest_grant=d.closest_grant,
+                      closest_why=d.closest_why, **base)  # fmt: skip
+
+
+def _held(store: Store, target: str) -> bytes:
+    """The ledger's unsettled jobs on the target, as the line the cluster's programs read first."""
+    return held_line(held_jobs(store.load(), target))
+
+
+def _known_jobs(store: Store, request: Request, plan: Plan, target: str) -> list[str]:
+    """The jobs the ledger recorded for this request, unless the cluster shows every one of them as
+    submitted (then the cluster replays them, or submits the rest of a batch). The ledger is the
+    authority: whatever the cluster's journal says of a request the ledger holds jobs for (wiped, or
+    edited by a job), nothing is submitted in their place."""
+    jobs = submitted_jobs(store.load(), request.request_id, plan.hash, target, store.archive)
+    seen = {p.job_id for p in plan.prior if p.state in ("done", "found")}
+    return [] if set(jobs) <= seen else jobs
+
+
+def _allow(store: Store, target: str, plan: Plan, request: Request, planned_at: datetime) -> Allowed:
+    """What lets this plan run: a replay, the lease's rules for a step, or the ledger (deny, approval,
+    grant). PendingApproval when a human must decide; a card filed now is announced (rsk.ledger.notify)."""
+    replay = _replayed(plan)
+    if replay is not None:
+        return replay
+    if plan.is_step:
+        return authorize_step(store, target, plan, request)
+    try:
+        return authorize(store, target, plan, request, planned_at)
+    except PendingApproval as pending:
+        if pending.details.get("new_card"):
+            from rsk.ledger.cards import find_card
+            from rsk.ledger.notify import card_filed
+
+            card_filed(find_card(store.load(), str(pending.details["card_id"])), store.project)
+        raise
+
+
+def _replayed(plan: Plan) -> Allowed | None:
+    """A request whose jobs were all submitted is replayed without a decision (nothing new can run)."""
+    if plan.prior and len(plan.prior) == plan.jobs and all(p.state in ("done", "found") for p in plan.prior):
+        return Allowed(kind="replay", id="cluster")
+    return None
+
+
+def _result(target: str, request: Request, plan: Plan, allowed: Allowed, accepted: list[Accepted]) -> LaunchResult:
+    return LaunchResult(
+        status="replayed" if all(a.replay for a in accepted) else "submitted",
+        target=target,
+        project=request.project,
+        request_id=request.request_id,
+        job_id=accepted[0].job_id,
+        tasks=[TaskJob(task=a.task, job_id=a.job_id) for a in accepted if a.task],
+        plan_hash=plan.hash,
+        allowed_by=allowed,
+        plan=plan,
+    )

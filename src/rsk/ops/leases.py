@@ -1,0 +1,238 @@
+"""Leases: one held allocation that rsk's controller on the cluster divides among steps (docs/leases.md).
+
+Opening a lease is a launch (planned on the cluster, decided by the ledger, charged at worst case for the
+whole allocation); a step is a launch with `lease` set (rsk.ops.launch). This module holds what is only a
+lease's: the request that opens one, and status, drain, resume, close and the GPU view, each one call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal, cast, get_args
+
+from pydantic import BaseModel, ConfigDict, StrictInt
+
+from rsk.cluster.remote import Remote, remote_for
+from rsk.errors import UsageError
+from rsk.ledger.guard import close_lease
+from rsk.ledger.models import Ledger, now
+from rsk.ledger.store import Store
+from rsk.local.paths import check_token, new_request_id
+from rsk.ops.gpus import GpuInventory, inventory_from
+from rsk.request.units import parse_mem, parse_time
+from rsk.wire import answers
+from rsk.wire.answers import LeaseLine
+from rsk.wire.protocol import Output, Request, raise_for_error
+
+LeaseState = Literal["pending", "starting", "running", "draining", "drained", "closed", "ended"]
+_STATES = frozenset(get_args(LeaseState))
+
+
+class LeaseSpec(BaseModel):
+    """What opening a lease asks for, as the human or agent gives it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    nodes: StrictInt | None = None  # numbers as numbers: true is not 1
+    gpus: StrictInt | None = None  # per node
+    cpus: StrictInt | None = None  # per node
+    mem: str | None = None  # per node
+    time: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    drain_min: StrictInt | None = None
+    overrun: Literal["refuse", "clip"] | None = None
+    request_id: str | None = None
+
+
+def open_request(spec: LeaseSpec, project: str, requester: str) -> Request:
+    """The request that opens a lease: no command of its own (its job runs rsk's controller)."""
+    name = check_token("lease name", spec.name)
+    return Request(
+        project=project,
+        request_id=check_token("request id", spec.request_id) if spec.request_id else new_request_id(),
+        name=f"lease-{name}"[:64],
+        partition=spec.partition or "",
+        account=spec.account or "",
+        qos=spec.qos or "",
+        nodes=spec.nodes,
+        cpus=spec.cpus,
+        gpus=spec.gpus,
+        mem_mb=parse_mem(spec.mem) if spec.mem else None,
+        time_min=parse_time(spec.time) if spec.time else None,
+        lease_open=name,
+        drain_min=spec.drain_min,
+        overrun=spec.overrun or "",
+        requester=requester,
+    )
+
+
+class LeaseInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    job_id: str  # the lease's Slurm job
+    request_id: str
+    state: LeaseState
+    nodes: int
+    gpus: int  # per node
+    cpus: int  # per node
+    mem_mb: int  # per node
+    time_min: int
+    partition: str
+    drain_min: int
+    overrun: str
+    hosts: list[str]  # the allocation's nodes, once the controller runs
+    start: int | None  # epoch seconds, once the controller runs
+    end: int | None
+    queued: int
+    running: int
+    ended: int
+    drained: bool  # a human asked it to start no new steps (rsk lease drain)
+    ledger: Literal["open", "closed", "unknown"]  # whether this project's ledger allows steps into it
+    undecided: list[str] = []  # steps its controller started that the ledger never decided (rsk.ops.status)
+
+
+class LeaseList(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    leases: list[LeaseInfo]
+    warnings: list[str] = []  # one per undecided step, as rsk status says it
+
+
+class CloseReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    name: str
+    job_id: str
+    result: Literal["cancelled", "ended"]  # the allocation was ended now, or had ended already
+    queued_cancelled: int
+    settled: bool  # the lease's charge now counts what the allocation held, not its worst case
+
+
+def _info(r: LeaseLine, ledger: Ledger, target: str) -> LeaseInfo:
+    known = [x for x in ledger.leases if x.target == target and x.job_id == r.job and x.name == r.name]
+    return LeaseInfo(
+        name=r.name,
+        job_id=r.job,
+        request_id=r.rid,
+        state=cast(LeaseState, r.state if r.state in _STATES else "running"),
+        nodes=max(r.nodes or 0, 0),
+        gpus=max(r.gpus or 0, 0),
+        cpus=max(r.cpus or 0, 0),
+        mem_mb=max(r.mem or 0, 0),
+        time_min=max(r.time or 0, 0),
+        partition=r.partition,
+        drain_min=max(r.drain or 0, 0),
+        overrun=r.overrun,
+        hosts=r.hosts,
+        start=r.start if r.start is None or r.start >= 0 else None,
+        end=r.end if r.end is None or r.end >= 0 else None,
+        queued=r.queued,
+        running=r.running,
+        ended=r.ended,
+        drained=r.drained,
+        ledger="unknown" if not known else "closed" if known[0].closed else "open",
+    )
+
+
+def _call(remote: Remote, *args: str) -> Output:
+    out = remote.call("lease", *args)
+    raise_for_error(out)
+    return out
+
+
+def status(target: str, project: str, name: str | None = None) -> LeaseList:
+    if name is not None:
+        check_token("lease name", name)
+    from rsk.ops.status import status_call, undecided_warning
+
+    store = Store(project)
+    with remote_for(target) as remote:
+        out = _call(remote, "status", project, *([name] if name else []))
+        jobs, _ = status_call(remote, target, project)  # which steps the ledger never decided
+    ledger = store.load()  # once, for every lease the answer lists
+    leases = [_info(r, ledger, target) for r in answers.leases(out)]
+    names = {x.name for x in leases}
+    for x in leases:
+        x.undecided = [j.job_id for j in jobs.jobs if j.lease == x.name and j.undecided]
+    warnings = [undecided_warning(j) for j in jobs.jobs if j.undecided and j.lease in names]
+    return LeaseList(target=target, project=project, leases=leases, warnings=warnings)
+
+
+def set_drain(target: str, project: str, name: str, drain: bool) -> LeaseInfo:
+    """Drain: the controller starts no new step (running ones go on) until resume."""
+    check_token("lease name", name)
+    with remote_for(target) as remote:
+        out = _call(remote, "drain" if drain else "resume", project, name)
+    found = answers.leases(out)
+    if not found:
+        raise UsageError(f"the cluster did not report lease {name}")
+    return _info(found[0], Store(project).load(), target)
+
+
+def close(target: str, project: str, name: str, by: str, settle_wait: float = 20.0) -> CloseReport:
+    """End the lease: its queued steps are cancelled, its allocation ends, the ledger stops allowing steps
+    into it, and its charge is settled to what the allocation held (once Slurm says it ended)."""
+    check_token("lease name", name)
+    from rsk.ops.status import status_call
+
+    store = Store(project)
+    with remote_for(target) as remote:
+        out = _call(remote, "close", project, name)
+        if out.first("closed") is None:
+            raise UsageError(f"the cluster did not report closing lease {name}")
+        closed = answers.lease_closed(out)
+        job = closed.job
+        close_lease(store, target, name, by)
+        settled = False
+        deadline = time.monotonic() + settle_wait
+        while True:
+            st, _ = status_call(remote, target, project)
+            mine = [j for j in st.jobs if j.job_id == job]
+            if not mine or mine[0].state not in ("pending", "running"):
+                settled = bool(mine)
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+    return CloseReport(
+        target=target,
+        project=project,
+        name=name,
+        job_id=job,
+        result="cancelled" if closed.result == "cancelled" else "ended",
+        queued_cancelled=closed.queued,
+        settled=settled,
+    )
+
+
+def gpus(target: str, project: str, name: str) -> GpuInventory:
+    """The lease's GPUs from its controller: per node, each free or held by which step."""
+    check_token("lease name", name)
+    with remote_for(target) as remote:
+        out = _call(remote, "gpus", project, name)
+    return inventory_from(target, out)
+
+
+def describe(info: LeaseInfo) -> str:
+    """One line for humans."""
+    left = ""
+    if info.end and info.state in ("running", "draining", "drained"):
+        mins = max(info.end - int(now().timestamp()), 0) // 60
+        left = f", {mins} min left"
+    where = ",".join(info.hosts) or "-"
+    return (
+        f"{info.name:<14} job {info.job_id:<8} {info.state:<9} {info.nodes}x{info.gpus} GPU on {where}{left}; "
+        f"steps: {info.queued} queued, {info.running} running, {info.ended} ended"
+        + ("" if info.ledger == "open" else f" (ledger: {info.ledger})")
+        + (f"; UNDECIDED: {', '.join(info.undecided)}" if info.undecided else "")
+    )

@@ -1,0 +1,204 @@
+"""A project's jobs as the cluster and the ledger see them: status in one remote call, filtered and settled."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from rsk.cluster.remote import Remote, remote_for
+from rsk.errors import UsageError
+from rsk.ledger import guard
+from rsk.ledger.store import Store
+from rsk.wire import answers, states
+from rsk.wire.answers import JobFacts
+from rsk.wire.protocol import Output, Placement, placement, raise_for_error
+from rsk.wire.states import FINAL, State
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JobState(Model):
+    request_id: str
+    task: str | None
+    job_id: str
+    state: State
+    exit_code: int | None
+    signal: str | None
+    elapsed_s: int | None
+    limit_s: int | None
+    where: str
+    submitted: str
+    nodes: int | None = None
+    cpus: int | None = None
+    mem_mb: int | None = None
+    gpus: int | None = None
+    lease: str | None = None  # a step: the lease it was queued into
+    starts: int = 0  # a step: how often a lease's controller journaled starting it
+    undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
+    # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
+    # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
+    _slurm_record: tuple[int, int | None] | None = PrivateAttr(default=None)
+    _slurm_listed: bool = PrivateAttr(default=False)
+
+    @property
+    def placement(self) -> Placement:
+        """On Slurm, or a step in its lease (rsk.wire.protocol.placement)."""
+        return placement(self.job_id, self.lease or "")
+
+    @property
+    def gpu_hours_used(self) -> float:
+        return (self.gpus or 0) * (self.nodes or 1) * (self.elapsed_s or 0) / 3600
+
+    @property
+    def gpu_hours_reserved(self) -> float:
+        """What a job not yet finished may still use at worst."""
+        if self.state in FINAL:
+            return 0.0
+        left = max((self.limit_s or 0) - (self.elapsed_s or 0), 0)
+        return (self.gpus or 0) * (self.nodes or 1) * left / 3600
+
+
+class Status(Model):
+    schema_version: int = 1
+    target: str
+    project: str
+    slurm: Literal["up", "down"]
+    at: str
+    jobs: list[JobState]
+    counts: dict[str, int] = {}  # jobs per state (after any filter)
+    warnings: list[str] = []  # what a human must look at: steps the ledger never decided
+
+
+def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
+    return [job_state(f, slurm_up) for f in answers.status(out).jobs]
+
+
+def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
+    """One job's state from the facts its @@job line carries (rsk.wire.states decides)."""
+    nodes, cpus, mem, gpus = (f.res + [None] * 5)[:4]
+    facts = states.Facts(
+        squeue=f.sq,
+        sacct=f.ac,
+        rc=f.rc,
+        signal=f.sig or None,
+        elapsed_s=f.elapsed,
+        limit_s=f.limit,
+        cancel_requested=f.cancel,
+        slurm_up=slurm_up,
+    )
+    job = JobState(
+        request_id=f.rid,
+        task=f.task or None,
+        job_id=f.job,
+        state=states.job_state(facts),
+        exit_code=f.rc if f.rc is not None else f.ac_exit,
+        signal=facts.signal if facts.signal not in (None, "none") else None,
+        elapsed_s=f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s,
+        limit_s=f.sq_limit if f.sq_limit is not None else facts.limit_s,
+        where=f.where,
+        submitted=f.submitted,
+        nodes=nodes,
+        cpus=cpus,
+        mem_mb=mem,
+        gpus=gpus,
+        lease=f.lease or None,
+        starts=f.starts,
+    )
+    job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
+    return job
+
+
+def mark_undecided(st: Status, project: str) -> Status:
+    """Every step a lease's controller started is compared with the steps the ledger allowed: one it never
+    decided (a job of the cluster account can write into a lease's queue) is marked, with a warning."""
+    ledger = Store(project).load()
+    for j in st.jobs:
+        if j.lease:
+            j.undecided = guard.undecided_step(ledger, st.target, j.lease, j.job_id, j.request_id, j.starts)
+        if j.undecided:
+            st.warnings.append(undecided_warning(j))
+    return st
+
+
+def undecided_warning(j: JobState) -> str:
+    return (
+        f"undecided step {j.job_id} (request {j.request_id}) ran in lease {j.lease}: {j.undecided}. Any job of "
+        "the cluster account can queue steps into the account's leases (docs/security.md); if it is yours and "
+        f"its launch was cut off, launch it again with --request-id {j.request_id}"
+    )
+
+
+def _slurm_record(f: JobFacts) -> tuple[int, int | None] | None:
+    """Slurm's word on an ended job: squeue's while it lists the job, else sacct's; None otherwise."""
+    for state, el, limit in ((f.sq, f.sq_elapsed, f.sq_limit), (f.ac, f.ac_elapsed, f.ac_limit)):
+        if states.slurm_ended(state) and el is not None:
+            return el, limit
+    return None
+
+
+def settle_ended(target: str, project: str, jobs: list[JobState]) -> int:
+    """Charges and approval uses of ended jobs count what Slurm says they used; a job Slurm no longer
+    lists (forgotten, MinJobAge) whose end nobody captured counts its worst case."""
+    ended: dict[str, guard.SlurmRecord] = {}
+    for j in jobs:
+        if j._slurm_record is not None:
+            ended[j.job_id] = j._slurm_record
+        elif j.state in FINAL and not j._slurm_listed:
+            ended[j.job_id] = None
+    return guard.settle(Store(project), target, ended) if ended else 0
+
+
+def status_call(remote: Remote, target: str, project: str,
+                after: int | None = None) -> tuple[Status, answers.StatusAnswer]:  # fmt: skip
+    """The project's jobs: those the journal lists, and every job the ledger holds, found by id."""
+    args = [project] if after is None else [project, str(after)]
+    store = Store(project)
+    held = guard.held_jobs(store.load(), target)
+    out = remote.call("status", *args, stdin=guard.held_line(held))
+    raise_for_error(out)
+    answer = answers.status(out)
+    up = answer.slurm_up
+    jobs = [job_state(f, slurm_up=up) for f in answer.jobs]
+    for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
+        if j.job_id in held:
+            j.request_id = held[j.job_id]
+    st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
+                jobs=jobs)  # fmt: skip
+    by_request: dict[str, list[str]] = {}
+    for j in st.jobs:
+        by_request.setdefault(j.request_id, []).append(j.job_id)
+    guard.adopt(store, target, by_request)
+    settle_ended(target, project, st.jobs)
+    return mark_undecided(st, project), answer
+
+
+def status(target: str, project: str) -> Status:
+    with remote_for(target) as remote:
+        return status_call(remote, target, project)[0]
+
+
+def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = None, active: bool = False,
+                limit: int = 0) -> Status:  # fmt: skip
+    """Only the jobs asked for (one job, one request's, the live ones, the newest `limit`), counted again."""
+    jobs = st.jobs
+    if job:
+        jobs = [j for j in jobs if j.job_id == job]
+        if not jobs:
+            raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them",
+                             details={"code": "not-found"})  # fmt: skip
+    if request_id:
+        jobs = [j for j in jobs if j.request_id == request_id]
+    if active:
+        jobs = [j for j in jobs if j.state not in FINAL]
+    if limit:
+        jobs = jobs[-limit:]
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j.state] = counts.get(j.state, 0) + 1
+    return st.model_copy(update={"jobs": jobs, "counts": counts})
+
+
+END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back

@@ -1,0 +1,108 @@
+"""Waiting for work: a card's decision and launch, then jobs until every one has ended (or a timeout).
+
+`rsk wait` answers in one of three ways, told apart by its status and exit code: `done` (0; every job
+ended, each with its final state and exit code), `running` (10; call again), `pending` (4; the card
+still waits for a human). The default timeout (100 s) stays below Claude Code's 2-minute Bash limit.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from rsk.cluster.remote import remote_for
+from rsk.errors import PendingApproval, UsageError
+from rsk.ops.launch import LaunchResult
+from rsk.ops.status import JobState, status_call
+from rsk.wire.states import FINAL
+
+DEFAULT_TIMEOUT = 100.0
+
+
+class WaitResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    status: Literal["done", "running", "pending"]
+    target: str | None
+    project: str
+    card_id: str | None = None
+    request_id: str | None = None
+    launch: LaunchResult | None = None  # a card that was approved while waiting: its launch
+    jobs: list[JobState] = []
+    counts: dict[str, int] = {}  # jobs per state
+    waited_s: float = 0.0
+    hint: str = ""
+
+
+def _select(jobs: list[JobState], job: str | None, request_id: str | None) -> list[JobState]:
+    if job is not None:
+        return [j for j in jobs if j.job_id == job]
+    return [j for j in jobs if j.request_id == request_id]
+
+
+def wait_jobs(
+    target: str, project: str, *, job: str | None = None, request_id: str | None = None, timeout: float | None,
+    poll: float = 2.0, started: float | None = None,
+) -> WaitResult:  # fmt: skip
+    """Poll the project's status over one connection until the selected jobs have all ended."""
+    if (job is None) == (request_id is None):
+        raise UsageError("wait for one thing: a JOB id, a --request-id or a --batch")
+    t0 = started if started is not None else time.monotonic()
+    deadline = None if not timeout else t0 + timeout
+    with remote_for(target) as remote:
+        while True:
+            st, _ = status_call(remote, target, project)
+            chosen = _select(st.jobs, job, request_id)
+            if not chosen:
+                what = f"job {job}" if job is not None else f"request {request_id}"
+                raise UsageError(
+                    f"no rsk {what} in project {project} on {target}",
+                    "`rsk status` lists the project's jobs; a pending launch has a card id instead",
+                    details={"code": "not-found"},
+                )
+            done = all(j.state in FINAL for j in chosen)
+            now = time.monotonic()
+            if done or (deadline is not None and now >= deadline):
+                counts: dict[str, int] = {}
+                for j in chosen:
+                    counts[j.state] = counts.get(j.state, 0) + 1
+                return WaitResult(
+                    status="done" if done else "running",
+                    target=target,
+                    project=project,
+                    request_id=request_id,
+                    jobs=chosen,
+                    counts=counts,
+                    waited_s=round(now - t0, 1),
+                    hint="" if done else "still running: call `rsk wait` again with the same arguments",
+                )
+            time.sleep(min(poll, max((deadline or now + poll) - now, 0.1)))
+            poll = min(poll * 1.5, 10.0)
+
+
+def wait_card(card_id: str, project: str | None, timeout: float | None) -> WaitResult:
+    """Wait for a human's decision on a card; once approved, launch it, then wait for its jobs."""
+    from rsk.ledger.cards import store_of_card, wait_for_card
+    from rsk.ops.launch import launch
+    from rsk.wire.protocol import Request
+
+    t0 = time.monotonic()
+    store = store_of_card(card_id, project)
+    try:
+        card = wait_for_card(store, card_id, timeout)
+    except PendingApproval as exc:
+        return WaitResult(
+            status="pending",
+            target=None,
+            project=store.project,
+            card_id=card_id,
+            waited_s=round(time.monotonic() - t0, 1),
+            hint=exc.hint or "",
+        )
+    result = launch(card.target, Request.model_validate(card.request))
+    left = None if not timeout else max(timeout - (time.monotonic() - t0), 0.001)
+    waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0)
+    return waited.model_copy(update={"card_id": card_id, "launch": result})

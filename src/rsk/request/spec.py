@@ -1,0 +1,87 @@
+"""What an agent asks to launch, before it is a Request: the one place the CLI and the MCP server build it.
+
+A LaunchSpec holds the options as the agent gives them (memory as "16G", time as "2:00:00", a script's
+text, task lines); `build_request` checks them, lifts a script's #SBATCH lines, and returns the Request
+that the cluster plans. Pure: no file is read here and nothing is printed.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, StrictInt
+
+from rsk.errors import UsageError
+from rsk.local.paths import check_token, new_request_id
+from rsk.request.inputs import check_request
+from rsk.request.tasks import sbatch_directives
+from rsk.request.units import parse_mem, parse_time
+from rsk.wire.protocol import Request, TaskSpec
+
+
+class LaunchSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    argv: list[str] = []
+    script: str | None = None  # a batch script's text
+    tasks: list[TaskSpec] = []  # a batch, already parsed (parse_tasks)
+    request_id: str | None = None
+    name: str | None = None
+    workdir: str | None = None
+    path: str | None = None
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    nodes: StrictInt | None = None  # numbers as numbers: true is not 1
+    cpus: StrictInt | None = None
+    gpus: StrictInt | None = None
+    mem: str | None = None
+    time: str | None = None
+    env: list[str] = []
+    lease: str | None = None  # a step of this lease of the project
+
+
+def _lift_script(spec: LaunchSpec) -> LaunchSpec:
+    """A script's #SBATCH resource lines join the spec; an option that disagrees with one is an error."""
+    if spec.script is None:
+        return spec
+    lifted = sbatch_directives(spec.script)
+    update: dict[str, object] = {}
+    for key, value in lifted.items():
+        given = getattr(spec, key)
+        if given is not None and str(given) != value:
+            raise UsageError(f"--{key} {given} and the script's #SBATCH {key}={value} disagree")
+        if given is None:
+            update[key] = int(value) if key in ("nodes", "cpus", "gpus") else value
+    return spec.model_copy(update=update)
+
+
+def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
+    """The Request for a spec, checked: exactly one of argv, script or tasks; tokens, units and env valid."""
+    if sum(bool(x) for x in (spec.argv, spec.script, spec.tasks)) != 1:
+        raise UsageError(
+            "give exactly one of: a command after --, --script FILE, or --tasks FILE",
+            "e.g. rsk launch -t lab -- python train.py",
+        )
+    spec = _lift_script(spec)
+    request = Request(
+        project=project,
+        request_id=check_token("request id", spec.request_id) if spec.request_id else new_request_id(),
+        name=check_token("job name", spec.name) if spec.name else "",
+        workdir=spec.workdir or "",
+        path=spec.path or "",
+        partition=spec.partition or "",
+        account=spec.account or "",
+        qos=spec.qos or "",
+        nodes=spec.nodes,
+        cpus=spec.cpus,
+        mem_mb=parse_mem(spec.mem) if spec.mem else None,
+        gpus=spec.gpus,
+        time_min=parse_time(spec.time) if spec.time else None,
+        env=list(spec.env),
+        argv=list(spec.argv),
+        script=spec.script,
+        tasks=list(spec.tasks),
+        requester=requester,
+        lease=check_token("lease name", spec.lease) if spec.lease else "",
+    )
+    check_request(request)
+    return request

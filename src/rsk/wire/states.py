@@ -1,0 +1,91 @@
+"""A job's state from the raw facts the cluster reports (pure; remote/status.awk gathers the facts).
+
+Sources, most direct first: squeue (while Slurm remembers the job), the run markers the job wrapper
+writes (exit code and signal, kept after Slurm forgets), sacct where accounting works, and the journal's
+record of a cancel rsk asked for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+State = Literal["pending", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
+FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "lost"})
+
+# Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
+# get one without a new submission: waiting (PENDING, CONFIGURING), put back in the queue (REQUEUED,
+# REQUEUE_FED, and held there: REQUEUE_HOLD, SPECIAL_EXIT, RESV_DEL_HOLD), paused with its allocation
+# (SUSPENDED, STOPPED), or running and its ends (COMPLETING, SIGNALING, STAGE_OUT, RESIZING).
+_PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "SPECIAL_EXIT",
+            "SUSPENDED", "STOPPED"}  # fmt: skip
+_RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING"}
+# The one active-state set of both sides: what the cap counts, what keeps a lease live, pending or running
+# for rsk status. rsk.wire.bundle ships it to the cluster (RSK_ACTIVE, and active() in the awk library).
+ACTIVE: frozenset[str] = frozenset(_PENDING | _RUNNING)
+# the states in which Slurm has let go of a job's allocation for good: its run time is final
+_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
+          "NODE_FAIL"}  # fmt: skip
+
+
+def slurm_ended(state: str) -> bool:
+    """Slurm itself (squeue or sacct) says the job ended: what it reports of its run time is final."""
+    return state in _ENDED
+
+
+@dataclass(frozen=True)
+class Facts:
+    squeue: str = ""  # squeue's state, "" when Slurm no longer lists the job
+    sacct: str = ""  # sacct's state, "" without accounting
+    rc: int | None = None  # from the wrapper's "ended" marker
+    signal: str | None = None  # "none" or a signal name, from the marker
+    elapsed_s: int | None = None
+    limit_s: int | None = None
+    cancel_requested: bool = False
+    slurm_up: bool = True
+
+
+def job_state(f: Facts) -> State:
+    sq = f.squeue
+    if sq in _PENDING:
+        return "pending"
+    if sq in _RUNNING:
+        return "running"
+    if sq in ("TIMEOUT", "DEADLINE"):
+        return "timed-out"
+    if sq in ("CANCELLED", "PREEMPTED"):
+        return "cancelled"
+    if f.rc is not None:
+        if f.signal not in (None, "", "none"):
+            near_limit = f.limit_s is not None and (f.elapsed_s or 0) + 5 >= f.limit_s
+            return "timed-out" if near_limit else "cancelled"
+        return "succeeded" if f.rc == 0 else "failed"
+    if not sq and f.sacct:
+        return _from_sacct(f.sacct)
+    if sq == "COMPLETED":
+        return "succeeded"
+    if sq in ("FAILED", "OUT_OF_MEMORY", "BOOT_FAIL"):
+        return "failed"
+    if sq == "NODE_FAIL":
+        return "lost"
+    if not f.slurm_up:
+        return "unknown"
+    if f.cancel_requested:
+        return "cancelled"
+    return "lost"
+
+
+def _from_sacct(state: str) -> State:
+    if state == "COMPLETED":
+        return "succeeded"
+    if state in ("TIMEOUT", "DEADLINE"):
+        return "timed-out"
+    if state in ("CANCELLED", "PREEMPTED"):
+        return "cancelled"
+    if state in ("NODE_FAIL", "BOOT_FAIL"):
+        return "lost"
+    if state in ("PENDING", "REQUEUED", "SUSPENDED"):
+        return "pending"
+    if state == "RUNNING":
+        return "running"
+    return "failed"
