@@ -21,9 +21,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import LAB_DIR, LAB_PORT, ROOT, Lab, Ran, rsk
-from tests.integration.helpers import grant, launch, slow_lock
-
-__all__ = ["slow_lock"]  # a fixture
+from tests.integration.helpers import grant, launch
 
 AGENT = "rskagent"
 AGENT_HOME = Path("/home") / AGENT
@@ -273,8 +271,8 @@ def broker_pid() -> int:
     return int(json.loads(rsk("broker", "status", "--json").out)["pid"])
 
 
-def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, own_broker: Path,
-                                                        slow_lock: Path) -> None:  # fmt: skip
+def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, slow_lock: Path,
+                                                        own_broker: Path) -> None:  # fmt: skip
     grant(project, "--jobs", "3")
     pid = broker_pid()
     threading.Timer(1.5, lambda: os.kill(pid, signal.SIGKILL)).start()
@@ -287,8 +285,9 @@ def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, 
     rsk("cancel", "--target", "lab", "--project", project, "-r", "once")
 
 
+@pytest.mark.serial  # cuts every SSH session of the cluster user
 def test_a_cut_connection_fails_the_command_in_flight_and_the_next_one_reconnects(
-    lab: Lab, project: str, own_broker: Path, slow_lock: Path
+    lab: Lab, project: str, slow_lock: Path, own_broker: Path
 ) -> None:
     grant(project, "--jobs", "3")
     assert rsk("status", "--target", "lab", "--project", project).rc == 0  # the connection is warm now
