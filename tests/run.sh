@@ -46,7 +46,7 @@ fi
 
 workers=${RSK_TEST_WORKERS:-3}
 xdist=""
-[ "$workers" = 0 ] || xdist="-n $workers --dist loadfile"
+[ "$workers" = 0 ] || xdist="-n $workers --dist loadfile -p no:benchmark"  # (pytest-benchmark, when installed, warns per worker)
 status=0
 echo "== pytest: unit and CLI" >&2
 "$PY" -m pytest -q -m "not lab" || status=1

@@ -34,11 +34,17 @@ def broker(lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         pytest.fail(f"no user {AGENT}: run tests/setup.sh")
     sock = Path(f"/tmp/rsk-b-{uuid.uuid4().hex[:8]}") / "b.sock"
     monkeypatch.setenv("RSK_BROKER", str(sock))
-    r = rsk("broker", "start", "--allow", f"{AGENT}:{project}", "--idle", "600")
+    scratch = broker_tmp(sock)  # this broker's temporary files, apart from other brokers'
+    scratch.mkdir(mode=0o700)
+    r = rsk("broker", "start", "--allow", f"{AGENT}:{project}", "--idle", "600", env={"TMPDIR": str(scratch)})
     assert r.rc == 0, r.err
     yield sock
     rsk("broker", "stop")
-    subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+    subprocess.run(["rm", "-rf", str(sock.parent), str(scratch)], check=False)
+
+
+def broker_tmp(sock: Path) -> Path:
+    return Path(f"{sock.parent}-tmp")
 
 
 def as_agent(sock: Path, *args: str, timeout: float = 120) -> Ran:
@@ -176,7 +182,7 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
     assert body["plan"]["code"] == snapshot(AGENT_HOME / "proj", ["*.log"]).digest  # the files as the agent has them
     assert agent_rsk(broker, "wait", body["job_id"], "-t", "lab", "-p", project, "--json").rc == 0
     assert "code-ran-forty-two" in agent_rsk(broker, "logs", body["job_id"], "-t", "lab", "-p", project).out
-    assert not list(Path("/tmp").glob("rsk-code-*"))  # the broker's copy is gone
+    assert broker_tmp(broker).is_dir() and not list(broker_tmp(broker).glob("rsk-code-*"))  # its copy is gone
 
     # a directory the agent cannot read is not sent, and not opened by the broker either
     r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--code", str(rsk_env), "--json", "--", "true")
