@@ -22,6 +22,22 @@ BROKER_MODE = os.environ.get("RSK_TEST_BROKER") == "1"
 _brokers: dict[tuple[str, str], Path] = {}
 
 
+LAB_TESTS = ROOT / "tests" / "integration"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test under tests/integration is a lab test (marker `lab`); a test elsewhere that reaches the
+    lab must say so itself, or `pytest -m "not lab"` (the quick run) would fail without a lab."""
+    unmarked = []
+    for item in items:
+        if item.path.is_relative_to(LAB_TESTS):
+            item.add_marker(pytest.mark.lab)
+        elif "lab_session" in getattr(item, "fixturenames", ()) and item.get_closest_marker("lab") is None:
+            unmarked.append(item.nodeid)
+    if unmarked:
+        raise pytest.UsageError("tests that use the lab without the `lab` marker: " + ", ".join(unmarked))
+
+
 @dataclass
 class Ran:
     rc: int

@@ -1,27 +1,75 @@
 #!/bin/sh
-# The whole test suite: static checks, pytest (unit, CLI, lab integration) and bats (remote
-# scripts under dash, install.sh), against the lab cluster. Sets up what is missing first.
+# The test suite.
+#   sh tests/run.sh --quick   static checks and the tests that need neither root nor the lab (ruff, mypy,
+#                             ShellCheck if installed, pytest -m "not lab": unit and CLI); any user, offline
+#   sh tests/run.sh           everything, as root, against the lab cluster (sets up what is missing first):
+#                             the static checks, then bats (the remote programs under dash, install.sh)
+#                             beside the lab tests in parallel, then the tests that disturb the whole lab
+#                             alone, then the CLI and agent-loop suites again through a broker
+#   sh tests/run.sh ARGS...   the static checks and bats, then pytest ARGS (one file, -k, ...)
+# RSK_TEST_WORKERS (default 3): pytest workers for the lab tests; 0 runs them in one process.
 set -eu
 cd "$(dirname "$0")/.."
-sh tests/setup.sh
 PY=${RSK_PYTHON:-python3}
+quick=0
+if [ "${1:-}" = --quick ]; then
+    quick=1
+    shift
+fi
+[ "$quick" = 1 ] || sh tests/setup.sh
 echo "== ruff, mypy, shellcheck" >&2
 "$PY" -m ruff check src tests
 "$PY" -m ruff format --check src tests
 "$PY" -m mypy
 # the remote files are parts of programs: check the programs each call ships, as they run
-programs=$(mktemp -d)
-"$PY" -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$programs"
-shellcheck "$programs"/*.sh tests/lab/*.sh tests/*.sh bin/rsk .ci/run install.sh
-rm -rf "$programs"
-echo "== bats (remote scripts under dash, against the lab)" >&2
-bats tests/shell tests/install
-echo "== pytest" >&2
-"$PY" -m pytest -q "$@"
-if [ $# -eq 0 ]; then
-    # the same suites again with every rsk call through a broker: outputs and exit codes must not change
-    echo "== pytest through a broker (RSK_TEST_BROKER=1)" >&2
-    # (the CLI suite and the agent's loop on the lab: with the rest, CI would pass 20 minutes; any other
-    # suite runs the same way: RSK_TEST_BROKER=1 pytest tests/integration/test_guard.py)
-    RSK_TEST_BROKER=1 "$PY" -m pytest -q tests/cli tests/integration/test_agent_loop.py
+if command -v shellcheck >/dev/null 2>&1; then
+    programs=$(mktemp -d)
+    "$PY" -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$programs"
+    shellcheck "$programs"/*.sh tests/lab/*.sh tests/*.sh bin/rsk .ci/run install.sh
+    rm -rf "$programs"
+elif [ "$quick" = 1 ]; then
+    echo "(no shellcheck here: the shell programs are checked by the full run)" >&2
+else
+    echo "shellcheck is missing (sh tests/setup.sh installs it)" >&2
+    exit 1
 fi
+if [ "$quick" = 1 ]; then
+    echo "== pytest: unit and CLI (not lab)" >&2
+    exec "$PY" -m pytest -q -p no:cacheprovider -m "not lab" "$@"
+fi
+if [ $# -gt 0 ]; then
+    echo "== bats (remote scripts under dash, against the lab)" >&2
+    bats tests/shell tests/install
+    echo "== pytest $*" >&2
+    exec "$PY" -m pytest -q "$@"
+fi
+
+workers=${RSK_TEST_WORKERS:-3}
+xdist=""
+[ "$workers" = 0 ] || xdist="-n $workers --dist loadfile -p no:benchmark"  # (pytest-benchmark, when installed, warns per worker)
+status=0
+echo "== pytest: unit and CLI" >&2
+"$PY" -m pytest -q -m "not lab" || status=1
+# bats runs as the cluster user against the lab's Slurm while the lab tests run: each suite has remote
+# roots, projects and (for fault injection) shims of its own; its output follows when both are done
+bats_log=$(mktemp)
+bats tests/shell tests/install >"$bats_log" 2>&1 &
+bats_pid=$!
+echo "== pytest: lab (${workers} workers), with bats beside it" >&2
+# shellcheck disable=SC2086  # the xdist options split on purpose
+"$PY" -m pytest -q $xdist -m "lab and not serial" || status=1
+bats_rc=0
+wait "$bats_pid" || bats_rc=$?
+echo "== bats (remote scripts under dash, against the lab)" >&2
+cat "$bats_log"
+rm -f "$bats_log"
+[ "$bats_rc" = 0 ] || status=1
+echo "== pytest: tests that disturb the whole lab, alone" >&2
+"$PY" -m pytest -q -m serial || status=1
+# the same suites again with every rsk call through a broker: outputs and exit codes must not change
+# (the CLI suite and the agent's loop on the lab; any other suite runs the same way:
+# RSK_TEST_BROKER=1 pytest tests/integration/test_guard.py)
+echo "== pytest through a broker (RSK_TEST_BROKER=1)" >&2
+# shellcheck disable=SC2086
+RSK_TEST_BROKER=1 "$PY" -m pytest -q $xdist tests/cli tests/integration/test_agent_loop.py || status=1
+exit "$status"

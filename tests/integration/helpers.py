@@ -3,34 +3,39 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import Ran, rsk
+from tests.conftest import Lab, Ran, rsk
 
-SHIM = "/usr/local/bin/sbatch"
-FAULT_DIR = Path("/tmp/rsk-fault")
+# Fault injection: each test that asks for it gets a directory of shims of its own, owned by root and not
+# writable by the cluster user (the programs refuse a Slurm command the account can write), put first on
+# the cluster's PATH through its own copy of the lab target (`path = [...]`). Nothing outside the test's
+# directories changes, so other tests (and other sessions on the same lab) see the real commands.
 
-# An sbatch on the cluster's PATH ahead of the real one. With no flag file it is the real sbatch.
-# With FAULT_DIR/kill-before it kills the submitting session before sbatch runs (an intent with no
-# job); with FAULT_DIR/kill-after it runs sbatch and then kills the session before the outcome is
-# journaled (a job whose outcome the journal never heard). Either way the SSH channel dies mid-call.
-# With FAULT_DIR/fill-after (holding a journal's path) it runs sbatch, then makes that journal refuse
-# writes, as a full disk would, before the outcome is journaled.
-SHIM_TEXT = f"""#!/bin/sh
+# An sbatch ahead of the real one. With no flag file it is the real sbatch. With FLAGS/kill-before it kills
+# the submitting session before sbatch runs (an intent with no job); with FLAGS/kill-after it runs sbatch
+# and then kills the session before the outcome is journaled (a job whose outcome the journal never
+# heard). Either way the SSH channel dies mid-call. With FLAGS/fill-after (holding a journal's path) it
+# runs sbatch, then makes that journal refuse writes, as a full disk would, before the outcome is journaled.
+SHIM_TEXT = """#!/bin/sh
 case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
-if [ -e {FAULT_DIR}/kill-before ]; then rm -f {FAULT_DIR}/kill-before; kill -9 -$(ps -o pgid= $$ | tr -d ' '); fi
-if [ -e {FAULT_DIR}/kill-after ]; then
-    rm -f {FAULT_DIR}/kill-after
+if [ -e {flags}/kill-before ]; then rm -f {flags}/kill-before; kill -9 -$(ps -o pgid= $$ | tr -d ' '); fi
+if [ -e {flags}/kill-after ]; then
+    rm -f {flags}/kill-after
     /usr/bin/sbatch "$@"
     kill -9 -$(ps -o pgid= $$ | tr -d ' ')
 fi
-if [ -e {FAULT_DIR}/fill-after ]; then
-    f=$(cat {FAULT_DIR}/fill-after)
-    rm -f {FAULT_DIR}/fill-after
+if [ -e {flags}/fill-after ]; then
+    f=$(cat {flags}/fill-after)
+    rm -f {flags}/fill-after
     /usr/bin/sbatch "$@"
     rc=$?
     chmod a-w "$f"
@@ -40,38 +45,55 @@ exec /usr/bin/sbatch "$@"
 """
 
 
+@dataclass
+class Shims:
+    """A test's own shims: `bin` is first on the cluster's PATH for this test's lab target; `flags` holds
+    the flag files the shims read (the cluster user removes a flag when it fires)."""
+
+    bin: Path
+    flags: Path
+
+    def arm(self, flag: str, text: str = "") -> None:
+        (self.flags / flag).write_text(text)
+        (self.flags / flag).chmod(0o666)
+
+    def add(self, name: str, text: str) -> Path:
+        path = self.bin / name
+        path.write_text(text)
+        path.chmod(0o755)
+        return path
+
+
 @pytest.fixture
-def sbatch_shim() -> Iterator[Path]:
-    FAULT_DIR.mkdir(exist_ok=True)
-    FAULT_DIR.chmod(0o777)
-    Path(SHIM).write_text(SHIM_TEXT)
-    Path(SHIM).chmod(0o755)
+def shims(lab: Lab, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shims]:
+    if os.geteuid() != 0:
+        pytest.fail("fault injection needs root: its shims must be files the cluster user cannot write")
+    made = Shims(Path(tempfile.mkdtemp(prefix="rsk-shim-")), Path(tempfile.mkdtemp(prefix="rsk-fault-")))
+    made.bin.chmod(0o755)
+    made.flags.chmod(0o777)
+    targets = tmp_path / "shim-targets"
+    targets.mkdir()
+    text = (lab.targets_dir / f"{lab.target}.toml").read_text()
+    (targets / f"{lab.target}.toml").write_text(text + f"path = [{json.dumps(str(made.bin))}]\n")
+    monkeypatch.setenv("RSK_TARGETS_PATH", str(targets))
     try:
-        yield FAULT_DIR
+        yield made
     finally:
-        Path(SHIM).unlink(missing_ok=True)
-        for f in FAULT_DIR.iterdir():
-            f.unlink()
-
-
-FLOCK_SHIM = Path("/usr/local/bin/flock")
+        shutil.rmtree(made.bin, ignore_errors=True)
+        shutil.rmtree(made.flags, ignore_errors=True)
 
 
 @pytest.fixture
-def slow_lock() -> Iterator[Path]:
-    """flock on the cluster's PATH that waits 3 s first: a window in which a test cuts the connection or
-    kills the broker while a submit waits for its lock. Unlink the path it yields to end the window."""
-    FLOCK_SHIM.write_text('#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
-    FLOCK_SHIM.chmod(0o755)
-    try:
-        yield FLOCK_SHIM
-    finally:
-        FLOCK_SHIM.unlink(missing_ok=True)
+def sbatch_shim(shims: Shims) -> Shims:
+    shims.add("sbatch", SHIM_TEXT.format(flags=shims.flags))
+    return shims
 
 
-def arm(flag: str, text: str = "") -> None:
-    (FAULT_DIR / flag).write_text(text)
-    (FAULT_DIR / flag).chmod(0o666)
+@pytest.fixture
+def slow_lock(shims: Shims) -> Path:
+    """flock on this test's cluster PATH that waits 3 s first: a window in which a test cuts the connection
+    or kills the broker while a submit waits for its lock. Unlink the path it yields to end the window."""
+    return shims.add("flock", '#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
 
 
 def grant_view(project: str) -> dict[str, Any]:

@@ -21,9 +21,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import LAB_DIR, LAB_PORT, ROOT, Lab, Ran, rsk
-from tests.integration.helpers import grant, launch, slow_lock
-
-__all__ = ["slow_lock"]  # a fixture
+from tests.integration.helpers import grant, launch
 
 AGENT = "rskagent"
 AGENT_HOME = Path("/home") / AGENT
@@ -36,11 +34,17 @@ def broker(lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[
         pytest.fail(f"no user {AGENT}: run tests/setup.sh")
     sock = Path(f"/tmp/rsk-b-{uuid.uuid4().hex[:8]}") / "b.sock"
     monkeypatch.setenv("RSK_BROKER", str(sock))
-    r = rsk("broker", "start", "--allow", f"{AGENT}:{project}", "--idle", "600")
+    scratch = broker_tmp(sock)  # this broker's temporary files, apart from other brokers'
+    scratch.mkdir(mode=0o700)
+    r = rsk("broker", "start", "--allow", f"{AGENT}:{project}", "--idle", "600", env={"TMPDIR": str(scratch)})
     assert r.rc == 0, r.err
     yield sock
     rsk("broker", "stop")
-    subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+    subprocess.run(["rm", "-rf", str(sock.parent), str(scratch)], check=False)
+
+
+def broker_tmp(sock: Path) -> Path:
+    return Path(f"{sock.parent}-tmp")
 
 
 def as_agent(sock: Path, *args: str, timeout: float = 120) -> Ran:
@@ -178,7 +182,7 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
     assert body["plan"]["code"] == snapshot(AGENT_HOME / "proj", ["*.log"]).digest  # the files as the agent has them
     assert agent_rsk(broker, "wait", body["job_id"], "-t", "lab", "-p", project, "--json").rc == 0
     assert "code-ran-forty-two" in agent_rsk(broker, "logs", body["job_id"], "-t", "lab", "-p", project).out
-    assert not list(Path("/tmp").glob("rsk-code-*"))  # the broker's copy is gone
+    assert broker_tmp(broker).is_dir() and not list(broker_tmp(broker).glob("rsk-code-*"))  # its copy is gone
 
     # a directory the agent cannot read is not sent, and not opened by the broker either
     r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--code", str(rsk_env), "--json", "--", "true")
@@ -273,8 +277,8 @@ def broker_pid() -> int:
     return int(json.loads(rsk("broker", "status", "--json").out)["pid"])
 
 
-def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, own_broker: Path,
-                                                        slow_lock: Path) -> None:  # fmt: skip
+def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, slow_lock: Path,
+                                                        own_broker: Path) -> None:  # fmt: skip
     grant(project, "--jobs", "3")
     pid = broker_pid()
     threading.Timer(1.5, lambda: os.kill(pid, signal.SIGKILL)).start()
@@ -287,8 +291,9 @@ def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, 
     rsk("cancel", "--target", "lab", "--project", project, "-r", "once")
 
 
+@pytest.mark.serial  # cuts every SSH session of the cluster user
 def test_a_cut_connection_fails_the_command_in_flight_and_the_next_one_reconnects(
-    lab: Lab, project: str, own_broker: Path, slow_lock: Path
+    lab: Lab, project: str, slow_lock: Path, own_broker: Path
 ) -> None:
     grant(project, "--jobs", "3")
     assert rsk("status", "--target", "lab", "--project", project).rc == 0  # the connection is warm now

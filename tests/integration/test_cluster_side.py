@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +55,7 @@ def test_a_job_rewriting_the_remote_side_changes_nothing_that_runs(lab: Lab, pro
     assert "gpu" not in shown
 
 
+@pytest.mark.serial  # rewrites the cluster user's ~/.bashrc
 def test_a_login_shell_that_prints_rsk_lines_cannot_pass_a_cap(lab: Lab, project: str, clean_bashrc: None) -> None:
     grant(project, "--jobs", "5")
     lab.set_policy("max_active_jobs = 1\n")
@@ -64,6 +67,7 @@ def test_a_login_shell_that_prints_rsk_lines_cannot_pass_a_cap(lab: Lab, project
     assert [line.split(" ")[0] for line in lab.jobs_named(f"rsk:{project}:two")] == []
 
 
+@pytest.mark.serial  # rewrites the cluster user's ~/.bashrc
 def test_the_login_environment_does_not_reach_the_job(lab: Lab, project: str, clean_bashrc: None) -> None:
     """An approved plan runs the same program whatever the login shell sets: PATH, SBATCH_* and the rest."""
     grant(project, "--jobs", "5")
@@ -80,6 +84,7 @@ def test_the_login_environment_does_not_reach_the_job(lab: Lab, project: str, cl
     lab.ssh("rm -rf ~/evil")
 
 
+@pytest.mark.serial  # rewrites the cluster user's ~/.bashrc
 def test_a_slurm_command_a_job_could_rewrite_answers_nothing(lab: Lab, project: str, clean_bashrc: None) -> None:
     """A job puts a squeue of its own first on the account's PATH, to answer for Slurm (its job "gone", so
     settled low; the cap never reached): every rsk call refuses to read Slurm through it."""
@@ -101,6 +106,33 @@ def test_a_slurm_command_a_job_could_rewrite_answers_nothing(lab: Lab, project: 
     st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
     assert [(j["job_id"], j["state"]) for j in st["jobs"]] == [(job, "running")]
     rsk("cancel", job, "-t", "lab", "-p", project)
+
+
+def test_a_targets_path_into_a_directory_the_account_can_write_answers_nothing(
+    lab: Lab, project: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A target's `path` goes first on the cluster's PATH, and through the same check: a directory a job
+    could write (here one in the account's home) is refused before anything is read or submitted."""
+    grant(project, "--jobs", "5")
+    evil = f"evil-{uuid.uuid4().hex[:8]}"
+    lab.ssh(f"mkdir -p ~/{evil} && printf '#!/bin/sh\\nexit 0\\n' > ~/{evil}/squeue && chmod +x ~/{evil}/squeue")
+    home = lab.ssh('printf %s "$HOME"').stdout
+    targets = tmp_path / "targets"
+    targets.mkdir()
+    text = (lab.targets_dir / "lab.toml").read_text()
+    (targets / "lab.toml").write_text(text + f'path = ["{home}/{evil}"]\n')
+    monkeypatch.setenv("RSK_TARGETS_PATH", str(targets))
+    try:
+        st = rsk("status", "-t", "lab", "-p", project, "--json")
+        again = launch(project, "-r", "pathed", command=("true",))
+    finally:
+        lab.ssh(f"rm -rf ~/{evil}")
+    for r in (st, again):
+        assert r.rc == Exit.CONFIG, r.err
+        assert "untrusted-command" in r.out and f"{evil}/squeue" in r.err
+    assert lab.jobs_named(f"rsk:{project}:pathed") == []
+    view = json.loads(rsk("grant", "list", "--project", project, "--json").out)[0]
+    assert view["jobs_reserved"] == 0 and view["jobs_spent"] == 0
 
 
 def test_the_journal_reports_edits_and_truncation(lab: Lab, project: str) -> None:

@@ -15,15 +15,15 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import LAB_USER, ROOT, Lab, rsk
-from tests.integration.helpers import arm, grant, grant_view, jfield, launch, launched, sbatch_shim
-
-__all__ = ["sbatch_shim"]  # a fixture
+from tests.integration.helpers import Shims, grant, grant_view, jfield, launch, launched
 
 
 @pytest.mark.parametrize("when", ["kill-before", "kill-after"])
-def test_connection_cut_around_sbatch_never_submits_twice(lab: Lab, project: str, sbatch_shim: Path, when: str) -> None:
+def test_connection_cut_around_sbatch_never_submits_twice(
+    lab: Lab, project: str, sbatch_shim: Shims, when: str
+) -> None:
     grant(project, "--jobs", "3")
-    arm(when)
+    sbatch_shim.arm(when)
     cut = launch(project, "-r", "once", command=("sleep", "60"))
     assert cut.rc == Exit.CONNECT, cut.err
     assert "--request-id once" in cut.err  # the hint says how to continue safely
@@ -60,6 +60,7 @@ def wait_slurm_healthy(timeout: float = 60) -> None:
     raise AssertionError("slurm did not come back")
 
 
+@pytest.mark.serial  # stops slurmctld
 def test_slurmctld_down_during_launch(lab: Lab, project: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import rsk.ops.launch as launch_mod
     from rsk.errors import UnavailableError

@@ -14,16 +14,13 @@ from pathlib import Path
 from rsk.errors import Exit
 from tests.conftest import BROKER_MODE, LAB_DIR, LAB_USER, ROOT, Lab, rsk
 from tests.integration.helpers import (
-    arm,
+    Shims,
     finished_output,
     grant,
     grant_view,
     launch,
     launched,
-    sbatch_shim,
 )
-
-__all__ = ["sbatch_shim"]  # a fixture
 
 
 def card_of(r: object) -> str:
@@ -41,9 +38,9 @@ def deny_rule(project: str, *options: str) -> str:
 
 
 # 1. continuing a request passes the whole decision again -------------------------------------------
-def test_a_retry_after_a_cut_is_decided_again_deny_then_revoke(lab: Lab, project: str, sbatch_shim: Path) -> None:
+def test_a_retry_after_a_cut_is_decided_again_deny_then_revoke(lab: Lab, project: str, sbatch_shim: Shims) -> None:
     g = grant(project, "--jobs", "3")
-    arm("kill-before")
+    sbatch_shim.arm("kill-before")
     cut = launch(project, "-r", "c1", command=("sleep", "60"))
     assert cut.rc == Exit.CONNECT, cut.err
     assert grant_view(project)["jobs_reserved"] == 1  # the outcome is unknown: the charge is held
@@ -53,7 +50,7 @@ def test_a_retry_after_a_cut_is_decided_again_deny_then_revoke(lab: Lab, project
     assert jobs_of(lab, project, "c1") == []
     assert grant_view(project)["jobs_reserved"] == 0  # the deny gave the hold back
     assert rsk("deny-rule", "remove", rule, "-p", project, "--yes").rc == 0
-    arm("kill-before")
+    sbatch_shim.arm("kill-before")
     assert launch(project, "-r", "c1", command=("sleep", "60")).rc == Exit.CONNECT
     assert rsk("grant", "revoke", g["grant"]["id"], "-p", project, "--yes").rc == 0
     revoked = launch(project, "-r", "c1", command=("sleep", "60"))
@@ -61,10 +58,10 @@ def test_a_retry_after_a_cut_is_decided_again_deny_then_revoke(lab: Lab, project
     assert jobs_of(lab, project, "c1") == []
 
 
-def test_a_held_approval_use_ends_with_the_approval(lab: Lab, project: str, sbatch_shim: Path) -> None:
+def test_a_held_approval_use_ends_with_the_approval(lab: Lab, project: str, sbatch_shim: Shims) -> None:
     card = card_of(launch(project, "-r", "a1", command=("echo", "once")))
     assert rsk("approve", card, "-p", project, "--expires", "4s", "--yes").rc == 0
-    arm("kill-before")
+    sbatch_shim.arm("kill-before")
     assert launch(project, "-r", "a1", command=("echo", "once")).rc == Exit.CONNECT
     time.sleep(4.5)
     late = launch(project, "-r", "a1", command=("echo", "once"))
@@ -73,10 +70,10 @@ def test_a_held_approval_use_ends_with_the_approval(lab: Lab, project: str, sbat
     assert jobs_of(lab, project, "a1") == []
 
 
-def test_rsk_wait_after_a_cut_is_decided_again(lab: Lab, project: str, sbatch_shim: Path) -> None:
+def test_rsk_wait_after_a_cut_is_decided_again(lab: Lab, project: str, sbatch_shim: Shims) -> None:
     card = card_of(launch(project, "-r", "w1", command=("echo", "x")))
     assert rsk("approve", card, "-p", project, "--yes").rc == 0
-    arm("kill-before")
+    sbatch_shim.arm("kill-before")
     assert rsk("wait", card, "-p", project).rc == Exit.CONNECT
     deny_rule(project, "--reason", "changed my mind", "--target", "lab")
     waited = rsk("wait", card, "-p", project, "--json")
@@ -285,11 +282,11 @@ def test_max_active_holds_with_eight_parallel_launches(lab: Lab, project: str) -
 
 
 # 6. charges follow reality ------------------------------------------------------------------------------
-def test_a_full_journal_after_sbatch_keeps_the_charge_and_the_job(lab: Lab, project: str, sbatch_shim: Path) -> None:
+def test_a_full_journal_after_sbatch_keeps_the_charge_and_the_job(lab: Lab, project: str, sbatch_shim: Shims) -> None:
     grant(project, "--jobs", "3")
     lab.ssh(f"mkdir -p {lab.root_sh}/journal && touch {lab.root_sh}/journal/{project}.log")
     home = lab.ssh("echo $HOME").stdout.strip()
-    arm("fill-after", f"{home}/{lab.remote_root.removeprefix('~/')}/journal/{project}.log")
+    sbatch_shim.arm("fill-after", f"{home}/{lab.remote_root.removeprefix('~/')}/journal/{project}.log")
     first = launched(launch(project, "-r", "f1", command=("sleep", "60")))
     assert grant_view(project)["jobs_spent"] == 1 and grant_view(project)["jobs_reserved"] == 0
     lab.ssh(f"chmod u+w {lab.root_sh}/journal/{project}.log")

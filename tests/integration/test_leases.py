@@ -19,9 +19,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import Lab, Ran, rsk
-from tests.integration.helpers import finished_output, grant, launch, launched, slow_lock
-
-__all__ = ["slow_lock"]  # a fixture
+from tests.integration.helpers import finished_output, grant, launch, launched
 
 # what each step records: one "start" line (appended, so a step started twice would show two), its node
 # and GPUs as Slurm gave them, then one "end" line
@@ -309,6 +307,7 @@ def test_a_forged_lease_directory_runs_nothing(lab: Lab, project: str) -> None:
     rsk("cancel", job, "--target", "lab", "--project", project)
 
 
+@pytest.mark.serial  # cuts every SSH session of the cluster user
 def test_a_connection_cut_during_a_step_submit_replays(
     lab: Lab, project: str, leases: list[str], slow_lock: Path
 ) -> None:

@@ -83,7 +83,7 @@ teardown() { teardown_root; }
     job=$(printf '%s\n' "$output" | sed -n "s/^@@$other accepted job=\([0-9]*\) .*/\1/p")
     [ -n "$job" ]
     [ "$(events | tr '\n' ' ')" = "intent accepted " ]
-    [ "$(runuser -u "$LAB_USER" -- squeue -h -n "rsk:$PROJECT:l1" -o %i)" = "$job" ]
+    [ "$(runuser -u "$LAB_USER" -- squeue -h -t all -n "rsk:$PROJECT:l1" -o %i)" = "$job" ]
 }
 
 @test "launch submits a batch of two shapes on go: the plan it submits is the plan it printed" {

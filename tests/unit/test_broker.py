@@ -240,7 +240,7 @@ def test_the_broker_asks_for_what_clicks_reading_of_argv_names(tmp_path: Path) -
         w = wanted(list(argv), lambda name: tmp_path / name)
         return w.files, w.code, w.exclude
 
-    assert ask("launch", "--exclude", "--", "--code", "/root", "--", "true") == ([], "/root", ["--"])
+    assert ask("launch", "--exclude", "--", "--code", "/tmp", "--", "true") == ([], "/tmp", ["--"])
     assert ask("launch", "--env", "--", "--script", "s", "--tasks=t", "--", "x", "--code", "y") == (
         [str(tmp_path / "s"), str(tmp_path / "t")],
         None,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -81,10 +83,31 @@ MAX_ARG_STRLEN = 128 * 1024  # Linux's limit on one argument; sshd hands the who
 @pytest.mark.parametrize("entry", sorted(bundle.ENTRIES))
 def test_the_command_as_sent_stays_under_half_the_argument_limit(entry: str) -> None:
     # the command line exactly as transport sends it, with a long remote root and many long arguments
-    conn = SimpleNamespace(target=SimpleNamespace(remote_root="~/" + "r" * 1024))
+    conn = SimpleNamespace(target=SimpleNamespace(remote_root="~/" + "r" * 1024, path=["/opt/" + "p" * 256]))
     command = Remote(conn).command(entry, tuple("a'b\"c $x" * 8 for _ in range(16)))  # type: ignore[arg-type]
     assert len(command.encode()) < MAX_ARG_STRLEN // 2
     assert "rsk_start" not in command  # the program travels on stdin, not on the command line
+
+
+def test_a_targets_path_goes_first_on_the_clusters_path_quoted() -> None:
+    conn = SimpleNamespace(target=SimpleNamespace(remote_root="~/.rsk", path=["/opt/slurm/bin", "/opt/a b"]))
+    command = Remote(conn).command("status", ())  # type: ignore[arg-type]
+    assert command.startswith("PATH='/opt/slurm/bin:/opt/a b':\"$PATH\" RSK_ROOT=")
+    plain = SimpleNamespace(target=SimpleNamespace(remote_root="~/.rsk", path=[]))
+    assert Remote(plain).command("status", ()).startswith("RSK_ROOT=")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["bin", "/opt/x:/tmp", "/opt/x\n/tmp", ""])
+def test_a_targets_path_takes_only_absolute_directories(tmp_path: Path, bad: str) -> None:
+    from rsk.cluster.targets import load_target_file
+    from rsk.errors import StateError
+
+    f = tmp_path / "hpc.toml"
+    f.write_text(f"host = 'hpc'\npath = [{json.dumps(bad)}]\n")
+    with pytest.raises(StateError, match="path"):
+        load_target_file(f)
+    f.write_text("host = 'hpc'\npath = ['/opt/slurm/bin']\n")
+    assert load_target_file(f).path == ["/opt/slurm/bin"]
 
 
 def test_what_is_shipped_ahead_of_the_request_is_the_program_and_its_exact_length() -> None:

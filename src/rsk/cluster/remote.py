@@ -22,10 +22,14 @@ class Remote:
         self.root = conn.target.remote_root
 
     def command(self, entry: str, args: tuple[str, ...]) -> str:
-        """The remote command line: the remote root, then `sh -c LOADER` with the arguments; the program
-        itself travels on stdin (`bundle.shipped`), so the line stays short whatever the program's size."""
+        """The remote command line: the target's PATH directories and the remote root, then `sh -c LOADER`
+        with the arguments; the program itself travels on stdin (`bundle.shipped`), so the line stays short
+        whatever the program's size."""
         quoted = "".join(" " + shlex.quote(a) for a in args)
-        return f"RSK_ROOT={remote_path(self.root)} exec /bin/sh -c {shlex.quote(bundle.LOADER)} rsk-{entry}" + quoted
+        path = self.conn.target.path
+        prefix = f'PATH={shlex.quote(":".join(path))}:"$PATH" ' if path else ""
+        loader = shlex.quote(bundle.LOADER)
+        return f"{prefix}RSK_ROOT={remote_path(self.root)} exec /bin/sh -c {loader} rsk-{entry}" + quoted
 
     def call(self, entry: str, *args: str, stdin: bytes = b"", timeout: float | None = None) -> Output:
         """Run one program. After the program, the first stdin line carries a fresh nonce; only `@@NONCE`

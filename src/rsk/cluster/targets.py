@@ -6,7 +6,7 @@ import os
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rsk.errors import ConfigError, StateError, UsageError
 from rsk.local.paths import check_token, config_dir
@@ -31,7 +31,20 @@ class Target(BaseModel):
     remote_root: str = Field(default="~/.rsk", min_length=1)
     connect_timeout: float = Field(default=10.0, gt=0)
     command_timeout: float = Field(default=300.0, gt=0)
+    # directories put first on the cluster's PATH for rsk's programs (a site whose Slurm is not on a
+    # non-interactive session's PATH, e.g. /opt/slurm/bin). The programs still refuse a Slurm command
+    # that resolves into a directory the account can write (`untrusted-command`).
+    path: list[str] = Field(default_factory=list)
     description: str = ""
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_dirs(cls, value: list[str]) -> list[str]:
+        for d in value:
+            if not d.startswith("/") or any(c in d for c in ":\n\r\0"):
+                raise ValueError(f"{d!r} is not an absolute directory without ':' or a line break")
+        return value
+
     source: str = ""
 
 
