@@ -44,20 +44,32 @@ if [ $# -gt 0 ]; then
     exec "$PY" -m pytest -q "$@"
 fi
 
+started=$(date +%s)
+took() { echo "-- $1: $(($(date +%s) - $2)) s" >&2; }
 workers=${RSK_TEST_WORKERS:-3}
 xdist=""
 [ "$workers" = 0 ] || xdist="-n $workers --dist loadfile -p no:benchmark"  # (pytest-benchmark, when installed, warns per worker)
 status=0
 echo "== pytest: unit and CLI" >&2
+t=$(date +%s)
 "$PY" -m pytest -q -m "not lab" || status=1
+took "pytest unit and CLI" "$t"
 # bats runs as the cluster user against the lab's Slurm while the lab tests run: each suite has remote
 # roots, projects and (for fault injection) shims of its own; its output follows when both are done
 bats_log=$(mktemp)
-bats tests/shell tests/install >"$bats_log" 2>&1 &
+(
+    t=$(date +%s)
+    rc=0
+    bats tests/shell tests/install || rc=$?
+    took bats "$t"
+    exit "$rc"
+) >"$bats_log" 2>&1 &
 bats_pid=$!
+t=$(date +%s)
 echo "== pytest: lab (${workers} workers), with bats beside it" >&2
 # shellcheck disable=SC2086  # the xdist options split on purpose
 "$PY" -m pytest -q $xdist -m "lab and not serial" || status=1
+took "pytest lab" "$t"
 bats_rc=0
 wait "$bats_pid" || bats_rc=$?
 echo "== bats (remote scripts under dash, against the lab)" >&2
@@ -65,11 +77,16 @@ cat "$bats_log"
 rm -f "$bats_log"
 [ "$bats_rc" = 0 ] || status=1
 echo "== pytest: tests that disturb the whole lab, alone" >&2
+t=$(date +%s)
 "$PY" -m pytest -q -m serial || status=1
+took "pytest serial" "$t"
 # the same suites again with every rsk call through a broker: outputs and exit codes must not change
 # (the CLI suite and the agent's loop on the lab; any other suite runs the same way:
 # RSK_TEST_BROKER=1 pytest tests/integration/test_guard.py)
 echo "== pytest through a broker (RSK_TEST_BROKER=1)" >&2
+t=$(date +%s)
 # shellcheck disable=SC2086
 RSK_TEST_BROKER=1 "$PY" -m pytest -q $xdist tests/cli tests/integration/test_agent_loop.py || status=1
+took "pytest through a broker" "$t"
+took "after setup, everything" "$started"
 exit "$status"

@@ -252,6 +252,19 @@ def test_the_broker_asks_for_what_clicks_reading_of_argv_names(tmp_path: Path) -
     assert ask("nosuch") == ([], None, []) and ask() == ([], None, [])
 
 
+def test_a_python_without_tarfiles_data_filter_takes_no_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+    import tarfile
+
+    from rsk.broker.server import receive_code
+
+    monkeypatch.delattr(tarfile, "data_filter", raising=False)
+    a, b = socket.socketpair()
+    with a, b, pytest.raises(ValueError, match=r"3\.11\.4"):
+        receive_code(b, 10)
+
+
+@pytest.mark.skipif(not hasattr(__import__("tarfile"), "data_filter"), reason="Python before 3.11.4 takes no code")
 def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -> None:
     import io
     import socket

@@ -487,6 +487,8 @@ def receive_code(conn: socket.socket, size: int) -> Path:
     import tarfile
     import tempfile
 
+    if not hasattr(tarfile, "data_filter"):  # Python 3.11.0 to 3.11.3: no filter, and no safe unpacking
+        raise ValueError("this broker's Python has no tarfile data filter: run it with Python 3.11.4 or later")
     where = Path(tempfile.mkdtemp(prefix="rsk-code-"))
     try:
         with tempfile.TemporaryFile() as spool:
