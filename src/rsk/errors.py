@@ -17,6 +17,7 @@ class Exit(IntEnum):
     REJECTED = 8  # Slurm refuses the request as asked (sbatch --test-only or sbatch)
     CHECKS = 9  # rsk doctor: at least one check failed
     RUNNING = 10  # rsk wait: the jobs still run at the timeout; call again
+    UNSUCCESSFUL = 11  # rsk wait: every job ended, not all of them succeeded
     UNAVAILABLE = 69  # the Slurm controller does not answer
     REMOTE_ROOT = 73  # the remote root is not writable (full disk, permissions)
     CONNECT = 75  # the cluster cannot be reached now (refused, timeout): try again later

@@ -80,17 +80,26 @@ def test_wait_for_a_job_a_request_or_a_batch(lab: Lab, project: str, tmp_path: P
     grant(project, "--jobs", "10")
     quick = launched(launch(project, "-r", "q", command=("sh", "-c", "exit 3")))["job_id"]
     done = rsk("wait", quick, "-t", "lab", "-p", project, "--json", "--timeout", "60")
-    assert done.rc == 0, done.err
+    assert done.rc == Exit.UNSUCCESSFUL, done.err  # ended, not succeeded: an exit code of its own
     body = json.loads(done.out)
     assert body["status"] == "done" and body["jobs"][0]["state"] == "failed" and body["jobs"][0]["exit_code"] == 3
+    assert body["all_succeeded"] is False and f"rsk logs {quick}" in body["hint"]
     launched(launch(project, "-r", "slow", command=("sleep", "60")))
     still = rsk("wait", "-r", "slow", "-t", "lab", "-p", project, "--json", "--timeout", "3")
     assert still.rc == Exit.RUNNING and json.loads(still.out)["status"] == "running"
     tasks = tmp_path / "t.jsonl"
     tasks.write_text(json.dumps({"key": "ok", "argv": ["true"]}) + "\n" + json.dumps({"key": "bad", "argv": ["false"]}))
     assert rsk("launch", "-t", "lab", "-p", project, "-r", "b1", "--tasks", str(tasks), "--json").rc == 0
-    batch = json.loads(rsk("wait", "--batch", "b1", "-t", "lab", "-p", project, "--json", "--timeout", "60").out)
+    waited = rsk("wait", "--batch", "b1", "-t", "lab", "-p", project, "--json", "--timeout", "60")
+    assert waited.rc == Exit.UNSUCCESSFUL, waited.err  # one member failed: not 0
+    batch = json.loads(waited.out)
     assert batch["status"] == "done" and batch["counts"] == {"succeeded": 1, "failed": 1}
+    assert batch["all_succeeded"] is False
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"key": "a", "argv": ["true"]}) + "\n" + json.dumps({"key": "b", "argv": ["true"]}))
+    assert rsk("launch", "-t", "lab", "-p", project, "-r", "b2", "--tasks", str(good), "--json").rc == 0
+    fine = rsk("wait", "--batch", "b2", "-t", "lab", "-p", project, "--json", "--timeout", "60")
+    assert fine.rc == 0 and json.loads(fine.out)["all_succeeded"] is True, fine.err
     status = json.loads(rsk("status", "-t", "lab", "-p", project, "--batch", "b1", "--json").out)
     assert status["counts"] == {"succeeded": 1, "failed": 1}
     active = json.loads(rsk("status", "-t", "lab", "-p", project, "--active", "--json").out)

@@ -293,3 +293,5 @@ def wait(
         raise typer.Exit(int(Exit.PENDING))
     if result.status == "running":
         raise typer.Exit(int(Exit.RUNNING))
+    if result.all_succeeded is False:
+        raise typer.Exit(int(Exit.UNSUCCESSFUL))

@@ -309,7 +309,8 @@ def build(pin: Pin) -> MCPServer:
 
     @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "
-        f"batch. Returns done, running (call again) or pending; never blocks longer than {pin.max_wait:g} s.",
+        f"batch. Returns done (all_succeeded says whether every job succeeded), running (call again) or pending; "
+        f"never blocks longer than {pin.max_wait:g} s.",
         annotations=READ,
     )
     @_guarded

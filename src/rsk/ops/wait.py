@@ -1,8 +1,9 @@
 """Waiting for work: a card's decision and launch, then jobs until every one has ended (or a timeout).
 
-`rsk wait` answers in one of three ways, told apart by its status and exit code: `done` (0; every job
-ended, each with its final state and exit code), `running` (10; call again), `pending` (4; the card
-still waits for a human). The default timeout (100 s) stays below Claude Code's 2-minute Bash limit.
+`rsk wait` answers in one of three ways, told apart by its status and exit code: `done` (every job
+ended, each with its final state and exit code: 0 when every one succeeded, 11 when not, with
+`all_succeeded` saying the same), `running` (10; call again), `pending` (4; the card still waits for a
+human). The default timeout (100 s) stays below Claude Code's 2-minute Bash limit.
 """
 
 from __future__ import annotations
@@ -33,8 +34,22 @@ class WaitResult(BaseModel):
     launch: LaunchResult | None = None  # a card that was approved while waiting: its launch
     jobs: list[JobState] = []
     counts: dict[str, int] = {}  # jobs per state
+    all_succeeded: bool | None = None  # done: whether every job succeeded (exit 11 when not); else None
     waited_s: float = 0.0
     hint: str = ""
+
+
+def _hint(jobs: list[JobState], done: bool) -> str:
+    if not done:
+        return "still running: call `rsk wait` again with the same arguments"
+    bad = [j for j in jobs if j.state != "succeeded"]
+    if not bad:
+        return ""
+    first = bad[0]
+    return (
+        f"{len(bad)} of {len(jobs)} did not succeed; see `rsk logs {first.job_id} --stream stderr` "
+        f"(and `rsk status --json` for every state)"
+    )
 
 
 def _select(jobs: list[JobState], job: str | None, request_id: str | None) -> list[JobState]:
@@ -76,8 +91,9 @@ def wait_jobs(
                     request_id=request_id,
                     jobs=chosen,
                     counts=counts,
+                    all_succeeded=all(j.state == "succeeded" for j in chosen) if done else None,
                     waited_s=round(now - t0, 1),
-                    hint="" if done else "still running: call `rsk wait` again with the same arguments",
+                    hint=_hint(chosen, done),
                 )
             time.sleep(min(poll, max((deadline or now + poll) - now, 0.1)))
             poll = min(poll * 1.5, 10.0)
