@@ -111,6 +111,9 @@ def test_a_pending_launch_names_its_card_and_no_tool_decides_it(lab: Lab, projec
             assert pending["status"] == "pending" and pending["launch"] is None
             card = pending["card_id"]
             assert card.startswith("c-") and f"rsk approve {card}" in pending["tell_human"]
+            # the sentence is addressed to the human; what the agent does next is a field of its own
+            assert pending["tell_human"].startswith(f"rsk needs your approval for card {card}")
+            assert "wait" not in pending["tell_human"] and card in pending["next"] and "wait" in pending["next"]
             # the agent waits; the card stays pending
             w = body(await c.call_tool("wait", {"card": card, "timeout": 1}))
             assert w["status"] == "pending" and w["card_id"] == card

@@ -258,12 +258,24 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
             details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
         )
     assert card is not None
+    # what to pass on to the human (addressed to them), and what the agent does next: two fields
+    tell_human = (
+        f"rsk needs your approval for card {card.id}: `rsk approvals show {card.id}` shows what it runs and "
+        f"costs; `rsk approve {card.id}` at your terminal allows it, `rsk deny {card.id} --reason ...` refuses it."
+    )
+    then = f"rsk wait {card.id}{scope(store.project, None)}"
     raise PendingApproval(
         f"approval needed: card {card.id} waits for a human ({d.reason})",
-        f"tell the human: `rsk approvals show {card.id}` shows what it runs and costs; `rsk approve {card.id}`, "
-        f"at their terminal, allows it. Then run `rsk wait {card.id}` "
+        f"tell the human: {tell_human} Then run `{then}` "
         f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
-        details={"card_id": card.id, "plan_hash": plan.hash, "request_id": rid, "new_card": new_card},
+        details={
+            "card_id": card.id,
+            "plan_hash": plan.hash,
+            "request_id": rid,
+            "new_card": new_card,
+            "tell_human": tell_human,
+            "next": then,
+        },
     )
 
 

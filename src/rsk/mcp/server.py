@@ -84,7 +84,8 @@ class LaunchReply(BaseModel):
     card_id: str | None = None
     request_id: str | None = None
     message: str = ""
-    tell_human: str = ""  # with pending: the sentence to pass on to the human, word for word
+    tell_human: str = ""  # with pending: the sentence to pass on to the human, word for word (addressed to them)
+    next: str = ""  # with pending: what the agent does next (wait on the card)
 
 
 def _own_path(what: str, name: str) -> Path:
@@ -273,7 +274,8 @@ def build(pin: Pin) -> MCPServer:
         except PendingApproval as pending:
             return LaunchReply(status="pending", card_id=str(pending.details.get("card_id")),
                                request_id=request.request_id, message=pending.message,
-                               tell_human=pending.hint or "")  # fmt: skip
+                               tell_human=str(pending.details.get("tell_human") or pending.hint or ""),
+                               next=f"call wait with card {pending.details.get('card_id')}")  # fmt: skip
         return LaunchReply(status=result.status, launch=result, request_id=result.request_id)
 
     @server.tool(
