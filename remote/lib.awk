@@ -28,4 +28,9 @@ function secs(t,    dd, n, p, i, s) { # a Slurm duration ([D-]HH:MM:SS, MM:SS, .
 }
 # GRES: a string that names GPUs (gpu:N, gpu:TYPE:N(IDX:..)); the share of GPUs 0,2 as the GPU view reads it
 function gpu_gres(g) { return g ~ /(^|,)gpu/ }
+function gres_gpus(g,    n, x, i, k, f, c) { # how many GPUs a node's GRES holds (gpu:4, gpu:a100:2(S:0), ...)
+    n = split(g, x, ","); c = 0
+    for (i = 1; i <= n; i++) if (x[i] ~ /^gpu/) { sub(/\(.*/, "", x[i]); k = split(x[i], f, ":"); if (f[k] ~ /^[0-9]+$/) c += f[k] }
+    return c
+}
 function gpu_share(idx,    n, x) { n = split(idx, x, ","); return "gpu:" n "(IDX:" idx ")" }

@@ -405,6 +405,25 @@ policy_shape() {
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
+# fits: the shape fits what the partition can ever run (Slurm's own limits, read from sinfo per node), or the
+# plan fails with the limit and the value that fits: --test-only accepts a job over the partition's time limit
+# that then pends forever (PartitionTimeLimit), so a human would approve what can never start
+fits() {
+    rsk_why=$(sinfo -h -N -p "$PARTITION" -o '%l|%c|%m|%G' 2>/dev/null | awk -F'|' -v t="$TIME_MIN" -v c="$CPUS" \
+        -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" "$RSK_AWK"'
+        { nodes++; l = secs($1); if (l != "") lim = l; x = $2 + 0; if (x > cpu) cpu = x
+          x = $3 + 0; if (x > mem) mem = x; x = gres_gpus($4); if (x > gpu) gpu = x }
+        END {
+            if (!nodes) exit
+            if (lim != "" && t * 60 > lim) printf "time limit %d min is over the partition'"'"'s %d min; ", t, lim / 60
+            if (n > nodes) printf "%d nodes are more than the partition'"'"'s %d; ", n, nodes
+            if (c > cpu) printf "%d CPUs per node are more than its largest node'"'"'s %d; ", c, cpu
+            if (m > mem) printf "%d MB per node is more than its largest node'"'"'s %d MB; ", m, mem
+            if (g > gpu) printf "%d GPUs per node are more than its largest node'"'"'s %d; ", g, gpu
+        }')
+    [ -z "$rsk_why" ] || rsk_fail "$RSK_E_SBATCH" slurm-rejected "partition $PARTITION can never run this: ${rsk_why%; }"
+}
+
 test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuses
     set_shape "$@"
     run_sbatch test-only
@@ -414,6 +433,7 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
         rsk_parts=$(sinfo -h -o '%P (time %l, gres %G)' 2>/dev/null | tr '\n' ',' | sed 's/,$//; s/,/, /g')
         rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400); partitions: $rsk_parts"
     fi
+    fits
     if [ -z "$ESTIMATE" ]; then
         # "sbatch: Job N to start at TIME using C processors on nodes NODES in partition P"
         rsk_start_at='' rsk_nodes=''

@@ -262,3 +262,16 @@ def test_journal_and_events_share_one_cursor_form(lab: Lab, project: str) -> Non
                                    "--json").out)  # fmt: skip
     assert {e["request_id"] for e in after_journal["events"] if e["kind"] == "journal"} == {"cur2"}
     assert rsk("journal", "-t", "lab", "-p", project, "--after", "x.y", "--json").rc == Exit.USAGE
+
+
+def test_a_request_the_partition_can_never_run_is_refused_before_any_card(lab: Lab, project: str) -> None:
+    """sbatch --test-only accepts a time limit over the partition's (the job would pend forever with
+    PartitionTimeLimit): the plan program refuses it with the limit that fits, before the ledger files a card."""
+    for verb in ("plan", "launch"):
+        r = rsk(verb, "-t", "lab", "-p", project, "--time", "2-00:00:00", "--json", "--", "true")
+        assert r.rc == Exit.REJECTED, (verb, r.out, r.err)
+        assert "over the partition's 1440 min" in json.loads(r.out)["message"]
+    big = rsk("launch", "-t", "lab", "-p", project, "--partition", "gpu", "--gpus", "5", "--json", "--", "true")
+    assert big.rc == Exit.REJECTED, big.err
+    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # no card for the human
+    assert lab.journal(project) == []  # nothing submitted
