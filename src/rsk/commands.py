@@ -49,7 +49,7 @@ _TABLE: dict[str, tuple[str, Audience, str]] = {
         "launch_cmd",
         "agent",
         "Wait for a card (then its launch), a job, a request or a batch: exit 0 all succeeded, 11 ended otherwise, "
-        "10 still running.",
+        "12 blocked (can never start), 10 still running.",
     ),
     "status": ("ops_cmds", "agent", "State of the project's rsk jobs (one remote call for all of them)."),
     "events": ("ops_cmds", "agent", "What changed since a cursor: journal events and job state changes."),

@@ -18,6 +18,7 @@ class Exit(IntEnum):
     CHECKS = 9  # rsk doctor: at least one check failed
     RUNNING = 10  # rsk wait: the jobs still run at the timeout; call again
     UNSUCCESSFUL = 11  # rsk wait: every job ended, not all of them succeeded
+    BLOCKED = 12  # rsk wait: a job can never start as asked (Slurm's pending reason); nothing else can run
     UNAVAILABLE = 69  # the Slurm controller does not answer
     REMOTE_ROOT = 73  # the remote root is not writable (full disk, permissions)
     CONNECT = 75  # the cluster cannot be reached now (refused, timeout): try again later

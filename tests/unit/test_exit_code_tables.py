@@ -29,5 +29,5 @@ def test_the_skill_tells_what_to_do_for_each_code_an_agent_meets() -> None:
     rows = re.findall(r"^\| ([\d, ]+) \|", text, flags=re.MULTILINE)
     seen = {int(c) for row in rows for c in row.split(",") if c.strip().isdigit()}
     agent_codes = {Exit.OK, Exit.USAGE, Exit.DENIED, Exit.PENDING, Exit.CONFLICT, Exit.CAP, Exit.REJECTED,
-                   Exit.RUNNING, Exit.UNSUCCESSFUL, Exit.UNAVAILABLE, Exit.CONNECT}  # fmt: skip
+                   Exit.RUNNING, Exit.UNSUCCESSFUL, Exit.BLOCKED, Exit.UNAVAILABLE, Exit.CONNECT}  # fmt: skip
     assert {int(c) for c in agent_codes} <= seen, {int(c) for c in agent_codes} - seen

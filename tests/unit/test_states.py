@@ -12,6 +12,12 @@ from rsk.wire.states import Facts, job_state
     [
         (Facts(squeue="PENDING"), "pending"),
         (Facts(squeue="CONFIGURING"), "pending"),
+        (Facts(squeue="PENDING", reason="PartitionTimeLimit"), "blocked"),  # Slurm's word: it never starts
+        (Facts(squeue="PENDING", reason="QOSMaxWallDurationPerJobLimit"), "blocked"),
+        (Facts(squeue="PENDING", reason="DependencyNeverSatisfied"), "blocked"),
+        (Facts(squeue="PENDING", reason="Resources"), "pending"),  # clears by itself
+        (Facts(squeue="PENDING", reason="QOSMaxJobsPerUserLimit"), "pending"),  # clears when others end
+        (Facts(squeue="RUNNING", reason="PartitionTimeLimit"), "running"),
         (Facts(squeue="RUNNING"), "running"),
         (Facts(squeue="COMPLETING", rc=0), "running"),  # squeue first: still completing
         (Facts(squeue="TIMEOUT"), "timed-out"),
@@ -39,3 +45,12 @@ def test_job_state(facts: Facts, state: str) -> None:
 def test_markers_win_over_sacct_and_sacct_over_guessing() -> None:
     assert job_state(Facts(rc=0, signal="none", sacct="FAILED")) == "succeeded"
     assert job_state(Facts(sacct="TIMEOUT", cancel_requested=True)) == "timed-out"
+
+
+def test_the_pending_reason_is_read_from_squeues_column() -> None:
+    from rsk.wire.states import pending_reason
+
+    assert pending_reason("(PartitionTimeLimit)") == "PartitionTimeLimit"
+    assert pending_reason("(ReqNodeNotAvail,_UnavailableNodes:n9)") == "ReqNodeNotAvail"
+    assert pending_reason("n1") == ""  # a running job's node list
+    assert pending_reason("") == ""

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 STYLE = {
     "pending": "yellow",
+    "blocked": "red",
     "running": "cyan",
     "succeeded": "green",
     "failed": "red",

@@ -293,5 +293,7 @@ def wait(
         raise typer.Exit(int(Exit.PENDING))
     if result.status == "running":
         raise typer.Exit(int(Exit.RUNNING))
+    if result.status == "blocked":
+        raise typer.Exit(int(Exit.BLOCKED))
     if result.all_succeeded is False:
         raise typer.Exit(int(Exit.UNSUCCESSFUL))

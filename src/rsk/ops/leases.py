@@ -198,7 +198,7 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
         while True:
             st, _ = status_call(remote, target, project)
             mine = [j for j in st.jobs if j.job_id == job]
-            if not mine or mine[0].state not in ("pending", "running"):
+            if not mine or mine[0].state not in ("pending", "blocked", "running"):
                 settled = bool(mine)
                 break
             if time.monotonic() > deadline:

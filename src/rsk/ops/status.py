@@ -88,6 +88,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         limit_s=f.limit,
         cancel_requested=f.cancel,
         slurm_up=slurm_up,
+        reason="" if f.lease else states.pending_reason(f.where),
     )
     job = JobState(
         request_id=f.rid,

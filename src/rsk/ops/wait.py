@@ -2,8 +2,10 @@
 
 `rsk wait` answers in one of three ways, told apart by its status and exit code: `done` (every job
 ended, each with its final state and exit code: 0 when every one succeeded, 11 when not, with
-`all_succeeded` saying the same), `running` (10; call again), `pending` (4; the card still waits for a
-human). The default timeout (100 s) stays below Claude Code's 2-minute Bash limit.
+`all_succeeded` saying the same), `blocked` (12; a job can never start as asked, by Slurm's pending
+reason, and every other one has ended or is blocked too: waiting changes nothing), `running` (10; call
+again), `pending` (4; the card still waits for a human). The default timeout (100 s) stays below Claude
+Code's 2-minute Bash limit.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class WaitResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = 1
-    status: Literal["done", "running", "pending"]
+    status: Literal["done", "blocked", "running", "pending"]
     target: str | None
     project: str
     card_id: str | None = None
@@ -40,6 +42,13 @@ class WaitResult(BaseModel):
 
 
 def _hint(jobs: list[JobState], done: bool) -> str:
+    stuck = [j for j in jobs if j.state == "blocked"]
+    if stuck:
+        first = stuck[0]
+        return (
+            f"job {first.job_id} can never start as asked: Slurm says {first.where}; cancel it "
+            f"(`rsk cancel {first.job_id}`) and launch within the limits `rsk info` shows"
+        )
     if not done:
         return "still running: call `rsk wait` again with the same arguments"
     bad = [j for j in jobs if j.state != "succeeded"]
@@ -79,13 +88,14 @@ def wait_jobs(
                     details={"code": "not-found"},
                 )
             done = all(j.state in FINAL for j in chosen)
+            blocked = not done and all(j.state in FINAL or j.state == "blocked" for j in chosen)
             now = time.monotonic()
-            if done or (deadline is not None and now >= deadline):
+            if done or blocked or (deadline is not None and now >= deadline):
                 counts: dict[str, int] = {}
                 for j in chosen:
                     counts[j.state] = counts.get(j.state, 0) + 1
                 return WaitResult(
-                    status="done" if done else "running",
+                    status="done" if done else "blocked" if blocked else "running",
                     target=target,
                     project=project,
                     request_id=request_id,
@@ -93,7 +103,7 @@ def wait_jobs(
                     counts=counts,
                     all_succeeded=all(j.state == "succeeded" for j in chosen) if done else None,
                     waited_s=round(now - t0, 1),
-                    hint=_hint(chosen, done),
+                    hint=_hint(chosen, done or blocked),
                 )
             time.sleep(min(poll, max((deadline or now + poll) - now, 0.1)))
             poll = min(poll * 1.5, 10.0)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-State = Literal["pending", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
+State = Literal["pending", "blocked", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "lost"})
 
 # Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
@@ -26,6 +26,23 @@ ACTIVE: frozenset[str] = frozenset(_PENDING | _RUNNING)
 # the states in which Slurm has let go of a job's allocation for good: its run time is final
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
           "NODE_FAIL"}  # fmt: skip
+
+# Slurm's pending reasons that never clear by themselves (squeue's %R, Slurm's word: a job sets none of it):
+# the job asks more than a maximum per job allows, or depends on what can no longer happen. Such a job is
+# `blocked`: it keeps its place and its reserved charge, but waiting for it changes nothing.
+BLOCKED_REASONS: frozenset[str] = frozenset({
+    "PartitionTimeLimit", "PartitionNodeLimit",
+    "QOSMaxWallDurationPerJobLimit", "QOSMaxCpuPerJobLimit", "QOSMaxNodePerJobLimit", "QOSMaxMemoryPerJob",
+    "QOSMaxGRESPerJob", "QOSMaxBillingPerJob",
+    "AssocMaxWallDurationPerJobLimit", "AssocMaxCpuPerJobLimit", "AssocMaxNodePerJobLimit", "AssocMaxMemPerJob",
+    "AssocMaxGRESPerJob", "AssocMaxBillingPerJob",
+    "DependencyNeverSatisfied", "BadConstraints", "InvalidAccount", "InvalidQOS",
+})  # fmt: skip
+
+
+def pending_reason(where: str) -> str:
+    """The reason word of squeue's %R for a pending job: "(PartitionTimeLimit)" -> "PartitionTimeLimit"."""
+    return where.strip("()").split(",")[0].strip() if where.startswith("(") else ""
 
 
 def slurm_ended(state: str) -> bool:
@@ -43,12 +60,13 @@ class Facts:
     limit_s: int | None = None
     cancel_requested: bool = False
     slurm_up: bool = True
+    reason: str = ""  # squeue's pending reason (Slurm's word; "" for a lease's step, whose queue a job can write)
 
 
 def job_state(f: Facts) -> State:
     sq = f.squeue
     if sq in _PENDING:
-        return "pending"
+        return "blocked" if f.reason in BLOCKED_REASONS else "pending"
     if sq in _RUNNING:
         return "running"
     if sq in ("TIMEOUT", "DEADLINE"):
