@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from rsk.errors import Exit
-from tests.conftest import LAB_DIR, LAB_PORT, LAB_USER, Lab, rsk
+from tests.conftest import LAB_DIR, LAB_PORT, LAB_USER, ROOT, RSK, Lab, rsk
 from tests.integration.helpers import grant, launch, launched
 
 JUMP_PORT = 2223
@@ -263,3 +264,27 @@ def test_small_packets_are_not_held_back_on_the_ssh_connection(lab: Lab) -> None
         raw = conn.client.get_transport().sock
         assert raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
         assert conn.run("exit 3").rc == 3  # bench/RESULTS.md has what it saves
+
+
+@pytest.mark.serial  # runs tests/setup.sh, which re-reads the lab's sshd configuration
+def test_what_the_demo_sets_up_works_from_any_other_directory(tmp_path: Path) -> None:
+    """README's first command sets everything up; afterwards, in any other directory, rsk finds the lab target
+    and the demo project's state (the user's config and state directories, not the checkout's)."""
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_STATE_HOME": str(tmp_path / "state")}  # fmt: skip
+    env.pop("RSK_HOME", None)
+    env.pop("RSK_TARGETS_PATH", None)
+    demo = subprocess.run(["sh", str(ROOT / "tests" / "lab" / "demo.sh")], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)  # fmt: skip
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    ran = subprocess.run([*RSK, "init", "--project", "demo", "--target", "lab"], cwd=elsewhere, env=env,
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    listed = subprocess.run([*RSK, "targets"], cwd=elsewhere, env=env, capture_output=True, text=True, check=False)
+    assert "lab " in listed.stdout and f"looked in {tmp_path / 'config' / 'rsk' / 'targets'}" in listed.stdout
+    grants = subprocess.run([*RSK, "info", "--json"], cwd=elsewhere, env=env, capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    assert grants.returncode == 0, grants.stderr
+    assert json.loads(grants.stdout)["grants"], "the demo's grant is found from here"

@@ -4,9 +4,12 @@
 set -eu
 cd "$(dirname "$0")/../.."
 sh tests/setup.sh
-RSK_HOME=${RSK_HOME:-/tmp/rsk-demo-home}
-export RSK_HOME
+# (rsk's state: RSK_HOME if set, else the user's own, so every command works afterwards from any directory)
 rsk() { "${RSK_PYTHON:-python3}" -m rsk "$@"; }
+# the lab target where rsk finds it from any directory: the user's own config (rsk targets lists it)
+config=${XDG_CONFIG_HOME:-$HOME/.config}/rsk/targets
+mkdir -p "$config"
+cp targets/lab.toml "$config/lab.toml"
 # shellcheck disable=SC2016  # expanded by the job on the cluster, not here
 job_cmd='echo "hello from $(whoami) on $(hostname): job $SLURM_JOB_ID, GPUs $CUDA_VISIBLE_DEVICES"'
 rid="demo-$(date +%s)"

@@ -174,7 +174,7 @@ def fetch(
 
 
 def targets(json_out: JsonOpt = False) -> None:
-    from rsk.cluster.targets import list_targets
+    from rsk.cluster.targets import list_targets, search_dirs
 
     found = list_targets()
     if json_out:
@@ -185,6 +185,10 @@ def targets(json_out: JsonOpt = False) -> None:
     for t in found:
         where = f"{t.user + '@' if t.user else ''}{t.host}{':' + str(t.port) if t.port else ''}"
         out().print(f"{t.name:<12} {where:<28} root {t.remote_root}  ({t.source})")
+    # where rsk looked, first wins: a target missing here is in none of these
+    for d in search_dirs():
+        n = len(list(d.glob("*.toml"))) if d.is_dir() else 0
+        out().print(f"looked in {d}" + (f" ({n} files)" if d.is_dir() else " (absent)"))
 
 
 def doctor(

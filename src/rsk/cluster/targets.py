@@ -91,8 +91,9 @@ def find_target(name: str) -> Target:
         if path.is_file():
             return load_target_file(path)
     known = ", ".join(t.name for t in list_targets()) or "none"
+    looked = ", ".join(str(d) for d in search_dirs())
     raise UsageError(
-        f"no target named {name!r} (known: {known})",
+        f"no target named {name!r} (known: {known}; looked in {looked})",
         f"create {config_dir() / 'targets' / (name + '.toml')}; `rsk targets` lists what is found",
     )
 
