@@ -42,10 +42,11 @@ def body(result: CallToolResult) -> dict[str, Any]:
 
 
 def error(result: CallToolResult) -> dict[str, Any]:
-    """A tool error's text: 'Error executing tool NAME: ' then the CLI's JSON error."""
-    assert result.is_error
+    """A tool error: the CLI's JSON error as structured content, its text the same JSON, flagged is_error."""
+    assert result.is_error and result.structured_content is not None
     text = result.content[0].text  # type: ignore[union-attr]
-    return dict(json.loads(text[text.index("{") :]))
+    assert json.loads(text) == result.structured_content
+    return dict(result.structured_content)
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
@@ -63,7 +64,8 @@ def test_the_agents_loop_through_tools(lab: Lab, project: str, tmp_path: Path) -
             args = {"command": ["sh", "-c", "echo out-$((6*7)); echo err >&2"], "request_id": "m1", "time": "5"}
             done = body(await c.call_tool("launch", args))
             assert done["status"] == "submitted" and done["launch"]["allowed_by"]["kind"] == "grant"
-            job = done["launch"]["job_id"]
+            job = done["job_id"]
+            assert job == done["launch"]["job_id"]  # at the top level, as `rsk launch --json` has it
             again = body(await c.call_tool("launch", args))
             assert again["status"] == "replayed" and again["launch"]["job_id"] == job
             waited = body(await c.call_tool("wait", {"job": job, "timeout": 45}))

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from io import TextIOBase
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from rsk import __version__
@@ -80,6 +79,7 @@ class LaunchReply(BaseModel):
 
     schema_version: int = 1
     status: Literal["submitted", "replayed", "pending"]
+    job_id: str | None = None  # submitted or replayed: the job (a batch's first task's), as `rsk launch --json` has it
     launch: LaunchResult | None = None
     card_id: str | None = None
     request_id: str | None = None
@@ -101,8 +101,11 @@ def _own_path(what: str, name: str) -> Path:
     return caller.path(name)
 
 
-def _tool_error(exc: RskError) -> ToolError:
-    return ToolError(json.dumps(exc.to_json()))
+def _tool_error(exc: RskError) -> CallToolResult:
+    """The CLI's JSON error as the tool's structured content, flagged is_error (its text is the same JSON)."""
+    body = exc.to_json()
+    return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body,
+                          is_error=True)  # fmt: skip
 
 
 def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
@@ -113,7 +116,7 @@ def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
         try:
             return fn(*args, **kwargs)
         except RskError as exc:
-            raise _tool_error(exc) from None
+            return cast(R, _tool_error(exc))  # the SDK passes a CallToolResult through as it is
 
     return run
 
@@ -276,7 +279,7 @@ def build(pin: Pin) -> MCPServer:
                                request_id=request.request_id, message=pending.message,
                                tell_human=str(pending.details.get("tell_human") or pending.hint or ""),
                                next=f"call wait with card {pending.details.get('card_id')}")  # fmt: skip
-        return LaunchReply(status=result.status, launch=result, request_id=result.request_id)
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=result, request_id=result.request_id)
 
     @server.tool(
         description="Plan a launch on the cluster and say how the ledger would decide now. Files no card, submits "
