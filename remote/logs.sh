@@ -19,9 +19,11 @@ main() {
     ended=''
     [ ! -f "$run/started" ] || started=yes
     [ ! -f "$run/ended" ] || ended=$(cat "$run/ended")
-    size=0
+    size=0 other=0 # the other stream's size too: an empty stdout beside a stderr that holds the error
+    [ "$3" = stdout ] && o=stderr || o=stdout
     [ ! -f "$run/$3" ] || size=$(wc -c <"$run/$3" | tr -d ' ')
-    rsk_emit log "rid=$rid" "started=$started" "ended=$(rsk_b64 "$ended")" "size=$size"
+    [ ! -f "$run/$o" ] || other=$(wc -c <"$run/$o" | tr -d ' ')
+    rsk_emit log "rid=$rid" "started=$started" "ended=$(rsk_b64 "$ended")" "size=$size" "other=$other"
     if [ -f "$run/$3" ]; then
         if [ "$lines" -gt 0 ]; then tail -n "$lines" "$run/$3"; else cat "$run/$3"; fi | tail -c "$4" \
             | base64 | tr -d '\n' | fold -w 4000 | while IFS= read -r chunk || [ -n "$chunk" ]; do

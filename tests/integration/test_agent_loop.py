@@ -241,7 +241,11 @@ def test_code_that_changed_on_the_cluster_does_not_run_and_fetch_stays_inside(
     assert waited["jobs"][0]["state"] == "failed" and waited["jobs"][0]["exit_code"] == 2
     log = json.loads(rsk("logs", job, "-t", "lab", "-p", project, "--stream", "stderr", "--json").out)
     assert "differs from the snapshot" in log["text"]
-    assert "EVIL" not in json.loads(rsk("logs", job, "-t", "lab", "-p", project, "--json").out)["text"]
+    out = json.loads(rsk("logs", job, "-t", "lab", "-p", project, "--json").out)
+    assert "EVIL" not in out["text"]
+    # stdout is empty and stderr holds the error: the first call says where to look
+    assert out["size"] == 0 and out["other_size"] > 0 and "stderr has" in out["note"]
+    assert f"rsk logs {job} --stream stderr" in rsk("logs", job, "-t", "lab", "-p", project).err
     # fetch never leaves the job's directory
     for bad in ("../../journal", "/etc/passwd", "a/../../b"):
         r = rsk("fetch", first["job_id"], bad, "-t", "lab", "-p", project, "--to", str(tmp_path / "x"))

@@ -24,6 +24,8 @@ class LogTail(BaseModel):
     ended: str | None  # the marker as written (kept for readers of schema 1)
     end: JobEnd | None = None
     size: int
+    other_size: int = 0  # the other stream's size: an empty stdout beside a stderr that holds the error
+    note: str = ""  # when this stream is empty and the other is not: where to look
     text: str
     start: int = 0  # where `text` begins in the stream (bytes): pass `size` as the next call's `after`
     gap: bool = False  # with `after`: bytes between it and `start` were left out (more than max_bytes)
@@ -66,10 +68,14 @@ def logs(
                 ended=log.ended,
                 end=log.end,
                 size=size,
+                other_size=log.other_size,
                 text=data.decode("utf-8", "replace"),
                 start=start,
                 gap=gap,
             )
+            if size == 0 and log.other_size:
+                other = "stderr" if stream == "stdout" else "stdout"
+                tail.note = f"{stream} is empty; {other} has {log.other_size} bytes: read it with stream {other}"
             if on_poll:
                 on_poll(tail)
             if deadline is None or tail.ended or time.monotonic() >= deadline:

@@ -389,6 +389,7 @@ class LogAnswer(Answer):
     ended: str | None  # the ended marker as written, stripped (None: not ended)
     end: JobEnd | None
     size: int  # the stream's whole size
+    other_size: int  # the other stream's (stderr beside stdout, and the reverse)
     data: bytes  # its last bytes, at most MAXBYTES
 
 
@@ -401,6 +402,7 @@ def logs(out: Output) -> LogAnswer:
         ended=ended,
         end=job_end(ended or ""),
         size=_count(rec, "size"),
+        other_size=_count(rec, "other"),
         data=_chunks(out),
     )
 
