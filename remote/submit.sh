@@ -260,7 +260,8 @@ resolve_lease() {
     done
     PARTITION=$L_partition ACCOUNT=$L_account QOS=$L_qos
     q mem_mb; [ -n "$RSK_W" ] || [ "$MEM_MB" -le "$L_mem" ] || MEM_MB=$L_mem
-    q time_min; [ -n "$RSK_W" ] || [ "$TIME_MIN" -le "$L_time" ] || TIME_MIN=$L_time
+    # a step without --time runs until its lease ends, however much of it is left (not refused below)
+    q time_min; STEP_TIME=$RSK_W; [ -n "$RSK_W" ] || [ "$TIME_MIN" -le "$L_time" ] || TIME_MIN=$L_time
 }
 
 # step_fit NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused at plan time
@@ -275,7 +276,7 @@ step_fit() {
     [ -z "$rsk_why" ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE:${rsk_why#;}"
     # a lease that has started knows when it ends (its controller's ctl file); refuse=never outlive it
     rsk_get "$L_ctl" end
-    if [ "$L_overrun" = refuse ] && rsk_is_uint "$RSK_F"; then
+    if [ "$L_overrun" = refuse ] && [ -n "$STEP_TIME" ] && rsk_is_uint "$RSK_F"; then
         rsk_left=$((RSK_F - $(awk 'BEGIN { srand(); print srand() }')))
         [ $((TIME_MIN * 60)) -le "$rsk_left" ] || rsk_fail "$RSK_E_POLICY" outlives-lease \
             "this step's $TIME_MIN min would outlive lease $LEASE ($((rsk_left / 60)) min left); ask for less --time"

@@ -479,3 +479,18 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$status" -eq 0 ]
     [ "$(field estimate start)" = in-lease ]
 }
+
+@test "a step without --time runs until its lease ends; one that asks for more than is left is refused" {
+    job=$(lab_sbatch -J "rsk:$PROJECT:opened" --wrap 'sleep 120')
+    ldir="$ROOT/leases/$PROJECT/dev"
+    mkdir -p "$ldir/q" "$ldir/run" "$ldir/end"
+    echo "job=$job rid=opened plan=x partition=$(sinfo -h -o %P | head -n 1 | tr -d '*') account= qos= nodes=1 cpus=1 mem=1000 gpus=0 time=60 drain=0 overrun=refuse" >"$ldir/lease"
+    echo "job=$job end=$(($(date +%s) + 90))" >"$ldir/ctl" # a minute and a half left of its 60
+    chown -R "$LAB_USER" "$ROOT/leases"
+    run remote submit plan < <(request request_id=s1 lease=dev arg=true)
+    [ "$status" -eq 0 ]
+    [ "$(field estimate start)" = in-lease ]
+    run remote submit plan < <(request request_id=s2 lease=dev time_min=5 arg=true)
+    [ "$status" -eq 3 ]
+    [ "$(field error code)" = outlives-lease ]
+}
