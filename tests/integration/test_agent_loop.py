@@ -279,3 +279,29 @@ def test_a_request_the_partition_can_never_run_is_refused_before_any_card(lab: L
     assert big.rc == Exit.REJECTED, big.err
     assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # no card for the human
     assert lab.journal(project) == []  # nothing submitted
+
+
+def test_a_command_that_exits_0_in_the_kill_grace_after_its_limit_reads_timed_out(lab: Lab, project: str) -> None:
+    """One rule (docs/protocol.md): Slurm ended it at its limit, so it is timed-out; exit_code is its own 0."""
+    grant(project, "--jobs", "1")
+    graceful = ("sh", "-c", "trap 'sleep 1; exit 0' TERM; sleep 600 & wait")
+    job = launched(launch(project, "-r", "grace", "--time", "1", command=graceful))["job_id"]
+    waited = rsk("wait", job, "-t", "lab", "-p", project, "--json", "--timeout", "150")
+    body = json.loads(waited.out)
+    assert body["status"] == "done" and body["jobs"][0]["state"] == "timed-out", body
+    assert waited.rc == Exit.UNSUCCESSFUL
+
+
+def test_the_card_lists_the_code_snapshots_files(lab: Lab, project: str, tmp_path: Path) -> None:
+    """The human approves code they can inspect: the card names every file of the snapshot, its count and size."""
+    tree = tmp_path / "tree"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "train.py").write_text("print('hi')\n")
+    (tree / "pkg" / "model.py").write_text("x = 1\n")
+    r = rsk("launch", "-t", "lab", "-p", project, "--code", str(tree), "-r", "c1", "--json", "--", "python3", "train.py")
+    assert r.rc == Exit.PENDING, r.err
+    card = json.loads(r.out)["card_id"]
+    shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)
+    assert sorted(shown["plan"]["code_files"]) == ["pkg/model.py", "train.py"] and shown["plan"]["code_bytes"] == 18
+    text = rsk("approvals", "show", card, "-p", project).out
+    assert "2 files, 18 bytes" in text and "pkg/model.py" in text

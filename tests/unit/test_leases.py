@@ -53,8 +53,8 @@ def test_step_ids_are_job_ids() -> None:
 
 
 def test_an_older_ledger_gains_an_empty_list_of_leases() -> None:
-    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 5, "project": "p", "leases": []}
-    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 5
+    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 6, "project": "p", "leases": []}
+    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 6
     assert Ledger.model_validate(migrate({"schema_version": 2, "project": "p"})).leases == []
 
 

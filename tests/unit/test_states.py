@@ -54,3 +54,12 @@ def test_the_pending_reason_is_read_from_squeues_column() -> None:
     assert pending_reason("(ReqNodeNotAvail,_UnavailableNodes:n9)") == "ReqNodeNotAvail"
     assert pending_reason("n1") == ""  # a running job's node list
     assert pending_reason("") == ""
+
+
+def test_slurms_time_limit_wins_over_the_commands_exit_code_whoever_reports_it() -> None:
+    """A command that exits 0 in the kill grace after its limit: timed-out from squeue and from sacct alike
+    (before, the marker's rc=0 won once squeue forgot the job: the same job read succeeded later)."""
+    marker = {"rc": 0, "signal": "none", "elapsed_s": 72, "limit_s": 60}
+    assert job_state(Facts(squeue="TIMEOUT", **marker)) == "timed-out"
+    assert job_state(Facts(sacct="TIMEOUT", **marker)) == "timed-out"
+    assert job_state(Facts(sacct="COMPLETED", **marker)) == "succeeded"

@@ -59,6 +59,12 @@ def render_card(card: "Card", full: bool = False) -> str:
     lines += [
         f"  workdir       {inert(p.workdir)}",
         *([f"  code          snapshot {p.code} (the job runs in a copy checked against it)"] if p.code else []),
+        *(
+            [f"  code files    {len(p.code_files)} files, {p.code_bytes} bytes:"]
+            + [f"                {inert(f)}" for f in p.code_files]
+            if p.code_files
+            else []
+        ),
         f"  PATH          {inert(p.path)}",
         f"  partition     {inert(p.partition)}"
         + (f"  account {inert(p.account)}" if p.account else "")

@@ -8,8 +8,9 @@ that skips the decision is a replay: the cluster or the ledger shows the request
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -34,6 +35,9 @@ from rsk.ledger.models import (
 from rsk.ledger.store import Store
 from rsk.local.project import scope
 from rsk.wire.protocol import Plan, Request, Resources, is_job_id
+
+if TYPE_CHECKING:
+    from rsk.request.code import CodeSnapshot
 
 
 class Allowed(BaseModel):
@@ -75,8 +79,12 @@ def facts(target: str, plan: Plan, request_id: str, active: int, replaces: froze
     )
 
 
-def card_plan(target: str, plan: Plan) -> CardPlan:
+def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> CardPlan:
+    """What the card shows; with `code`, the snapshot's files, when its manifest hashes to the plan's digest."""
+    files = code is not None and bool(plan.code) and hashlib.sha256(code.manifest.encode()).hexdigest() == plan.code
     return CardPlan(
+        code_files=[f.path for f in code.files] if files and code else [],
+        code_bytes=code.total_bytes if files and code else 0,
         target=target,
         cluster=plan.cluster,
         user=plan.user,
@@ -199,7 +207,9 @@ def _entry(store: Store, event: str, plan_hash: str, rid: str, rule: str | None,
                       detail=detail)  # fmt: skip
 
 
-def authorize(store: Store, target: str, plan: Plan, request: Request, planned_at: datetime) -> Allowed:
+def authorize(
+    store: Store, target: str, plan: Plan, request: Request, planned_at: datetime, code: CodeSnapshot | None = None
+) -> Allowed:
     """Decide now, under the ledger lock; hold a charge or an approval use; else file or find a card."""
     at = now()
     rid = request.request_id
@@ -245,7 +255,7 @@ def authorize(store: Store, target: str, plan: Plan, request: Request, planned_a
                     requester=request.requester,
                     target=target,
                     request=request.model_dump(exclude={"hostkey"}),
-                    plan=card_plan(target, plan),
+                    plan=card_plan(target, plan, code),
                     closest_grant=d.closest_grant,
                     closest_why=d.closest_why,
                 )

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LEDGER_SCHEMA = 5
+LEDGER_SCHEMA = 6
 
 
 def now() -> datetime:
@@ -150,6 +150,8 @@ class CardPlan(Model):
     kind: str
     workdir: str
     code: str = ""  # the digest of the code snapshot the job runs (a checked copy of it)
+    code_files: list[str] = []  # that snapshot's paths, from the manifest that hashes to `code`
+    code_bytes: int = 0  # and their total size
     path: str = ""
     partition: str
     account: str
@@ -255,17 +257,20 @@ def _dicts(value: object) -> list[dict[str, object]] | None:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema. 4 -> 5: leases record the steps they allowed (a lease opened
+    """An older ledger as the current schema. 5 -> 6: cards may list their code snapshot's files (older ones
+    do not). 4 -> 5: leases record the steps they allowed (a lease opened
     before says it did not: None), and a job cost says whether it settled at worst case (none did).
     3 -> 4: grants carry what their archived charges spent
     (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
     submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
     for validation to refuse."""
+    if raw.get("schema_version", 1) == 5:
+        return {**raw, "schema_version": 6}
     if raw.get("schema_version", 1) == 4:
         leases = _dicts(raw.get("leases", []))
         if leases is None:
             return raw
-        return {**raw, "schema_version": 5, "leases": [{**x, "steps": None} for x in leases]}
+        return migrate({**raw, "schema_version": 5, "leases": [{**x, "steps": None} for x in leases]})
     if raw.get("schema_version", 1) == 3:
         return migrate({**raw, "schema_version": 4})
     if raw.get("schema_version", 1) == 2:

@@ -141,7 +141,7 @@ def _launch(
                 )
                 return result
             try:
-                allowed = _allow(store, target.name, plan, request, planned_at)
+                allowed = _allow(store, target.name, plan, request, planned_at, code)
             except PendingApproval as pending:
                 if wait is None:
                     raise
@@ -258,7 +258,9 @@ def _known_jobs(store: Store, request: Request, plan: Plan, target: str) -> list
     return [] if set(jobs) <= seen else jobs
 
 
-def _allow(store: Store, target: str, plan: Plan, request: Request, planned_at: datetime) -> Allowed:
+def _allow(
+    store: Store, target: str, plan: Plan, request: Request, planned_at: datetime, code: CodeSnapshot | None = None
+) -> Allowed:
     """What lets this plan run: a replay, the lease's rules for a step, or the ledger (deny, approval,
     grant). PendingApproval when a human must decide; a card filed now is announced (rsk.ledger.notify)."""
     replay = _replayed(plan)
@@ -267,7 +269,7 @@ def _allow(store: Store, target: str, plan: Plan, request: Request, planned_at: 
     if plan.is_step:
         return authorize_step(store, target, plan, request)
     try:
-        return authorize(store, target, plan, request, planned_at)
+        return authorize(store, target, plan, request, planned_at, code)
     except PendingApproval as pending:
         if pending.details.get("new_card"):
             from rsk.ledger.cards import find_card

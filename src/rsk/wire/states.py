@@ -69,7 +69,10 @@ def job_state(f: Facts) -> State:
         return "blocked" if f.reason in BLOCKED_REASONS else "pending"
     if sq in _RUNNING:
         return "running"
-    if sq in ("TIMEOUT", "DEADLINE"):
+    # one rule for a command that outlives its limit: Slurm's word that it ended the job at its time limit
+    # wins, from squeue or (once squeue forgot it) sacct, whatever the command's own exit code, which
+    # exit_code still reports (a command signalled at its limit may exit 0 in the kill grace, cut short)
+    if sq in ("TIMEOUT", "DEADLINE") or (not sq and f.sacct in ("TIMEOUT", "DEADLINE")):
         return "timed-out"
     if sq in ("CANCELLED", "PREEMPTED"):
         return "cancelled"
