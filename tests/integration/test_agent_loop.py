@@ -232,7 +232,7 @@ def test_code_that_changed_on_the_cluster_does_not_run_and_fetch_stays_inside(
                          "./run.sh"))  # fmt: skip
     assert rsk("wait", first["job_id"], "-t", "lab", "-p", project, "--json", "--timeout", "60").rc == 0
     # a job (same account) rewrites the snapshot; the next job of that exact plan refuses to run it
-    digest = first["plan"]["code"]
+    digest = first["code"]
     lab.ssh(f"chmod -R u+w {lab.root_sh}/code && echo 'echo EVIL' > {lab.root_sh}/code/{project}/snap/{digest}/run.sh")
     again = rsk("launch", "-t", "lab", "-p", project, "--code", str(tree), "-r", "k2", "--json", "--", "./run.sh")
     assert again.rc == 0, again.err  # its manifest still hashes right, so it plans and submits: the job checks
@@ -298,10 +298,36 @@ def test_the_card_lists_the_code_snapshots_files(lab: Lab, project: str, tmp_pat
     (tree / "pkg").mkdir(parents=True)
     (tree / "train.py").write_text("print('hi')\n")
     (tree / "pkg" / "model.py").write_text("x = 1\n")
-    r = rsk("launch", "-t", "lab", "-p", project, "--code", str(tree), "-r", "c1", "--json", "--", "python3", "train.py")
+    r = rsk(
+        "launch", "-t", "lab", "-p", project, "--code", str(tree), "-r", "c1", "--json", "--", "python3", "train.py"
+    )
     assert r.rc == Exit.PENDING, r.err
     card = json.loads(r.out)["card_id"]
     shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)
     assert sorted(shown["plan"]["code_files"]) == ["pkg/model.py", "train.py"] and shown["plan"]["code_bytes"] == 18
     text = rsk("approvals", "show", card, "-p", project).out
     assert "2 files, 18 bytes" in text and "pkg/model.py" in text
+
+
+# what an agent reads for a 6-task batch, in bytes: the answers stay what it acts on (docs: "Compact answers")
+JSON_BOUNDS = {"launch": 1_200, "wait": 4_000, "status": 4_000, "plan": 4_000}  # measured: 792, 2701, 2630, 2759
+
+
+def test_answers_for_a_six_task_batch_stay_compact(lab: Lab, project: str, tmp_path: Path) -> None:
+    grant(project, "--jobs", "6")
+    tasks = tmp_path / "six.jsonl"
+    tasks.write_text("".join(json.dumps({"key": f"cfg-{i}", "argv": ["true"]}) + "\n" for i in range(6)))
+    where = ("-t", "lab", "-p", project)
+    sizes = {
+        "plan": rsk("plan", *where, "-r", "six", "--tasks", str(tasks), "--json").out,
+        "launch": rsk("launch", *where, "-r", "six", "--tasks", str(tasks), "--json").out,
+        "wait": rsk("wait", "--batch", "six", *where, "--json", "--timeout", "60").out,
+        "status": rsk("status", "--batch", "six", *where, "--json").out,
+    }
+    launched_ = json.loads(sizes["launch"])
+    assert len(launched_["tasks"]) == 6 and launched_["plan"] is None and launched_["plan_hash"]
+    assert launched_["gpu_hours"] >= 0 and launched_["allowed_by"]["kind"] == "grant"
+    measured = {k: len(v.encode()) for k, v in sizes.items()}
+    assert all(measured[k] <= JSON_BOUNDS[k] for k in measured), measured
+    full = json.loads(rsk("launch", *where, "-r", "six", "--tasks", str(tasks), "--json", "--verbose").out)
+    assert len(full["plan"]["tasks"]) == 6  # the whole plan when asked for

@@ -179,7 +179,7 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
                    "--code . --exclude '*.log' --json -- ./run.sh")  # fmt: skip
     assert ran.rc == 0, ran.out + ran.err
     body = json.loads(ran.out)
-    assert body["plan"]["code"] == snapshot(AGENT_HOME / "proj", ["*.log"]).digest  # the files as the agent has them
+    assert body["code"] == snapshot(AGENT_HOME / "proj", ["*.log"]).digest  # the files as the agent has them
     assert agent_rsk(broker, "wait", body["job_id"], "-t", "lab", "-p", project, "--json").rc == 0
     assert "code-ran-forty-two" in agent_rsk(broker, "logs", body["job_id"], "-t", "lab", "-p", project).out
     assert broker_tmp(broker).is_dir() and not list(broker_tmp(broker).glob("rsk-code-*"))  # its copy is gone

@@ -47,7 +47,7 @@ def test_a_job_rewriting_the_remote_side_changes_nothing_that_runs(lab: Lab, pro
     job = launched(launch(project, "--env", f"R={root}", command=("sh", "-c", evil)))["job_id"]
     assert finished_output(project, job)["text"] == "rewritten\n"
     assert lab.ssh(f"ls {lab.root_sh}/scripts/dev/submit.sh").returncode == 0
-    after = launched(launch(project, command=("sh", "-c", 'echo "gpus=[$CUDA_VISIBLE_DEVICES]"')))
+    after = launched(launch(project, "--verbose", command=("sh", "-c", 'echo "gpus=[$CUDA_VISIBLE_DEVICES]"')))
     assert after["plan"]["scripts"] == bundle.digest()
     assert after["plan"]["gpus"] == 0
     assert finished_output(project, after["job_id"])["text"] == "gpus=[]\n"

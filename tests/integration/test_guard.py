@@ -408,7 +408,7 @@ def test_human_acts_record_terminal_and_parent_chain(lab: Lab, project: str, rsk
 def test_plan_binds_resolved_workdir_and_qos(lab: Lab, project: str) -> None:
     lab.ssh(f"mkdir -p {lab.root_sh}/real && ln -sfn {lab.root_sh}/real {lab.root_sh}/alias")
     grant(project, "--jobs", "5", "--qos", "normal")
-    r = launched(launch(project, "--workdir", f"{lab.remote_root}/alias", "--qos", "normal"))
+    r = launched(launch(project, "--verbose", "--workdir", f"{lab.remote_root}/alias", "--qos", "normal"))
     assert r["plan"]["workdir"].endswith("/real") and r["plan"]["qos"] == "normal"
     other = launch(project, "--qos", "high")
     assert other.rc == Exit.PENDING

@@ -55,9 +55,8 @@ def test_grant_scoped_to_other_target_does_not_cover(lab: Lab, project: str) -> 
 
 def test_gpu_launch_gets_cuda_visible_devices_from_slurm(lab: Lab, project: str) -> None:
     grant(project, "--jobs", "1")
-    result = launched(
-        launch(project, "--partition", "gpu", "--gpus", "2", command=("sh", "-c", 'echo "cvd=$CUDA_VISIBLE_DEVICES"'))
-    )
+    cvd = ("sh", "-c", 'echo "cvd=$CUDA_VISIBLE_DEVICES"')
+    result = launched(launch(project, "--verbose", "--partition", "gpu", "--gpus", "2", command=cvd))
     assert result["plan"]["gpus"] == 2
     text = finished_output(project, result["job_id"])["text"].strip()
     devices = text.removeprefix("cvd=").split(",")

@@ -109,6 +109,9 @@ def launch(
         ),
     ] = None,
     wait: WaitOpt = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="With --json, also the whole plan (rsk plan --json always prints it).")
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
@@ -154,7 +157,7 @@ def launch(
         )
     result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
     if json_out:
-        print_json(result)
+        print_json(result if verbose else result.brief())
         return
     o = out()
     verb = "already submitted:" if result.status == "replayed" else "submitted"
@@ -164,7 +167,7 @@ def launch(
             o.print(f"  {t.task:<24} job {t.job_id}")
         if len(result.tasks) > 10:
             o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)")
-    elif result.plan.is_step:
+    elif result.plan is not None and result.plan.is_step:
         o.print(f"{verb} step {result.job_id} into lease {result.plan.lease} on {result.target}")
     else:
         o.print(f"{verb} job {result.job_id} on {result.target}")
@@ -175,8 +178,7 @@ def launch(
     if result.allowed_by.kind == "replay":
         how = f"nothing new: the {result.allowed_by.id} already knows this request's job(s)"
     if result.allowed_by.kind == "grant":
-        p = result.plan
-        how += f" (reserved {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h at worst until it ends)"
+        how += f" (reserved {result.gpu_hours:.2f} GPU-h, {result.cpu_hours:.2f} CPU-h at worst until it ends)"
     o.print(f"  allowed by  {how}")
     if result.note:
         o.print(f"  note        {result.note}")

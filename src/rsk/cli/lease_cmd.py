@@ -74,6 +74,7 @@ def open_(
         return
     o = out()
     p = result.plan
+    assert p is not None  # the core's result carries its plan; only the JSON an agent reads is brief
     verb = "already open:" if result.status == "replayed" else "opened"
     o.print(f"{verb} lease {name}: job {result.job_id} on {result.target}, {p.nodes} node(s) x {p.gpus} GPU(s), "
             f"{p.cpus} CPU(s) and {p.mem_mb} MB per node, for {p.time_min} min")  # fmt: skip

@@ -279,7 +279,8 @@ def build(pin: Pin) -> MCPServer:
                                request_id=request.request_id, message=pending.message,
                                tell_human=str(pending.details.get("tell_human") or pending.hint or ""),
                                next=f"call wait with card {pending.details.get('card_id')}")  # fmt: skip
-        return LaunchReply(status=result.status, job_id=result.job_id, launch=result, request_id=result.request_id)
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
+                           request_id=result.request_id)  # fmt: skip
 
     @server.tool(
         description="Plan a launch on the cluster and say how the ledger would decide now. Files no card, submits "

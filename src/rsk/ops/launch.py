@@ -56,8 +56,15 @@ class LaunchResult(BaseModel):
     tasks: list[TaskJob] = []  # a batch: each task's own job
     plan_hash: str
     allowed_by: Allowed
-    plan: Plan
+    gpu_hours: float = 0.0  # the worst case the plan reserves (all its jobs)
+    cpu_hours: float = 0.0
+    code: str = ""  # the code snapshot's digest the jobs run
+    plan: Plan | None = None  # the whole plan (--verbose; `rsk plan --json` always has it)
     note: str = ""
+
+    def brief(self) -> LaunchResult:
+        """What an agent acts on: status, job ids, cost, what allowed it, the plan's hash; not the whole plan."""
+        return self.model_copy(update={"plan": None})
 
 
 def submit_entry(request: Request) -> str:
@@ -296,5 +303,8 @@ def _result(target: str, request: Request, plan: Plan, allowed: Allowed, accepte
         tasks=[TaskJob(task=a.task, job_id=a.job_id) for a in accepted if a.task],
         plan_hash=plan.hash,
         allowed_by=allowed,
+        gpu_hours=plan.gpu_hours,
+        cpu_hours=plan.cpu_hours,
+        code=plan.code,
         plan=plan,
     )

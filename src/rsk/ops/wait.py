@@ -131,4 +131,4 @@ def wait_card(card_id: str, project: str | None, timeout: float | None) -> WaitR
     result = launch(card.target, Request.model_validate(card.request))
     left = None if not timeout else max(timeout - (time.monotonic() - t0), 0.001)
     waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0)
-    return waited.model_copy(update={"card_id": card_id, "launch": result})
+    return waited.model_copy(update={"card_id": card_id, "launch": result.brief()})
