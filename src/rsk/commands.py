@@ -57,7 +57,7 @@ _TABLE: dict[str, tuple[str, Audience, str]] = {
     "fetch": (
         "cluster_cmds",
         "owner",
-        "Bring files back from a job's directory (bounded, resumable; never outside it).",
+        "Bring files back from a job's directory, or each task's of a batch (--batch; bounded, resumable).",
     ),
     "cancel": ("ops_cmds", "agent", "Cancel a job, a request or a batch this project launched (and only those)."),
     "reconcile": (

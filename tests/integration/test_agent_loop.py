@@ -331,3 +331,19 @@ def test_answers_for_a_six_task_batch_stay_compact(lab: Lab, project: str, tmp_p
     assert all(measured[k] <= JSON_BOUNDS[k] for k in measured), measured
     full = json.loads(rsk("launch", *where, "-r", "six", "--tasks", str(tasks), "--json", "--verbose").out)
     assert len(full["plan"]["tasks"]) == 6  # the whole plan when asked for
+
+
+def test_fetch_brings_a_whole_batchs_results_into_a_folder_per_task(lab: Lab, project: str, tmp_path: Path) -> None:
+    grant(project, "--jobs", "2")
+    tasks = tmp_path / "t.jsonl"
+    wrote = ["sh", "-c", 'mkdir -p "$RSK_RUN_DIR/out" && echo 0.25 > "$RSK_RUN_DIR/out/m.json"']
+    tasks.write_text(json.dumps({"key": "ok", "argv": wrote}) + "\n" + json.dumps({"key": "bad", "argv": ["false"]}))
+    where = ("-t", "lab", "-p", project)
+    assert rsk("launch", *where, "-r", "fb", "--tasks", str(tasks), "--json").rc == 0
+    assert rsk("wait", "--batch", "fb", *where, "--timeout", "60").rc == Exit.UNSUCCESSFUL
+    got = rsk("fetch", "--batch", "fb", "out/m.json", *where, "--to", str(tmp_path / "res"), "--json")
+    assert got.rc == 0, got.err
+    report = {t["task"]: t for t in json.loads(got.out)["tasks"]}
+    assert report["ok"]["missing"] == [] and report["bad"]["missing"] == ["out/m.json"]
+    assert (tmp_path / "res" / "ok" / "out" / "m.json").read_text() == "0.25\n"
+    assert not (tmp_path / "res" / "bad").exists()

@@ -152,8 +152,19 @@ def info(
 
 
 def fetch(
-    job: Annotated[str, typer.Argument(help="Job id (as rsk launch printed it).")],
-    paths: Annotated[list[str], typer.Argument(help="Files or directories, relative to the job's directory.")],
+    job: Annotated[
+        str, typer.Argument(metavar="JOB", help="Job id (as rsk launch printed it); with --batch, the first PATH.")
+    ],
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="PATH...", help="Files or directories, relative to the job's directory."),
+    ] = None,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            "--batch", "-b", help="Every task of this batch: each task's files into DIR/KEY/..., in one call."
+        ),
+    ] = None,
     to: Annotated[Path, typer.Option("--to", help="Where to put them (default: here).")] = Path(),
     max_bytes: Annotated[
         int, typer.Option(min=1, help="Stop after this many bytes in all (resume by running again).")
@@ -162,18 +173,34 @@ def fetch(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk.errors import UsageError
     from rsk.local import caller
     from rsk.local.project import resolve_project
     from rsk.ops.fetch import fetch as do_fetch
+    from rsk.ops.fetch import fetch_batch
 
-    report = do_fetch(resolve_target(target), resolve_project(project), job, list(paths), caller.path(str(to)),
-                      max_bytes)  # fmt: skip
-    if json_out:
-        print_json(report)
+    where = (resolve_target(target), resolve_project(project))
+    if batch is not None:  # JOB is the first path: `rsk fetch --batch B out/metrics.json logs/`
+        report = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(to)), max_bytes)
+        if json_out:
+            print_json(report)
+            return
+        for t in report.tasks:
+            lack = f"; missing: {', '.join(t.missing)}" if t.missing else ""
+            out().print(f"{t.task:<24} job {t.job_id} ({t.state}): {len(t.files)} file(s){lack}")
+        out().print(f"fetched {report.bytes} bytes from {len(report.tasks)} task(s) of batch {batch} into {to}/KEY/")
         return
-    for f in report.files:
+    if not paths:
+        raise UsageError(
+            "say what to fetch: rsk fetch JOB PATH...", "e.g. rsk fetch 1234 out/metrics.json --to results/"
+        )
+    report1 = do_fetch(*where, job, list(paths), caller.path(str(to)), max_bytes)
+    if json_out:
+        print_json(report1)
+        return
+    for f in report1.files:
         out().print(f"{f.to}  {f.size} bytes" + (f" (resumed at {f.resumed_from})" if f.resumed_from else ""))
-    out().print(f"fetched {len(report.files)} file(s), {report.bytes} bytes from job {job}")
+    out().print(f"fetched {len(report1.files)} file(s), {report1.bytes} bytes from job {job}")
 
 
 def targets(json_out: JsonOpt = False) -> None:
