@@ -306,7 +306,7 @@ def test_the_card_lists_the_code_snapshots_files(lab: Lab, project: str, tmp_pat
     shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)
     assert sorted(shown["plan"]["code_files"]) == ["pkg/model.py", "train.py"] and shown["plan"]["code_bytes"] == 18
     text = rsk("approvals", "show", card, "-p", project).out
-    assert "2 files, 18 bytes" in text and "pkg/model.py" in text
+    assert "2 files, 18 bytes" in text and "pkg/model.py" in text and shown["plan"]["code_count"] == 2
 
 
 # what an agent reads for a 6-task batch, in bytes: the answers stay what it acts on (docs: "Compact answers")

@@ -60,8 +60,13 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  workdir       {inert(p.workdir)}",
         *([f"  code          snapshot {p.code} (the job runs in a copy checked against it)"] if p.code else []),
         *(
-            [f"  code files    {len(p.code_files)} files, {p.code_bytes} bytes:"]
+            [f"  code files    {p.code_count} files, {p.code_bytes} bytes:"]
             + [f"                {inert(f)}" for f in p.code_files]
+            + (
+                [f"                ... and {p.code_count - len(p.code_files)} more"]
+                if p.code_count > len(p.code_files)
+                else []
+            )
             if p.code_files
             else []
         ),

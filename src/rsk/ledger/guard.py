@@ -19,6 +19,7 @@ from rsk.ledger import attempts
 from rsk.ledger.archive import Archive
 from rsk.ledger.decide import Facts, decide, denial, find_approval
 from rsk.ledger.models import (
+    CARD_FILES,
     Approval,
     AuditEntry,
     Card,
@@ -83,7 +84,8 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
     """What the card shows; with `code`, the snapshot's files, when its manifest hashes to the plan's digest."""
     files = code is not None and bool(plan.code) and hashlib.sha256(code.manifest.encode()).hexdigest() == plan.code
     return CardPlan(
-        code_files=[f.path for f in code.files] if files and code else [],
+        code_files=[f.path for f in code.files[:CARD_FILES]] if files and code else [],
+        code_count=len(code.files) if files and code else 0,
         code_bytes=code.total_bytes if files and code else 0,
         target=target,
         cluster=plan.cluster,

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 LEDGER_SCHEMA = 6
+CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
 
 def now() -> datetime:
@@ -150,7 +151,8 @@ class CardPlan(Model):
     kind: str
     workdir: str
     code: str = ""  # the digest of the code snapshot the job runs (a checked copy of it)
-    code_files: list[str] = []  # that snapshot's paths, from the manifest that hashes to `code`
+    code_files: list[str] = []  # that snapshot's paths (the first CARD_FILES), from the manifest that hashes to `code`
+    code_count: int = 0  # how many files it holds in all
     code_bytes: int = 0  # and their total size
     path: str = ""
     partition: str
