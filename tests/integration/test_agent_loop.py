@@ -4,6 +4,7 @@ asking, waiting for work, what the cluster offers, honest answers, and the human
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -347,3 +348,24 @@ def test_fetch_brings_a_whole_batchs_results_into_a_folder_per_task(lab: Lab, pr
     assert report["ok"]["missing"] == [] and report["bad"]["missing"] == ["out/m.json"]
     assert (tmp_path / "res" / "ok" / "out" / "m.json").read_text() == "0.25\n"
     assert not (tmp_path / "res" / "bad").exists()
+
+
+@pytest.mark.serial  # holds every GPU of the lab for a few seconds
+def test_a_job_that_can_never_start_is_blocked_and_wait_stops(lab: Lab, project: str) -> None:
+    """A pending reason that never clears by itself (here DependencyNeverSatisfied, which an admin's dependency
+    on a failed job gives) makes the job read blocked, with Slurm's reason, and rsk wait stop with exit 12."""
+    grant(project, "--jobs", "1", "--max-gpus", "1")
+    sb = ["runuser", "-u", "rsklab", "--", "sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null"]
+    failed = subprocess.run([*sb, "--wrap", "false"], capture_output=True, text=True, check=True).stdout.strip()
+    hold = [*sb, "-p", "gpu", "-N", "2", "--gres=gpu:4", "-t", "2", "--wrap", "sleep 60"]
+    blocker = subprocess.run(hold, capture_output=True, text=True, check=True).stdout.strip()
+    try:
+        job = launched(launch(project, "-r", "never", "--partition", "gpu", "--gpus", "1", "--time", "5"))["job_id"]
+        subprocess.run(["scontrol", "update", f"JobId={job}", f"Dependency=afterok:{failed}"], check=True)
+        waited = rsk("wait", job, "-t", "lab", "-p", project, "--json", "--timeout", "60")
+        body = json.loads(waited.out)
+        assert waited.rc == Exit.BLOCKED, waited.out
+        assert body["status"] == "blocked" and body["jobs"][0]["state"] == "blocked"
+        assert body["jobs"][0]["where"] == "(DependencyNeverSatisfied)" and "DependencyNeverSatisfied" in body["hint"]
+    finally:
+        subprocess.run(["scancel", blocker], check=False)
