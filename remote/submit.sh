@@ -409,10 +409,12 @@ policy_shape() {
 # fits: the shape fits what the partition can ever run (Slurm's own limits, read from sinfo per node), or the
 # plan fails with the limit and the value that fits: --test-only accepts a job over the partition's time limit
 # that then pends forever (PartitionTimeLimit), so a human would approve what can never start
+# (sinfo is read once a plan: every shape of a batch runs in the same partition)
 fits() {
-    rsk_why=$(sinfo -h -N -p "$PARTITION" -o '%l|%c|%m|%G' 2>/dev/null | awk -F'|' -v t="$TIME_MIN" -v c="$CPUS" \
+    [ -n "${FIT_NODES+x}" ] || FIT_NODES=$(sinfo -h -N -p "$PARTITION" -o '%l|%c|%m|%G' 2>/dev/null || true)
+    rsk_why=$(printf '%s\n' "$FIT_NODES" | awk -F'|' -v t="$TIME_MIN" -v c="$CPUS" \
         -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" "$RSK_AWK"'
-        { nodes++; l = secs($1); if (l != "") lim = l; x = $2 + 0; if (x > cpu) cpu = x
+        $0 != "" { nodes++; l = secs($1); if (l != "") lim = l; x = $2 + 0; if (x > cpu) cpu = x
           x = $3 + 0; if (x > mem) mem = x; x = gres_gpus($4); if (x > gpu) gpu = x }
         END {
             if (!nodes) exit
