@@ -116,8 +116,8 @@ def logs(
         state = "running" if result.started else "not started"
     other = "stderr" if stream == "stdout" else "stdout"
     err().print(f"rsk: job {job} {state}; {result.size} bytes of {stream}, {result.other_size} of {other}")
-    if result.size == 0 and result.other_size:  # the error is likely there: say where, so one call finds it
-        err().print(f"rsk: {stream} is empty; {other} has {result.other_size} bytes: rsk logs {job} --stream {other}")
+    if result.note:  # the error is likely in the other stream: say where, so one call finds it
+        err().print(f"rsk: {result.note}")
     if result.timed_out:
         err().print(f"rsk: stopped following after {timeout:g}s; the job still runs: run the same command again")
 

@@ -75,7 +75,7 @@ def logs(
             )
             if size == 0 and log.other_size:
                 other = "stderr" if stream == "stdout" else "stdout"
-                tail.note = f"{stream} is empty; {other} has {log.other_size} bytes: read it with stream {other}"
+                tail.note = f"{stream} is empty; {other} has {log.other_size} bytes: rsk logs {job_id} --stream {other}"
             if on_poll:
                 on_poll(tail)
             if deadline is None or tail.ended or time.monotonic() >= deadline:
