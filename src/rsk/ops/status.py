@@ -79,6 +79,7 @@ def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
 def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
     """One job's state from the facts its @@job line carries (rsk.wire.states decides)."""
     nodes, cpus, mem, gpus = (f.res + [None] * 5)[:4]
+    step = states.Step(at=f.st, lease=f.st_lease, why=f.st_why, returned=f.st_ret) if f.st else None
     facts = states.Facts(
         squeue=f.sq,
         sacct=f.ac,
@@ -88,18 +89,24 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         limit_s=f.limit,
         cancel_requested=f.cancel,
         slurm_up=slurm_up,
-        reason="" if f.lease else states.pending_reason(f.where),
+        reason=states.pending_reason(f.where),
+        step=step,
     )
+    state = states.job_state(facts)
+    elapsed = f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s
+    limit = f.sq_limit if f.sq_limit is not None else facts.limit_s
+    if step is not None and states.step_state(step) is not None:  # its queue says it all: it never ran to an end
+        elapsed, limit = (f.st_age or 0) if state == "running" else 0, f.st_limit
     job = JobState(
         request_id=f.rid,
         task=f.task or None,
         job_id=f.job,
-        state=states.job_state(facts),
+        state=state,
         exit_code=f.rc if f.rc is not None else f.ac_exit,
         signal=facts.signal if facts.signal not in (None, "none") else None,
-        elapsed_s=f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s,
-        limit_s=f.sq_limit if f.sq_limit is not None else facts.limit_s,
-        where=f.where,
+        elapsed_s=elapsed,
+        limit_s=limit,
+        where=states.step_where(step, f.st_node) if step is not None else f.where,
         submitted=f.submitted,
         nodes=nodes,
         cpus=cpus,

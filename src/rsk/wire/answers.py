@@ -7,9 +7,9 @@ not one, a flag that is neither of its two values, a value that is not base64, o
 set is a ProtocolError naming the line: never a KeyError, ValueError or a pydantic traceback.
 
 Some numbers on the wire are not the program's own: the run markers and the journal words `status`
-echoes, a lease's files, the times squeue shows for a lease's steps are files a job of the account can
-write. Such a fact that is not a number reads as unknown (None), as before: a job cannot make rsk fail to
-read its project by writing a word into a marker.
+echoes, a lease's files and its steps' queue entries are files a job of the account can write. Such a
+fact that is not a number reads as unknown (None), as before: a job cannot make rsk fail to read its
+project by writing a word into a marker.
 """
 
 from __future__ import annotations
@@ -226,6 +226,16 @@ class JobFacts(Answer):
     ac_exit: int | None
     ac_elapsed: int | None
     ac_limit: int | None
+    # a lease's step, from its lease's files (a job can write them; "" and None for a job): where it is in the
+    # lease's queue (q, run, end), its lease's state (rsk_lease_state), the node it started on, seconds since
+    # it started, its time limit, why it left the queue without running to its end, and whether srun returned
+    st: Literal["", "q", "run", "end"]
+    st_lease: str
+    st_node: str
+    st_age: int | None
+    st_limit: int | None
+    st_why: str
+    st_ret: bool
     rc: int | None  # the ended marker's (a job's own file)
     sig: str
     elapsed: int | None
@@ -243,7 +253,9 @@ def _job_facts(r: Record) -> JobFacts:
         return _int(r, key, fact=True)
 
     res = _text(r, "res", "")
-    return JobFacts(
+    return _model(
+        JobFacts,
+        r,
         rid=_text(r, "rid"),
         task=_text(r, "task", ""),
         idx=_int(r, "idx", optional=True),
@@ -256,6 +268,13 @@ def _job_facts(r: Record) -> JobFacts:
         ac_exit=fact("ac_exit"),
         ac_elapsed=fact("ac_elapsed"),
         ac_limit=fact("ac_limit"),
+        st=_text(r, "st", ""),
+        st_lease=_text(r, "st_lease", ""),
+        st_node=_text(r, "st_node", ""),
+        st_age=fact("st_age"),
+        st_limit=fact("st_limit"),
+        st_why=_text(r, "st_why", ""),
+        st_ret=_flag(r, "st_ret", optional=True),
         rc=fact("rc"),
         sig=_text(r, "sig", ""),
         elapsed=fact("elapsed"),
