@@ -22,7 +22,7 @@ from typing import Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rsk.errors import ProtocolError
-from rsk.wire.protocol import Accepted, Output, Plan, Record, is_job_id, parse_kv, plan_hash, unb64
+from rsk.wire.protocol import Accepted, Need, Output, Plan, Record, is_job_id, parse_kv, plan_hash, unb64
 
 _NUMBER = re.compile(r"-?[0-9]{1,18}")
 _COUNT = re.compile(r"[0-9]{1,18}")  # sinfo's counts: 4, or 4+ (at least 4)
@@ -243,9 +243,20 @@ class JobFacts(Answer):
     cancel: bool  # rsk asked to cancel it
     submitted: str
     res: list[int | None]  # the journal's nodes,cpus,mem_mb,gpus,time_min ([] when none)
+    needs: list[tuple[int, bool]]  # a workflow's task: the tasks it needs (index, must succeed), from the journal
     lease: str  # a step: the lease it was queued into
     held: bool  # listed because the ledger holds it
     starts: int  # a step: how many step-started lines name it
+
+
+def _needs(text: str) -> list[tuple[int, bool]]:
+    """A journal's `needs=IDX:ok|any,...` (a job can write the journal: what does not read is no need)."""
+    out = []
+    for word in text.split(","):
+        idx, _, cond = word.partition(":")
+        if idx.isdigit() and len(idx) < 7 and cond in ("ok", "any"):
+            out.append((int(idx), cond == "ok"))
+    return out
 
 
 def _job_facts(r: Record) -> JobFacts:
@@ -282,6 +293,7 @@ def _job_facts(r: Record) -> JobFacts:
         cancel=_flag(r, "cancel", optional=True),
         submitted=_text(r, "submitted", ""),
         res=[_number(x, "res", fact=True) for x in res.split(",")] if res else [],
+        needs=_needs(_text(r, "needs", "")),
         lease=_text(r, "lease", ""),
         held=_flag(r, "held", optional=True),
         starts=_count(r, "starts", 0),
@@ -682,10 +694,12 @@ def plan(out: Output) -> Plan:
         text = unb64(value)
         if key == "task":
             tasks.append({"key": text, "env": [], "argv": []})
-        elif key in ("tres", "tenv", "targ"):
+        elif key in ("tres", "tenv", "targ", "tneeds"):
             if not tasks:
                 raise ProtocolError(f"plan line {key} comes before any task")
-            if key == "tres":
+            if key == "tneeds":
+                tasks[-1]["needs"] = [Need.from_wire(w) for w in text.split(",")]
+            elif key == "tres":
                 parts = text.split(",")
                 if len(parts) != 5:
                     raise ProtocolError(f"malformed task resources: {text!r}")

@@ -11,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-State = Literal["pending", "blocked", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
-FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "lost"})
+State = Literal[
+    "pending", "blocked", "running", "succeeded", "failed", "cancelled", "timed-out", "skipped", "lost", "unknown"
+]
+FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "skipped", "lost"})
+# a workflow's task that did not succeed: a task that needs it to succeed never runs (it is `skipped`)
+UNSUCCESSFUL: frozenset[str] = frozenset(FINAL - {"succeeded"})
 
 # Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
 # get one without a new submission: waiting (PENDING, CONFIGURING), put back in the queue (REQUEUED,
@@ -105,6 +109,15 @@ class Facts:
     slurm_up: bool = True
     reason: str = ""  # squeue's pending reason (Slurm's word; "" for a lease's step, whose queue a job can write)
     step: Step | None = None  # a lease's step: its queue entry
+
+
+def skipped_by(state: State, needs: list[tuple[str, bool, State]]) -> str | None:
+    """A workflow's task that has not run and never will: the first task it needs to succeed (`needs`: key,
+    whether it must succeed, that task's state) that ended otherwise; None when nothing stops it. Slurm
+    cancels such a task at once (`--kill-on-invalid-dep`); until then it pends."""
+    if state not in ("pending", "blocked", "cancelled"):
+        return None
+    return next((key for key, must, other in needs if must and other in UNSUCCESSFUL), None)
 
 
 def job_state(f: Facts) -> State:
