@@ -14,7 +14,7 @@ from tests.integration.helpers import Shims, grant
 
 def task(key: str, stamp: str, *needs: str | dict[str, str], fail: bool = False) -> str:
     """A task that records when it started and ended in the shared directory STAMP, then exits 1 if `fail`."""
-    body = f'date +%s.%N > {stamp}/{key}.start; sleep 1; date +%s.%N > {stamp}/{key}.end; exit {int(fail)}'
+    body = f"date +%s.%N > {stamp}/{key}.start; sleep 1; date +%s.%N > {stamp}/{key}.end; exit {int(fail)}"
     return json.dumps({"key": key, "argv": ["sh", "-c", body], "time": 2, "mem": "100M", "needs": list(needs)})
 
 
@@ -39,7 +39,7 @@ def wait_batch(project: str, rid: str) -> tuple[int, dict[str, dict[str, Any]]]:
 
 
 def stamps(lab: Lab, stamp: str) -> dict[str, float]:
-    r = lab.ssh(f"cd {stamp} && for f in *; do printf '%s %s\\n' \"$f\" \"$(cat \"$f\")\"; done")
+    r = lab.ssh(f'cd {stamp} && for f in *; do printf \'%s %s\\n\' "$f" "$(cat "$f")"; done')
     return {line.split()[0]: float(line.split()[1]) for line in r.stdout.splitlines() if len(line.split()) == 2}
 
 
@@ -130,12 +130,15 @@ def test_a_submission_that_fails_midway_withdraws_the_whole_workflow(
 ) -> None:
     grant(project, "--gpu-hours", "1", "--cpu-hours", "5")
     count = shims.flags / "n"
-    shims.add("sbatch", f"""#!/bin/sh
+    shims.add(
+        "sbatch",
+        f"""#!/bin/sh
 case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
 n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}
 [ "$n" -lt 2 ] || {{ echo "sbatch: error: Batch job submission failed: injected" >&2; exit 1; }}
 exec /usr/bin/sbatch "$@"
-""")
+""",
+    )
     stamp = shared(lab, project)
     r = launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf")
     assert r.rc == Exit.REJECTED, r.err
