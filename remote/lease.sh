@@ -21,14 +21,13 @@ count() { # count GLOB...: sets K to how many of the files exist
 
 lease_emit() { # lease_emit NAME
     lease_read "$1"
-    rsk_get "$L_ctl" state
-    case $L_sq in '') if [ -f "$LDIR/closed" ]; then state=closed; else state=ended; fi ;; PENDING) state=pending ;; *) state=${RSK_F:-starting} ;; esac
-    set -- "name=$1" "job=$L_job" "rid=$L_rid" "state=$state"
+    rsk_lease_state "$project"
+    set -- "name=$1" "job=$L_job" "rid=$L_rid" "state=$L_state"
     for k in nodes gpus cpus mem time partition drain overrun; do rsk_get "$L" "$k"; set -- "$@" "$k=$RSK_F"; done
     for k in hosts:nodes start end; do rsk_get "$L_ctl" "${k#*:}"; set -- "$@" "${k%:*}=$RSK_F"; done
     count "$LDIR"/run/*.step; running=$K
     count "$LDIR"/end/*.step; ended=$K
-    case $state in closed | ended) ended=$((ended + running)) running=0 ;; esac # gone with the allocation
+    case $L_state in closed | ended) ended=$((ended + running)) running=0 ;; esac # gone with the allocation
     count "$LDIR"/q/*.step; set -- "$@" "queued=$K" "running=$running" "ended=$ended"
     count "$LDIR/drain"
     rsk_emit lease "$@" "drained=$K"

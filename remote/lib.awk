@@ -8,6 +8,7 @@ function kv(line, key,    i, n, w) { # the value of key=value among the words of
     return ""
 }
 function seal(line) { return match(line, / h=[0-9a-f]+$/) ? substr(line, RSTART + 3) : "" } # a journal seal
+function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s } # one word, of what a job may write
 function dash(v) { return v == "" ? "-" : v } # a word for an empty value, so fields keep their places
 function is_rid(s) { return s ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ } # request ids and task keys
 function is_job(s) { return s ~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ } # a job, an array task, a lease's step

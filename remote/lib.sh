@@ -414,6 +414,19 @@ $L_job|"}
     ! rsk_is_active "${rsk_r%%|*}" || L_sq=${rsk_r%%|*}
 }
 
+# rsk_lease_state: L_state, the state of the lease rsk_lease read, Slurm's word first (rsk_lease_sq): closed or
+# ended once its job holds no allocation, pending while it waits for one, else what its controller says
+# (starting before it says anything)
+rsk_lease_state() {
+    rsk_lease_sq "$1"
+    rsk_get "$L_ctl" state
+    case $L_sq in
+        '') if [ -f "$LDIR/closed" ]; then L_state=closed; else L_state=ended; fi ;;
+        PENDING) L_state=pending ;;
+        *) L_state=${RSK_F:-starting} ;;
+    esac
+}
+
 # rsk_unqueue LDIR SEQ WHY: a queued step leaves the queue for end/, never to start. Moving its .step file
 # is the claim; the controller claims the same way (q/ -> run/), so one of the two wins
 rsk_unqueue() {
@@ -422,20 +435,28 @@ rsk_unqueue() {
     mv "$1/q/$2.sh" "$1/end/$2.sh" 2>/dev/null || true
 }
 
-# rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS" for every
-# step of every lease of the project (WHERE: q, run or end; "-" for what is not known)
+# rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS ALLOC" for every
+# step of every lease of the project (WHERE: q, run or end; ALLOC: the lease job that started it; "-" for what
+# is not known). Steps move q/ -> run/ -> end/ while this reads: the directories are listed in that order and
+# an entry gone from where it was listed is read where it went, so no step is ever missed (nor listed twice).
 rsk_lease_steps() {
-    set -- "$RSK_ROOT/leases/$1"/*/*/*.step
-    [ -f "$1" ] || return 0
-    awk "$RSK_AWK"'
-        FNR == 1 {
-            n = split(FILENAME, p, "/"); where = p[n - 1]; lease = p[n - 2]; base = FILENAME; sub(/\.step$/, "", base)
-            at = ""; why = ""; rc = ""
-            getline at < (base ".at"); close(base ".at")
-            getline why < (base ".why"); close(base ".why")
-            getline rc < (base ".rc"); close(base ".rc")
-            if (kv($0, "job") ~ /^[0-9]+s[0-9]+$/ && is_rid(kv($0, "rid")) && kv($0, "idx") ~ /^[0-9]+$/)
-                print where, kv($0, "job"), kv($0, "rid"), kv($0, "idx"), dash(kv($0, "plan")), lease, kv($0, "seq"),
-                    dash(kv($0, "time")), dash(kv(at, "node")), dash(kv(at, "start")), dash(why), dash(rc), dash(kv($0, "gpus"))
-        }' "$@" 2>/dev/null
+    for rsk_d in "$RSK_ROOT/leases/$1"/*/; do
+        for rsk_f in "$rsk_d"q/*.step "$rsk_d"run/*.step "$rsk_d"end/*.step; do [ ! -f "$rsk_f" ] || printf '%s\n' "$rsk_f"; done
+    done | awk "$RSK_AWK"'
+        function one(f,    l) { l = ""; if ((getline l < f) <= 0) l = ""; close(f); return l }
+        {
+            n = split($0, p, "/"); where = p[n - 1]; lease = p[n - 2]; seq = p[n]; sub(/\.step$/, "", seq)
+            dir = substr($0, 1, length($0) - length(p[n - 1] "/" p[n]))
+            s = one($0)
+            if (s == "" && where == "q") { where = "run"; s = one(dir "run/" seq ".step") }
+            if (s == "" && where == "run") { where = "end"; s = one(dir "end/" seq ".step") }
+            j = kv(s, "job")
+            if (j !~ /^[0-9]+s[0-9]+$/ || !is_rid(kv(s, "rid")) || kv(s, "idx") !~ /^[0-9]+$/) next
+            b = dir where "/" seq; at = one(b ".at")
+            if (!(j in out)) order[++m] = j
+            out[j] = where " " j " " kv(s, "rid") " " kv(s, "idx") " " dash(kv(s, "plan")) " " lease " " kv(s, "seq") " " \
+                dash(kv(s, "time")) " " dash(kv(at, "node")) " " dash(kv(at, "start")) " " dash(clean(one(b ".why"))) " " \
+                dash(clean(one(b ".rc"))) " " dash(kv(s, "gpus")) " " dash(kv(at, "job"))
+        }
+        END { for (i = 1; i <= m; i++) print out[order[i]] }'
 }

@@ -18,44 +18,29 @@
 rsk_policy_file() { printf '%s/policy.conf' "$RSK_ROOT"; }
 
 rsk_policy_load() { # sets P_* and RSK_POLICY_DIGEST
-    P_partitions='*'
-    P_accounts='*'
-    P_qos='*'
-    P_max_gpus=''
-    P_max_cpus=''
-    P_max_mem_mb=''
-    P_max_nodes=''
-    P_max_time_min=''
-    P_max_active_jobs=100
-    P_default_time_min=60
-    P_default_mem_mb=1024
+    P_partitions='*' P_accounts='*' P_qos='*' P_max_gpus='' P_max_cpus='' P_max_mem_mb='' P_max_nodes=''
+    P_max_time_min='' P_max_active_jobs=100 P_default_time_min=60 P_default_mem_mb=1024
     rsk_pf=$(rsk_policy_file)
-    if [ ! -f "$rsk_pf" ]; then
-        RSK_POLICY_DIGEST='default-1'
-        RSK_POLICY_SOURCE=default
-        return 0
-    fi
-    RSK_POLICY_DIGEST=$(rsk_sha256 <"$rsk_pf")
-    RSK_POLICY_SOURCE='file'
-    while IFS= read -r rsk_pl || [ -n "$rsk_pl" ]; do
-        rsk_pl=${rsk_pl%%#*}
-        case $rsk_pl in *=*) ;; *) continue ;; esac
-        rsk_pk=$(printf '%s' "${rsk_pl%%=*}" | tr -d ' \t')
-        rsk_pv=$(printf '%s' "${rsk_pl#*=}" | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
-        case $rsk_pk in
-            partitions | accounts | qos) ;;
-            max_gpus | max_cpus | max_mem_mb | max_nodes | max_time_min | max_active_jobs \
-                | default_time_min | default_mem_mb)
-                if [ -n "$rsk_pv" ]; then
-                    rsk_is_uint "$rsk_pv" || rsk_fail "$RSK_E_POLICY" bad-policy \
-                        "policy.conf: $rsk_pk must be a whole number, not '$rsk_pv'"
-                    rsk_decimal "$rsk_pv"
-                    rsk_pv=$RSK_V
-                fi ;;
-            *) rsk_fail "$RSK_E_POLICY" bad-policy "policy.conf: unknown key '$rsk_pk'" ;;
-        esac
+    RSK_POLICY_DIGEST='default-1' RSK_POLICY_SOURCE=default
+    [ -f "$rsk_pf" ] || return 0
+    RSK_POLICY_DIGEST=$(rsk_sha256 <"$rsk_pf") RSK_POLICY_SOURCE=file
+    # one pass: "KEY VALUE" a line (numbers in decimal), or "! MESSAGE" for the first bad line
+    rsk_pl=$(awk '{ sub(/#.*/, "") } !index($0, "=") { next } {
+        k = substr($0, 1, index($0, "=") - 1); v = substr($0, index($0, "=") + 1)
+        gsub(/[ \t]/, "", k); gsub(/^[ \t]+|[ \t]+$/, "", v)
+        if (k !~ /^(partitions|accounts|qos|max_(gpus|cpus|mem_mb|nodes|time_min|active_jobs)|default_(time_min|mem_mb))$/) {
+            print "! unknown key '"'"'" k "'"'"'"; exit }
+        if (k ~ /^(max|default)_/ && v != "") {
+            if (v !~ /^[0-9]+$/) { print "! " k " must be a whole number, not '"'"'" v "'"'"'"; exit }
+            sub(/^0+/, "", v); if (v == "") v = 0
+            if (length(v) > 9) { print "! " k " is too large"; exit } }
+        print k, v }' "$rsk_pf")
+    while IFS=' ' read -r rsk_pk rsk_pv; do
+        [ "$rsk_pk" != ! ] || rsk_fail "$RSK_E_POLICY" bad-policy "policy.conf: $rsk_pv"
         rsk_policy_set "$rsk_pk" "$rsk_pv"
-    done <"$rsk_pf"
+    done <<EOT
+$rsk_pl
+EOT
 }
 
 rsk_policy_set() { # rsk_policy_set KEY VALUE (KEY is one of the names above)
@@ -77,7 +62,7 @@ rsk_in_list() { # rsk_in_list WORD LIST: LIST is space separated or *
 }
 
 # rsk_policy_check PARTITION ACCOUNT NODES CPUS MEM_MB GPUS TIME_MIN QOS
-# sets RSK_VERDICT (allow|refuse) and RSK_REASONS (one reason a line)
+# sets RSK_REASONS (one reason a line; policy_all turns them into the verdict)
 rsk_policy_check() {
     RSK_REASONS=''
     rsk_in_list "$1" "$P_partitions" || RSK_REASONS="${RSK_REASONS}partition $1 is not allowed (allowed: $P_partitions)
@@ -95,7 +80,6 @@ rsk_policy_check() {
     rsk_ceiling "memory per node (MB)" "$5" "$P_max_mem_mb"
     rsk_ceiling "gpus per node" "$6" "$P_max_gpus"
     rsk_ceiling "time limit (min)" "$7" "$P_max_time_min"
-    if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse; fi
 }
 
 rsk_ceiling() { # rsk_ceiling WHAT VALUE MAX

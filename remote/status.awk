@@ -1,12 +1,13 @@
-# status.awk: joins the journal (main input), squeue (file sqf), run markers (file mkf) and sacct
-# (file acf, empty where accounting is off) into raw facts, one @@job line per job. Runs behind the awk
-# library (kv, sq, secs: lib.awk). Used by status.sh; see the comment there.
+# status.awk: joins the journal (main input), squeue (file sqf), run markers (file mkf), sacct (file acf,
+# empty where accounting is off) and the leases' steps (file stf: "L NAME STATE JOB" lines, then
+# rsk_lease_steps) into raw facts, one @@job line per job or step. Runs behind the awk library (kv, sq,
+# secs: lib.awk). Used by status.sh; see the comment there.
 function add(key, j) {
     if (!(key in job)) order[++n] = key
     job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res"); k_lease[key] = kv($0, "lease")
+    k_needs[key] = kv($0, "needs")
     k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
 }
-function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s }
 BEGIN {
     FS = " "
     nh = split(held, hw, " ")
@@ -22,6 +23,16 @@ BEGIN {
         if (!is_job(f[1]) || (f[1] in ac_state)) continue
         a = f[2]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[3], ec, ":"); ac_exit[f[1]] = ec[1]
         ac_el[f[1]] = f[4] ~ /^[0-9]+$/ ? f[4] : ""; ac_lim[f[1]] = f[5] ~ /^[0-9]+$/ ? f[5] * 60 : ""
+    }
+    srand(); now = srand()
+    while ((getline line < stf) > 0) {
+        split(line, f, " "); for (i in f) if (f[i] == "-") f[i] = ""
+        if (f[1] == "L") { l_st[f[2]] = f[3]; l_job[f[2]] = f[4]; continue }
+        # a step: where it is in its lease's queue, and its lease's state (ended for a step that an earlier
+        # allocation of the lease started: it went with that allocation)
+        s = f[2]; st_q[s] = f[1]; st_lease[s] = l_st[f[6]]; st_node[s] = f[9]; st_why[s] = f[11]; st_ret[s] = f[12] != ""
+        if (f[1] == "run" && f[14] != l_job[f[6]]) st_lease[s] = "ended"
+        st_age[s] = f[10] ~ /^[0-9]+$/ ? now - f[10] : ""; st_limit[s] = f[8] ~ /^[0-9]+$/ ? f[8] * 60 : ""
     }
     while ((getline line < mkf) > 0) {
         sp = index(line, " "); file = substr(line, 1, sp - 1); body = substr(line, sp + 1)
@@ -53,9 +64,10 @@ END {
     for (j in h_rid) if (!(j in listed)) { key = "held" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = h_rid[j] }
     for (i = 1; i <= n; i++) {
         key = order[i]; j = job[key]; d = k_dir[key]
-        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s lease=%s held=%d starts=%d\n", \
+        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s st=%s st_lease=%s st_node=%s st_age=%s st_limit=%s st_why=%s st_ret=%d rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s needs=%s lease=%s held=%d starts=%d\n", \
             nonce, k_rid[key], k_task[key], k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
-            ac_state[j], ac_exit[j], ac_el[j], ac_lim[j], (d == "" ? "" : m_rc[d]), (d == "" ? "" : m_sig[d]), (d == "" ? "" : m_el[d]), \
-            (d == "" ? "" : m_lim[d]), (j in cancel), t_sub[key], k_res[key], k_lease[key], (j in h_rid), starts[j]
+            ac_state[j], ac_exit[j], ac_el[j], ac_lim[j], st_q[j], clean(st_lease[j]), clean(st_node[j]), st_age[j], st_limit[j], \
+            clean(st_why[j]), st_ret[j], (d == "" ? "" : m_rc[d]), (d == "" ? "" : m_sig[d]), (d == "" ? "" : m_el[d]), \
+            (d == "" ? "" : m_lim[d]), (j in cancel), t_sub[key], k_res[key], clean(k_needs[key]), k_lease[key], (j in h_rid), starts[j]
     }
 }

@@ -2,12 +2,12 @@
 # rsk status: the raw facts about every rsk job of a project, in one call (never one call per job).
 #   status PROJECT [AFTER]     with AFTER, also the journal lines after that line (one call for events)
 #   stdin after the frame: an optional "held JOB:RID,..." line, the jobs rsk's ledger holds
-# Joins in one awk pass (status.awk) the journal, squeue, sacct where accounting works and the run markers;
-# a lease's steps join as squeue-like lines. Slurm's facts join by job id: for a held job whatever its
+# Joins in one awk pass (status.awk) the journal, squeue, sacct where accounting works, the run markers and
+# the queues of the project's leases. Slurm's facts join by job id: for a held job whatever its
 # name, else only while the job carries rsk:PROJECT:; a held job the journal lost gets a line of its own.
-# Prints @@status, one @@job line per job (fields: docs/protocol.md; sq_* and ac_* are Slurm's word, the
-# rest the job's own files, which never settle a charge), with AFTER @@journal and @@cursor lines. It
-# decides nothing: rsk.states turns the facts into a job's state.
+# Prints @@status, one @@job line per job or step, each with the same fields (docs/protocol.md; sq_* and ac_*
+# are Slurm's word, the rest, a step's st_* included, files a job can write, which never settle a charge),
+# with AFTER @@journal and @@cursor lines. It decides nothing: rsk.wire.states turns facts into a state.
 
 main() {
     rsk_start
@@ -34,35 +34,20 @@ main() {
         find "$runs" \( -name started -o -name ended \) -type f -exec awk '{ print FILENAME " " $0 }' {} + \
             >"$tmp/markers" 2>/dev/null || true
     fi
-    # the steps of the project's leases, as squeue would show them: queued (PENDING, and why it waits),
-    # started by a controller whose allocation lives (RUNNING on its node), cancelled or refused before
-    # they ran; a step whose allocation is gone is left to its markers (ended, else lost)
-    [ ! -d "$RSK_ROOT/leases/$project" ] || {
-        for lf in "$RSK_ROOT/leases/$project"/*/lease; do # each lease: "L NAME SLURMSTATE|- CTLSTATE|drained|-"
+    # the steps of the project's leases (rsk_lease_steps), after a line per lease with its state and job
+    { [ ! -d "$RSK_ROOT/leases/$project" ] || {
+        for lf in "$RSK_ROOT/leases/$project"/*/lease; do
             [ -f "$lf" ] || continue
             lf=${lf%/lease}
             rsk_lease "$project" "${lf##*/}"
-            rsk_lease_sq "$project"
-            rsk_get "$L_ctl" state
-            [ ! -f "$LDIR/drain" ] || RSK_F=drained
-            printf 'L %s %s %s\n' "${lf##*/}" "${L_sq:--}" "${RSK_F:--}"
+            rsk_lease_state "$project"
+            [ ! -f "$LDIR/drain" ] || case $L_state in running | draining) L_state=drained ;; esac
+            printf 'L %s %s %s\n' "${lf##*/}" "$L_state" "${L_job:--}"
         done
         rsk_lease_steps "$project"
-    } | awk -v p="rsk:$project:" "$RSK_AWK"'
-        BEGIN { srand(); now = srand() }
-        $1 == "L" { lsq[$2] = $3; lst[$2] = $4; next }
-        {
-            q = lsq[$6]; live = active(q); lim = $8 ":00"; why = $11
-            if ($1 == "q") st = "PENDING|0|" lim "|(" (!live ? "LeaseEnded" : q == "PENDING" ? "LeasePending" \
-                : lst[$6] == "drained" ? "LeaseDrained" : lst[$6] == "draining" ? "LeaseDraining" : "Queued") ")"
-            else if ($1 == "run" && $12 == "-" && live) st = "RUNNING|" ($10 == "-" ? 0 : now - $10) "|" lim "|" $9
-            else if ($1 == "end" && (why == "lease-closed" || why == "cancelled")) st = "CANCELLED|0|" lim "|(" why ")"
-            else if ($1 == "end" && why == "outlives-lease") st = "FAILED|0|" lim "|(" why ")"
-            else next
-            print $2 "|" st "|" p $3
-        }' >>"$tmp/sq"
+    }; } >"$tmp/steps"
     [ -f "$jf" ] || jf=/dev/null
     rsk_emit status "slurm=$slurm" "t=$(rsk_now)" "project=$project"
     awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v sqf="$tmp/sq" -v mkf="$tmp/markers" \
-        -v acf="$tmp/acct" -v after="$after" -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" "$jf"
+        -v acf="$tmp/acct" -v stf="$tmp/steps" -v after="$after" -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" "$jf"
 }

@@ -37,7 +37,7 @@ read_request() {
             end) rq_end=1; break ;;
             env) Q_env="$Q_env $rq_v" ;;
             arg) Q_arg="$Q_arg $rq_v" ;;
-            task | targ | tenv | tnodes | tcpus | tmem_mb | tgpus | ttime_min) TASKS="$TASKS$rq_k $rq_v
+            task | targ | tenv | tnodes | tcpus | tmem_mb | tgpus | ttime_min | tneeds) TASKS="$TASKS$rq_k $rq_v
 " ;;
             *)
                 case $SCALARS in *" $rq_k "*) ;; *) rsk_fail "$RSK_E_USAGE" bad-request "unknown request key '$rq_k'" ;; esac
@@ -167,9 +167,11 @@ resolve() {
     resolve_tasks
 }
 
-# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, and
-# TASKOUT: "P <plan line>", "S IDX NODES CPUS MEM GPUS TIME" and "W IDX <job-script case line>" lines.
+# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, DAG (1 for
+# a workflow), and TASKOUT: "P <plan line>", "S IDX NODES CPUS MEM GPUS TIME", "W IDX <job-script case line>"
+# and "D IDX LEVEL NEEDS" lines (NEEDS: "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
 resolve_tasks() {
+    DAG=''
     if [ "$KIND" != batch ]; then
         NT=1
         TASKOUT="S 0 $NODES $CPUS $MEM_MB $GPUS $TIME_MIN"
@@ -188,12 +190,25 @@ resolve_tasks() {
             nn = num(r["tnodes"], "nodes", dn); cc = num(r["tcpus"], "cpus", dc); mm = num(r["tmem_mb"], "mem", dm)
             gg = num(r["tgpus"], "gpus", dg); tt = num(r["ttime_min"], "time", dt)
             if (nn < 1 || cc < 1 || mm < 1 || tt < 1) err("bad-resources", "task " key ": resources must be at least 1")
+            dl = ""; lv = 0; v = r["tneeds"]
+            if (v != "" && v !~ /^=[A-Za-z0-9_][A-Za-z0-9._-]*:(ok|any)(,[A-Za-z0-9_][A-Za-z0-9._-]*:(ok|any))*$/)
+                err("bad-needs", "task " key ": needs are KEY:ok or KEY:any, comma separated")
+            k = split(substr(v, 2), nd, ",")
+            for (i = 1; i <= k; i++) {
+                w = nd[i]; sub(/:[a-z]+$/, "", w)
+                if (!(w in at)) err("bad-needs", "task " key " needs " w ", which is not an earlier task")
+                if (lvl[w] >= lv) lv = lvl[w] + 1
+                dl = dl (dl == "" ? "" : ",") at[w] substr(nd[i], length(w) + 1)
+            }
+            at[key] = n - 1; lvl[key] = lv
             print "P task =" key
             print "P tres =" nn "," cc "," mm "," gg "," tt
+            if (v != "") print "P tneeds " v
             printf "%s", envs
             printf "%s", args
             print "S " n - 1 " " nn " " cc " " mm " " gg " " tt
             print "W " n - 1 " " n - 1 ")" wrap " ;;"
+            print "D " n - 1 " " lv " " (dl == "" ? "-" : dl)
         }
         $1 == "task" {
             flush()
@@ -215,6 +230,8 @@ resolve_tasks() {
         rsk_fail "$RSK_E_USAGE" "${rsk_e%% *}" "${rsk_e#* }" ;;
     esac
     NT=$(printf '%s\n' "$TASKOUT" | grep -c '^S ')
+    case $TASKOUT in *"
+P tneeds "*) DAG=1 ;; esac
 }
 
 # leases ----------------------------------------------------------------------
@@ -454,12 +471,14 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 # what the request id did before ------------------------------------------------
 # request_state: "IDX STATE JOB PLAN" for each task index, STATE one of done (the journal accepted it),
 # found (Slurm or a run marker knows a job the journal does not say; its plan from the job itself), open
-# (an intent with no outcome and no evidence), none. Cancel events do not change a state.
+# (an intent with no outcome and no evidence), withdrawn (a workflow cancelled whole when its submission
+# failed), none. Cancel events do not change a state.
 request_state() {
     { rsk_journal_rid "$PROJECT" "$RID"; echo E; rsk_evidence "$PROJECT" "$RID"; } | awk -v nt="$NT" '
         $0 == "E" { ev = 1; next }
         !ev { # the journal: IDX EVENT PLAN JOB
             i = ($1 == "-") ? 0 : $1 + 0
+            if ($2 == "withdrawn") gone[i] = 1
             if ($2 !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
             st[i] = $2
             if ($2 ~ /^(intent|accepted|reconciled)$/) plan[i] = $3
@@ -471,7 +490,8 @@ request_state() {
         END {
             for (i = 0; i < nt; i++) {
                 p = (i in plan) ? plan[i] : "-"
-                if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], p
+                if (i in gone) print i, "withdrawn", "-", p
+                else if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], p
                 else if (i in ejob) print i, "found", ejob[i], ((i in eplan) ? eplan[i] : p)
                 else if (st[i] == "intent") print i, "open", "-", p
                 else print i, "none", "-", p
@@ -482,6 +502,8 @@ request_state() {
 # check_conflict STATES: a request id that has a job, or an open intent, for another plan is a conflict
 check_conflict() {
     rsk_other=''
+    case $1 in *" withdrawn "*) rsk_fail "$RSK_E_USAGE" request-withdrawn \
+        "request id $RID was a workflow withdrawn when its submission failed; launch it again with a new request id" ;; esac
     while read -r _ rsk_st _ rsk_plan; do
         if [ "$rsk_st" != none ] && [ "$rsk_plan" != - ] && [ "$rsk_plan" != "$PLAN_HASH" ]; then rsk_other=$rsk_plan; break; fi
     done <<EOT
@@ -594,10 +616,19 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
             '$1 == "S" && index(todo, " " $2 " ") { x = $2; $1 = ""; $2 = ""; sub(/^  /, ""); if ($0 == s) printf " %s", x }')
     fi
     [ -n "$rsk_idxs" ] || return 0
+    submit_idxs "$rsk_idxs" "$@"
+}
+
+# submit_idxs IDXS NODES CPUS MEM GPUS TIME: one sbatch (a job array for a batch) for these tasks, after
+# DEP (Slurm's --dependency) when it is set
+submit_idxs() {
+    rsk_idxs=$1
+    shift
     set_shape "$@"
     JOB=$(job_text "$rsk_idxs")
     # the job carries its identity (name) and its plan (comment): evidence that needs no journal
     set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
+    [ -z "$DEP" ] || set -- "$@" --dependency="$DEP" --kill-on-invalid-dep=yes
     if [ "$KIND" = batch ]; then
         rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',')
         run_sbatch submit "$@" --array="${rsk_list#,}" --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
@@ -621,6 +652,42 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
     rsk_journal_write "$PROJECT" || true
 }
 
+# submit_dag: a workflow's tasks to do, level by level, each group of tasks alike (shape and needs) one job
+# array after the jobs of what it needs (afterok, afterany). A workflow is submitted whole or not at all:
+# when an sbatch fails, every job of the request is cancelled and journaled withdrawn (request_state then
+# refuses the request id: a new attempt takes a new one)
+submit_dag() {
+    rsk_groups=$(printf '%s\n' "$TASKOUT" | awk -v todo=" $TODO " '
+        $1 == "S" { shape[$2] = $3 " " $4 " " $5 " " $6 " " $7 }
+        $1 == "D" && index(todo, " " $2 " ") { g = $3 "|" shape[$2] "|" $4; if (!(g in ix)) o[++n] = g; ix[g] = ix[g] " " $2 }
+        END { for (i = 1; i <= n; i++) print o[i] "|" ix[o[i]] }' | sort -t'|' -s -n -k1,1)
+    while IFS='|' read -r _ rsk_shape rsk_needs rsk_idxs; do
+        if [ -z "$rsk_idxs" ] || [ -n "$FAIL_CODE" ]; then continue; fi
+        DEP=$(printf '%s' "$DONE" | awk -v needs="$rsk_needs" '
+            { job[$1] = $2 }
+            END { n = split(needs, w, ","); for (i = 1; i <= n; i++) { split(w[i], x, ":"); if (x[1] in job) d = d "," "after" x[2] ":" job[x[1]] }
+                  print substr(d, 2) }')
+        # shellcheck disable=SC2086  # five numbers
+        submit_idxs "$rsk_idxs" $rsk_shape
+    done <<EOT
+$rsk_groups
+EOT
+    DEP=''
+    if [ -z "$FAIL_CODE" ] || [ -z "$DONE" ]; then return 0; fi
+    rsk_block_start
+    rsk_arrays=''
+    while read -r rsk_i rsk_j; do
+        [ -n "$rsk_i" ] || continue
+        rsk_arrays="$rsk_arrays ${rsk_j%_*}"
+        rsk_jline withdrawn "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_j" code=workflow-incomplete
+    done <<EOT
+$DONE
+EOT
+    # shellcheck disable=SC2086  # job ids
+    scancel $rsk_arrays 2>/dev/null || true
+    rsk_journal_write "$PROJECT" || true
+}
+
 # jlines EVENT PLAN "IDXS" JOB [key=value ...]: one journal line per task index, with its task key and,
 # when JOB is given, its job id (ARRAY_IDX for a batch), in one pass
 jlines() {
@@ -634,12 +701,14 @@ jlines() {
     RSK_BLOCK="$RSK_BLOCK$(printf '%s\n' "$TASKOUT" | awk -v ev="$jl_ev" -v rid="$RID" -v plan="$jl_plan" \
         -v idxs="$jl_idxs" -v t="$RSK_T" -v job="$jl_job" -v kind="$KIND" -v step="$LEASE" -v extra="$*" '
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
+        $1 == "D" && $4 != "-" { needs[$2] = $4 }
         END {
             m = split(idxs, ix, " ")
             for (k = 1; k <= m; k++) {
                 i = ix[k]
                 line = "v=2 t=" t " ev=" ev " rid=" rid " plan=" plan " idx=" i
                 if (kind == "batch") line = line " task=" key[i]
+                if (i in needs) line = line " needs=" needs[i]
                 if (job != "") line = line " job=" (kind == "batch" && step == "" ? job "_" i : job)
                 if (extra != "") line = line " " extra
                 print line
@@ -733,8 +802,8 @@ EOT
     jlines intent "$PLAN_HASH" "$TODO" ''
     # no intent on disk, no sbatch: what was never journaled must never run
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
-    FAIL_CODE=''
-    for_shapes submit_shape
+    FAIL_CODE='' DEP=''
+    if [ -n "$DAG" ]; then submit_dag; else for_shapes submit_shape; fi
     [ "$KIND" != lease ] || [ -z "$DONE" ] || write_lease_file
     emit_accepted 0
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "sbatch failed: $(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"

@@ -202,8 +202,6 @@ def lease_job(project: str, name: str) -> str:
     return str(lease_info(project, name)["job_id"])
 
 
-# alone: under the parallel pool's load a step just taken over by the new lease has read `lost` for a moment
-@pytest.mark.serial
 def test_steps_outlive_their_allocation_and_a_new_lease_takes_them_over(
     lab: Lab, project: str, leases: list[str]
 ) -> None:

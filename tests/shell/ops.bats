@@ -208,3 +208,42 @@ SH
     [ "$(field cancel result)" = not-ours ]
     runuser -u "$LAB_USER" -- squeue -h -o %i | grep -qx "$JOB"
 }
+
+# lease_step LEASE SEQ RID: a queue entry of a lease (as `submit launch --lease` writes it) and its journal line
+lease_step() {
+    mkdir -p "$ROOT/leases/$PROJECT/$1/q" "$ROOT/leases/$PROJECT/$1/run" "$ROOT/leases/$PROJECT/$1/end" "$ROOT/journal"
+    printf 'seq=%06d job=999999s%d rid=%s idx=0 task= plan=p gpus=1 cpus=1 mem=100 time=2\n' "$2" "$2" "$3" \
+        >"$ROOT/leases/$PROJECT/$1/q/$(printf %06d "$2").step"
+    echo "v=2 t=x ev=accepted rid=$3 plan=p idx=0 job=999999s$2 lease=$1 res=1,1,100,1,2" >>"$ROOT/journal/$PROJECT.log"
+}
+
+@test "a lease's step and a job report their facts in the same shape, the step's from its lease's queue" {
+    submit ok arg=true
+    mkdir -p "$ROOT/leases/$PROJECT/gone"
+    echo "job=999999 rid=gone plan=p partition=debug nodes=1 cpus=1 mem=500 gpus=1 time=10" >"$ROOT/leases/$PROJECT/gone/lease"
+    lease_step gone 1 st
+    chown -R "$LAB_USER" "$ROOT"
+    run remote status "$PROJECT"
+    keys() { printf '%s\n' "$output" | awk -v r="rid=$1" '$1 == "@@job" && $2 == r { for (i = 2; i <= NF; i++) { sub(/=.*/, "", $i); printf "%s ", $i } }'; }
+    [ -n "$(keys ok)" ] && [ "$(keys ok)" = "$(keys st)" ]
+    [ "$(jfact st st)" = q ] && [ "$(jfact st st_lease)" = ended ] && [ "$(jfact st lease)" = gone ]
+    [ -z "$(jfact st sq)" ] && [ -z "$(jfact st where)" ] # nothing of Slurm's is made up for a step
+    [ -z "$(jfact ok st)" ] && [ -z "$(jfact ok st_lease)" ]
+}
+
+@test "a step moving through its lease's queue while status reads it is listed every time" {
+    mkdir -p "$ROOT/leases/$PROJECT/busy"
+    echo "job=999999 rid=busy plan=p partition=debug nodes=1 cpus=1 mem=500 gpus=1 time=10" >"$ROOT/leases/$PROJECT/busy/lease"
+    for s in $(seq 1 120); do lease_step busy "$s" "r$s"; done
+    chown -R "$LAB_USER" "$ROOT"
+    q="$ROOT/leases/$PROJECT/busy"
+    # the controller claims steps (q/ -> run/) and ends them (run/ -> end/) while status runs
+    ( for s in $(seq 1 120); do f=$(printf %06d "$s"); mv "$q/q/$f.step" "$q/run/$f.step"; mv "$q/run/$f.step" "$q/end/$f.step"; done ) &
+    mover=$!
+    while kill -0 "$mover" 2>/dev/null; do
+        run remote status "$PROJECT"
+        [ "$status" -eq 0 ]
+        [ "$(printf '%s\n' "$output" | grep -c '^@@job .* st=[a-z]')" -eq 120 ]
+    done
+    wait "$mover"
+}

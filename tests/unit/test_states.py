@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rsk.wire.states import Facts, job_state
+from rsk.wire.states import Facts, Step, job_state, step_state, step_where
 
 
 @pytest.mark.parametrize(
@@ -63,3 +63,21 @@ def test_slurms_time_limit_wins_over_the_commands_exit_code_whoever_reports_it()
     assert job_state(Facts(squeue="TIMEOUT", **marker)) == "timed-out"
     assert job_state(Facts(sacct="TIMEOUT", **marker)) == "timed-out"
     assert job_state(Facts(sacct="COMPLETED", **marker)) == "succeeded"
+
+
+def test_a_steps_queue_decides_until_it_has_run_then_its_markers_do() -> None:
+    queued = Step(at="q", lease="ended")
+    assert job_state(Facts(step=queued)) == "pending"
+    assert step_where(queued, "") == "(LeaseEnded)"
+    assert step_where(Step(at="q", lease="starting"), "") == "(Queued)"
+    assert step_where(Step(at="q", lease="drained"), "") == "(LeaseDrained)"
+    running = Step(at="run", lease="running")
+    assert job_state(Facts(step=running)) == "running" and step_where(running, "n1") == "n1"
+    # srun returned: the markers say how it ended, as for a job
+    assert job_state(Facts(step=Step(at="run", lease="running", returned=True), rc=3, signal="none")) == "failed"
+    # its allocation is gone and nothing says it ended: lost, never running
+    assert job_state(Facts(step=Step(at="run", lease="ended"))) == "lost"
+    assert job_state(Facts(step=Step(at="end", why="lease-closed"))) == "cancelled"
+    assert job_state(Facts(step=Step(at="end", why="outlives-lease"))) == "failed"
+    assert job_state(Facts(step=Step(at="end", why=""), rc=0, signal="none")) == "succeeded"
+    assert step_state(Step(at="end", why="controller-lost")) is None

@@ -19,6 +19,7 @@ STYLE = {
     "failed": "red",
     "cancelled": "magenta",
     "timed-out": "red",
+    "skipped": "magenta",
     "lost": "red",
     "unknown": "dim",
 }

@@ -96,7 +96,9 @@ def launch(
         typer.Option(
             "--tasks",
             help='A batch: JSON lines {"key": K, "argv": [...] | "script": S, "env": {...}, "gpus"/"time"/...}. '
-            "One plan, one approval, one remote call; each task its own job.",
+            "One plan, one approval, one remote call; each task its own job. A workflow: tasks with "
+            '"needs": ["prep"] or [{"task": "train", "on": "ended"}] run after those tasks succeed (or end), '
+            "as Slurm dependencies: no process of yours has to stay alive (docs/workflows.md).",
         ),
     ] = None,
     lease: Annotated[
@@ -162,7 +164,8 @@ def launch(
     o = out()
     verb = "already submitted:" if result.status == "replayed" else "submitted"
     if result.tasks:
-        o.print(f"{verb} batch {result.request_id}: {len(result.tasks)} tasks on {result.target}")
+        what = "workflow" if result.plan is not None and result.plan.is_workflow else "batch"
+        o.print(f"{verb} {what} {result.request_id}: {len(result.tasks)} tasks on {result.target}")
         for t in result.tasks[:10]:
             o.print(f"  {t.task:<24} job {t.job_id}")
         if len(result.tasks) > 10:

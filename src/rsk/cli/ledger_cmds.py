@@ -54,6 +54,16 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
         f"  kind          {p.kind}" + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
     ]
+    graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
+    if graph:
+        from rsk.request.dag import levels
+
+        tiers = levels(graph)
+        lines[-1] = f"  kind          workflow, {p.jobs} tasks in {len(tiers)} levels (each waits for its needs)"
+        for i, keys in enumerate(tiers if full else tiers[:FOLD_TASKS]):
+            shown = keys if full else keys[:FOLD_TASKS]
+            more = f" ... and {len(keys) - len(shown)} more" if len(shown) < len(keys) else ""
+            lines.append(f"  level {i:<7} {', '.join(inert(k) for k in shown)}{more}")
     if p.kind == "argv":
         lines.append(f"  command       {argv(p.argv)}")
     lines += [
@@ -93,6 +103,9 @@ def render_card(card: "Card", full: bool = False) -> str:
             res = f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"
             lines.append(f"  task {inert(t.key):<12} {res}  {argv(t.argv)}")
             lines += [f"      env {inert(e)}" for e in t.env]
+            if t.needs:
+                wanted = [inert(n.rpartition(":")[0]) + (" (ended)" if n.endswith(":any") else "") for n in t.needs]
+                lines.append("      needs " + ", ".join(wanted))
         if len(shown_tasks) < len(p.tasks):
             lines.append(f"  ... {len(p.tasks) - len(shown_tasks)} more task(s): rsk approvals show {card.id}")
     lines += [

@@ -108,7 +108,9 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         time_min=plan.largest("time_min"),
         env=plan.env,
         script=plan.script,
-        tasks=[CardTask.model_validate(t.model_dump()) for t in plan.tasks] if plan.kind == "batch" else [],
+        tasks=[CardTask.model_validate({**t.model_dump(), "needs": [n.wire for n in t.needs]}) for t in plan.tasks]
+        if plan.kind == "batch"
+        else [],
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,

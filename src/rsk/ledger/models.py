@@ -136,6 +136,7 @@ class CardTask(Model):
     mem_mb: int
     gpus: int
     time_min: int
+    needs: list[str] = []  # a workflow's task: what it waits for, as the plan binds it (KEY:ok, KEY:any)
 
 
 class CardPlan(Model):

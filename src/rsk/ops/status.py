@@ -37,6 +37,7 @@ class JobState(Model):
     gpus: int | None = None
     lease: str | None = None  # a step: the lease it was queued into
     starts: int = 0  # a step: how often a lease's controller journaled starting it
+    needs: list[str] = []  # a workflow's task: the tasks it waits for
     undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
     # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
     # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
@@ -73,12 +74,32 @@ class Status(Model):
 
 
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
-    return [job_state(f, slurm_up) for f in answers.status(out).jobs]
+    facts = answers.status(out).jobs
+    jobs = [job_state(f, slurm_up) for f in facts]
+    _mark_skipped(facts, jobs)
+    return jobs
+
+
+def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
+    """A workflow's task whose needed task ended unsuccessfully is `skipped`, naming that task (a skip passes
+    on: tasks are taken in a workflow's order, each after what it needs)."""
+    by_idx = {(f.rid, f.idx): j for f, j in zip(facts, jobs, strict=True) if f.idx is not None}
+    for f, j in sorted(zip(facts, jobs, strict=True), key=lambda p: (p[0].rid, p[0].idx or 0)):
+        if not f.needs or f.cancel:
+            continue
+        needs = [(other.task or other.job_id, must, other.state) for i, must in f.needs
+                 if (other := by_idx.get((f.rid, i))) is not None]  # fmt: skip
+        j.needs = [key for key, _, _ in needs]
+        cause = states.skipped_by(j.state, needs)
+        if cause is not None:
+            j.state = "skipped"
+            j.where = f"(needs {cause}: {next(st for key, _, st in needs if key == cause)})"
 
 
 def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
     """One job's state from the facts its @@job line carries (rsk.wire.states decides)."""
     nodes, cpus, mem, gpus = (f.res + [None] * 5)[:4]
+    step = states.Step(at=f.st, lease=f.st_lease, why=f.st_why, returned=f.st_ret) if f.st else None
     facts = states.Facts(
         squeue=f.sq,
         sacct=f.ac,
@@ -88,18 +109,24 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         limit_s=f.limit,
         cancel_requested=f.cancel,
         slurm_up=slurm_up,
-        reason="" if f.lease else states.pending_reason(f.where),
+        reason=states.pending_reason(f.where),
+        step=step,
     )
+    state = states.job_state(facts)
+    elapsed = f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s
+    limit = f.sq_limit if f.sq_limit is not None else facts.limit_s
+    if step is not None and states.step_state(step) is not None:  # its queue says it all: it never ran to an end
+        elapsed, limit = (f.st_age or 0) if state == "running" else 0, f.st_limit
     job = JobState(
         request_id=f.rid,
         task=f.task or None,
         job_id=f.job,
-        state=states.job_state(facts),
+        state=state,
         exit_code=f.rc if f.rc is not None else f.ac_exit,
         signal=facts.signal if facts.signal not in (None, "none") else None,
-        elapsed_s=f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s,
-        limit_s=f.sq_limit if f.sq_limit is not None else facts.limit_s,
-        where=f.where,
+        elapsed_s=elapsed,
+        limit_s=limit,
+        where=states.step_where(step, f.st_node) if step is not None else f.where,
         submitted=f.submitted,
         nodes=nodes,
         cpus=cpus,
@@ -163,6 +190,7 @@ def status_call(remote: Remote, target: str, project: str,
     answer = answers.status(out)
     up = answer.slurm_up
     jobs = [job_state(f, slurm_up=up) for f in answer.jobs]
+    _mark_skipped(answer.jobs, jobs)
     for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
         if j.job_id in held:
             j.request_id = held[j.job_id]

@@ -1,20 +1,33 @@
-"""Batch task files (JSON lines) and #SBATCH directives of user scripts: parsed into requests (pure)."""
+"""Batch task files (JSON lines; with `needs`, a workflow) and #SBATCH directives of user scripts: parsed into
+requests (pure)."""
 
 from __future__ import annotations
 
 import re
 import shlex
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError, model_validator
 
 from rsk.errors import UsageError
 from rsk.local.paths import TOKEN
+from rsk.request import dag
 from rsk.request.inputs import check_env
 from rsk.request.units import parse_mem, parse_time
 from rsk.wire import safejson
-from rsk.wire.protocol import TaskSpec
+from rsk.wire.protocol import Need, TaskSpec
 
 MAX_TASKS = 1000  # Slurm's default MaxArraySize allows array indices 0..1000
+_NEEDS_HINT = '"needs": ["prep"] or [{"task": "train", "on": "ended"}] (on: succeeded, the default, or ended)'
+
+
+class NeedLine(BaseModel):
+    """A need written as an object: {"task": KEY, "on": "succeeded" | "ended"}."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    task: str
+    on: Literal["succeeded", "ended"] = "succeeded"
 
 
 class TaskLine(BaseModel):
@@ -31,6 +44,7 @@ class TaskLine(BaseModel):
     mem: StrictStr | StrictInt | None = None
     gpus: StrictInt | None = None
     time: StrictStr | StrictInt | None = None
+    needs: list[StrictStr | NeedLine] = []
 
     @model_validator(mode="after")
     def one_command(self) -> TaskLine:
@@ -56,6 +70,10 @@ def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
             ) from None
         except ValidationError as exc:
             e = exc.errors()[0]
+            if e["loc"] and e["loc"][0] == "needs":
+                raise UsageError(
+                    f"{where}: needs: each need is a task key or an object with task and on", _NEEDS_HINT
+                ) from exc
             raise UsageError(
                 f"{where}: {'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}",
                 'numbers are JSON numbers ("gpus": 1, not true or "1"); text is a string; see rsk launch --help',
@@ -77,13 +95,14 @@ def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
                 mem_mb=parse_mem(str(t.mem)) if t.mem is not None else None,
                 gpus=t.gpus,
                 time_min=parse_time(str(t.time)) if t.time is not None else None,
+                needs=[Need(task=n) if isinstance(n, str) else Need(task=n.task, on=n.on) for n in t.needs],
             )
         )
     if not tasks:
         raise UsageError(f"{source} has no tasks")
     if len(tasks) > MAX_TASKS:
         raise UsageError(f"{source} has {len(tasks)} tasks; a batch has at most {MAX_TASKS}", "split it into batches")
-    return tasks
+    return dag.check(tasks)
 
 
 # #SBATCH directives that rsk lifts into the plan; every other directive is refused, so that the

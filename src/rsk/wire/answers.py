@@ -7,9 +7,9 @@ not one, a flag that is neither of its two values, a value that is not base64, o
 set is a ProtocolError naming the line: never a KeyError, ValueError or a pydantic traceback.
 
 Some numbers on the wire are not the program's own: the run markers and the journal words `status`
-echoes, a lease's files, the times squeue shows for a lease's steps are files a job of the account can
-write. Such a fact that is not a number reads as unknown (None), as before: a job cannot make rsk fail to
-read its project by writing a word into a marker.
+echoes, a lease's files and its steps' queue entries are files a job of the account can write. Such a
+fact that is not a number reads as unknown (None), as before: a job cannot make rsk fail to read its
+project by writing a word into a marker.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rsk.errors import ProtocolError
-from rsk.wire.protocol import Accepted, Output, Plan, Record, is_job_id, parse_kv, plan_hash, unb64
+from rsk.wire.protocol import Accepted, Need, Output, Plan, Record, is_job_id, parse_kv, plan_hash, unb64
 
 _NUMBER = re.compile(r"-?[0-9]{1,18}")
 _COUNT = re.compile(r"[0-9]{1,18}")  # sinfo's counts: 4, or 4+ (at least 4)
@@ -226,6 +226,16 @@ class JobFacts(Answer):
     ac_exit: int | None
     ac_elapsed: int | None
     ac_limit: int | None
+    # a lease's step, from its lease's files (a job can write them; "" and None for a job): where it is in the
+    # lease's queue (q, run, end), its lease's state (rsk_lease_state), the node it started on, seconds since
+    # it started, its time limit, why it left the queue without running to its end, and whether srun returned
+    st: Literal["", "q", "run", "end"]
+    st_lease: str
+    st_node: str
+    st_age: int | None
+    st_limit: int | None
+    st_why: str
+    st_ret: bool
     rc: int | None  # the ended marker's (a job's own file)
     sig: str
     elapsed: int | None
@@ -233,9 +243,20 @@ class JobFacts(Answer):
     cancel: bool  # rsk asked to cancel it
     submitted: str
     res: list[int | None]  # the journal's nodes,cpus,mem_mb,gpus,time_min ([] when none)
+    needs: list[tuple[int, bool]]  # a workflow's task: the tasks it needs (index, must succeed), from the journal
     lease: str  # a step: the lease it was queued into
     held: bool  # listed because the ledger holds it
     starts: int  # a step: how many step-started lines name it
+
+
+def _needs(text: str) -> list[tuple[int, bool]]:
+    """A journal's `needs=IDX:ok|any,...` (a job can write the journal: what does not read is no need)."""
+    out = []
+    for word in text.split(","):
+        idx, _, cond = word.partition(":")
+        if idx.isdigit() and len(idx) < 7 and cond in ("ok", "any"):
+            out.append((int(idx), cond == "ok"))
+    return out
 
 
 def _job_facts(r: Record) -> JobFacts:
@@ -243,7 +264,9 @@ def _job_facts(r: Record) -> JobFacts:
         return _int(r, key, fact=True)
 
     res = _text(r, "res", "")
-    return JobFacts(
+    return _model(
+        JobFacts,
+        r,
         rid=_text(r, "rid"),
         task=_text(r, "task", ""),
         idx=_int(r, "idx", optional=True),
@@ -256,6 +279,13 @@ def _job_facts(r: Record) -> JobFacts:
         ac_exit=fact("ac_exit"),
         ac_elapsed=fact("ac_elapsed"),
         ac_limit=fact("ac_limit"),
+        st=_text(r, "st", ""),
+        st_lease=_text(r, "st_lease", ""),
+        st_node=_text(r, "st_node", ""),
+        st_age=fact("st_age"),
+        st_limit=fact("st_limit"),
+        st_why=_text(r, "st_why", ""),
+        st_ret=_flag(r, "st_ret", optional=True),
         rc=fact("rc"),
         sig=_text(r, "sig", ""),
         elapsed=fact("elapsed"),
@@ -263,6 +293,7 @@ def _job_facts(r: Record) -> JobFacts:
         cancel=_flag(r, "cancel", optional=True),
         submitted=_text(r, "submitted", ""),
         res=[_number(x, "res", fact=True) for x in res.split(",")] if res else [],
+        needs=_needs(_text(r, "needs", "")),
         lease=_text(r, "lease", ""),
         held=_flag(r, "held", optional=True),
         starts=_count(r, "starts", 0),
@@ -663,10 +694,12 @@ def plan(out: Output) -> Plan:
         text = unb64(value)
         if key == "task":
             tasks.append({"key": text, "env": [], "argv": []})
-        elif key in ("tres", "tenv", "targ"):
+        elif key in ("tres", "tenv", "targ", "tneeds"):
             if not tasks:
                 raise ProtocolError(f"plan line {key} comes before any task")
-            if key == "tres":
+            if key == "tneeds":
+                tasks[-1]["needs"] = [Need.from_wire(w) for w in text.split(",")]
+            elif key == "tres":
                 parts = text.split(",")
                 if len(parts) != 5:
                     raise ProtocolError(f"malformed task resources: {text!r}")

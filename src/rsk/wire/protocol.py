@@ -118,8 +118,35 @@ class Resources(BaseModel):
         return self.total_cpus * self.time_min / 60
 
 
+class Need(BaseModel):
+    """An edge of a workflow: a task runs once `task` succeeded (Slurm's afterok) or ended however it ended
+    (afterany)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    task: str
+    on: Literal["succeeded", "ended"] = "succeeded"
+
+    @property
+    def wire(self) -> str:
+        """`KEY:ok` or `KEY:any`, as the plan binds it."""
+        return f"{self.task}:{'ok' if self.on == 'succeeded' else 'any'}"
+
+    @classmethod
+    def from_wire(cls, word: str) -> Need:
+        key, _, cond = word.rpartition(":")
+        if not key or cond not in ("ok", "any"):
+            raise ProtocolError(f"malformed need {word[:80]!r}")
+        return cls(task=key, on="succeeded" if cond == "ok" else "ended")
+
+
+def needs_wire(needs: list[Need]) -> str:
+    return ",".join(n.wire for n in needs)
+
+
 class TaskSpec(BaseModel):
-    """One task of a batch: its own command and environment, optional resource overrides."""
+    """One task of a batch or a workflow: its own command and environment, optional resource overrides, and
+    the tasks it needs."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -131,6 +158,7 @@ class TaskSpec(BaseModel):
     mem_mb: int | None = None
     gpus: int | None = None
     time_min: int | None = None
+    needs: list[Need] = []
 
 
 class Request(BaseModel):
@@ -186,6 +214,8 @@ class Request(BaseModel):
             lines.append(f"task {enc(task.key)}")
             for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min"):
                 put("t" + key, getattr(task, key))
+            if task.needs:
+                put("tneeds", needs_wire(task.needs))
             for entry in sorted(task.env, key=lambda e: e.split("=", 1)[0]):
                 lines.append(f"tenv {enc(entry)}")
             for arg in task.argv:
@@ -312,6 +342,7 @@ class TaskPlan(Resources):
     key: str = ""
     env: list[str] = []
     argv: list[str] = []
+    needs: list[Need] = []  # a workflow's task: what it waits for
 
 
 class Prior(BaseModel):
@@ -386,6 +417,11 @@ class Plan(BaseModel):
         return len(self.tasks)
 
     @property
+    def is_workflow(self) -> bool:
+        """A batch whose tasks need others: submitted whole, with Slurm's dependencies (docs/workflows.md)."""
+        return any(t.needs for t in self.tasks)
+
+    @property
     def gpu_hours(self) -> float:
         """Worst case: every GPU on every node for the whole time limit, summed over the tasks."""
         return sum(t.gpu_hours for t in self.tasks)
@@ -403,6 +439,8 @@ class Plan(BaseModel):
         """A one-line summary for lists; cards show every task and the whole script."""
         if self.kind == "lease":
             return f"lease {self.lease}: {self.nodes} node(s) x {self.gpus} GPU(s), steps started by rsk's controller"
+        if self.is_workflow:
+            return f"workflow of {len(self.tasks)} tasks, first {shlex.join(self.tasks[0].argv)}"
         if self.kind == "batch":
             return f"batch of {len(self.tasks)} tasks, e.g. {shlex.join(self.tasks[0].argv)}"
         if self.kind == "script":

@@ -2,7 +2,8 @@
 
 Sources, most direct first: squeue (while Slurm remembers the job), the run markers the job wrapper
 writes (exit code and signal, kept after Slurm forgets), sacct where accounting works, and the journal's
-record of a cancel rsk asked for.
+record of a cancel rsk asked for. A lease's step is not a Slurm job: until it has run, its place in its
+lease's queue and its lease's state say what it is (`Step`); once it ran, its markers, as a job's.
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-State = Literal["pending", "blocked", "running", "succeeded", "failed", "cancelled", "timed-out", "lost", "unknown"]
-FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "lost"})
+State = Literal[
+    "pending", "blocked", "running", "succeeded", "failed", "cancelled", "timed-out", "skipped", "lost", "unknown"
+]
+FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "skipped", "lost"})
+# a workflow's task that did not succeed: a task that needs it to succeed never runs (it is `skipped`)
+UNSUCCESSFUL: frozenset[str] = frozenset(FINAL - {"succeeded"})
 
 # Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
 # get one without a new submission: waiting (PENDING, CONFIGURING), put back in the queue (REQUEUED,
@@ -50,6 +55,48 @@ def slurm_ended(state: str) -> bool:
     return state in _ENDED
 
 
+# the states of a lease (remote/lib.sh, rsk_lease_state) in which it holds its allocation: a step it started runs
+LEASE_LIVE: frozenset[str] = frozenset({"starting", "running", "draining", "drained"})
+# why a step left its lease's queue without running: what cancelled it, and what refused it
+_STEP_CANCELLED = frozenset({"lease-closed", "cancelled"})
+_STEP_REFUSED = frozenset({"outlives-lease"})
+_WAITS_FOR = {"ended": "LeaseEnded", "closed": "LeaseEnded", "pending": "LeasePending", "drained": "LeaseDrained",
+              "draining": "LeaseDraining"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Step:
+    """A lease's step as its lease's files show it (a job of the account can write them)."""
+
+    at: Literal["q", "run", "end"]  # queued, started by the lease's controller, or out of the queue
+    lease: str = ""  # its lease's state ("ended" when an earlier allocation of the lease started it)
+    why: str = ""  # why it left the queue without running to its end ("" when it ran)
+    returned: bool = False  # the srun that ran it returned
+
+
+def step_state(s: Step) -> State | None:
+    """A step's state from its queue, or None when only its markers can tell (it ran, or its lease is gone)."""
+    if s.at == "q":
+        return "pending"
+    if s.at == "run" and not s.returned and s.lease in LEASE_LIVE:
+        return "running"
+    if s.at == "end" and s.why in _STEP_CANCELLED:
+        return "cancelled"
+    if s.at == "end" and s.why in _STEP_REFUSED:
+        return "failed"
+    return None
+
+
+def step_where(s: Step, node: str) -> str:
+    """Where a step is, as squeue's %R says it of a job: what a queued step waits for, the node it runs on,
+    or why it left the queue."""
+    if s.at == "q":
+        return f"({_WAITS_FOR.get(s.lease, 'Queued')})"
+    if s.at == "end" and s.why:
+        return f"({s.why})"
+    return node
+
+
 @dataclass(frozen=True)
 class Facts:
     squeue: str = ""  # squeue's state, "" when Slurm no longer lists the job
@@ -61,9 +108,21 @@ class Facts:
     cancel_requested: bool = False
     slurm_up: bool = True
     reason: str = ""  # squeue's pending reason (Slurm's word; "" for a lease's step, whose queue a job can write)
+    step: Step | None = None  # a lease's step: its queue entry
+
+
+def skipped_by(state: State, needs: list[tuple[str, bool, State]]) -> str | None:
+    """A workflow's task that has not run and never will: the first task it needs to succeed (`needs`: key,
+    whether it must succeed, that task's state) that ended otherwise; None when nothing stops it. Slurm
+    cancels such a task at once (`--kill-on-invalid-dep`); until then it pends."""
+    if state not in ("pending", "blocked", "cancelled"):
+        return None
+    return next((key for key, must, other in needs if must and other in UNSUCCESSFUL), None)
 
 
 def job_state(f: Facts) -> State:
+    if f.step is not None and (queued := step_state(f.step)) is not None:
+        return queued
     sq = f.squeue
     if sq in _PENDING:
         return "blocked" if f.reason in BLOCKED_REASONS else "pending"

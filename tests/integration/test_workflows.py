@@ -1,0 +1,149 @@
+"""Workflows on the lab Slurm: a DAG in one plan and one card, run in dependency order by Slurm itself,
+skips that pass on, an `ended` edge, and a submission that is whole or nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rsk.errors import Exit
+from tests.conftest import Lab, Ran, rsk
+from tests.integration.helpers import Shims, grant
+
+
+def task(key: str, stamp: str, *needs: str | dict[str, str], fail: bool = False) -> str:
+    """A task that records when it started and ended in the shared directory STAMP, then exits 1 if `fail`."""
+    body = f"date +%s.%N > {stamp}/{key}.start; sleep 1; date +%s.%N > {stamp}/{key}.end; exit {int(fail)}"
+    return json.dumps({"key": key, "argv": ["sh", "-c", body], "time": 2, "mem": "100M", "needs": list(needs)})
+
+
+def example(stamp: str, failing: str = "") -> str:
+    """prepare -> 3 seeds of train -> eval of each -> one report (the workflow page's example)."""
+    lines = [task("prep", stamp)]
+    lines += [task(f"train{i}", stamp, "prep", fail=f"train{i}" == failing) for i in range(3)]
+    lines += [task(f"eval{i}", stamp, f"train{i}") for i in range(3)]
+    lines += [task("report", stamp, *(f"eval{i}" for i in range(3)))]
+    return "\n".join(lines) + "\n"
+
+
+def launch_tasks(project: str, text: str, tmp_path: Path, *options: str) -> Ran:
+    f = tmp_path / "tasks.jsonl"
+    f.write_text(text)
+    return rsk("launch", "--target", "lab", "--project", project, "--json", "--tasks", str(f), *options)
+
+
+def wait_batch(project: str, rid: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    r = rsk("wait", "--batch", rid, "--target", "lab", "--project", project, "--timeout", "240", "--json")
+    return r.rc, {j["task"]: j for j in json.loads(r.out)["jobs"]}
+
+
+def stamps(lab: Lab, stamp: str) -> dict[str, float]:
+    r = lab.ssh(f'cd {stamp} && for f in *; do printf \'%s %s\\n\' "$f" "$(cat "$f")"; done')
+    return {line.split()[0]: float(line.split()[1]) for line in r.stdout.splitlines() if len(line.split()) == 2}
+
+
+def shared(lab: Lab, project: str) -> str:
+    stamp = f"/tmp/rsk-wf-{project}"
+    assert lab.ssh(f"rm -rf {stamp} && mkdir -p {stamp}").returncode == 0
+    return stamp
+
+
+def test_a_workflow_is_one_card_and_runs_in_dependency_order(lab: Lab, project: str, tmp_path: Path) -> None:
+    stamp = shared(lab, project)
+    first = launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf")
+    assert first.rc == Exit.PENDING, first.err
+    card = json.loads(first.out)["card_id"]
+    shown = rsk("approvals", "show", card, "--project", project)
+    assert "workflow, 8 tasks in 4 levels" in shown.out
+    assert "level 1       train0, train1, train2" in shown.out and "needs eval0, eval1, eval2" in shown.out
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    assert len(cards) == 1  # one card for the whole DAG
+    assert rsk("approve", card, "--project", project, "--yes").rc == 0
+    sub = json.loads(launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf").out)
+    assert sub["status"] == "submitted" and len(sub["tasks"]) == 8
+    rc, jobs = wait_batch(project, "wf")
+    assert rc == 0 and {j["state"] for j in jobs.values()} == {"succeeded"}, jobs
+    t = stamps(lab, stamp)
+    for i in range(3):
+        assert t[f"train{i}.start"] >= t["prep.end"]
+        assert t[f"eval{i}.start"] >= t[f"train{i}.end"]
+        assert t["report.start"] >= t[f"eval{i}.end"]
+
+
+def test_a_failed_task_skips_exactly_what_needs_it_and_an_ended_edge_still_runs(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--gpu-hours", "1", "--cpu-hours", "5")
+    stamp = shared(lab, project)
+    text = example(stamp, failing="train1") + task("cleanup", stamp, {"task": "train1", "on": "ended"}) + "\n"
+    assert launch_tasks(project, text, tmp_path, "--request-id", "wf").rc == 0
+    rc, jobs = wait_batch(project, "wf")
+    assert rc == Exit.UNSUCCESSFUL
+    states = {k: j["state"] for k, j in jobs.items()}
+    assert states == {"prep": "succeeded", "train0": "succeeded", "train1": "failed", "train2": "succeeded",
+                      "eval0": "succeeded", "eval1": "skipped", "eval2": "succeeded", "report": "skipped",
+                      "cleanup": "succeeded"}, states  # fmt: skip
+    assert jobs["eval1"]["where"] == "(needs train1: failed)"
+    assert jobs["report"]["where"] == "(needs eval1: skipped)"
+    ran = stamps(lab, stamp)
+    assert "eval1.start" not in ran and "report.start" not in ran  # skipped: never ran
+    assert ran["cleanup.start"] >= ran["train1.end"]
+    # a skipped task's reserved charge is released: Slurm's record (it never ran) settles it at nothing
+    status = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
+    assert status["counts"].get("skipped") == 2
+
+
+def test_a_bad_graph_is_refused_before_anything_is_planned(lab: Lab, project: str, tmp_path: Path) -> None:
+    cycle = [
+        json.dumps({"key": "a", "argv": ["true"], "needs": ["c"]}),
+        json.dumps({"key": "b", "argv": ["true"], "needs": ["a"]}),
+        json.dumps({"key": "c", "argv": ["true"], "needs": ["b"]}),
+    ]
+    r = launch_tasks(project, "\n".join(cycle) + "\n", tmp_path)
+    assert r.rc == Exit.USAGE and "cycle: a -> c -> b -> a" in r.err, r.err
+    unknown = json.dumps({"key": "a", "argv": ["true"], "needs": ["nope", "a"]}) + "\n"
+    r = launch_tasks(project, unknown, tmp_path)
+    assert r.rc == Exit.USAGE and "a needs nope" in r.err and "a needs itself" in r.err
+    assert json.loads(rsk("approvals", "--project", project, "--json").out) == []  # no card
+    assert lab.journal(project) == []  # nothing sent
+
+
+def test_a_killed_launch_resumed_with_its_id_leaves_exactly_one_whole_workflow(
+    lab: Lab, project: str, tmp_path: Path, sbatch_shim: Shims
+) -> None:
+    grant(project, "--gpu-hours", "1", "--cpu-hours", "5")
+    stamp = shared(lab, project)
+    sbatch_shim.arm("kill-after")  # the first level is submitted, then the session dies before anything more
+    cut = launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf")
+    assert cut.rc != 0
+    again = launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf")
+    assert again.rc == 0, again.err
+    rc, jobs = wait_batch(project, "wf")
+    assert rc == 0 and len(jobs) == 8 and {j["state"] for j in jobs.values()} == {"succeeded"}, jobs
+    named = lab.jobs_named(f"rsk:{project}:wf")
+    assert len(named) == 8 and len({line.split()[0] for line in named}) == 8  # one job per task, none twice
+
+
+def test_a_submission_that_fails_midway_withdraws_the_whole_workflow(
+    lab: Lab, project: str, tmp_path: Path, shims: Shims
+) -> None:
+    grant(project, "--gpu-hours", "1", "--cpu-hours", "5")
+    count = shims.flags / "n"
+    shims.add(
+        "sbatch",
+        f"""#!/bin/sh
+case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
+n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}
+[ "$n" -lt 2 ] || {{ echo "sbatch: error: Batch job submission failed: injected" >&2; exit 1; }}
+exec /usr/bin/sbatch "$@"
+""",
+    )
+    stamp = shared(lab, project)
+    r = launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf")
+    assert r.rc == Exit.REJECTED, r.err
+    live = [line for line in lab.jobs_named(f"rsk:{project}:wf") if line.split()[2] in ("PENDING", "RUNNING")]
+    assert live == []  # nothing of it is left queued
+    assert any("ev=withdrawn" in line for line in lab.journal(project))
+    again = launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf")
+    assert again.rc == Exit.USAGE and "new request id" in again.err

@@ -1,0 +1,40 @@
+#!/usr/bin/env bats
+# A workflow (tasks with needs) in the submit program under dash against the lab Slurm: one plan, every task
+# submitted level by level with Slurm's dependencies, and whole or not at all.
+bats_require_minimum_version 1.5.0
+load helpers
+
+setup() { setup_root; }
+teardown() { teardown_root; }
+
+# dep JOB: the dependency Slurm holds for a job
+dep() { runuser -u "$LAB_USER" -- scontrol show job "$1" | sed -n 's/.*Dependency=\([^ ]*\).*/\1/p'; }
+# ajob KEY: the job id the submit answer gives the task KEY
+ajob() { printf '%s\n' "$output" | awk -v t="task=$1" '$1 == "@@accepted" { for (i = 2; i <= NF; i++) if ($i == t) { sub(/^job=/, "", $2); print $2 } }'; }
+
+@test "a workflow is submitted level by level, each task after the jobs of what it needs" {
+    set -- request_id=wf task=prep targ=sleep targ=30 task=ta targ=true tneeds=prep:ok task=tb targ=true tneeds=prep:ok \
+        task=ev targ=true tneeds=ta:ok,tb:any tgpus=1 task=rep targ=true tneeds=ev:any
+    run remote submit plan < <(request "$@")
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q '^@@planline tneeds =ta:ok,tb:any$'
+    run remote submit launch < <(request "$@"; go "$(plan_hash)")
+    [ "$status" -eq 0 ]
+    prep=$(ajob prep) ta=$(ajob ta) tb=$(ajob tb) ev=$(ajob ev) rep=$(ajob rep)
+    [ "${ta%_*}" = "${tb%_*}" ] # alike at one level: one job array
+    [ "$(dep "$ta")" = "afterok:${prep}(unfulfilled)" ]
+    case $(dep "$ev") in *"afterok:${ta}(unfulfilled)"*"afterany:${tb}(unfulfilled)"*) ;; *) false ;; esac
+    [ "$(dep "$rep")" = "afterany:${ev}(unfulfilled)" ]
+    grep -q "ev=accepted .* task=ev needs=1:ok,2:any job=$ev" "$ROOT/journal/$PROJECT.log"
+}
+
+@test "a need that names no earlier task is refused before anything is planned" {
+    run remote submit plan < <(request request_id=bad task=a targ=true tneeds=b:ok task=b targ=true)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-needs ]
+    run remote submit plan < <(request request_id=bad task=a targ=true tneeds=a:ok)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-needs ]
+    run remote submit plan < <(request request_id=bad task=a targ=true task=b targ=true tneeds=a:maybe)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-needs ]
+    [ ! -e "$ROOT/journal/$PROJECT.log" ]
+}
+
