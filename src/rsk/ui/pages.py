@@ -51,6 +51,15 @@ def card_facts(card: Card) -> Markup:
         _row("requested at", _when(card.created), ", request id ", agent(card.request_id)),
         _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
     ]
+    graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
+    if graph:  # a workflow: its graph by levels, each level waiting for the ones above
+        from rsk.request.dag import levels
+
+        tiers = levels(graph)
+        rows[-1] = _row("kind", f"workflow, {p.jobs} tasks in {len(tiers)} levels (each waits for its needs)")
+        rows.append(
+            _row("levels", el("ol", {"class": "levels", "start": "0"}, [el("li", {}, _argv(keys)) for keys in tiers]))
+        )
     if p.kind == "argv":
         rows.append(_row("command", _argv(p.argv)))
     rows.append(_row("workdir", el("code", {}, agent(p.workdir))))
@@ -114,7 +123,8 @@ def card_facts(card: Card) -> Markup:
             )
         )
     if p.tasks:
-        head = el("tr", {}, [el("th", {}, h) for h in ("task", "resources", "command", "env")])
+        heads = ("task", "resources", "command", "env", *(("needs",) if graph else ()))
+        head = el("tr", {}, [el("th", {}, h) for h in heads])
         body = [
             el(
                 "tr",
@@ -123,6 +133,21 @@ def card_facts(card: Card) -> Markup:
                 el("td", {}, f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"),
                 el("td", {}, _argv(t.argv)),
                 el("td", {}, [el("div", {}, el("code", {}, agent(e))) for e in t.env]),
+                el(
+                    "td",
+                    {},
+                    [
+                        el(
+                            "div",
+                            {},
+                            el("code", {}, agent(n.rpartition(":")[0])),
+                            " (ended)" if n.endswith(":any") else None,
+                        )
+                        for n in t.needs
+                    ],
+                )
+                if graph
+                else None,
             )
             for t in p.tasks
         ]
