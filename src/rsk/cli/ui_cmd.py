@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, YesOpt, out, print_json
+from rsk.cli.common import JsonOpt, YesOpt, err, out, print_json
 from rsk.commands import help_for
 
 
@@ -66,4 +66,8 @@ def ui(
         import webbrowser
 
         webbrowser.open(path.as_uri())  # the file, not the link: a command line is visible to every user
-    serve(sock, page)
+    try:
+        serve(sock, page)
+    except KeyboardInterrupt:  # Ctrl-C is how the page stops: not an interruption of some work
+        pass
+    err().print("rsk ui stopped")
