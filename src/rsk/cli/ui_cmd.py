@@ -66,8 +66,8 @@ def ui(
         import webbrowser
 
         webbrowser.open(path.as_uri())  # the file, not the link: a command line is visible to every user
-    try:
+    import contextlib
+
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how the page stops: not an interrupted act
         serve(sock, page)
-    except KeyboardInterrupt:  # Ctrl-C is how the page stops: not an interruption of some work
-        pass
     err().print("rsk ui stopped")
