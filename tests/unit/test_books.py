@@ -55,3 +55,26 @@ def test_only_slurms_word_on_an_ended_job_settles_it_never_the_markers() -> None
     assert [j._slurm_record for j in jobs] == [(60, 600), (600, 600), None, None]
     assert [j._slurm_listed for j in jobs] == [True, True, False, True]
     assert jobs[2].state == "succeeded"  # the marker still describes the outcome
+
+
+def test_a_forged_need_shows_a_task_skipped_but_settles_nothing_slurm_still_lists() -> None:
+    """A job writes `needs=` into its request's journal lines so that a pending sibling reads `skipped`: the
+    state is shown, but the sibling's charge stays open while Slurm lists it, and skips pass on in order."""
+    from rsk.ops.status import jobs_from
+    from rsk.wire.protocol import parse
+
+    n = "0" * 32
+    rows = [
+        "job rid=w idx=0 task=train job=5_0 sq=FAILED sq_elapsed=30 sq_limit=600 res=1,1,1,1,10",
+        "job rid=w idx=1 task=eval job=6 sq=PENDING sq_elapsed=0 sq_limit=600 needs=0:ok res=1,1,1,1,10",
+        "job rid=w idx=2 task=report job=7 sq=CANCELLED sq_elapsed=0 sq_limit=600 needs=1:ok,0:any res=1,1,1,1,10",
+        "job rid=w idx=3 task=tidy job=8 sq=PENDING needs=0:any res=1,1,1,1,10",  # ended edge: waits, runs
+        "job rid=w idx=4 task=mine job=9 sq=CANCELLED cancel=1 needs=0:ok",  # rsk cancelled it: cancelled
+    ]
+    out = parse("".join(f"@@{n} {r}\n" for r in [*rows, "done rc=0"]), n)
+    assert out is not None
+    jobs = jobs_from(out)
+    assert [j.state for j in jobs] == ["failed", "skipped", "skipped", "pending", "cancelled"]
+    assert jobs[1].where == "(needs train: failed)" and jobs[2].where == "(needs eval: skipped)"
+    assert jobs[1]._slurm_record is None and jobs[1]._slurm_listed  # pending on Slurm's word: not settled
+    assert jobs[2]._slurm_record == (0, 600)  # Slurm cancelled it before it ran: settles at nothing
