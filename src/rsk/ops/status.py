@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -18,6 +19,24 @@ from rsk.wire.states import FINAL, State
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+_ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")
+
+
+def attempt_of(request_id: str) -> tuple[str, int]:
+    """The batch a request id is an attempt of (`rsk retry` names attempts B.a2, B.a3, ...), and its number."""
+    m = _ATTEMPT.fullmatch(request_id)
+    return (m["base"], int(m["n"])) if m else (request_id, 1)
+
+
+class Attempt(Model):
+    """An earlier attempt of a task (`rsk retry`)."""
+
+    attempt: int
+    request_id: str
+    job_id: str
+    state: State
 
 
 class JobState(Model):
@@ -38,6 +57,8 @@ class JobState(Model):
     lease: str | None = None  # a step: the lease it was queued into
     starts: int = 0  # a step: how often a lease's controller journaled starting it
     needs: list[str] = []  # a workflow's task: the tasks it waits for
+    attempt: int = 1  # `rsk retry`: which attempt of its task this job is
+    history: list[Attempt] = []  # with --batch: the task's earlier attempts
     undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
     # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
     # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
@@ -209,6 +230,27 @@ def status(target: str, project: str) -> Status:
         return status_call(remote, target, project)[0]
 
 
+def of_request(jobs: list[JobState], request_id: str) -> list[JobState]:
+    """A request's jobs; for a batch retried (`rsk retry`), each task's latest attempt, with the earlier ones as
+    its history (an attempt's own id, B.a2, selects that attempt alone)."""
+    if attempt_of(request_id)[1] > 1:
+        return [j for j in jobs if j.request_id == request_id]
+    latest: dict[str, JobState] = {}
+    plain: list[JobState] = []
+    for j in sorted((j for j in jobs if attempt_of(j.request_id)[0] == request_id),
+                    key=lambda j: attempt_of(j.request_id)[1]):  # fmt: skip
+        j = j.model_copy(update={"attempt": attempt_of(j.request_id)[1]})
+        if not j.task:
+            plain.append(j)
+            continue
+        if (before := latest.get(j.task)) is not None:
+            gone = Attempt(attempt=before.attempt, request_id=before.request_id, job_id=before.job_id,
+                           state=before.state)  # fmt: skip
+            j.history = [*before.history, gone]
+        latest[j.task] = j
+    return plain + list(latest.values())
+
+
 def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = None, active: bool = False,
                 limit: int = 0) -> Status:  # fmt: skip
     """Only the jobs asked for (one job, one request's, the live ones, the newest `limit`), counted again."""
@@ -219,7 +261,7 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
             raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them",
                              details={"code": "not-found"})  # fmt: skip
     if request_id:
-        jobs = [j for j in jobs if j.request_id == request_id]
+        jobs = of_request(jobs, request_id)
     if active:
         jobs = [j for j in jobs if j.state not in FINAL]
     if limit:
