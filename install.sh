@@ -19,7 +19,7 @@ options:
   --from SRC          install the command from SRC (a checkout or a pip spec; default: this checkout)
   --agents LIST       comma-separated: claude,codex,pi (default: all three)
   --no-cli            install only the skill
-  --harden            add rules so agents cannot run rsk approve/grant/deny/deny-rule, sbatch,
+  --harden            add rules so agents cannot run rsk approve/grant/deny/deny-rule/ui, sbatch,
                       srun, salloc or scancel on their own, in the forms an agent would use
                       (python3 -m rsk, a path, env, sh -c), nor edit rsk's state (Claude Code:
                       permissions.deny in ~/.claude/settings.json; Codex: ~/.codex/rules/rsk.rules).
@@ -186,7 +186,7 @@ copy_skill() { # copy_skill SRC DEST DIGEST
 # space (env, python3 -m, ssh HOST), after a slash (a path to it) and after a quote (sh -c '...').
 # A command built at run time (c=sbatch; $c) is beyond any rule: docs/security.md says so.
 claude_rules() {
-    for c in "rsk approve" "rsk grant" "rsk deny" "rsk deny-rule"; do
+    for c in "rsk approve" "rsk grant" "rsk deny" "rsk deny-rule" "rsk ui"; do
         printf 'Bash(%s:*)\nBash(*%s *)\n' "$c" "$c"
     done
     for c in sbatch srun salloc scancel; do
@@ -275,20 +275,20 @@ write_codex_rules() {
 # Codex matches exact token prefixes (simple `bash -lc` scripts are split into their commands), so
 # each way of starting rsk gets its own rule.
 prefix_rule(
-    pattern = ["rsk", ["approve", "grant", "deny", "deny-rule"]],
+    pattern = ["rsk", ["approve", "grant", "deny", "deny-rule", "ui"]],
     decision = "forbidden",
     justification = "A human approves rsk cards in their own terminal; tell them the card id and run `rsk wait CARD`.",
     match = ["rsk approve c-1234", "rsk grant add --jobs 5"],
     not_match = ["rsk launch -t lab -- true", "rsk approvals"],
 )
 prefix_rule(
-    pattern = [["python", "python3"], "-m", "rsk", ["approve", "grant", "deny", "deny-rule"]],
+    pattern = [["python", "python3"], "-m", "rsk", ["approve", "grant", "deny", "deny-rule", "ui"]],
     decision = "forbidden",
     justification = "A human approves rsk cards in their own terminal; tell them the card id and run `rsk wait CARD`.",
     match = ["python3 -m rsk approve c-1"],
 )
 prefix_rule(
-    pattern = ["env", "rsk", ["approve", "grant", "deny", "deny-rule"]],
+    pattern = ["env", "rsk", ["approve", "grant", "deny", "deny-rule", "ui"]],
     decision = "forbidden",
     justification = "A human approves rsk cards in their own terminal.",
 )

@@ -1,12 +1,13 @@
 #!/bin/sh
 # Everything rsk's tests and demo need on a fresh Debian 12 machine, as root; idempotent.
-# Installs Debian packages, rsk (editable, with its dev extra) and the MCP Inspector's CLI (npm),
+# Installs Debian packages (chromium for the page's browser tests: Playwright drives it, and never downloads
+# a browser of its own), rsk (editable, with its dev extra) and the MCP Inspector's CLI (npm),
 # then brings the lab cluster up.
 set -eu
 cd "$(dirname "$0")/.."
 
 need_pkgs=""
-for pkg in slurm-wlm munge openssh-server openssh-client shellcheck dash tmux python3; do
+for pkg in slurm-wlm munge openssh-server openssh-client shellcheck dash tmux python3 chromium; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_pkgs="$need_pkgs $pkg"
 done
 command -v npm >/dev/null 2>&1 || need_pkgs="$need_pkgs nodejs npm"
@@ -18,7 +19,7 @@ if [ -n "$need_pkgs" ]; then
     apt-get install -y -qq $need_pkgs >/dev/null
 fi
 PY=${RSK_PYTHON:-python3}
-if ! "$PY" -c 'import rsk, pytest, xdist, hypothesis, paramiko, mcp' 2>/dev/null || ! command -v bats >/dev/null 2>&1; then
+if ! "$PY" -c 'import rsk, pytest, xdist, hypothesis, paramiko, mcp, playwright' 2>/dev/null || ! command -v bats >/dev/null 2>&1; then
     printf 'setup: pip install -e .[dev]\n' >&2
     "$PY" -m pip install -q -e '.[dev]'
 fi

@@ -109,6 +109,11 @@ _TABLE: dict[str, tuple[str, Audience, str]] = {
     ),
     "grant": ("ledger_cmds", "human", "Standing grants: scope, per-job ceilings, budgets, expiry."),
     "deny-rule": ("ledger_cmds", "human", "Deny rules: they win over every approval and grant."),
+    "ui": (
+        "ui_cmd",
+        "human",
+        "The human's page on 127.0.0.1: cards with Approve and Deny, budgets, the board and GPUs.",
+    ),
 }
 COMMANDS: dict[str, Command] = {name: Command(*row) for name, row in _TABLE.items()}
 GROUPS = {"grant", "deny-rule", "lease", "broker"}

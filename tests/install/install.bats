@@ -78,6 +78,7 @@ JSON
     deny() { python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["permissions"]["deny"]))' "$HOME/.claude/settings.json"; }
     deny | grep -qxF 'Bash(rsk approve:*)'
     deny | grep -qxF 'Bash(rsk grant:*)'
+    deny | grep -qxF 'Bash(rsk ui:*)'
     # the forms an agent would use: python3 -m rsk, a path, env, sh -c; srun and salloc beside sbatch
     deny | grep -qxF 'Bash(*rsk approve *)'
     deny | grep -qxF 'Bash(* srun *)'

@@ -61,7 +61,7 @@ def test_one_table_says_who_may_run_each_command() -> None:
     from rsk.mcp.server import HUMAN_ONLY
 
     assert set(COMMANDS) >= BROKERED | HUMAN_ACTS
-    assert {"approve", "deny", "grant", "deny-rule"} == HUMAN_ACTS
+    assert {"approve", "deny", "grant", "deny-rule", "ui"} == HUMAN_ACTS
     assert set(HUMAN_ONLY) == HUMAN_ACTS
     assert "withdraw" in BROKERED and "withdraw" not in HUMAN_ACTS  # an agent withdraws its own card
     assert {c for c in COMMANDS if COMMANDS[c].audience == "owner"} == {"fetch", "doctor"}

@@ -182,7 +182,13 @@ def approve(
         out().print(render_card(found))
     require_human(f"approve card {card}", yes)
     approval = do_approve(
-        store, card, who(yes), uses=uses, expires=parse_expiry(expires) if expires else None, note=note
+        store,
+        card,
+        who(yes),
+        uses=uses,
+        expires=parse_expiry(expires) if expires else None,
+        note=note,
+        plan_hash=found.plan_hash,  # the plan just shown: a card that changed meanwhile is refused
     )
     if json_out:
         print_json(approval)

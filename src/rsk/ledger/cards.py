@@ -6,7 +6,7 @@ import getpass
 import time
 from datetime import datetime
 
-from rsk.errors import DeniedError, PendingApproval, UsageError
+from rsk.errors import ConflictError, DeniedError, PendingApproval, UsageError
 from rsk.ledger.archive import Archive
 from rsk.ledger.models import Approval, AuditEntry, Card, Ledger, now
 from rsk.ledger.store import Store
@@ -96,15 +96,33 @@ def store_of_card(card_id: str, project: str | None) -> Store:
     raise UsageError(f"no card {card_id!r} in any project you may use", "`rsk approvals --all` lists the cards")
 
 
+def _same_plan(card: Card, plan_hash: str | None) -> None:
+    """The human decides the plan they read: a card whose plan hash is not the one shown is refused."""
+    if plan_hash is not None and card.plan_hash != plan_hash:
+        raise ConflictError(
+            f"card {card.id} is not the plan you read (plan hash {card.plan_hash}, you read {plan_hash})",
+            f"read it again: `rsk approvals show {card.id}`, or reload the page",
+            details={"card_id": card.id, "plan_hash": card.plan_hash},
+        )
+
+
 def approve(
-    store: Store, card_id: str, by: str, uses: int = 1, expires: datetime | None = None, note: str = ""
+    store: Store,
+    card_id: str,
+    by: str,
+    uses: int = 1,
+    expires: datetime | None = None,
+    note: str = "",
+    plan_hash: str | None = None,
 ) -> Approval:
+    """Approve a pending card; with `plan_hash`, only while the card binds that plan (what the human read)."""
     if uses < 1:
         raise UsageError("--uses must be at least 1")
     if expires is not None and expires <= now():
         raise UsageError("--expires is in the past", "give a duration such as 2h or 7d, or a future date")
     with store.transaction() as ledger:
         card = find_card(ledger, card_id, store.archive)
+        _same_plan(card, plan_hash)
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}", "`rsk approvals --all` shows its decision")
         card.status = "approved"
@@ -127,11 +145,12 @@ def approve(
     return approval
 
 
-def deny(store: Store, card_id: str, by: str, reason: str) -> Card:
+def deny(store: Store, card_id: str, by: str, reason: str, plan_hash: str | None = None) -> Card:
     if not reason.strip():
         raise UsageError("a denial needs a --reason", "the reason reaches the agent; say what to do instead")
     with store.transaction() as ledger:
         card = find_card(ledger, card_id, store.archive)
+        _same_plan(card, plan_hash)
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}")
         card.status = "denied"

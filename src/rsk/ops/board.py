@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from rsk.ops.status import JobState, Status
+if TYPE_CHECKING:  # names only: the page (rsk.ui) groups jobs without loading status's imports
+    from rsk.ops.status import JobState, Status
 
 
 @dataclass

@@ -1,0 +1,98 @@
+"""What the pages show, read from the ledger (every request: a local file) and from the clusters (in the
+background, at most once an interval however often the page asks: the browser polls, the cluster does not)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from rsk.errors import RskError, StateError
+from rsk.ledger.grants import GrantView, list_grants, list_rules
+from rsk.ledger.models import Card, DenyRule
+from rsk.ledger.store import Store
+
+RECENT = 20  # decided cards shown below the pending ones
+T = TypeVar("T")
+
+
+@dataclass
+class CardsView:
+    pending: list[tuple[str, Card]]  # oldest first: the one waiting longest on top
+    decided: list[tuple[str, Card]]  # newest decision first
+    broken: dict[str, str]  # project -> why its ledger could not be read
+
+
+def cards(projects: list[str]) -> CardsView:
+    pending: list[tuple[str, Card]] = []
+    decided: list[tuple[str, Card]] = []
+    broken: dict[str, str] = {}
+    for project in projects:
+        try:
+            store = Store(project)
+            ledger = store.load()
+            hot = ledger.cards
+            pending += [(project, c) for c in hot if c.status == "pending"]
+            decided += [(project, c) for c in hot if c.status != "pending"]
+        except StateError as exc:
+            broken[project] = exc.message
+    pending.sort(key=lambda pc: pc[1].created)
+    decided.sort(key=lambda pc: pc[1].decided_at or pc[1].created, reverse=True)
+    return CardsView(pending, decided[:RECENT], broken)
+
+
+@dataclass
+class BudgetView:
+    project: str
+    grants: list[GrantView]
+    rules: list[DenyRule]
+    error: str = ""
+
+
+def budgets(projects: list[str]) -> list[BudgetView]:
+    out = []
+    for project in projects:
+        store = Store(project)
+        try:
+            out.append(BudgetView(project, list_grants(store), list_rules(store)))
+        except StateError as exc:
+            out.append(BudgetView(project, [], [], exc.message))
+    return out
+
+
+@dataclass
+class Fresh(Generic[T]):
+    """The last value a slow source gave, refreshed in the background when a reader finds it older than
+    `every` seconds: a reader never waits for a cluster, and two readers start one refresh."""
+
+    fetch: Callable[[], T]
+    every: float = 5.0
+    clock: Callable[[], float] = time.monotonic
+    value: T | None = None
+    error: str = ""
+    at: float | None = None  # when the last refresh ended (clock)
+    wall: float | None = None  # the same, as wall time for the page
+    _busy: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self) -> tuple[T | None, str, float | None]:
+        """(value, error of the last refresh, its wall time); starts a refresh when due."""
+        with self._lock:
+            due = self.at is None or self.clock() - self.at >= self.every
+            if due and not self._busy:
+                self._busy = True
+                threading.Thread(target=self._refresh, daemon=True).start()
+            return self.value, self.error, self.wall
+
+    def _refresh(self) -> None:
+        value: T | None
+        try:
+            value, error = self.fetch(), ""
+        except RskError as exc:
+            value, error = self.value, exc.message
+        except Exception as exc:  # a bug in one refresh must not stop the page; the page shows it
+            value, error = self.value, f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.value, self.error, self.at, self.wall, self._busy = value, error, self.clock(), time.time(), False

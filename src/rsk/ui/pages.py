@@ -1,0 +1,545 @@
+"""The page's parts (pure): each takes what rsk.ui.feeds read and returns escaped HTML (rsk.ui.html). A card
+shows everything its plan binds, as `rsk approvals show` prints it; every string an agent wrote goes through
+`agent()` (inert, then escaped)."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from rsk.ops.board import BatchView, batches, duration
+from rsk.ui.html import Markup, agent, el, join
+
+if TYPE_CHECKING:  # names only: the parts are pure and stand low in the import tree
+    from rsk.ledger.grants import GrantView
+    from rsk.ledger.models import Card, DenyRule
+    from rsk.ops.gpus import GpuInventory
+    from rsk.ops.watcher import Snapshot
+    from rsk.ui.feeds import BudgetView, CardsView
+
+FOLD_FILES = 50  # a card's code files shown before a <details> folds the rest (every one is in the page)
+
+
+def _when(at: datetime | None) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC") if at else "-"
+
+
+def _argv(words: list[str]) -> Markup:
+    """An argv as its words, each in a box of its own: a space inside a word cannot pass for a split."""
+    if not words:
+        return el("span", {"class": "muted"}, "(none)")
+    return el("span", {"class": "argv"}, [el("code", {"class": "word"}, agent(w)) for w in words])
+
+
+def _row(label: str, *value: object) -> Markup:
+    return join([el("dt", {}, label), el("dd", {}, *value)])
+
+
+def card_facts(card: Card) -> Markup:
+    """Every fact the plan binds, in the order `rsk approvals show` prints them."""
+    p = card.plan
+    rows = [
+        _row("project", agent(str(card.request.get("project", "?")))),
+        _row("target", p.target, " (", agent(p.cluster), ", as ", agent(p.user), ")"),
+        _row(
+            "requested by",
+            agent(card.requester) if card.requester else "(nobody said)",
+            el("span", {"class": "muted"}, " the agent's own claim, unverified"),
+        ),
+        _row("requested at", _when(card.created), ", request id ", agent(card.request_id)),
+        _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
+    ]
+    graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
+    if graph:  # a workflow: its graph by levels, each level waiting for the ones above
+        from rsk.request.dag import levels
+
+        tiers = levels(graph)
+        rows[-1] = _row("kind", f"workflow, {p.jobs} tasks in {len(tiers)} levels (each waits for its needs)")
+        rows.append(
+            _row("levels", el("ol", {"class": "levels", "start": "0"}, [el("li", {}, _argv(keys)) for keys in tiers]))
+        )
+    if p.kind == "argv":
+        rows.append(_row("command", _argv(p.argv)))
+    rows.append(_row("workdir", el("code", {}, agent(p.workdir))))
+    if p.code:
+        rows.append(_row("code", "snapshot ", el("code", {}, p.code), " (the job runs a copy checked against it)"))
+    if p.code_files:
+        shown = [el("li", {}, el("code", {}, agent(f))) for f in p.code_files]
+        more = p.code_count - len(p.code_files)
+        files = el("ul", {"class": "files"}, shown[:FOLD_FILES])
+        if len(shown) > FOLD_FILES:
+            files = join(
+                [
+                    files,
+                    el(
+                        "details",
+                        {},
+                        el("summary", {}, f"{len(shown) - FOLD_FILES} more listed"),
+                        el("ul", {"class": "files"}, shown[FOLD_FILES:]),
+                    ),
+                ]
+            )
+        rows.append(
+            _row(
+                "code files",
+                f"{p.code_count} files, {p.code_bytes} bytes",
+                files,
+                el("p", {"class": "muted"}, f"... and {more} more") if more > 0 else None,
+            )
+        )
+    rows += [
+        _row("PATH", el("code", {}, agent(p.path))),
+        _row(
+            "partition",
+            agent(p.partition),
+            [" account ", agent(p.account)] if p.account else None,
+            [" qos ", agent(p.qos)] if p.qos else None,
+        ),
+        _row(
+            "per job",
+            f"{p.nodes} node(s), {p.cpus} CPU/node, {p.mem_mb} MB/node, GPUs {p.gpus}/node x "
+            f"{p.nodes} node(s) = {p.gpus * p.nodes}, limit {p.time_min} min",
+        ),
+        _row(
+            "worst case",
+            el("strong", {}, f"{p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h"),
+            f" for {p.jobs} jobs (a batch; 'per job' is its largest task)" if p.jobs > 1 else None,
+        ),
+        _row(
+            "env",
+            el("ul", {"class": "env"}, [el("li", {}, el("code", {}, agent(e))) for e in p.env]) if p.env else "(none)",
+        ),
+    ]
+    if p.kind == "script" and p.script is not None:
+        lines = p.script.split("\n")
+        rows.append(
+            _row(
+                "script",
+                f"{len(lines)} line(s)",
+                [", arguments ", _argv(p.argv)] if p.argv else None,
+                el("pre", {"class": "script"}, Markup("\n".join(agent(line) for line in lines))),
+            )
+        )
+    if p.tasks:
+        heads = ("task", "resources", "command", "env", *(("needs",) if graph else ()))
+        head = el("tr", {}, [el("th", {}, h) for h in heads])
+        body = [
+            el(
+                "tr",
+                {},
+                el("td", {}, el("code", {}, agent(t.key))),
+                el("td", {}, f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"),
+                el("td", {}, _argv(t.argv)),
+                el("td", {}, [el("div", {}, el("code", {}, agent(e))) for e in t.env]),
+                el(
+                    "td",
+                    {},
+                    [
+                        el(
+                            "div",
+                            {},
+                            el("code", {}, agent(n.rpartition(":")[0])),
+                            " (ended)" if n.endswith(":any") else None,
+                        )
+                        for n in t.needs
+                    ],
+                )
+                if graph
+                else None,
+            )
+            for t in p.tasks
+        ]
+        rows.append(
+            _row(
+                "tasks", f"{len(p.tasks)}", el("div", {"class": "scroll"}, el("table", {"class": "tasks"}, head, body))
+            )
+        )
+    rows += [
+        _row("start (est.)", agent(p.estimate_start)),
+        _row("policy", p.policy_verdict, [": ", agent("; ".join(p.policy_reasons))] if p.policy_reasons else None),
+        _row(
+            "closest grant",
+            card.closest_grant or "(none)",
+            [": ", agent("; ".join(card.closest_why))] if card.closest_why else None,
+        ),
+        _row("cluster side", "root ", el("code", {}, agent(p.root)), ", host key ", el("code", {}, agent(p.hostkey))),
+        _row("plan hash", el("code", {"class": "hash"}, card.plan_hash)),
+    ]
+    if card.status != "pending":
+        rows.append(
+            _row(
+                "decided",
+                f"{card.status} by ",
+                agent(card.decided_by or ""),
+                f" at {_when(card.decided_at)}",
+                [": ", agent(card.reason)] if card.reason else None,
+            )
+        )
+    return el("dl", {"class": "facts"}, rows)
+
+
+def _hidden(csrf: str, project: str, card: Card) -> Markup:
+    return join(
+        [
+            el("input", {"type": "hidden", "name": "csrf", "value": csrf}),
+            el("input", {"type": "hidden", "name": "project", "value": project}),
+            el("input", {"type": "hidden", "name": "plan_hash", "value": card.plan_hash}),
+        ]
+    )
+
+
+def card_acts(project: str, card: Card, csrf: str) -> Markup:
+    """Approve (uses, expiry, a note) and Deny (a reason), each a plain form bound to the plan hash shown."""
+    approve = el(
+        "form",
+        {"method": "post", "action": f"/cards/{card.id}/approve", "class": "act approve"},
+        _hidden(csrf, project, card),
+        el(
+            "label",
+            {},
+            "uses ",
+            el("input", {"type": "number", "name": "uses", "value": "1", "min": "1", "max": "1000", "required": True}),
+        ),
+        el(
+            "label",
+            {},
+            "expires ",
+            el(
+                "input",
+                {"type": "text", "name": "expires", "placeholder": "8h, 7d or never", "size": "10", "maxlength": "40"},
+            ),
+        ),
+        el("label", {"class": "grow"}, "note ", el("input", {"type": "text", "name": "note", "maxlength": "500"})),
+        el("button", {"type": "submit", "class": "approve"}, "Approve"),
+    )
+    deny = el(
+        "form",
+        {"method": "post", "action": f"/cards/{card.id}/deny", "class": "act deny"},
+        _hidden(csrf, project, card),
+        el(
+            "label",
+            {"class": "grow"},
+            "reason ",
+            el(
+                "input",
+                {
+                    "type": "text",
+                    "name": "reason",
+                    "required": True,
+                    "maxlength": "1000",
+                    "placeholder": "the agent is told this",
+                },
+            ),
+        ),
+        el("button", {"type": "submit", "class": "deny"}, "Deny"),
+    )
+    return el("div", {"class": "acts"}, approve, deny)
+
+
+def card_block(project: str, card: Card, csrf: str | None) -> Markup:
+    p = card.plan
+    title = el(
+        "h3",
+        {},
+        el("code", {}, card.id),
+        " ",
+        el("span", {"class": f"badge {card.status}"}, card.status),
+        el("span", {"class": "cost"}, f" {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h at worst"),
+    )
+    acts = card_acts(project, card, csrf) if csrf is not None and card.status == "pending" else None
+    return el(
+        "article",
+        {"class": f"card {card.status}", "id": f"card-{card.id}", "data-plan-hash": card.plan_hash},
+        title,
+        card_facts(card),
+        acts,
+    )
+
+
+def cards_section(view: CardsView, csrf: str | None) -> Markup:
+    """Pending first (the oldest on top), then recent decisions; csrf None: read-only, no forms."""
+    parts: list[object] = [el("h2", {}, f"Waiting for you ({len(view.pending)})")]
+    parts += [card_block(pr, c, csrf) for pr, c in view.pending] or [el("p", {"class": "empty"}, "No card waits.")]
+    if view.decided:
+        parts.append(el("h2", {}, "Recent decisions"))
+        parts += [
+            el(
+                "details",
+                {"class": "decided", "id": f"d-{c.id}"},
+                el(
+                    "summary",
+                    {},
+                    el("code", {}, c.id),
+                    " ",
+                    el("span", {"class": f"badge {c.status}"}, c.status),
+                    " by ",
+                    agent(c.decided_by or ""),
+                    f" at {_when(c.decided_at)}",
+                    [": ", agent(c.reason)] if c.reason else None,
+                ),
+                card_block(pr, c, None),
+            )
+            for pr, c in view.decided
+        ]
+    for project, why in view.broken.items():
+        parts.append(el("p", {"class": "error"}, f"project {project}: ", why))
+    return join(parts)
+
+
+def _bar(spent: float, reserved: float, budget: float | None) -> Markup:
+    """A budget as a bar: spent, reserved, left; the numbers beside it."""
+    if budget is None or budget <= 0:
+        return el("span", {"class": "muted"}, "no budget (unlimited)")
+    s = min(spent / budget, 1.0) * 100
+    r = min(reserved / budget, 1.0 - s / 100) * 100
+    return el(
+        "div",
+        {"class": "bar", "role": "img", "aria-label": f"{spent:g} spent, {reserved:g} reserved of {budget:g}"},
+        el("span", {"class": f"spent w{round(s)}"}),
+        el("span", {"class": f"reserved w{round(r)}"}),
+    )
+
+
+def _budget_row(label: str, spent: float, reserved: float, left: float | None, budget: float | None) -> Markup:
+    def fmt(v: float) -> str:
+        return f"{v:.2f}" if isinstance(spent, float) else str(v)
+
+    return el(
+        "tr",
+        {},
+        el("th", {}, label),
+        el("td", {}, fmt(spent)),
+        el("td", {}, fmt(reserved)),
+        el("td", {}, "unlimited" if left is None else fmt(left)),
+        el("td", {"class": "barcell"}, _bar(float(spent), float(reserved), None if budget is None else float(budget))),
+    )
+
+
+def grant_block(v: GrantView) -> Markup:
+    g = v.grant
+    scope = ", ".join(
+        s
+        for s in (
+            f"targets {','.join(g.targets)}" if g.targets else "any target",
+            f"partitions {','.join(g.partitions)}" if g.partitions else "",
+            f"accounts {','.join(g.accounts)}" if g.accounts else "",
+            f"qos {','.join(g.qos)}" if g.qos else "",
+        )
+        if s
+    )
+    ceilings = (
+        ", ".join(
+            f"{label} {value}"
+            for label, value in (
+                ("GPUs", g.max_gpus),
+                ("CPUs", g.max_cpus),
+                ("MB/node", g.max_mem_mb),
+                ("nodes", g.max_nodes),
+                ("min", g.max_time_min),
+            )
+            if value is not None
+        )
+        or "none"
+    )
+    table = el(
+        "table",
+        {"class": "budget"},
+        el("tr", {}, [el("th", {}, h) for h in ("", "spent", "reserved", "left", "")]),
+        _budget_row("jobs", v.jobs_spent, v.jobs_reserved, v.jobs_left, g.jobs),
+        _budget_row("GPU-hours", v.gpu_hours_spent, v.gpu_hours_reserved, v.gpu_hours_left, g.gpu_hours),
+        _budget_row("CPU-hours", v.cpu_hours_spent, v.cpu_hours_reserved, v.cpu_hours_left, g.cpu_hours),
+    )
+    return el(
+        "article",
+        {"class": "grant", "id": f"grant-{g.id}"},
+        el("h3", {}, el("code", {}, g.id), " ", el("span", {"class": f"badge {v.status}"}, v.status), " ", scope),
+        el("div", {"class": "scroll"}, table),
+        el(
+            "p",
+            {},
+            f"per-job ceilings: {ceilings}; at most {g.max_active or 'unlimited'} active; expires ",
+            _when(g.expires) if g.expires else "never",
+            [". note: ", g.note] if g.note else None,
+        ),
+        el("p", {"class": "muted"}, v.note) if v.note else None,
+    )
+
+
+def _rule(r: DenyRule) -> Markup:
+    conds = {k: v for k, v in r.model_dump(exclude={"id", "reason", "created"}).items() if v is not None}
+    return el(
+        "li",
+        {},
+        el("code", {}, r.id),
+        " ",
+        ", ".join(f"{k}={v}" for k, v in conds.items()) or "everything",
+        ": ",
+        r.reason,
+    )
+
+
+def budgets_section(views: list[BudgetView]) -> Markup:
+    parts: list[object] = []
+    for b in views:
+        parts.append(el("h2", {}, f"Project {b.project}"))
+        if b.error:
+            parts.append(el("p", {"class": "error"}, b.error))
+        parts += [grant_block(v) for v in b.grants] or [el("p", {"class": "empty"}, "No grants.")]
+        parts.append(el("h3", {}, "Deny rules"))
+        parts.append(
+            el("ul", {"class": "rules"}, [_rule(r) for r in b.rules])
+            if b.rules
+            else el("p", {"class": "empty"}, "No deny rules.")
+        )
+    return join(parts) if parts else el("p", {"class": "empty"}, "No project has a ledger here yet.")
+
+
+DONE = ("succeeded", "failed", "cancelled", "timed-out", "lost")
+
+
+def _batch(project: str, view: BatchView) -> Markup:
+    total = len(view.jobs)
+    done = sum(view.counts.get(s, 0) for s in DONE)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(view.counts.items()))
+    rows = [
+        el(
+            "tr",
+            {"class": j.state},
+            el("td", {}, agent(j.task or (j.request_id if j.lease else ""))),
+            el("td", {}, el("code", {}, agent(j.job_id))),
+            el("td", {}, el("span", {"class": f"badge {j.state}"}, j.state + (" UNDECIDED" if j.undecided else ""))),
+            el("td", {}, f"{duration(j.elapsed_s)}/{duration(j.limit_s)}"),
+            el("td", {}, agent(j.where)),
+            el(
+                "td",
+                {},
+                "" if j.exit_code is None else str(j.exit_code),
+                [" (", agent(j.signal), ")"] if j.signal else None,
+            ),
+        )
+        for j in view.jobs
+    ]
+    pct = round(100 * done / total) if total else 0
+    key = hashlib.sha256(f"{project}\0{view.target}\0{view.request_id}".encode()).hexdigest()[:12]
+    return el(
+        "details",
+        {"class": "batch", "id": f"b-{key}", "open": total <= 10},
+        el(
+            "summary",
+            {},
+            el("code", {}, agent(view.request_id)),
+            f" {project} on {view.target}: {total} job(s), ",
+            counts,
+            el(
+                "span",
+                {"class": "bar small", "role": "img", "aria-label": f"{done} of {total} ended"},
+                el("span", {"class": f"spent w{pct}"}),
+            ),
+            f" {view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved",
+        ),
+        el(
+            "div",
+            {"class": "scroll"},
+            el(
+                "table",
+                {"class": "jobs"},
+                el(
+                    "tr",
+                    {},
+                    [el("th", {}, h) for h in ("task", "job", "state", "elapsed/limit", "node/reason", "exit")],
+                ),
+                rows,
+            ),
+        ),
+    )
+
+
+def board_section(snaps: list[tuple[str, Snapshot]] | None, error: str, wall: float | None) -> Markup:
+    if snaps is None:
+        return el("p", {"class": "muted"}, error or "Asking the clusters...")
+    parts: list[object] = [
+        el(
+            "p",
+            {"class": "muted stamp"},
+            f"as of {time.strftime('%H:%M:%S', time.localtime(wall))}" if wall else "",
+            [" (", error, ")"] if error else None,
+        )
+    ]
+    counts: dict[str, int] = {}
+    views: list[tuple[str, BatchView]] = []
+    for project, snap in snaps:
+        for st in snap.statuses:
+            for s, n in st.counts.items():
+                counts[s] = counts.get(s, 0) + n
+            parts += [el("p", {"class": "error"}, f"{st.target}: WARNING: ", agent(w)) for w in st.warnings]
+            if st.slurm == "down":
+                parts.append(el("p", {"class": "warn"}, f"{st.target}: Slurm controller not answering"))
+        parts += [el("p", {"class": "warn"}, f"{t}: STALE: ", why) for t, why in snap.stale.items()]
+        views += [(project, v) for v in batches(snap.statuses)]
+    parts.insert(
+        1,
+        el(
+            "p",
+            {"class": "counts"},
+            [el("span", {"class": f"badge {s}"}, f"{n} {s}") for s, n in sorted(counts.items())],
+        ),
+    )
+    parts += [_batch(pr, v) for pr, v in reversed(views)] or [el("p", {"class": "empty"}, "No rsk jobs yet.")]
+    return join(parts)
+
+
+def gpus_section(invs: list[GpuInventory] | None, error: str) -> Markup:
+    if invs is None:
+        return el("p", {"class": "muted"}, error or "Asking the clusters...")
+    parts: list[object] = [el("p", {"class": "error"}, error) if error else None]
+    for inv in invs:
+        parts.append(
+            el(
+                "h2",
+                {},
+                f"{inv.target}: {inv.free} of {inv.total} GPUs free",
+                el("span", {"class": "muted"}, f" at {inv.at}"),
+            )
+        )
+        for node in inv.nodes:
+            cells = []
+            for g in node.gpus:
+                who = (
+                    f"job {g.job_id}, project {g.project}, request {g.request_id}"
+                    if g.project
+                    else f"job {g.job_id} ({g.job_name})"
+                    if g.job_id
+                    else g.state
+                )
+                cells.append(
+                    el(
+                        "div",
+                        {"class": f"gpu {g.state}", "title": who},
+                        el("b", {}, f"{g.index}"),
+                        el("span", {}, agent(g.type or "")),
+                        el("small", {}, agent(who) if g.state == "held" else g.state),
+                    )
+                )
+            parts.append(
+                el(
+                    "section",
+                    {"class": "node"},
+                    el(
+                        "h3",
+                        {},
+                        agent(node.name),
+                        el(
+                            "span",
+                            {"class": "muted"},
+                            " ",
+                            agent(node.state),
+                            f", {node.free}/{node.total} free, ",
+                            agent(",".join(node.partitions)),
+                        ),
+                    ),
+                    el("div", {"class": "gpus"}, cells),
+                )
+            )
+    return join(parts) if any(parts) else el("p", {"class": "empty"}, "No targets.")

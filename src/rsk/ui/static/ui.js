@@ -1,0 +1,89 @@
+// rsk ui: refreshes the page's live part (#live) from the server, at most every data-every ms and never
+// while the tab is hidden or while the human is filling in a form. The server renders and escapes every
+// part; this script only swaps what it sent. No inline script exists on the page (its CSP forbids it).
+"use strict";
+(function () {
+  var live = document.getElementById("live");
+  if (!live) {
+    return;
+  }
+  var every = Math.max(2000, Number(live.getAttribute("data-every")) || 2000);
+  var src = live.getAttribute("data-src");
+  var digest = live.getAttribute("data-digest") || "";
+  var timer = null;
+
+  function typing() {
+    var active = document.activeElement;
+    if (active && live.contains(active) && /^(INPUT|TEXTAREA|SELECT|BUTTON)$/.test(active.tagName)) {
+      return true;
+    }
+    var fields = live.querySelectorAll("input[type=text], input[type=number]");
+    for (var i = 0; i < fields.length; i++) {
+      if (fields[i].value !== fields[i].defaultValue) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function openDetails() {
+    var open = {};
+    var all = live.querySelectorAll("details[id]");
+    for (var i = 0; i < all.length; i++) {
+      open[all[i].id] = all[i].open;
+    }
+    return open;
+  }
+
+  function restore(open) {
+    var all = live.querySelectorAll("details[id]");
+    for (var i = 0; i < all.length; i++) {
+      if (Object.prototype.hasOwnProperty.call(open, all[i].id)) {
+        all[i].open = open[all[i].id];
+      }
+    }
+  }
+
+  function schedule() {
+    clearTimeout(timer);
+    timer = document.hidden ? null : setTimeout(tick, every);
+  }
+
+  function tick() {
+    if (document.hidden || typing()) {
+      schedule();
+      return;
+    }
+    fetch(src, { credentials: "same-origin", cache: "no-store" })
+      .then(function (r) {
+        if (r.status === 403) {
+          document.body.classList.add("signed-out");
+          return null;
+        }
+        var next = r.headers.get("x-rsk-digest") || "";
+        if (!r.ok || next === digest) {
+          return null;
+        }
+        return r.text().then(function (html) {
+          if (typing()) {
+            return;
+          }
+          var open = openDetails();
+          live.innerHTML = html;
+          restore(open);
+          digest = next;
+        });
+      })
+      .catch(function () {})
+      .then(schedule);
+  }
+
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden) {
+      tick();
+    } else {
+      clearTimeout(timer);
+    }
+  });
+  schedule();
+})();

@@ -1,0 +1,131 @@
+"""rsk ui in Chromium: approving in the page changes the ledger; agent text with <script> and onerror shows
+as text and nothing runs, also when it arrives by the live refresh; a form without its CSRF token, a post
+from another origin (another port of 127.0.0.1, which a browser calls the same site) and a foreign Host are
+refused; the cards read at 1280x800 and at 390x844. Screenshots go to $RSK_UI_SHOTS (/tmp/rsk-ui-shots)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rsk.ledger.store import Store
+from tests.browser.conftest import Served
+from tests.ui_cards import XSS, file_card
+
+pytestmark = pytest.mark.browser
+
+
+def test_approving_in_the_page_changes_the_ledger(served: Served, project: str) -> None:
+    page = served.page
+    page.goto(f"{served.base}/")
+    assert page.get_by_text("No card waits.").is_visible()
+    card = file_card(project, "c-a11ce0000001", argv=["python", "train.py", "--epochs", "3"])
+    article = page.locator(f"#card-{card.id}")
+    article.wait_for(timeout=6000)  # filed while the page was open: it appears without a reload
+    served.shot("cards-pending")
+    article.locator("input[name=uses]").fill("3")
+    article.locator("input[name=note]").fill("looks fine")
+    article.get_by_role("button", name="Approve").click()
+    page.locator(".notice").wait_for()
+    assert f"Approved card {card.id}" in page.locator(".notice").inner_text()
+    ledger = Store(project).load()
+    assert ledger.cards[0].status == "approved"
+    assert [(a.uses_left, a.note, a.plan_hash) for a in ledger.approvals] == [(3, "looks fine", card.plan_hash)]
+    assert "via ui" in (ledger.approvals[0].decided_by or "")
+    served.shot("cards-approved")
+
+
+def test_denying_in_the_page_tells_the_reason(served: Served, project: str) -> None:
+    card = file_card(project, "c-de0000000001")
+    page = served.page
+    page.goto(f"{served.base}/")
+    article = page.locator(f"#card-{card.id}")
+    article.locator("input[name=reason]").fill("use the cpu partition")
+    article.get_by_role("button", name="Deny").click()
+    page.locator(".notice").wait_for()
+    c = Store(project).load().cards[0]
+    assert (c.status, c.reason) == ("denied", "use the cpu partition")
+
+
+def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str) -> None:
+    page = served.page
+    ran: list[str] = []
+    page.on("dialog", lambda d: (ran.append(d.message), d.dismiss()))
+    page.goto(f"{served.base}/")
+    title = page.title()
+    # one card on the first load, one arriving through the live refresh (innerHTML)
+    file_card(project, "c-0000000000a1", argv=["sh", "-c", XSS], requester="<img src=x onerror=alert(1)>")
+    page.reload()
+    file_card(project, "c-0000000000a2", argv=["sh", "-c", XSS], env=["X=</script><script>alert(2)</script>"],
+              script='echo "<img src=x onerror=alert(3)>"')  # fmt: skip
+    page.locator("#card-c-0000000000a2").wait_for(timeout=6000)
+    page.wait_for_timeout(300)
+    assert page.title() == title and ran == []
+    assert page.locator("#card-c-0000000000a1 img, #card-c-0000000000a2 img, main script").count() == 0
+    text = page.locator("#card-c-0000000000a2").inner_text()
+    assert "<script>document.title" in text and "<img src=x onerror=" in text and "</script><script>alert(2)" in text
+    assert "<img src=x onerror=alert(1)>" in page.locator("#card-c-0000000000a1").inner_text()
+    served.shot("cards-agent-html-inert")
+
+
+def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused(
+    served: Served, project: str, other_site: tuple[str, Path]
+) -> None:
+    card = file_card(project, "c-c5af00000001")
+    page = served.page
+    page.goto(f"{served.base}/")
+    # the page's own form with its token taken out
+    page.locator(f"#card-{card.id} form.approve input[name=csrf]").evaluate("e => e.remove()")
+    with page.expect_response(f"**/cards/{card.id}/approve") as answer:
+        page.locator(f"#card-{card.id}").get_by_role("button", name="Approve").click()
+    assert answer.value.status == 403
+    assert "CSRF" in page.content()
+    # another page on 127.0.0.1 (another port: the cookie goes along, SameSite counts no ports) posts the form,
+    # even with the right token (as if it had leaked): its Origin is refused
+    csrf = served.page.context.request.get(f"{served.base}/").text().split('name="csrf" value="')[1].split('"')[0]
+    other, root = other_site
+    (root / "attack.html").write_text(
+        f'<form method="post" action="{served.base}/cards/{card.id}/approve">'
+        f'<input name="csrf" value="{csrf}"><input name="project" value="{project}">'
+        f'<input name="plan_hash" value="{card.plan_hash}"><button>go</button></form>'
+    )
+    page.goto(f"{other}/attack.html")
+    with page.expect_response(f"**/cards/{card.id}/approve") as answer:
+        page.get_by_role("button", name="go").click()
+    assert answer.value.status == 403
+    # a name that resolves to 127.0.0.1 (DNS rebinding): the page refuses its Host
+    assert page.goto(f"http://evil.test:{served.port}/").status == 421
+    assert Store(project).load().cards[0].status == "pending" and Store(project).load().approvals == []
+
+
+def test_the_cards_read_on_a_laptop_and_a_phone(served: Served, project: str) -> None:
+    from rsk.ledger.models import CardTask
+
+    argv = ["python", "train.py", "--config", "configs/" + "x" * 60]
+    tasks = [CardTask(key=f"seed-{i}", argv=[*argv, f"--seed={i}"], env=[f"SEED={i}"], nodes=1, cpus=2, mem_mb=1000,
+                      gpus=1, time_min=30) for i in range(4)]  # fmt: skip
+    card = file_card(project, "c-b0a4d0000001", argv=["python", "train.py"], tasks=tasks,
+                     env=["WANDB_MODE=offline", "LONG=" + "y" * 200])  # fmt: skip
+    page = served.page
+    for name, size in (("laptop", {"width": 1280, "height": 800}), ("phone", {"width": 390, "height": 844})):
+        page.set_viewport_size(size)
+        page.goto(f"{served.base}/")
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= size["width"], f"{name}: the page scrolls sideways ({wide} px)"
+        button = page.locator(f"#card-{card.id}").get_by_role("button", name="Approve")
+        button.scroll_into_view_if_needed()
+        box = button.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= size["width"]
+        assert box["height"] >= 32  # a finger can hit it
+        served.shot(f"cards-{name}")
+    from rsk.ledger.grants import add_grant, add_rule
+    from rsk.ledger.models import DenyRule, Grant
+
+    add_grant(Store(project), Grant(targets=["lab"], gpu_hours=10, jobs=20, max_gpus=4, note="the seed sweep"))
+    add_rule(Store(project), DenyRule(reason="no rm -rf", command="*rm -rf*"), "me")
+    page.set_viewport_size({"width": 1280, "height": 800})
+    for path in ("budgets", "board", "gpus"):
+        page.goto(f"{served.base}/{path}")
+        assert page.locator("h1").inner_text().lower() == path
+        served.shot(path)

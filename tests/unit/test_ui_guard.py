@@ -1,0 +1,195 @@
+"""The page's guards over HTTP, in process (Starlette's TestClient): the launch token spent once, the session
+cookie, the exact Host, a POST's Origin and CSRF token, the plan hash the page showed, and every answer's
+security headers. The browser's side is tests/browser/test_ui_browser.py."""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from rsk.ledger.store import Store
+from rsk.ui.guard import COOKIE, Guard, peer_uid
+from rsk.ui.server import Config, Ui, launch_file, write_launch_file
+from tests.ui_cards import XSS, file_card
+
+PORT = 48123
+BASE = f"http://127.0.0.1:{PORT}"
+ORIGIN = {"origin": BASE}
+
+
+def _page(read_only: bool = False) -> tuple[Ui, TestClient]:
+    ui = Ui(Guard(port=PORT), Config(targets=[], read_only=read_only, uid=None))
+    return ui, TestClient(ui.app(), base_url=BASE, follow_redirects=False)
+
+
+def _signed_in(read_only: bool = False) -> tuple[Ui, TestClient]:
+    ui, client = _page(read_only)
+    r = client.get(f"/launch?token={ui.guard.token}")
+    assert r.status_code == 303 and r.headers["location"] == "/"
+    return ui, client
+
+
+def _csrf(client: TestClient) -> str:
+    m = re.search(r'name="csrf" value="([^"]+)"', client.get("/").text)
+    assert m, "no form on the page"
+    return m.group(1)
+
+
+def test_the_launch_token_signs_in_once_with_a_strict_httponly_cookie(project: str) -> None:
+    ui, client = _page()
+    write_launch_file(ui.guard)
+    assert launch_file(PORT).stat().st_mode & 0o777 == 0o600
+    assert launch_file(PORT).parent.stat().st_mode & 0o777 == 0o700
+    assert client.get("/").status_code == 403  # no cookie yet
+    r = client.get(f"/launch?token={ui.guard.token}")
+    assert r.status_code == 303
+    cookie = r.headers["set-cookie"].lower()
+    assert cookie.startswith(f"{COOKIE}=") and "httponly" in cookie and "samesite=strict" in cookie
+    assert "path=/" in cookie and "max-age" not in cookie and "expires" not in cookie  # gone with the browser
+    assert not launch_file(PORT).exists()  # spent: the file that held it is removed
+    assert client.get("/").status_code == 200
+    # the same token again, from another client (an agent that read it late): refused, says what it means
+    other = TestClient(ui.app(), base_url=BASE, follow_redirects=False)
+    r = other.get(f"/launch?token={ui.guard.token}")
+    assert r.status_code == 403 and "someone else did" in r.text
+    assert COOKIE not in r.headers.get("set-cookie", "")
+    assert other.get("/").status_code == 403
+    # a wrong token and a forged cookie are refused too
+    assert _page()[1].get("/launch?token=nope").status_code == 403
+    forged = TestClient(ui.app(), base_url=BASE, cookies={COOKIE: "guess"})
+    assert forged.get("/").status_code == 403
+
+
+def test_a_foreign_host_is_421_even_another_port_of_127_0_0_1(project: str) -> None:
+    ui, client = _signed_in()
+    for host in ("127.0.0.1", f"127.0.0.1:{PORT + 1}", f"evil.example:{PORT}", "attacker.test", f"0.0.0.0:{PORT}"):
+        assert client.get("/", headers={"host": host}).status_code == 421, host
+        assert client.get(f"/launch?token={ui.guard.token}", headers={"host": host}).status_code == 421
+    assert client.get("/", headers={"host": f"localhost:{PORT}"}).status_code == 200
+
+
+def test_every_answer_forbids_framing_and_inline_script(project: str) -> None:
+    _, client = _signed_in()
+    for path in ("/", "/budgets", "/static/ui.css", "/nope"):
+        r = client.get(path)
+        csp = r.headers["content-security-policy"]
+        assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
+        assert r.headers["x-frame-options"] == "DENY" and r.headers["x-content-type-options"] == "nosniff"
+    assert client.get("/", headers={"host": "x"}).headers["x-frame-options"] == "DENY"  # refusals too
+    assert "<script>" not in client.get("/").text.replace('<script src="/static/ui.js', "")
+
+
+def test_approve_needs_the_origin_and_the_csrf_token_and_no_get_acts(project: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    token = _csrf(client)
+    form = {"csrf": token, "project": project, "plan_hash": card.plan_hash, "uses": "2", "expires": "8h"}
+    url = f"/cards/{card.id}/approve"
+    assert client.get(url).status_code == 405  # no GET changes anything
+    assert client.post(url, data=form).status_code == 403  # no Origin (a request not made by a browser page)
+    assert client.post(url, data=form, headers={"origin": "http://evil.example"}).status_code == 403
+    assert client.post(url, data=form, headers={"origin": f"http://127.0.0.1:{PORT + 1}"}).status_code == 403
+    assert client.post(url, data=form, headers={**ORIGIN, "sec-fetch-site": "same-site"}).status_code == 403
+    assert client.post(url, data={**form, "csrf": "x"}, headers=ORIGIN).status_code == 403
+    assert client.post(url, data={k: v for k, v in form.items() if k != "csrf"}, headers=ORIGIN).status_code == 403
+    assert client.put(url, data=form, headers=ORIGIN).status_code == 405
+    assert Store(project).load().cards[0].status == "pending" and Store(project).load().approvals == []
+    r = client.post(url, data=form, headers=ORIGIN)
+    assert r.status_code == 303 and r.headers["location"].startswith(f"/?done=approved&card={card.id}")
+    ledger = Store(project).load()
+    assert ledger.cards[0].status == "approved" and ledger.approvals[0].uses_left == 2
+    assert ledger.approvals[0].expires is not None
+    entry = Store(project).read_audit()[-1]
+    assert entry.event == "approve" and "(via ui, session " in entry.by and entry.plan_hash == card.plan_hash
+    assert client.post(url, data=form, headers=ORIGIN).status_code == 400  # already approved: said, not done twice
+    assert len(Store(project).load().approvals) == 1
+
+
+def test_a_card_whose_plan_changed_is_refused_409(project: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    token = _csrf(client)
+    with Store(project).transaction() as ledger:  # the card now binds another plan than the page showed
+        ledger.cards[0].plan_hash = "e" * 64
+    for verb, extra in (("approve", {}), ("deny", {"reason": "no"})):
+        r = client.post(f"/cards/{card.id}/{verb}", headers=ORIGIN,
+                        data={"csrf": token, "project": project, "plan_hash": card.plan_hash, **extra})  # fmt: skip
+        assert r.status_code == 409, r.text
+    ledger = Store(project).load()
+    assert ledger.cards[0].status == "pending" and ledger.approvals == []
+
+
+def test_deny_needs_a_reason_and_tells_it(project: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash}
+    assert client.post(f"/cards/{card.id}/deny", data={**form, "reason": "  "}, headers=ORIGIN).status_code == 400
+    r = client.post(f"/cards/{card.id}/deny", data={**form, "reason": "use the cpu partition"}, headers=ORIGIN)
+    assert r.status_code == 303
+    c = Store(project).load().cards[0]
+    assert c.status == "denied" and c.reason == "use the cpu partition" and "via ui" in (c.decided_by or "")
+
+
+def test_read_only_shows_cards_and_offers_no_acts(project: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in(read_only=True)
+    page = client.get("/").text
+    assert card.id in page and "<form" not in page and "Read-only" in page
+    r = client.post(f"/cards/{card.id}/approve", headers=ORIGIN,
+                    data={"csrf": "x", "project": project, "plan_hash": card.plan_hash})  # fmt: skip
+    assert r.status_code == 403
+    assert Store(project).load().cards[0].status == "pending"
+
+
+def test_agent_text_is_escaped_and_made_inert(project: str) -> None:
+    file_card(project, argv=["sh", "-c", XSS], requester="</script><b>boss</b>", env=["A=\u202eevil"],
+              script="echo <b>\n</script>")  # fmt: skip
+    _, client = _signed_in()
+    page = client.get("/").text
+    assert "<script>document" not in page and "<img" not in page and "<b>" not in page
+    assert "&lt;script&gt;document.title" in page and "&lt;img src=x onerror=" in page
+    assert "\u202e" not in page and "\\u202e" in page  # a bidi override shows as an escape
+    assert "&lt;/script&gt;&lt;b&gt;boss" in page
+
+
+def test_the_live_part_and_its_digest(project: str) -> None:
+    _, client = _signed_in()
+    first = client.get("/?part=1")
+    assert first.status_code == 200 and "<html" not in first.text and "No card waits" in first.text
+    file_card(project)
+    second = client.get("/?part=1")
+    assert second.headers["x-rsk-digest"] != first.headers["x-rsk-digest"] and "c-0123456789ab" in second.text
+
+
+def test_peer_uid_names_the_user_of_the_other_end(tmp_path: Path) -> None:
+    import os
+
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    conn, addr = server.accept()
+    try:
+        assert peer_uid(addr, server.getsockname()) == os.getuid()
+        assert peer_uid(("127.0.0.1", 1), server.getsockname()) == -1  # no such connection: refused as a stranger
+        assert peer_uid(addr, server.getsockname(), proc=tmp_path) is None  # no /proc/net: not Linux
+    finally:
+        for s in (conn, client, server):
+            s.close()
+
+
+def test_the_gate_refuses_another_users_connection(project: str) -> None:
+    ui = Ui(Guard(port=PORT), Config(targets=[], uid=4242424))  # the page's user is someone else
+    client = TestClient(ui.app(), base_url=BASE)
+    assert client.get("/static/ui.css").status_code == 403
+
+
+@pytest.mark.parametrize("verb", ["approve", "deny", "withdraw"])
+def test_only_approve_and_deny_are_acts(project: str, verb: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "reason": "x"}
+    r = client.post(f"/cards/{card.id}/{verb}", data=form, headers=ORIGIN)
+    assert r.status_code == (404 if verb == "withdraw" else 303)

@@ -1,0 +1,47 @@
+"""The page's parts are pure: text is escaped where it enters (rsk.ui.html), agent text made inert too, and a
+workflow card shows its graph by levels."""
+
+from __future__ import annotations
+
+from rsk.ledger.models import CardTask
+from rsk.ui import pages
+from rsk.ui.feeds import cards
+from rsk.ui.html import Markup, agent, el, esc
+from tests.ui_cards import file_card
+
+
+def test_every_string_is_text_and_only_built_markup_passes() -> None:
+    assert (
+        el("p", {"title": '"><script>'}, "<b>x</b>") == '<p title="&quot;&gt;&lt;script&gt;">&lt;b&gt;x&lt;/b&gt;</p>'
+    )
+    assert el("p", {}, el("b", {}, "x")) == "<p><b>x</b></p>"
+    assert esc(Markup("<i>")) == "<i>" and esc("<i>") == "&lt;i&gt;"
+    assert el("input", {"required": True, "disabled": False, "value": None}) == "<input required>"
+    assert agent("a\u202eb\nc<") == "a\\u202eb\\nc&lt;"  # inert (visible escapes), then escaped
+
+
+def test_a_workflow_card_shows_its_levels_and_each_tasks_needs(project: str) -> None:
+    def task(key: str, needs: list[str]) -> CardTask:
+        return CardTask(key=key, argv=["run", key], env=[], nodes=1, cpus=1, mem_mb=1, gpus=0, time_min=1, needs=needs)
+
+    file_card(project, tasks=[task("prep", []), task("train", ["prep:ok"]), task("report", ["train:any"])])
+    view = cards([project])
+    html = pages.cards_section(view, csrf="t")
+    assert "workflow, 3 tasks in 3 levels" in html
+    assert html.index('<code class="word">prep</code>') < html.index('<code class="word">train</code>')
+    assert "(ended)" in html  # report waits for train to end, whatever its outcome
+
+
+def test_pending_cards_come_first_oldest_on_top_and_decided_below(project: str) -> None:
+    from rsk.ledger.cards import deny
+    from rsk.ledger.store import Store
+
+    file_card(project, "c-000000000001")
+    file_card(project, "c-000000000002")
+    file_card(project, "c-000000000003")
+    deny(Store(project), "c-000000000002", "me", "no")
+    view = cards([project])
+    assert [c.id for _, c in view.pending] == ["c-000000000001", "c-000000000003"]
+    assert [c.id for _, c in view.decided] == ["c-000000000002"]
+    html = pages.cards_section(view, csrf=None)
+    assert "<form" not in html  # read-only: no acts
