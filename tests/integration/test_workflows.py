@@ -66,6 +66,8 @@ def test_a_workflow_is_one_card_and_runs_in_dependency_order(lab: Lab, project: 
     assert sub["status"] == "submitted" and len(sub["tasks"]) == 8
     rc, jobs = wait_batch(project, "wf")
     assert rc == 0 and {j["state"] for j in jobs.values()} == {"succeeded"}, jobs
+    st = json.loads(rsk("status", "--batch", "wf", "--target", "lab", "--project", project, "--json").out)
+    assert st["levels"] == [{"succeeded": 1}, {"succeeded": 3}, {"succeeded": 3}, {"succeeded": 1}]
     t = stamps(lab, stamp)
     for i in range(3):
         assert t[f"train{i}.start"] >= t["prep.end"]

@@ -64,3 +64,21 @@ def test_attempts_are_numbered_and_status_shows_each_tasks_latest_with_its_histo
     assert shown["train1"].attempt == 2 and shown["train1"].state == "succeeded"
     assert [(h.attempt, h.job_id, h.state) for h in shown["train1"].history] == [(1, "5", "failed")]
     assert [j.job_id for j in of_request(jobs, "wf.a2")] == ["9"]
+
+
+def test_a_pending_task_says_what_it_waits_for_and_a_workflow_reads_in_levels() -> None:
+    from rsk.ops.status import Status, filter_jobs, jobs_from
+    from rsk.wire.protocol import parse
+
+    n = "0" * 32
+    rows = [
+        "job rid=w idx=0 task=prep job=5 sq=RUNNING sq_elapsed=3 sq_limit=600",
+        "job rid=w idx=1 task=train job=6_1 sq=PENDING where=(Dependency) needs=0:ok",
+        "job rid=w idx=2 task=report job=7 sq=PENDING where=(Dependency) needs=1:ok,0:any",
+    ]
+    out = parse("".join(f"@@{n} {r}\n" for r in [*rows, "done rc=0"]), n)
+    assert out is not None
+    jobs = jobs_from(out)
+    assert [j.where for j in jobs] == ["", "(waits for prep)", "(waits for train, prep)"]
+    st = filter_jobs(Status(target="lab", project="p", slurm="up", at="now", jobs=jobs), request_id="w")
+    assert st.levels == [{"running": 1}, {"pending": 1}, {"pending": 1}]

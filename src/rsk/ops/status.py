@@ -11,6 +11,7 @@ from rsk.cluster.remote import Remote, remote_for
 from rsk.errors import UsageError
 from rsk.ledger import guard
 from rsk.ledger.store import Store
+from rsk.ops.board import BatchView
 from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
@@ -92,6 +93,7 @@ class Status(Model):
     jobs: list[JobState]
     counts: dict[str, int] = {}  # jobs per state (after any filter)
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
+    levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
 
 
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
@@ -115,6 +117,8 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
         if cause is not None:
             j.state = "skipped"
             j.where = f"(needs {cause}: {next(st for key, _, st in needs if key == cause)})"
+        elif j.state in ("pending", "blocked") and (waits := [key for key, _, st in needs if st not in FINAL]):
+            j.where = f"(waits for {', '.join(waits)})"
 
 
 def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
@@ -269,7 +273,8 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     counts: dict[str, int] = {}
     for j in jobs:
         counts[j.state] = counts.get(j.state, 0) + 1
-    return st.model_copy(update={"jobs": jobs, "counts": counts})
+    levels = [dict(c) for c in BatchView(st.target, request_id, jobs).levels] if request_id else []
+    return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels})
 
 
 END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back
