@@ -107,6 +107,38 @@ def bench_batch() -> None:
     ratios.append(("batch", speedup, "speedup, target >= 20"))
 
 
+def bench_dag() -> None:
+    """A workflow of 200 tasks in 10 levels (each level needs the one before it whole: one job array per level)
+    against a flat batch of 200 and against 200 single launches (measured on 5, times 40), in the same run."""
+    n, levels = 200, 10
+    width = n // levels
+
+    def line(k: int) -> str:
+        lv, i = divmod(k, width)
+        needs = [f"t{(lv - 1) * width + j}" for j in range(width)] if lv else []
+        return json.dumps({"key": f"t{lv * width + i}", "argv": ["true"], "needs": needs}) + "\n"
+
+    dag, flat = WORK / "dag.jsonl", WORK / "flat.jsonl"
+    dag.write_text("".join(line(k) for k in range(n)))
+    flat.write_text("".join(json.dumps({"key": f"t{k}", "argv": ["true"]}) + "\n" for k in range(n)))
+
+    def launch(tasks: Path) -> Callable[[], object]:
+        return lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"d{uuid.uuid4().hex[:6]}", "--mem",
+                            "64M", "--time", "1", "--tasks", str(tasks), "--json"])  # fmt: skip
+
+    rsk = timed(launch(dag), 3)
+    cancel_jobs()
+    base = timed(launch(flat), 3)
+    cancel_jobs()
+    i = iter(range(10**6))
+    single = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"ds{RUN}{next(i)}", "--mem",
+                                "64M", "--time", "1", "--json", "--", "true"]), 5)  # fmt: skip
+    rows.append((f"workflow of {n} in {levels} levels", "rsk launch --tasks (needs)", ms(rsk),
+                 f"a flat batch of {n}", ms(base)))  # fmt: skip
+    ratios.append(("dag-vs-batch", statistics.median(rsk) / statistics.median(base), "target <= 2"))
+    ratios.append(("dag-vs-singles", statistics.median(single) * n / statistics.median(rsk), "speedup, target >= 20"))
+
+
 def bench_status() -> None:
     # 1,000 rsk jobs: 500 that finish at once and 500 that queue behind long ones
     for name, argv in (("fin", ["true"]), ("q", ["sleep", "600"])):
@@ -372,8 +404,8 @@ def bench_against_mux(env: dict[str, str]) -> None:
         ratios.append((name, statistics.median(mine) / statistics.median(base), target))
 
 
-BENCHES = {"single": bench_single, "batch": bench_batch, "status": bench_status, "ledger": bench_ledger,
-           "startup": bench_startup, "step": bench_step, "broker": bench_broker}  # fmt: skip
+BENCHES = {"single": bench_single, "batch": bench_batch, "dag": bench_dag, "status": bench_status,
+           "ledger": bench_ledger, "startup": bench_startup, "step": bench_step, "broker": bench_broker}  # fmt: skip
 
 
 def main() -> None:

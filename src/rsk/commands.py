@@ -51,6 +51,11 @@ _TABLE: dict[str, tuple[str, Audience, str]] = {
         "Wait for a card (then its launch), a job, a request or a batch: exit 0 all succeeded, 11 ended otherwise, "
         "12 blocked (can never start), 10 still running.",
     ),
+    "retry": (
+        "launch_cmd",
+        "agent",
+        "Launch again the tasks of a batch or workflow that did not succeed (and what they skipped).",
+    ),
     "status": ("ops_cmds", "agent", "State of the project's rsk jobs (one remote call for all of them)."),
     "events": ("ops_cmds", "agent", "What changed since a cursor: journal events and job state changes."),
     "logs": ("cluster_cmds", "agent", "Show a bounded tail of a job's stdout or stderr."),

@@ -13,8 +13,10 @@ from tests.integration.helpers import Shims, grant
 
 
 def task(key: str, stamp: str, *needs: str | dict[str, str], fail: bool = False) -> str:
-    """A task that records when it started and ended in the shared directory STAMP, then exits 1 if `fail`."""
-    body = f"date +%s.%N > {stamp}/{key}.start; sleep 1; date +%s.%N > {stamp}/{key}.end; exit {int(fail)}"
+    """A task that records when it started and ended in the shared directory STAMP; with `fail`, it then exits 1
+    until STAMP/fixed exists (the fix a retry follows)."""
+    end = f"[ -e {stamp}/fixed ]" if fail else "true"
+    body = f"date +%s.%N > {stamp}/{key}.start; sleep 1; date +%s.%N > {stamp}/{key}.end; {end}"
     return json.dumps({"key": key, "argv": ["sh", "-c", body], "time": 2, "mem": "100M", "needs": list(needs)})
 
 
@@ -64,6 +66,8 @@ def test_a_workflow_is_one_card_and_runs_in_dependency_order(lab: Lab, project: 
     assert sub["status"] == "submitted" and len(sub["tasks"]) == 8
     rc, jobs = wait_batch(project, "wf")
     assert rc == 0 and {j["state"] for j in jobs.values()} == {"succeeded"}, jobs
+    st = json.loads(rsk("status", "--batch", "wf", "--target", "lab", "--project", project, "--json").out)
+    assert st["levels"] == [{"succeeded": 1}, {"succeeded": 3}, {"succeeded": 3}, {"succeeded": 1}]
     t = stamps(lab, stamp)
     for i in range(3):
         assert t[f"train{i}.start"] >= t["prep.end"]
@@ -71,7 +75,7 @@ def test_a_workflow_is_one_card_and_runs_in_dependency_order(lab: Lab, project: 
         assert t["report.start"] >= t[f"eval{i}.end"]
 
 
-def test_a_failed_task_skips_exactly_what_needs_it_and_an_ended_edge_still_runs(
+def test_a_failure_skips_exactly_what_needs_it_an_ended_edge_runs_and_a_retry_runs_only_that(
     lab: Lab, project: str, tmp_path: Path
 ) -> None:
     grant(project, "--gpu-hours", "1", "--cpu-hours", "5")
@@ -89,9 +93,24 @@ def test_a_failed_task_skips_exactly_what_needs_it_and_an_ended_edge_still_runs(
     ran = stamps(lab, stamp)
     assert "eval1.start" not in ran and "report.start" not in ran  # skipped: never ran
     assert ran["cleanup.start"] >= ran["train1.end"]
-    # a skipped task's reserved charge is released: Slurm's record (it never ran) settles it at nothing
     status = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
     assert status["counts"].get("skipped") == 2
+    # fixed: a retry of what failed runs train1, then what it skipped, and not the seeds that succeeded
+    assert lab.ssh(f"touch {stamp}/fixed && rm -f {stamp}/*.start {stamp}/*.end").returncode == 0
+    again = rsk("retry", "--batch", "wf", "--failed", "--target", "lab", "--project", project, "--json")
+    assert again.rc == 0, again.err
+    assert json.loads(again.out)["request_id"] == "wf.a2"
+    assert sorted(t["task"] for t in json.loads(again.out)["tasks"]) == ["eval1", "report", "train1"]
+    rc, jobs = wait_batch(project, "wf")
+    assert rc == 0, jobs  # every task's latest attempt succeeded
+    assert {k: j["attempt"] for k, j in jobs.items() if j["attempt"] > 1} == {"train1": 2, "eval1": 2, "report": 2}
+    assert [h["state"] for h in jobs["train1"]["history"]] == ["failed"]
+    ran = stamps(lab, stamp)
+    assert set(ran) == {"train1.start", "train1.end", "eval1.start", "eval1.end", "report.start", "report.end"}
+    assert ran["eval1.start"] >= ran["train1.end"] and ran["report.start"] >= ran["eval1.end"]
+    # a task that succeeded is never retried (exit 2, naming it)
+    refused = rsk("retry", "--batch", "wf", "--task", "train0", "--target", "lab", "--project", project)
+    assert refused.rc == Exit.USAGE and "train0 is succeeded" in refused.err
 
 
 def test_a_bad_graph_is_refused_before_anything_is_planned(lab: Lab, project: str, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json,
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
+    from rsk.ops.launch import LaunchResult
     from rsk.request.code import CodeSnapshot
     from rsk.wire.protocol import Request
 
@@ -46,6 +47,15 @@ def register(app: typer.Typer) -> None:
         ),
     )(launch)
     app.command("wait", help=help_for("wait"))(wait)
+    app.command(
+        "retry",
+        help=help_for(
+            "retry",
+            "Example: rsk retry --batch pipe-1 --failed. The attempt is its own request (pipe-1.a2, ...), planned "
+            "and decided like any launch (a card unless a grant covers it); tasks that succeeded are needs met "
+            "and do not run again. Exit codes as for launch; 2 names a task that cannot be retried.",
+        ),
+    )(retry)
     app.command("init", help=help_for("init"))(init)
 
 
@@ -118,7 +128,7 @@ def launch(
 ) -> None:
     from rsk.errors import UsageError
     from rsk.local import caller
-    from rsk.local.project import resolve_project, scope
+    from rsk.local.project import resolve_project
     from rsk.ops.launch import launch as do_launch
     from rsk.ops.launch import requester
     from rsk.request.spec import LaunchSpec, build_request
@@ -158,6 +168,12 @@ def launch(
             "`rsk init --project NAME` in your working tree gives your work its own ledger and journal"
         )
     result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
+    _print_result(result, json_out, verbose)
+
+
+def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None:
+    from rsk.local.project import scope
+
     if json_out:
         print_json(result if verbose else result.brief())
         return
@@ -185,7 +201,40 @@ def launch(
     o.print(f"  allowed by  {how}")
     if result.note:
         o.print(f"  note        {result.note}")
-    o.print(f"next: rsk wait {result.job_id}{scope(result.project, result.target)}")
+    if result.tasks:
+        batch = result.request_id.rsplit(".a", 1)[0] if ".a" in result.request_id else result.request_id
+        o.print(f"next: rsk wait --batch {batch}{scope(result.project, result.target)}")
+    else:
+        o.print(f"next: rsk wait {result.job_id}{scope(result.project, result.target)}")
+
+
+def retry(
+    batch: Annotated[str, typer.Option("--batch", "-b", help="The batch or workflow (its first request id).")],
+    task: Annotated[
+        list[str] | None,
+        typer.Option("--task", help="Retry this task (repeatable); what it skipped comes along."),
+    ] = None,
+    failed: Annotated[
+        bool, typer.Option("--failed", help="Retry every failed, timed-out, cancelled or skipped task.")
+    ] = False,
+    request_id: Annotated[
+        str | None, typer.Option("--request-id", "-r", help="The attempt's own request id. Default: BATCH.aN.")
+    ] = None,
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    wait: WaitOpt = None,
+    json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="With --json: the whole plan too.")] = False,
+) -> None:
+    from rsk.local.project import resolve_project
+    from rsk.ops.launch import requester
+    from rsk.ops.retry import retry as do_retry
+
+    console = err()
+    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
+    result = do_retry(resolve_target(target), resolve_project(project), batch, named=list(task or []), failed=failed,
+                      request_id=request_id, requester=requester(), wait=wait, progress=progress)  # fmt: skip
+    _print_result(result, json_out, verbose)
 
 
 def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None") -> None:

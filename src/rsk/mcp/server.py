@@ -314,6 +314,29 @@ def build(pin: Pin) -> MCPServer:
         return _reply(request, snap)
 
     @server.tool(
+        description="Launch again the tasks of a batch or workflow that did not succeed: the named tasks, or with "
+        "failed every failed, timed-out, cancelled or skipped one, with the tasks they skipped. The attempt is a "
+        "request of its own (BATCH.a2, ...) decided like any launch; tasks that succeeded do not run again.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def retry(
+        batch: Annotated[str, Field(description="The batch or workflow: its first request id.")],
+        tasks: Annotated[list[str] | None, Field(description="Task keys to retry.")] = None,
+        failed: Annotated[bool, Field(description="Retry every task that ended without success.")] = False,
+        request_id: RequestId = None,
+    ) -> LaunchReply:
+        from rsk.local.paths import check_token
+        from rsk.ops.launch import requester
+        from rsk.ops.retry import plan_retry
+        from rsk.ops.status import status
+
+        check_token("batch", batch)
+        jobs = status(pin.target, pin.project).jobs
+        request = plan_retry(pin.project, batch, jobs, list(tasks or []), failed, request_id, f"mcp: {requester()}")
+        return _reply(request)
+
+    @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "
         f"batch. Returns done (all_succeeded says whether every job succeeded), running (call again) or pending; "
         f"never blocks longer than {pin.max_wait:g} s.",

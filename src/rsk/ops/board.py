@@ -21,6 +21,17 @@ class BatchView:
         return Counter(j.state for j in self.jobs)
 
     @property
+    def levels(self) -> list[Counter[str]]:
+        """A workflow's tasks by level (rsk.request.dag.levels), each level's count per state; [] for a batch."""
+        if not any(j.needs for j in self.jobs):
+            return []
+        from rsk.request.dag import levels
+
+        state = {j.task: j.state for j in self.jobs if j.task}
+        tiers = levels({j.task: [k for k in j.needs if k in state] for j in self.jobs if j.task})
+        return [Counter(state[k] for k in keys) for keys in tiers]
+
+    @property
     def paid(self) -> list[JobState]:
         """The jobs that hold an allocation of their own: a lease's steps use the lease's."""
         return [j for j in self.jobs if j.placement.kind == "slurm"]

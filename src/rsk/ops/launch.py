@@ -23,6 +23,7 @@ from rsk.ledger.guard import (
     release,
     submitted_jobs,
 )
+from rsk.ledger.kept import keep
 from rsk.ledger.models import now
 from rsk.wire import answers
 from rsk.wire.protocol import Accepted, Plan, Request, raise_for_error
@@ -172,6 +173,8 @@ def _launch(
         finally:
             talk.close()  # without a `go`, the program ends having submitted nothing
         accepted = answers.accepted(out)
+        if accepted:
+            keep(request)  # a batch's tasks, for `rsk retry`
         if allowed.kind != "lease":  # a step costs the lease nothing new
             record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})
         if plan.is_step and accepted:  # what a controller starts is compared with these (rsk status)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -10,6 +11,7 @@ from rsk.cluster.remote import Remote, remote_for
 from rsk.errors import UsageError
 from rsk.ledger import guard
 from rsk.ledger.store import Store
+from rsk.ops.board import BatchView
 from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
@@ -18,6 +20,24 @@ from rsk.wire.states import FINAL, State
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+_ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")
+
+
+def attempt_of(request_id: str) -> tuple[str, int]:
+    """The batch a request id is an attempt of (`rsk retry` names attempts B.a2, B.a3, ...), and its number."""
+    m = _ATTEMPT.fullmatch(request_id)
+    return (m["base"], int(m["n"])) if m else (request_id, 1)
+
+
+class Attempt(Model):
+    """An earlier attempt of a task (`rsk retry`)."""
+
+    attempt: int
+    request_id: str
+    job_id: str
+    state: State
 
 
 class JobState(Model):
@@ -38,6 +58,8 @@ class JobState(Model):
     lease: str | None = None  # a step: the lease it was queued into
     starts: int = 0  # a step: how often a lease's controller journaled starting it
     needs: list[str] = []  # a workflow's task: the tasks it waits for
+    attempt: int = 1  # `rsk retry`: which attempt of its task this job is
+    history: list[Attempt] = []  # with --batch: the task's earlier attempts
     undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
     # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
     # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
@@ -71,6 +93,7 @@ class Status(Model):
     jobs: list[JobState]
     counts: dict[str, int] = {}  # jobs per state (after any filter)
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
+    levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
 
 
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
@@ -94,6 +117,8 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
         if cause is not None:
             j.state = "skipped"
             j.where = f"(needs {cause}: {next(st for key, _, st in needs if key == cause)})"
+        elif j.state in ("pending", "blocked") and (waits := [key for key, _, st in needs if st not in FINAL]):
+            j.where = f"(waits for {', '.join(waits)})"
 
 
 def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
@@ -209,6 +234,27 @@ def status(target: str, project: str) -> Status:
         return status_call(remote, target, project)[0]
 
 
+def of_request(jobs: list[JobState], request_id: str) -> list[JobState]:
+    """A request's jobs; for a batch retried (`rsk retry`), each task's latest attempt, with the earlier ones as
+    its history (an attempt's own id, B.a2, selects that attempt alone)."""
+    if attempt_of(request_id)[1] > 1:
+        return [j for j in jobs if j.request_id == request_id]
+    latest: dict[str, JobState] = {}
+    plain: list[JobState] = []
+    for j in sorted((j for j in jobs if attempt_of(j.request_id)[0] == request_id),
+                    key=lambda j: attempt_of(j.request_id)[1]):  # fmt: skip
+        j = j.model_copy(update={"attempt": attempt_of(j.request_id)[1]})
+        if not j.task:
+            plain.append(j)
+            continue
+        if (before := latest.get(j.task)) is not None:
+            gone = Attempt(attempt=before.attempt, request_id=before.request_id, job_id=before.job_id,
+                           state=before.state)  # fmt: skip
+            j.history = [*before.history, gone]
+        latest[j.task] = j
+    return plain + list(latest.values())
+
+
 def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = None, active: bool = False,
                 limit: int = 0) -> Status:  # fmt: skip
     """Only the jobs asked for (one job, one request's, the live ones, the newest `limit`), counted again."""
@@ -219,7 +265,7 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
             raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them",
                              details={"code": "not-found"})  # fmt: skip
     if request_id:
-        jobs = [j for j in jobs if j.request_id == request_id]
+        jobs = of_request(jobs, request_id)
     if active:
         jobs = [j for j in jobs if j.state not in FINAL]
     if limit:
@@ -227,7 +273,8 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     counts: dict[str, int] = {}
     for j in jobs:
         counts[j.state] = counts.get(j.state, 0) + 1
-    return st.model_copy(update={"jobs": jobs, "counts": counts})
+    levels = [dict(c) for c in BatchView(st.target, request_id, jobs).levels] if request_id else []
+    return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels})
 
 
 END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from rsk.cluster.remote import remote_for
 from rsk.errors import PendingApproval, UsageError
 from rsk.ops.launch import LaunchResult
-from rsk.ops.status import JobState, status_call
+from rsk.ops.status import JobState, of_request, status_call
 from rsk.wire.states import FINAL
 
 DEFAULT_TIMEOUT = 100.0
@@ -64,7 +64,7 @@ def _hint(jobs: list[JobState], done: bool) -> str:
 def _select(jobs: list[JobState], job: str | None, request_id: str | None) -> list[JobState]:
     if job is not None:
         return [j for j in jobs if j.job_id == job]
-    return [j for j in jobs if j.request_id == request_id]
+    return of_request(jobs, request_id or "")
 
 
 def wait_jobs(

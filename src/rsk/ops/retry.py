@@ -1,0 +1,87 @@
+"""rsk retry: a new attempt of a batch's or a workflow's tasks that did not succeed, decided like any launch.
+
+A launch with tasks keeps its request (rsk.ledger.kept), so a retry can plan the same
+tasks again without the agent resending them. An attempt is a request of its own, `B.a2`, `B.a3`, ...: its own
+plan, its own decision (a card unless a grant covers it) and its own journal lines; `rsk status --batch B`
+shows each task's latest attempt and, in JSON, the ones before. Tasks that succeeded satisfy the needs of the
+tasks retried and do not run again.
+"""
+
+from __future__ import annotations
+
+from rsk.errors import UsageError
+from rsk.ledger.kept import kept
+from rsk.ops.launch import LaunchResult, Progress, launch
+from rsk.ops.status import JobState, attempt_of, status
+from rsk.wire.protocol import Request, TaskSpec
+from rsk.wire.states import FINAL
+
+RETRIED = frozenset({"failed", "timed-out", "cancelled", "skipped"})  # what --failed takes (lost: only by name)
+
+
+def choose(base: Request, latest: dict[str, JobState], named: list[str], failed: bool) -> list[TaskSpec]:
+    """The tasks of the next attempt, in the batch's order: the named ones (or, with `failed`, every failed,
+    timed-out, cancelled or skipped one) and the skipped tasks that need them; each keeps the needs it has
+    among them (a task that succeeded is a need met)."""
+    by_key = {t.key: t for t in base.tasks}
+    unknown = [k for k in named if k not in by_key]
+    if unknown:
+        raise UsageError(f"batch {base.request_id} has no task {', '.join(unknown)}", "rsk status --batch lists them")
+    state = {k: (latest[k].state if k in latest else "lost") for k in by_key}
+    if named:
+        wrong = [k for k in named if state[k] not in RETRIED | {"lost"}]
+        if wrong:
+            raise UsageError(
+                "only a task that ended without success is retried: " + ", ".join(f"{k} is {state[k]}" for k in wrong),
+                "wait for running tasks to end (rsk wait --batch); a task that succeeded is not run again",
+            )
+        chosen = set(named)
+    elif failed:
+        chosen = {k for k, s in state.items() if s in RETRIED}
+    else:
+        raise UsageError("say what to retry: --task KEY (repeatable) or --failed")
+    for t in base.tasks:  # in dependency order: a skipped task that needs a chosen one comes along
+        if state[t.key] == "skipped" and any(n.task in chosen for n in t.needs):
+            chosen.add(t.key)
+    if not chosen:
+        raise UsageError(f"nothing of batch {base.request_id} failed: no task to retry")
+    tasks: list[TaskSpec] = []
+    for t in base.tasks:
+        if t.key not in chosen:
+            continue
+        for n in t.needs:
+            if n.task in chosen or state[n.task] == "succeeded" or (n.on == "ended" and state[n.task] in FINAL):
+                continue
+            raise UsageError(
+                f"task {t.key} needs {n.task}, which is {state[n.task]}: retry it too (--task {n.task}) or use --failed"
+            )
+        tasks.append(t.model_copy(update={"needs": [n for n in t.needs if n.task in chosen]}))
+    return tasks
+
+
+def next_attempt(base: str, seen: list[str]) -> str:
+    n = max((attempt_of(r)[1] for r in seen if attempt_of(r)[0] == base), default=1)
+    return f"{base}.a{n + 1}"
+
+
+def plan_retry(
+    project: str, batch: str, jobs: list[JobState], named: list[str], failed: bool, request_id: str | None,
+    requester: str,
+) -> Request:  # fmt: skip
+    """The next attempt's request, from the kept request and the jobs of every attempt so far."""
+    base = kept(project, attempt_of(batch)[0])
+    mine = sorted((j for j in jobs if attempt_of(j.request_id)[0] == base.request_id),
+                  key=lambda j: attempt_of(j.request_id)[1])  # fmt: skip
+    latest = {j.task: j for j in mine if j.task}
+    tasks = choose(base, latest, named, failed)
+    rid = request_id or next_attempt(base.request_id, [j.request_id for j in mine])
+    return base.model_copy(update={"request_id": rid, "tasks": tasks, "requester": requester})
+
+
+def retry(
+    target: str, project: str, batch: str, *, named: list[str], failed: bool, request_id: str | None,
+    requester: str, wait: float | None = None, progress: Progress | None = None,
+) -> LaunchResult:  # fmt: skip
+    """Plan the next attempt from the cluster's word on every attempt so far, then launch it like any launch."""
+    request = plan_retry(project, batch, status(target, project).jobs, named, failed, request_id, requester)
+    return launch(target, request, wait=wait, progress=progress)
