@@ -103,10 +103,11 @@ def test_another_os_user_cannot_use_the_page_even_with_its_cookie(
     if os.geteuid() != 0:
         pytest.skip("needs root to act as the agent's OS user (tests/setup.sh creates rskagent)")
     server, page = page_on_lab
-    cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "rsk_ui")
+    name = server.ui.guard.cookie
+    cookie = name + "=" + next(c["value"] for c in page.context.cookies() if c["name"] == name)
     probe = (
         "import sys, urllib.request, urllib.error\n"
-        "r = urllib.request.Request(sys.argv[1], headers={'Cookie': 'rsk_ui=' + sys.argv[2]})\n"
+        "r = urllib.request.Request(sys.argv[1], headers={'Cookie': sys.argv[2]})\n"
         "try:\n    print(urllib.request.urlopen(r, timeout=10).status)\n"
         "except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n"
     )

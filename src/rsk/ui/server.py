@@ -32,7 +32,7 @@ from rsk.ops.gpus import GpuInventory, inventory
 from rsk.ops.watcher import Snapshot, Watcher
 from rsk.request.units import parse_expiry
 from rsk.ui import feeds, pages
-from rsk.ui.guard import COOKIE, SECURITY_HEADERS, Guard, Session, peer_uid
+from rsk.ui.guard import SECURITY_HEADERS, Guard, Session, peer_uid
 from rsk.ui.html import Markup, document, el
 
 Scope = MutableMapping[str, Any]
@@ -118,7 +118,7 @@ class Gate:
             return _refusal(405, "Not allowed", "This page only reads (GET) and acts through its own forms (POST).")
         if path.startswith("/static/") or path == "/launch":
             return None if request.method in ("GET", "HEAD") else _refusal(405, "Not allowed", "Nothing to post.")
-        session = self.guard.session(request.cookies.get(COOKIE))
+        session = self.guard.session(request.cookies.get(self.guard.cookie))
         if session is None:
             return _refusal(
                 403,
@@ -281,7 +281,7 @@ class Ui:
             )
         launch_file(self.guard.port).unlink(missing_ok=True)
         answer = RedirectResponse("/", status_code=303)
-        answer.set_cookie(COOKIE, session.secret, httponly=True, samesite="strict", path="/")
+        answer.set_cookie(self.guard.cookie, session.secret, httponly=True, samesite="strict", path="/")
         return answer
 
     def asset(self, request: Request) -> Response:
