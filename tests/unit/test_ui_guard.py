@@ -193,3 +193,11 @@ def test_only_approve_and_deny_are_acts(project: str, verb: str) -> None:
     form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "reason": "x"}
     r = client.post(f"/cards/{card.id}/{verb}", data=form, headers=ORIGIN)
     assert r.status_code == (404 if verb == "withdraw" else 303)
+
+
+def test_logs_are_read_only_for_a_target_the_page_watches(project: str) -> None:
+    _, client = _signed_in()  # a page watching no target
+    r = client.get("/logs", params={"project": project, "target": "elsewhere", "job": "1"})
+    assert r.status_code == 200 and "does not watch target" in r.text
+    r = client.get("/logs", params={"project": "../x", "target": "lab", "job": "1"})
+    assert "is not valid" in r.text
