@@ -1,0 +1,119 @@
+"""The human's page against the lab, in Chromium: an agent's launch files a card that appears on the open
+page without a reload; Approve lets the agent's `rsk wait CARD` submit, and the board shows the job running,
+then succeeded; Deny with a reason makes the agent's wait exit 3 with that reason; a grant's charge shows
+on Budgets; GPUs shows the lab's nodes. And the page refuses the connections of another OS user, with the
+right cookie and CSRF token. Each test saves screenshots ($RSK_UI_SHOTS, /tmp/rsk-ui-shots)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rsk.errors import Exit
+from tests.conftest import ROOT, RSK, Lab
+from tests.integration.helpers import grant, launch, launched
+from tests.ui_serve import Server, chromium, serving, shot, sign_in
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def page_on_lab(lab: Lab, browser: Any) -> Iterator[tuple[Server, Any]]:
+    with serving(targets=["lab"], board_every=1.0, gpus_every=2.0) as server:
+        yield server, sign_in(browser, server)
+
+
+def _agent_waits(card: str) -> subprocess.Popen[str]:
+    """The agent's `rsk wait CARD` (which submits the launch once the card is approved), running meanwhile."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    argv = [*RSK, "wait", card, "--json", "--timeout", "180"]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_approve_in_the_page_runs_the_agents_job_and_the_board_follows_it(
+    page_on_lab: tuple[Server, Any], project: str
+) -> None:
+    server, page = page_on_lab
+    page.goto(f"{server.base}/")
+    job_argv = ("sh", "-c", "sleep 8; echo done")
+    pending = launch(project, "-r", "ui-run", "--gpus", "1", "--partition", "gpu", command=job_argv)
+    assert pending.rc == Exit.PENDING, pending.err
+    card = json.loads(pending.out)["card_id"]
+    article = page.locator(f"#card-{card}")
+    article.wait_for(timeout=8000)  # no reload: the page's own refresh brought it
+    assert "sleep 8; echo done" in article.inner_text() and "GPU-h" in article.inner_text()
+    shot(page, "lab-card-pending")
+    waiting = _agent_waits(card)
+    article.get_by_role("button", name="Approve").click()
+    page.locator(".notice").wait_for()
+    page.goto(f"{server.base}/board")
+    page.locator("tr.running").first.wait_for(timeout=150_000)  # the lab may be busy with others' jobs
+    shot(page, "lab-board-running")
+    out, err = waiting.communicate(timeout=200)
+    assert waiting.returncode == 0, err
+    job = json.loads(out)["jobs"][0]["job_id"]
+    row = page.locator("tr.succeeded", has_text=job)
+    row.wait_for(timeout=30_000)
+    assert "ui-run" in page.locator("details.batch", has=row).inner_text()
+    shot(page, "lab-board-succeeded")
+    page.goto(f"{server.base}/gpus")
+    page.locator(".gpu").first.wait_for(timeout=30_000)
+    assert page.locator(".gpu").count() >= 8  # two nodes of four fake GPUs
+    shot(page, "lab-gpus")
+
+
+def test_deny_in_the_page_stops_the_agents_wait_with_the_reason_and_budgets_show_a_charge(
+    page_on_lab: tuple[Server, Any], project: str
+) -> None:
+    server, page = page_on_lab
+    pending = launch(project, "-r", "ui-deny", command=("echo", "no"))
+    card = json.loads(pending.out)["card_id"]
+    waiting = _agent_waits(card)
+    page.goto(f"{server.base}/")
+    article = page.locator(f"#card-{card}")
+    article.locator("input[name=reason]").fill("use the debug partition")
+    article.get_by_role("button", name="Deny").click()
+    page.locator(".notice").wait_for()
+    out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == Exit.DENIED and "use the debug partition" in out
+    g = grant(project, "--jobs", "5", "--cpu-hours", "2")
+    launched(launch(project, "-r", "ui-granted", command=("sleep", "5")))
+    page.goto(f"{server.base}/budgets")
+    jobs = page.locator(f"#grant-{g['grant']['id']} tr", has_text="jobs")
+    cells = [jobs.locator("td").nth(i).inner_text() for i in range(3)]
+    assert int(cells[0]) + int(cells[1]) == 1 and cells[2] == "4"  # spent + reserved, left
+    shot(page, "lab-budgets")
+
+
+def test_another_os_user_cannot_use_the_page_even_with_its_cookie(
+    page_on_lab: tuple[Server, Any], project: str
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as the agent's OS user (tests/setup.sh creates rskagent)")
+    server, page = page_on_lab
+    cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "rsk_ui")
+    probe = (
+        "import sys, urllib.request, urllib.error\n"
+        "r = urllib.request.Request(sys.argv[1], headers={'Cookie': 'rsk_ui=' + sys.argv[2]})\n"
+        "try:\n    print(urllib.request.urlopen(r, timeout=10).status)\n"
+        "except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n"
+    )
+    # Debian's python3 with the standard library only, as the broker's tests run the agent's account
+    argv = ["runuser", "-u", "rskagent", "--", "/usr/bin/python3", "-I", "-c", probe, f"{server.base}/", cookie]
+    as_agent = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert as_agent.stdout.startswith("403") and "only its own OS user" in as_agent.stdout, as_agent
+    as_human = subprocess.run([sys.executable, "-I", "-c", probe, f"{server.base}/", cookie], capture_output=True,
+                              text=True, timeout=30, check=False)  # fmt: skip
+    assert as_human.stdout.strip() == "200", as_human
