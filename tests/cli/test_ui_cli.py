@@ -56,8 +56,12 @@ def test_a_served_page_signs_in_once_approves_and_stops_on_ctrl_c(rsk_env: Path,
         act = urllib.request.Request(f"{base}/cards/{card.id}/approve", data=form, headers={"Origin": base})
         assert "Approved card" in browser.open(act, timeout=10).read().decode()
         assert Store(project).load().cards[0].status == "approved"
+        # while it serves, a notification carries the card's address on the page
+        from rsk.ledger.notify import summary
+
+        assert summary(card, project)["page"] == f"{base}/#card-{card.id}"
     finally:
         proc.send_signal(signal.SIGINT)
         rc = proc.wait(timeout=20)
     assert rc == 0
-    assert not list((rsk_env / "ui").glob("launch-*.html"))
+    assert not list((rsk_env / "ui").glob("launch-*.html")) and not (rsk_env / "ui" / "page.json").exists()

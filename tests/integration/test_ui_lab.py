@@ -1,8 +1,8 @@
 """The human's page against the lab, in Chromium: an agent's launch files a card that appears on the open
 page without a reload; Approve lets the agent's `rsk wait CARD` submit, and the board shows the job running,
-then succeeded; Deny with a reason makes the agent's wait exit 3 with that reason; a grant's charge shows
-on Budgets; GPUs shows the lab's nodes. And the page refuses the connections of another OS user, with the
-right cookie and CSRF token. Each test saves screenshots ($RSK_UI_SHOTS, /tmp/rsk-ui-shots)."""
+then succeeded, and its output on click; Deny with a reason makes the agent's wait exit 3 with that reason;
+a grant's charge shows on Budgets; GPUs shows the lab's nodes. And the page refuses the connections of
+another OS user holding the human's cookie. Each test saves screenshots ($RSK_UI_SHOTS, /tmp/rsk-ui-shots)."""
 
 from __future__ import annotations
 
@@ -68,6 +68,9 @@ def test_approve_in_the_page_runs_the_agents_job_and_the_board_follows_it(
     row.wait_for(timeout=30_000)
     assert "ui-run" in page.locator("details.batch", has=row).inner_text()
     shot(page, "lab-board-succeeded")
+    row.get_by_role("link").click()  # the job's last lines, on click
+    assert page.locator("pre.log").inner_text().strip() == "done"
+    shot(page, "lab-job-output")
     page.goto(f"{server.base}/gpus")
     page.locator(".gpu").first.wait_for(timeout=30_000)
     assert page.locator(".gpu").count() >= 8  # two nodes of four fake GPUs
@@ -103,10 +106,11 @@ def test_another_os_user_cannot_use_the_page_even_with_its_cookie(
     if os.geteuid() != 0:
         pytest.skip("needs root to act as the agent's OS user (tests/setup.sh creates rskagent)")
     server, page = page_on_lab
-    cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "rsk_ui")
+    name = server.ui.guard.cookie
+    cookie = name + "=" + next(c["value"] for c in page.context.cookies() if c["name"] == name)
     probe = (
         "import sys, urllib.request, urllib.error\n"
-        "r = urllib.request.Request(sys.argv[1], headers={'Cookie': 'rsk_ui=' + sys.argv[2]})\n"
+        "r = urllib.request.Request(sys.argv[1], headers={'Cookie': sys.argv[2]})\n"
         "try:\n    print(urllib.request.urlopen(r, timeout=10).status)\n"
         "except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n"
     )

@@ -12,7 +12,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from rsk.ledger.store import Store
-from rsk.ui.guard import COOKIE, Guard, peer_uid
+from rsk.ui.guard import Guard, peer_uid
 from rsk.ui.server import Config, Ui, launch_file, write_launch_file
 from tests.ui_cards import XSS, file_card
 
@@ -48,7 +48,7 @@ def test_the_launch_token_signs_in_once_with_a_strict_httponly_cookie(project: s
     r = client.get(f"/launch?token={ui.guard.token}")
     assert r.status_code == 303
     cookie = r.headers["set-cookie"].lower()
-    assert cookie.startswith(f"{COOKIE}=") and "httponly" in cookie and "samesite=strict" in cookie
+    assert cookie.startswith(f"rsk_ui_{PORT}=") and "httponly" in cookie and "samesite=strict" in cookie
     assert "path=/" in cookie and "max-age" not in cookie and "expires" not in cookie  # gone with the browser
     assert not launch_file(PORT).exists()  # spent: the file that held it is removed
     assert client.get("/").status_code == 200
@@ -56,11 +56,11 @@ def test_the_launch_token_signs_in_once_with_a_strict_httponly_cookie(project: s
     other = TestClient(ui.app(), base_url=BASE, follow_redirects=False)
     r = other.get(f"/launch?token={ui.guard.token}")
     assert r.status_code == 403 and "someone else did" in r.text
-    assert COOKIE not in r.headers.get("set-cookie", "")
+    assert "rsk_ui" not in r.headers.get("set-cookie", "")
     assert other.get("/").status_code == 403
     # a wrong token and a forged cookie are refused too
     assert _page()[1].get("/launch?token=nope").status_code == 403
-    forged = TestClient(ui.app(), base_url=BASE, cookies={COOKIE: "guess"})
+    forged = TestClient(ui.app(), base_url=BASE, cookies={f"rsk_ui_{PORT}": "guess"})
     assert forged.get("/").status_code == 403
 
 
@@ -193,3 +193,11 @@ def test_only_approve_and_deny_are_acts(project: str, verb: str) -> None:
     form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "reason": "x"}
     r = client.post(f"/cards/{card.id}/{verb}", data=form, headers=ORIGIN)
     assert r.status_code == (404 if verb == "withdraw" else 303)
+
+
+def test_logs_are_read_only_for_a_target_the_page_watches(project: str) -> None:
+    _, client = _signed_in()  # a page watching no target
+    r = client.get("/logs", params={"project": project, "target": "elsewhere", "job": "1"})
+    assert r.status_code == 200 and "does not watch target" in r.text
+    r = client.get("/logs", params={"project": "../x", "target": "lab", "job": "1"})
+    assert "is not valid" in r.text

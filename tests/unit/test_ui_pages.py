@@ -45,3 +45,30 @@ def test_pending_cards_come_first_oldest_on_top_and_decided_below(project: str) 
     assert [c.id for _, c in view.decided] == ["c-000000000002"]
     html = pages.cards_section(view, csrf=None)
     assert "<form" not in html  # read-only: no acts
+
+
+def test_a_jobs_output_is_text() -> None:
+    from rsk.ops.logs import LogTail
+
+    tail = LogTail(job_id="7", request_id="r", stream="stdout", started=True, ended=None, size=40,
+                   text="<script>alert(1)</script>\n\x1b[31mred\n")  # fmt: skip
+    html = pages.logs_section("p", "lab", "7", "stdout", tail, "")
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "\x1b" not in html and "\\x1bred" in html.replace("[31m", "")
+    assert "still running" in html and "stream=stderr" in html
+
+
+def test_a_notification_names_the_page_only_while_it_runs(rsk_env: object, project: str) -> None:
+    import os
+
+    from rsk.ledger.notify import PageFile, page_file, summary
+    from rsk.local.atomic import write_atomic
+
+    card = file_card(project)
+    assert summary(card, project)["page"] is None
+    write_atomic(page_file(), PageFile(address="http://127.0.0.1:4242/", pid=os.getpid()).model_dump_json().encode())
+    told = summary(card, project)
+    assert told["page"] == f"http://127.0.0.1:4242/#card-{card.id}" and "on the page" in str(told["summary"])
+    dead = PageFile(address="http://127.0.0.1:4242/", pid=2**22 + 12345)  # no such process: a stale file
+    write_atomic(page_file(), dead.model_dump_json().encode())
+    assert summary(card, project)["page"] is None

@@ -17,12 +17,13 @@ import subprocess
 import sys
 import tomllib
 import urllib.request
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rsk.ledger.models import Card
 from rsk.local.inert import inert
-from rsk.local.paths import config_dir
+from rsk.local.paths import config_dir, rsk_home
 
 
 class NotifyConfig(BaseModel):
@@ -41,15 +42,44 @@ def load() -> NotifyConfig:
         return NotifyConfig()
 
 
+class PageFile(BaseModel):
+    """Where the human's page (`rsk ui`) serves while it runs: $RSK_HOME/ui/page.json, written by rsk.ui.server
+    (0600), read here so a notification can carry the card's address on it. No secret: the page needs its
+    session cookie."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    address: str  # http://127.0.0.1:PORT/
+    pid: int
+
+
+def page_file() -> Path:
+    return rsk_home() / "ui" / "page.json"
+
+
+def page_address() -> str | None:
+    """The running page's address, or None (no page, or its process is gone)."""
+    try:
+        page = PageFile.model_validate_json(page_file().read_bytes())
+        os.kill(page.pid, 0)
+    except (OSError, ValueError):
+        return None
+    return page.address if page.address.startswith("http://127.0.0.1:") else None
+
+
 def summary(card: Card, project: str) -> dict[str, object]:
     p = card.plan
+    address = page_address()
+    url = f"{address}#card-{card.id}" if address else None
     text = (
         f"rsk: card {card.id} in project {project} waits for you: {inert(p.command)[:200]} on {p.target} "
         f"({p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h at worst). `rsk approvals show {card.id}`"
+        + (f", or on the page: {url}" if url else "")
     )
     return {"schema_version": 1, "card_id": card.id, "project": project, "target": p.target,
             "requester_claim": card.requester, "plan_hash": card.plan_hash, "gpu_hours": p.gpu_hours,
-            "cpu_hours": p.cpu_hours, "summary": text}  # fmt: skip
+            "cpu_hours": p.cpu_hours, "summary": text, "page": url}  # fmt: skip
 
 
 def card_filed(card: Card, project: str) -> None:

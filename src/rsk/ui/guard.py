@@ -20,8 +20,6 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-COOKIE = "rsk_ui"
-
 # every answer carries these: no framing, no inline script or style, nothing from elsewhere, no referrer
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -66,6 +64,12 @@ class Guard:
     @property
     def origins(self) -> frozenset[str]:
         return frozenset(f"http://{h}" for h in self.hosts)
+
+    @property
+    def cookie(self) -> str:
+        """The session cookie's name, the port's own: cookies ignore ports, and two pages must not sign each
+        other out."""
+        return f"rsk_ui_{self.port}"
 
     def url(self, path: str = "/") -> str:
         return f"http://127.0.0.1:{self.port}{path}"

@@ -8,6 +8,7 @@ import hashlib
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING
+from urllib.parse import urlencode
 
 from rsk.ops.board import BatchView, batches, duration
 from rsk.ui.html import Markup, agent, el, join
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # names only: the parts are pure and stand low in the import 
     from rsk.ledger.grants import GrantView
     from rsk.ledger.models import Card, DenyRule
     from rsk.ops.gpus import GpuInventory
+    from rsk.ops.logs import LogTail
     from rsk.ops.watcher import Snapshot
     from rsk.ui.feeds import BudgetView, CardsView
 
@@ -408,7 +410,18 @@ def _batch(project: str, view: BatchView) -> Markup:
             "tr",
             {"class": j.state},
             el("td", {}, agent(j.task or (j.request_id if j.lease else ""))),
-            el("td", {}, el("code", {}, agent(j.job_id))),
+            el(
+                "td",
+                {},
+                el(
+                    "a",
+                    {
+                        "href": "/logs?" + urlencode({"project": project, "target": view.target, "job": j.job_id}),
+                        "title": "its last lines",
+                    },
+                    el("code", {}, agent(j.job_id)),
+                ),
+            ),
             el("td", {}, el("span", {"class": f"badge {j.state}"}, j.state + (" UNDECIDED" if j.undecided else ""))),
             el("td", {}, f"{duration(j.elapsed_s)}/{duration(j.limit_s)}"),
             el("td", {}, agent(j.where)),
@@ -543,3 +556,25 @@ def gpus_section(invs: list[GpuInventory] | None, error: str) -> Markup:
                 )
             )
     return join(parts) if any(parts) else el("p", {"class": "empty"}, "No targets.")
+
+
+LOG_LINES = 50  # a job's last lines on the board
+
+
+def logs_section(project: str, target: str, job: str, stream: str, tail: LogTail | None, error: str) -> Markup:
+    """A job's last lines (what the job wrote: agent text, made inert line by line), with the other stream."""
+    other = "stderr" if stream == "stdout" else "stdout"
+    link = "/logs?" + urlencode({"project": project, "target": target, "job": job, "stream": other})
+    parts: list[object] = [
+        el("p", {}, f"project {project} on {target}, job ", el("code", {}, agent(job)), f", {stream}: the last ",
+           f"{LOG_LINES} lines. ", el("a", {"href": link}, f"Show {other}"), " ", el("a", {"href": "/board"}, "Board")),
+    ]  # fmt: skip
+    if error:
+        parts.append(el("p", {"class": "error"}, error))
+    if tail is not None:
+        state = "still running" if tail.started and tail.end is None else "ended" if tail.end else "not started"
+        parts.append(el("p", {"class": "muted"}, f"{tail.size} bytes in all; the job has {state}.",
+                        [" ", tail.note] if tail.note else None))  # fmt: skip
+        lines = tail.text.rstrip("\n").split("\n") if tail.text else []
+        parts.append(el("pre", {"class": "script log"}, Markup("\n".join(agent(line) for line in lines))))
+    return join(parts)

@@ -6,6 +6,7 @@ the page showed and audited as the human's, "via ui" with the session's public i
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hashlib
 import os
@@ -25,6 +26,7 @@ from starlette.routing import Route
 from rsk import __version__
 from rsk.errors import ConflictError, RskError, StateError, UsageError
 from rsk.ledger import cards as ledger_cards
+from rsk.ledger.notify import PageFile, page_file
 from rsk.ledger.store import Store
 from rsk.local.atomic import write_atomic
 from rsk.local.paths import check_token, rsk_home
@@ -32,7 +34,7 @@ from rsk.ops.gpus import GpuInventory, inventory
 from rsk.ops.watcher import Snapshot, Watcher
 from rsk.request.units import parse_expiry
 from rsk.ui import feeds, pages
-from rsk.ui.guard import COOKIE, SECURITY_HEADERS, Guard, Session, peer_uid
+from rsk.ui.guard import SECURITY_HEADERS, Guard, Session, peer_uid
 from rsk.ui.html import Markup, document, el
 
 Scope = MutableMapping[str, Any]
@@ -118,7 +120,7 @@ class Gate:
             return _refusal(405, "Not allowed", "This page only reads (GET) and acts through its own forms (POST).")
         if path.startswith("/static/") or path == "/launch":
             return None if request.method in ("GET", "HEAD") else _refusal(405, "Not allowed", "Nothing to post.")
-        session = self.guard.session(request.cookies.get(COOKIE))
+        session = self.guard.session(request.cookies.get(self.guard.cookie))
         if session is None:
             return _refusal(
                 403,
@@ -270,6 +272,24 @@ class Ui:
 
     # --- the rest ---------------------------------------------------------------------------------------
 
+    def logs(self, request: Request) -> Response:
+        """A job's last lines, read from the cluster when the human asks (a click on the board)."""
+        from rsk.ops.logs import LogTail, logs
+
+        q = request.query_params
+        stream = "stderr" if q.get("stream") == "stderr" else "stdout"
+        tail: LogTail | None = None
+        try:
+            project, target = check_token("project", q.get("project", "")), check_token("target", q.get("target", ""))
+            job = check_token("job", q.get("job", ""))
+            if target not in self.config.targets:
+                raise UsageError(f"this page does not watch target {target!r}")
+            tail, error = logs(target, project, job, stream=stream, lines=pages.LOG_LINES, max_bytes=64 * 1024), ""
+        except RskError as exc:
+            project, target, job, error = q.get("project", "?"), q.get("target", "?"), q.get("job", "?"), exc.message
+        body = el("div", {}, el("h1", {}, "Job output"), pages.logs_section(project, target, job, stream, tail, error))
+        return _page(document("Job output", body, nav="board", version=__version__))
+
     def launch(self, request: Request) -> Response:
         session = self.guard.spend(request.query_params.get("token"))
         if session is None:
@@ -281,7 +301,7 @@ class Ui:
             )
         launch_file(self.guard.port).unlink(missing_ok=True)
         answer = RedirectResponse("/", status_code=303)
-        answer.set_cookie(COOKIE, session.secret, httponly=True, samesite="strict", path="/")
+        answer.set_cookie(self.guard.cookie, session.secret, httponly=True, samesite="strict", path="/")
         return answer
 
     def asset(self, request: Request) -> Response:
@@ -299,6 +319,7 @@ class Ui:
             Route("/budgets", page("budgets", "Budgets"), methods=["GET", "HEAD"]),
             Route("/board", page("board", "Board"), methods=["GET", "HEAD"]),
             Route("/gpus", page("gpus", "GPUs"), methods=["GET", "HEAD"]),
+            Route("/logs", self.logs, methods=["GET", "HEAD"]),
             Route("/launch", self.launch, methods=["GET", "HEAD"]),
             Route("/static/{name}", self.asset, methods=["GET", "HEAD"]),
             Route("/cards/{card}/{verb:str}", self._act_route, methods=["POST"]),
@@ -330,6 +351,14 @@ def write_launch_file(guard: Guard) -> Path:
     return path
 
 
+def write_page_file(guard: Guard) -> Path:
+    """Where the page serves, for the notification hook (rsk.ledger.notify.page_address)."""
+    path = page_file()
+    page = PageFile(address=guard.url(), pid=os.getpid())
+    write_atomic(path, page.model_dump_json().encode(), mode=0o600)
+    return path
+
+
 def bind(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1 only (port 0: any free port)."""
     try:
@@ -346,8 +375,12 @@ def serve(sock: socket.socket, ui: Ui) -> None:
     config = uvicorn.Config(
         ui.app(), log_level="warning", access_log=False, lifespan="off", server_header=False, date_header=False
     )
+    write_page_file(ui.guard)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         launch_file(ui.guard.port).unlink(missing_ok=True)
+        with contextlib.suppress(OSError, ValueError):  # another page may have started since: leave its file
+            if PageFile.model_validate_json(page_file().read_bytes()).pid == os.getpid():
+                page_file().unlink()
         ui.close()
