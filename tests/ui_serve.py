@@ -78,7 +78,7 @@ def sign_in(browser: Any, server: Server, width: int = 1280, height: int = 800) 
     """A new browser context signed in with the server's launch link: its page."""
     page = browser.new_context(viewport={"width": width, "height": height}).new_page()
     page.goto(f"{server.base}/launch?token={server.ui.guard.token}")
-    assert page.url == f"{server.base}/"
+    page.wait_for_url(f"{server.base}/")
     return page
 
 

@@ -124,8 +124,27 @@ def test_the_cards_read_on_a_laptop_and_a_phone(served: Served, project: str) ->
 
     add_grant(Store(project), Grant(targets=["lab"], gpu_hours=10, jobs=20, max_gpus=4, note="the seed sweep"))
     add_rule(Store(project), DenyRule(reason="no rm -rf", command="*rm -rf*"), "me")
-    page.set_viewport_size({"width": 1280, "height": 800})
-    for path in ("budgets", "board", "gpus"):
-        page.goto(f"{served.base}/{path}")
-        assert page.locator("h1").inner_text().lower() == path
-        served.shot(path)
+    for name, size in (("phone", {"width": 390, "height": 844}), ("laptop", {"width": 1280, "height": 800})):
+        page.set_viewport_size(size)
+        for path in ("budgets", "board", "gpus"):
+            page.goto(f"{served.base}/{path}")
+            assert page.locator("h1").inner_text().lower() == path
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= size["width"], f"{path} on a {name}: the page scrolls sideways ({wide} px)"
+            served.shot(f"{path}-{name}")
+
+
+def test_the_browser_opened_on_the_launch_file_is_signed_in(served: Served, project: str) -> None:
+    """`rsk ui` starts the browser on a 0600 file, never on the link: the file's redirect signs it in."""
+    from rsk.ui.server import launch_file, write_launch_file
+    from tests.ui_serve import serving
+
+    file_card(project, "c-f11e00000001")
+    with serving() as fresh:
+        path = write_launch_file(fresh.ui.guard)
+        page = served.page.context.browser.new_context().new_page()
+        page.goto(path.as_uri())
+        page.wait_for_url(f"{fresh.base}/", timeout=10_000)
+        assert page.locator("#card-c-f11e00000001").is_visible()
+        assert not launch_file(fresh.port).exists()  # spent
+        page.context.close()

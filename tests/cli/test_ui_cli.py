@@ -42,7 +42,8 @@ def test_a_served_page_signs_in_once_approves_and_stops_on_ctrl_c(rsk_env: Path,
         assert launch in Path(started["launch_file"]).read_text()
         jar = http.cookiejar.CookieJar()
         browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-        page = browser.open(launch, timeout=10).read().decode()  # follows the redirect to / with the cookie
+        assert 'url=/"' in browser.open(launch, timeout=10).read().decode()  # signed in; the page moves on to /
+        page = browser.open(base + "/", timeout=10).read().decode()
         assert card.id in page and not Path(started["launch_file"]).exists()
         try:
             urllib.request.urlopen(launch, timeout=10)

@@ -72,3 +72,15 @@ def test_a_notification_names_the_page_only_while_it_runs(rsk_env: object, proje
     dead = PageFile(address="http://127.0.0.1:4242/", pid=2**22 + 12345)  # no such process: a stale file
     write_atomic(page_file(), dead.model_dump_json().encode())
     assert summary(card, project)["page"] is None
+
+
+def test_gpu_holders_named_by_jobs_are_text() -> None:
+    from rsk.ops.gpus import Gpu, GpuInventory, GpuNode
+
+    held = Gpu(index=0, type="a100", state="held", job_id="9", job_name='"><img src=x onerror=alert(1)>\u202e')
+    inv = GpuInventory(target="lab", at="now", total=2, free=1, nodes=[
+        GpuNode(name="n1", state="MIXED", partitions=["gpu"], total=2, free=1, gpus=[held, Gpu(index=1, state="free")])
+    ])  # fmt: skip
+    html = pages.gpus_section([inv], "")
+    assert "<img" not in html and "\u202e" not in html and html.count("&lt;img src=x") == 2  # tooltip and cell
+    assert "1 of 2 GPUs free" in html

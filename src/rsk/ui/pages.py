@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
+from rsk.local.inert import inert
 from rsk.ops.board import BatchView, batches, duration
 from rsk.ui.html import Markup, agent, el, join
 
@@ -293,7 +294,7 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
 def _bar(spent: float, reserved: float, budget: float | None) -> Markup:
     """A budget as a bar: spent, reserved, left; the numbers beside it."""
     if budget is None or budget <= 0:
-        return el("span", {"class": "muted"}, "no budget (unlimited)")
+        return el("span", {"class": "muted"}, "no budget")
     s = min(spent / budget, 1.0) * 100
     r = min(reserved / budget, 1.0 - s / 100) * 100
     return el(
@@ -519,7 +520,7 @@ def gpus_section(invs: list[GpuInventory] | None, error: str) -> Markup:
         for node in inv.nodes:
             cells = []
             for g in node.gpus:
-                who = (
+                who = inert(  # a job's name and request id are the agent's words: inert in the tooltip too
                     f"job {g.job_id}, project {g.project}, request {g.request_id}"
                     if g.project
                     else f"job {g.job_id} ({g.job_name})"
@@ -532,7 +533,7 @@ def gpus_section(invs: list[GpuInventory] | None, error: str) -> Markup:
                         {"class": f"gpu {g.state}", "title": who},
                         el("b", {}, f"{g.index}"),
                         el("span", {}, agent(g.type or "")),
-                        el("small", {}, agent(who) if g.state == "held" else g.state),
+                        el("small", {}, who if g.state == "held" else g.state),
                     )
                 )
             parts.append(

@@ -300,7 +300,13 @@ class Ui:
                 "`rsk ui` (Ctrl-C) and look at what runs as you. Run `rsk ui` again for a new link.",
             )
         launch_file(self.guard.port).unlink(missing_ok=True)
-        answer = RedirectResponse("/", status_code=303)
+        # a page of its own that moves on to /, not a redirect: a browser sends a SameSite=Strict cookie only
+        # along a navigation this site started, and the link may have come from elsewhere (the launch file, a
+        # chat), which makes a redirect chain cross-site and the first page signed out
+        answer = HTMLResponse(
+            '<!doctype html><html lang="en"><head><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/">'
+            '<title>rsk: signed in</title></head><body><p>Signed in. <a href="/">Open the page</a>.</p></body></html>'
+        )
         answer.set_cookie(self.guard.cookie, session.secret, httponly=True, samesite="strict", path="/")
         return answer
 
