@@ -35,7 +35,7 @@ main() {
         }' "$jf" | sort -u | awk -v held=" $RSK_HELD" '
         { h = index(held, " " $1 ":" $2 " ") > 0 } # one line a job: as the ledger holds it, else as journaled
         !($1 in s) || h > hs[$1] || (h == hs[$1] && $5 != "-") { s[$1] = $0; hs[$1] = h }
-        END { for (j in s) print s[j] }')
+        END { for (j in s) print s[j] }' | sort -rn) # newest first: a chain's later link never starts in between
     if [ -z "$matches" ]; then
         rsk_emit cancel "job=$value" result=not-ours
         return 0

@@ -15,7 +15,7 @@ usage() {
 # request -------------------------------------------------------------------
 # The scalar keys are kept as " key=VALUE " words in Q (wire values hold no spaces); env, arg and the
 # task lines are lists.
-SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun '
+SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s '
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
@@ -125,6 +125,11 @@ resolve() {
     num mem mem_mb "$P_default_mem_mb"; MEM_MB=$RSK_V
     num gpus gpus 0; GPUS=$RSK_V
     num time time_min "$P_default_time_min"; TIME_MIN=$RSK_V
+    num budget budget_min ''; BUDGET_MIN=$RSK_V
+    num signal signal_s ''; SIGNAL_S=$RSK_V
+    if [ -n "$BUDGET_MIN$SIGNAL_S" ] && { [ -z "$BUDGET_MIN" ] || [ -z "$SIGNAL_S" ]; }; then
+        rsk_fail "$RSK_E_USAGE" bad-chain "a chain gives both its budget and its signal margin"
+    fi
     if [ "$NODES" -lt 1 ] || [ "$CPUS" -lt 1 ] || [ "$MEM_MB" -lt 1 ] || [ "$TIME_MIN" -lt 1 ]; then
         rsk_fail "$RSK_E_USAGE" bad-resources "nodes, cpus, memory and time must be at least 1"
     fi
@@ -164,6 +169,7 @@ resolve() {
     elif [ -n "$Q_script" ]; then KIND='script'
     elif [ -n "$Q_arg" ]; then KIND='argv'
     else rsk_fail "$RSK_E_USAGE" no-command "the request has no command"; fi
+    [ -z "$BUDGET_MIN" ] || [ "$KIND" = batch ] || rsk_fail "$RSK_E_USAGE" bad-chain "a chain's links are its tasks"
     resolve_tasks
 }
 
@@ -191,8 +197,8 @@ resolve_tasks() {
             gg = num(r["tgpus"], "gpus", dg); tt = num(r["ttime_min"], "time", dt)
             if (nn < 1 || cc < 1 || mm < 1 || tt < 1) err("bad-resources", "task " key ": resources must be at least 1")
             dl = ""; lv = 0; v = r["tneeds"]
-            if (v != "" && v !~ /^=[A-Za-z0-9_][A-Za-z0-9._-]*:(ok|any)(,[A-Za-z0-9_][A-Za-z0-9._-]*:(ok|any))*$/)
-                err("bad-needs", "task " key ": needs are KEY:ok or KEY:any, comma separated")
+            if (v != "" && v !~ /^=[A-Za-z0-9_][A-Za-z0-9._-]*:(ok|any|notok)(,[A-Za-z0-9_][A-Za-z0-9._-]*:(ok|any|notok))*$/)
+                err("bad-needs", "task " key ": needs are KEY:ok, KEY:any or KEY:notok, comma separated")
             k = split(substr(v, 2), nd, ",")
             for (i = 1; i <= k; i++) {
                 w = nd[i]; sub(/:[a-z]+$/, "", w)
@@ -338,6 +344,7 @@ build_plan() {
         scripts "$RSK_SCRIPTS" policy "$RSK_POLICY_DIGEST" project "$PROJECT" name "$NAME" kind "$KIND" \
         workdir "$WORKDIR" code "$CODE" path "$JOBPATH" partition "$PARTITION" account "$ACCOUNT" qos "$QOS" \
         nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
+    [ -z "$BUDGET_MIN" ] || plan_put budget_min "$BUDGET_MIN" signal_s "$SIGNAL_S"
     if [ -n "$LEASE_OPEN" ]; then
         plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
     elif [ -n "$LEASE" ]; then
@@ -376,6 +383,7 @@ run_sbatch() {
     [ -z "$ACCOUNT" ] || set -- --account="$ACCOUNT" "$@"
     [ -z "$QOS" ] || set -- --qos="$QOS" "$@"
     [ "$GPUS" -eq 0 ] || set -- --gres="gpu:$GPUS" "$@"
+    [ -z "$SIGNAL_S" ] || set -- --signal="B:USR1@$SIGNAL_S" "$@"
     set -- "$SBATCH" "$@"
     [ -z "${SLURM_CONF:-}" ] || set -- "SLURM_CONF=$SLURM_CONF" "$@"
     set -- env -i "PATH=$PATH" "HOME=$HOME" "USER=$USER_NAME" "LOGNAME=$USER_NAME" "$@"
@@ -583,6 +591,7 @@ job_text() {
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
+    [ -z "$BUDGET_MIN" ] || printf 'rsk_links=%s\nrsk_budget=%s\n' "$NT" "$((BUDGET_MIN * 60))"
     printf '%s\n' "$RSK_WRAPPER"
     printf 'rsk_export() { case ${rsk_a%%%%=*} in %s | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n' \
         "$(printf '%s' "$RESERVED_ENV" | sed 's/ / | /g')"

@@ -6,7 +6,10 @@
 # The job's environment is what the plan binds: Slurm's own variables, HOME USER LOGNAME TMPDIR,
 # PATH from the plan, and the plan's --env values; nothing from the login session (docs/adr/0008).
 # Markers in $rsk_run: "started" (job, node, time; for a lease's step also its Slurm step and GPUs) and
-# "ended" (rc, signal, time).
+# "ended" (rc, signal, time; a chain's link also why it stopped). A chain's link (the header sets rsk_links,
+# rsk_budget) tells the command RSK_LINK, RSK_LINKS, RSK_BUDGET, RSK_RUN_TIME and RSK_WORK_DIR, and exits so
+# that Slurm starts the next link (afternotok) only when this one stopped short of success: exit 75, or
+# SIGUSR1 before its limit and a non-zero exit; 0 otherwise, its own code in the marker (docs/long-work.md).
 rsk_arg() { # "=LITERAL" is the value itself; anything else is base64
     case $1 in
         "="*) rsk_a=${1#=} ;;
@@ -72,6 +75,7 @@ rsk_main() {
         printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan"
     fi >"$rsk_run/started.tmp" && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
+    [ -z "${rsk_links:-}" ] || rsk_link_env
     rsk_use_code || rsk_end 2
     trap 'rsk_on_signal TERM' TERM
     trap 'rsk_on_signal INT' INT
@@ -85,9 +89,20 @@ rsk_main() {
     done
     rsk_end "$rsk_rc"
 }
-rsk_end() { # rsk_end RC: the ended marker, then exit RC
-    rsk_t1=$(rsk_stamp)
-    printf 'rc=%s sig=%s t=%s elapsed=%s limit=%s\n' "$1" "${rsk_sig:-none}" "$rsk_t1" \
-        "$((rsk_t1 - rsk_t0))" "$rsk_limit" >"$rsk_run/ended.tmp" && mv "$rsk_run/ended.tmp" "$rsk_run/ended"
-    exit "$1"
+rsk_link_env() { # a chain's link: what the command is told; the run time of the links before it, from their markers
+    RSK_LINK=$((rsk_ti + 1)) RSK_LINKS=$rsk_links RSK_BUDGET=$rsk_budget RSK_WORK_DIR=${rsk_run%/*}/work
+    RSK_RUN_TIME=$(cat "${rsk_run%/*}"/t*/ended 2>/dev/null | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^elapsed=[0-9]+$/) s += substr($i, 9) } END { print s + 0 }')
+    mkdir -p "$RSK_WORK_DIR"
+    export RSK_LINK RSK_LINKS RSK_BUDGET RSK_WORK_DIR RSK_RUN_TIME
+}
+rsk_end() { # rsk_end RC: the ended marker, then exit RC (a chain's link: 75 to go on, else 0)
+    rsk_t1=$(rsk_stamp) rsk_x=$1 rsk_stop=''
+    if [ -n "${rsk_links:-}" ] && [ "$1" -ne 0 ]; then
+        rsk_x=0
+        if [ "$1" -eq 75 ]; then rsk_stop=yielded rsk_x=75; elif [ "$rsk_sig" = USR1 ]; then rsk_stop=time-limit rsk_x=75; fi
+        [ -z "$rsk_stop" ] || [ "$((rsk_ti + 1))" -lt "$rsk_links" ] || rsk_stop=budget-spent
+    fi
+    printf 'rc=%s sig=%s t=%s elapsed=%s limit=%s%s\n' "$1" "${rsk_sig:-none}" "$rsk_t1" "$((rsk_t1 - rsk_t0))" \
+        "$rsk_limit" "${rsk_stop:+ stop=$rsk_stop}" >"$rsk_run/ended.tmp" && mv "$rsk_run/ended.tmp" "$rsk_run/ended"
+    exit "$rsk_x"
 }

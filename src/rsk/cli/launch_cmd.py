@@ -120,6 +120,23 @@ def launch(
             metavar="NAME",
         ),
     ] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            help="Long work: run the command as a chain of links of --time each, up to this much run time in all "
+            "(3-00:00:00). All links are queued at once, one approval; a link continues the chain when the command "
+            "exits 75 or is signalled at its limit (SIGUSR1 --signal-before it), and ends it otherwise "
+            "(docs/long-work.md).",
+        ),
+    ] = None,
+    signal_before: Annotated[
+        str | None,
+        typer.Option("--signal-before", help="A chain: SIGUSR1 this long before each link's limit (10:00 = 10 min)."),
+    ] = None,
+    max_links: Annotated[
+        int | None, typer.Option("--max-links", min=1, help="A chain: refuse a budget that needs more links.")
+    ] = None,
     wait: WaitOpt = None,
     verbose: Annotated[
         bool, typer.Option("--verbose", help="With --json, also the whole plan (rsk plan --json always prints it).")
@@ -148,7 +165,8 @@ def launch(
     spec = LaunchSpec(
         argv=list(command or []), script=script_text, tasks=task_specs, request_id=request_id, name=name,
         workdir=workdir, path=path, partition=partition, account=account, qos=qos, nodes=nodes, cpus=cpus,
-        gpus=gpus, mem=mem, time=time, env=list(env or []), lease=lease,
+        gpus=gpus, mem=mem, time=time, env=list(env or []), lease=lease, budget=budget, signal_before=signal_before,
+        max_links=max_links,
     )  # fmt: skip
     request = build_request(spec, resolve_project(project), requester())
     console = err()

@@ -55,6 +55,16 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  kind          {p.kind}" + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
+    if p.budget_min is not None and p.tasks:
+        t0 = p.tasks[0]
+        lines[-1] = (
+            f"  kind          chain: up to {p.jobs} links of {t0.time_min} min (the last {p.tasks[-1].time_min}), "
+            f"at most {p.budget_min} min of run time in all; a link goes on when the command exits 75 or is "
+            "signalled before its limit"
+        )
+        lines.append(f"  command       {argv(t0.argv)}")
+        lines += [f"  env           {inert(e)}" for e in t0.env] or ["  env           (none)"]
+        graph = {}
     if graph:
         from rsk.request.dag import levels
 
@@ -89,7 +99,8 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  worst case    {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h"
         + (f" for {p.jobs} jobs (a batch; 'per job' is its largest task)" if p.jobs > 1 else ""),
     ]
-    lines += [f"  env           {inert(e)}" for e in p.env] or ["  env           (none)"]
+    if p.budget_min is None:  # a chain's links carry the environment, shown with its command
+        lines += [f"  env           {inert(e)}" for e in p.env] or ["  env           (none)"]
     if p.kind == "script" and p.script is not None:
         body = inert_lines(p.script)
         shown = body if full else body[:FOLD_SCRIPT]
@@ -97,7 +108,7 @@ def render_card(card: "Card", full: bool = False) -> str:
         lines += [f"    | {line}" for line in shown]
         if len(shown) < len(body):
             lines.append(f"    ... {len(body) - len(shown)} more line(s): rsk approvals show {card.id}")
-    if p.tasks:
+    if p.tasks and p.budget_min is None:
         shown_tasks = p.tasks if full else p.tasks[:FOLD_TASKS]
         for t in shown_tasks:
             res = f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"

@@ -111,6 +111,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         tasks=[CardTask.model_validate({**t.model_dump(), "needs": [n.wire for n in t.needs]}) for t in plan.tasks]
         if plan.kind == "batch"
         else [],
+        budget_min=plan.budget_min,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,

@@ -167,6 +167,7 @@ class CardPlan(Model):
     env: list[str] = []  # NAME=VALUE, every one the job gets from the plan
     script: str | None = None
     tasks: list[CardTask] = []  # a batch: every task
+    budget_min: int | None = None  # a chain: the run time its links share (its tasks are the links)
     gpu_hours: float
     cpu_hours: float
     jobs: int = 1

@@ -143,6 +143,13 @@ Code = Annotated[
 ]
 Exclude = Annotated[list[str] | None, Field(description="With code: globs to leave out.")]
 Text = Annotated[str | None, Field(description="See rsk launch --help.")]
+Budget = Annotated[
+    str | None,
+    Field(description="Long work: the run time of a chain of links of `time` each (Slurm time, 3-00:00:00); the "
+          "command exits 75 (or is signalled with SIGUSR1 before a link's limit) to go on in the next link."),
+]  # fmt: skip
+SignalBefore = Annotated[str | None, Field(description="A chain: SIGUSR1 this long before each link's limit.")]
+MaxLinks = Annotated[int | None, Field(description="A chain: refuse a budget that needs more links.")]
 LeaseName = Annotated[
     str | None,
     Field(
@@ -293,6 +300,7 @@ def build(pin: Pin) -> MCPServer:
         gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
         partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
         path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
+        budget: Budget = None, signal_before: SignalBefore = None, max_links: MaxLinks = None,
     ) -> PlanReport:  # fmt: skip
         request, snap = prepare(dict(locals()))
         return preview(pin.target, request, snap)
@@ -309,6 +317,7 @@ def build(pin: Pin) -> MCPServer:
         gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
         partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
         path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
+        budget: Budget = None, signal_before: SignalBefore = None, max_links: MaxLinks = None,
     ) -> LaunchReply:  # fmt: skip
         request, snap = prepare(dict(locals()))
         return _reply(request, snap)

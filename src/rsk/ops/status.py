@@ -59,6 +59,7 @@ class JobState(Model):
     starts: int = 0  # a step: how often a lease's controller journaled starting it
     needs: list[str] = []  # a workflow's task: the tasks it waits for
     attempt: int = 1  # `rsk retry`: which attempt of its task this job is
+    link: str = ""  # a chain's link: "K/N"
     history: list[Attempt] = []  # with --batch: the task's earlier attempts
     undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
     # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
@@ -104,13 +105,22 @@ def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
 
 
 def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
-    """A workflow's task whose needed task ended unsuccessfully is `skipped`, naming that task (a skip passes
-    on: tasks are taken in a workflow's order, each after what it needs)."""
+    """A workflow's task whose needed task ended in a way its need excludes is `skipped`, naming that task (a
+    skip passes on: tasks are taken in a workflow's order, each after what it needs); a pending one says what
+    it waits for. A chain's link that Slurm stopped at its time limit is `stopped`: the next link goes on."""
     by_idx = {(f.rid, f.idx): j for f, j in zip(facts, jobs, strict=True) if f.idx is not None}
+    chains = {f.rid for f in facts if any(cond == "notok" for _, cond in f.needs)}
+    size = {rid: sum(1 for f in facts if f.rid == rid) for rid in chains}
     for f, j in sorted(zip(facts, jobs, strict=True), key=lambda p: (p[0].rid, p[0].idx or 0)):
+        if f.rid in chains and f.idx is not None:
+            j.link = f"{f.idx + 1}/{size[f.rid]}"
+        if f.rid in chains and j.state == "timed-out":
+            j.state, j.where = "stopped", "(time-limit)"
+        elif f.rid in chains and j.state == "stopped":
+            j.where = f"({f.stop})"
         if not f.needs or f.cancel:
             continue
-        needs = [(other.task or other.job_id, must, other.state) for i, must in f.needs
+        needs = [(other.task or other.job_id, cond, other.state) for i, cond in f.needs
                  if (other := by_idx.get((f.rid, i))) is not None]  # fmt: skip
         j.needs = [key for key, _, _ in needs]
         cause = states.skipped_by(j.state, needs)
@@ -136,6 +146,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         slurm_up=slurm_up,
         reason=states.pending_reason(f.where),
         step=step,
+        stop=f.stop,
     )
     state = states.job_state(facts)
     elapsed = f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s
@@ -232,6 +243,21 @@ def status_call(remote: Remote, target: str, project: str,
 def status(target: str, project: str) -> Status:
     with remote_for(target) as remote:
         return status_call(remote, target, project)[0]
+
+
+def outcome(jobs: list[JobState]) -> list[JobState]:
+    """The jobs whose states say how the work ended: every job, but of a chain only its last link that ran (its
+    earlier links stopped so that it could go on; the later ones were never needed)."""
+    last: dict[str, JobState] = {}
+    out: list[JobState] = []
+    for j in jobs:
+        if not j.link:
+            out.append(j)
+        elif j.state != "skipped" and (
+            j.request_id not in last or int(j.link.split("/")[0]) > int(last[j.request_id].link.split("/")[0])
+        ):
+            last[j.request_id] = j
+    return out + list(last.values())
 
 
 def of_request(jobs: list[JobState], request_id: str) -> list[JobState]:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from rsk.cluster.remote import remote_for
 from rsk.errors import PendingApproval, UsageError
 from rsk.ops.launch import LaunchResult
-from rsk.ops.status import JobState, of_request, status_call
+from rsk.ops.status import JobState, of_request, outcome, status_call
 from rsk.wire.states import FINAL
 
 DEFAULT_TIMEOUT = 100.0
@@ -101,7 +101,7 @@ def wait_jobs(
                     request_id=request_id,
                     jobs=chosen,
                     counts=counts,
-                    all_succeeded=all(j.state == "succeeded" for j in chosen) if done else None,
+                    all_succeeded=all(j.state == "succeeded" for j in outcome(chosen)) if done else None,
                     waited_s=round(now - t0, 1),
                     hint=_hint(chosen, done or blocked),
                 )

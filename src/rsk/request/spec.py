@@ -13,7 +13,7 @@ from rsk.errors import UsageError
 from rsk.local.paths import check_token, new_request_id
 from rsk.request.inputs import check_request
 from rsk.request.tasks import sbatch_directives
-from rsk.request.units import parse_mem, parse_time
+from rsk.request.units import parse_mem, parse_seconds, parse_time
 from rsk.wire.protocol import Request, TaskSpec
 
 
@@ -37,6 +37,9 @@ class LaunchSpec(BaseModel):
     time: str | None = None
     env: list[str] = []
     lease: str | None = None  # a step of this lease of the project
+    budget: str | None = None  # a chain: the run time of all its links (a Slurm time), each link --time long
+    signal_before: str | None = None  # a chain: SIGUSR1 this long before each link's limit
+    max_links: StrictInt | None = None  # a chain: refuse a budget that needs more links than this
 
 
 def _lift_script(spec: LaunchSpec) -> LaunchSpec:
@@ -62,6 +65,11 @@ def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
             "e.g. rsk launch -t lab -- python train.py",
         )
     spec = _lift_script(spec)
+    chain: dict[str, object] = {}
+    if spec.budget is not None:
+        chain = _chain(spec)
+    elif spec.signal_before is not None or spec.max_links is not None:
+        raise UsageError("--signal-before and --max-links are settings of a chain: give --budget too")
     request = Request(
         project=project,
         request_id=check_token("request id", spec.request_id) if spec.request_id else new_request_id(),
@@ -83,5 +91,22 @@ def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
         requester=requester,
         lease=check_token("lease name", spec.lease) if spec.lease else "",
     )
+    if chain:
+        request = request.model_copy(update=chain)
     check_request(request)
     return request
+
+
+def _chain(spec: LaunchSpec) -> dict[str, object]:
+    """A budget's links as the request's tasks (rsk.request.chain): one command, a time limit per link."""
+    from rsk.request.chain import chain_tasks, default_signal_s
+
+    if not spec.argv or spec.lease:
+        raise UsageError("a budget runs one command as a chain of links: give it after -- (no --script, --tasks "
+                         "or --lease)")  # fmt: skip
+    if spec.time is None:
+        raise UsageError("a chain needs --time: each link's time limit", "e.g. --budget 3-00:00:00 --time 16:00:00")
+    budget_min, time_min = parse_time(spec.budget or ""), parse_time(spec.time)
+    signal_s = parse_seconds(spec.signal_before) if spec.signal_before else default_signal_s(time_min)
+    tasks = chain_tasks(list(spec.argv), list(spec.env), budget_min, time_min, signal_s, spec.max_links or 100)
+    return {"tasks": tasks, "argv": [], "env": [], "time_min": None, "budget_min": budget_min, "signal_s": signal_s}

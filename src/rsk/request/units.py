@@ -11,8 +11,8 @@ _MEM = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _DUR = re.compile(r"^(\d+)([smhdw])$")
 
 
-def parse_time(text: str) -> int:
-    """A Slurm time limit (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) as whole minutes, rounded up."""
+def parse_seconds(text: str) -> int:
+    """A Slurm time (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S) in seconds: the one reading of that format here."""
     t = text.strip()
     days = 0
     if "-" in t:
@@ -32,7 +32,12 @@ def parse_time(text: str) -> int:
         h, m, s = 0, n[0], n[1]
     else:
         h, m, s = n
-    minutes = days * 1440 + h * 60 + m + (1 if s else 0)
+    return days * 86400 + h * 3600 + m * 60 + s
+
+
+def parse_time(text: str) -> int:
+    """A Slurm time limit as whole minutes, rounded up."""
+    minutes = -(-parse_seconds(text) // 60)
     if minutes < 1:
         raise UsageError(f"time limit {text!r} is zero", "give at least one minute, e.g. --time 10:00")
     return minutes

@@ -243,19 +243,20 @@ class JobFacts(Answer):
     cancel: bool  # rsk asked to cancel it
     submitted: str
     res: list[int | None]  # the journal's nodes,cpus,mem_mb,gpus,time_min ([] when none)
-    needs: list[tuple[int, bool]]  # a workflow's task: the tasks it needs (index, must succeed), from the journal
+    needs: list[tuple[int, str]]  # a workflow's task: the tasks it needs (index, ok|any|notok), from the journal
+    stop: str  # a chain's link: why it stopped short of success (yielded, time-limit, budget-spent), its marker's
     lease: str  # a step: the lease it was queued into
     held: bool  # listed because the ledger holds it
     starts: int  # a step: how many step-started lines name it
 
 
-def _needs(text: str) -> list[tuple[int, bool]]:
-    """A journal's `needs=IDX:ok|any,...` (a job can write the journal: what does not read is no need)."""
+def _needs(text: str) -> list[tuple[int, str]]:
+    """A journal's `needs=IDX:ok|any|notok,...` (a job can write the journal: what does not read is no need)."""
     out = []
     for word in text.split(","):
         idx, _, cond = word.partition(":")
-        if idx.isdigit() and len(idx) < 7 and cond in ("ok", "any"):
-            out.append((int(idx), cond == "ok"))
+        if idx.isdigit() and len(idx) < 7 and cond in ("ok", "any", "notok"):
+            out.append((int(idx), cond))
     return out
 
 
@@ -294,6 +295,7 @@ def _job_facts(r: Record) -> JobFacts:
         submitted=_text(r, "submitted", ""),
         res=[_number(x, "res", fact=True) for x in res.split(",")] if res else [],
         needs=_needs(_text(r, "needs", "")),
+        stop=_text(r, "stop", ""),
         lease=_text(r, "lease", ""),
         held=_flag(r, "held", optional=True),
         starts=_count(r, "starts", 0),

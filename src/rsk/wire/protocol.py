@@ -118,26 +118,30 @@ class Resources(BaseModel):
         return self.total_cpus * self.time_min / 60
 
 
+_NEED_WIRE = {"succeeded": "ok", "ended": "any", "stopped": "notok"}
+
+
 class Need(BaseModel):
-    """An edge of a workflow: a task runs once `task` succeeded (Slurm's afterok) or ended however it ended
-    (afterany)."""
+    """An edge of a workflow: a task runs once `task` succeeded (Slurm's afterok), ended however it ended
+    (afterany), or, a chain's link, stopped short of success (afternotok: yielded or at its time limit)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     task: str
-    on: Literal["succeeded", "ended"] = "succeeded"
+    on: Literal["succeeded", "ended", "stopped"] = "succeeded"
 
     @property
     def wire(self) -> str:
-        """`KEY:ok` or `KEY:any`, as the plan binds it."""
-        return f"{self.task}:{'ok' if self.on == 'succeeded' else 'any'}"
+        """`KEY:ok`, `KEY:any` or `KEY:notok`, as the plan binds it."""
+        return f"{self.task}:{_NEED_WIRE[self.on]}"
 
     @classmethod
     def from_wire(cls, word: str) -> Need:
         key, _, cond = word.rpartition(":")
-        if not key or cond not in ("ok", "any"):
+        on = {v: k for k, v in _NEED_WIRE.items()}.get(cond)
+        if not key or on is None:
             raise ProtocolError(f"malformed need {word[:80]!r}")
-        return cls(task=key, on="succeeded" if cond == "ok" else "ended")
+        return cls(task=key, on=on)
 
 
 def needs_wire(needs: list[Need]) -> str:
@@ -191,6 +195,8 @@ class Request(BaseModel):
     lease_open: str = ""  # open a lease of this name: one job that runs rsk's controller
     drain_min: int | None = None  # a lease: start no step this many minutes before the allocation ends
     overrun: str = ""  # a lease: a step longer than what is left is refused (refuse) or clipped (clip)
+    budget_min: int | None = None  # a chain: the run time of all its links together (rsk.request.chain)
+    signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -202,7 +208,7 @@ class Request(BaseModel):
         for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
                     "code", "lease", "lease_open", "overrun"):  # fmt: skip
             put(key, getattr(self, key))
-        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min"):
+        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s"):
             put(key, getattr(self, key))
         for entry in sorted(self.env, key=lambda e: e.split("=", 1)[0]):
             lines.append(f"env {enc(entry)}")
@@ -399,6 +405,8 @@ class Plan(BaseModel):
     lease_job: str = ""  # a step: the Slurm job of the lease it is bound to
     drain_min: int | None = None  # kind lease
     overrun: str = ""  # kind lease: refuse | clip
+    budget_min: int | None = None  # a chain: the run time its links share (each link is a task)
+    signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
 
     @property
     def placement(self) -> Placement:
@@ -419,7 +427,12 @@ class Plan(BaseModel):
     @property
     def is_workflow(self) -> bool:
         """A batch whose tasks need others: submitted whole, with Slurm's dependencies (docs/workflows.md)."""
-        return any(t.needs for t in self.tasks)
+        return any(t.needs for t in self.tasks) and not self.is_chain
+
+    @property
+    def is_chain(self) -> bool:
+        """Links of one command under one run-time budget (docs/long-work.md)."""
+        return self.budget_min is not None
 
     @property
     def gpu_hours(self) -> float:
@@ -439,6 +452,8 @@ class Plan(BaseModel):
         """A one-line summary for lists; cards show every task and the whole script."""
         if self.kind == "lease":
             return f"lease {self.lease}: {self.nodes} node(s) x {self.gpus} GPU(s), steps started by rsk's controller"
+        if self.is_chain:
+            return f"chain of up to {len(self.tasks)} links, {shlex.join(self.tasks[0].argv)}"
         if self.is_workflow:
             return f"workflow of {len(self.tasks)} tasks, first {shlex.join(self.tasks[0].argv)}"
         if self.kind == "batch":

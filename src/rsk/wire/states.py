@@ -12,9 +12,21 @@ from dataclasses import dataclass
 from typing import Literal
 
 State = Literal[
-    "pending", "blocked", "running", "succeeded", "failed", "cancelled", "timed-out", "skipped", "lost", "unknown"
+    "pending",
+    "blocked",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "timed-out",
+    "stopped",
+    "skipped",
+    "lost",
+    "unknown",
 ]
-FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "skipped", "lost"})
+FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "stopped", "skipped", "lost"})
+# a chain's link that stopped short of success: the next link goes on (Slurm's afternotok)
+STOPPED: frozenset[str] = frozenset({"stopped", "timed-out"})
 # a workflow's task that did not succeed: a task that needs it to succeed never runs (it is `skipped`)
 UNSUCCESSFUL: frozenset[str] = frozenset(FINAL - {"succeeded"})
 
@@ -108,16 +120,21 @@ class Facts:
     cancel_requested: bool = False
     slurm_up: bool = True
     reason: str = ""  # squeue's pending reason (Slurm's word; "" for a lease's step, whose queue a job can write)
+    stop: str = ""  # a chain's link: why it stopped short of success, from its marker (yielded, time-limit, ...)
     step: Step | None = None  # a lease's step: its queue entry
 
 
-def skipped_by(state: State, needs: list[tuple[str, bool, State]]) -> str | None:
-    """A workflow's task that has not run and never will: the first task it needs to succeed (`needs`: key,
-    whether it must succeed, that task's state) that ended otherwise; None when nothing stops it. Slurm
+def skipped_by(state: State, needs: list[tuple[str, str, State]]) -> str | None:
+    """A workflow's task (or a chain's link) that has not run and never will: the first task it needs (`needs`:
+    key, condition ok|any|notok, that task's state) that ended in a way the condition excludes: not succeeded
+    for ok, succeeded or ended for good for notok (a chain ended there); None when nothing stops it. Slurm
     cancels such a task at once (`--kill-on-invalid-dep`); until then it pends."""
     if state not in ("pending", "blocked", "cancelled"):
         return None
-    return next((key for key, must, other in needs if must and other in UNSUCCESSFUL), None)
+    for key, cond, other in needs:
+        if (cond == "ok" and other in UNSUCCESSFUL) or (cond == "notok" and other in FINAL - STOPPED):
+            return key
+    return None
 
 
 def job_state(f: Facts) -> State:
@@ -136,7 +153,9 @@ def job_state(f: Facts) -> State:
     if sq in ("CANCELLED", "PREEMPTED"):
         return "cancelled"
     if f.rc is not None:
-        if f.signal not in (None, "", "none"):
+        if f.stop:
+            return "stopped"
+        if f.signal not in (None, "", "none", "USR1"):  # USR1: a chain's notice before its limit, not a kill
             near_limit = f.limit_s is not None and (f.elapsed_s or 0) + 5 >= f.limit_s
             return "timed-out" if near_limit else "cancelled"
         return "succeeded" if f.rc == 0 else "failed"

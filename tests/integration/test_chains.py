@@ -1,0 +1,79 @@
+"""Long work on the lab Slurm: a budget as a chain of one-minute links queued up front, driven by the cluster,
+each link told before its limit (SIGUSR1, 30 s) and going on only when it stopped short of success."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rsk.errors import Exit
+from tests.conftest import Lab, Ran, rsk
+from tests.integration.helpers import grant, grant_view
+
+
+def chain(project: str, rid: str, body: str, budget: str = "3") -> Ran:
+    return rsk("launch", "--target", "lab", "--project", project, "--json", "--request-id", rid, "--budget", budget,
+               "--time", "1", "--signal-before", "0:30", "--mem", "100M", "--", "sh", "-c", body)  # fmt: skip
+
+
+def links(project: str, rid: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    r = rsk("wait", "--request-id", rid, "--target", "lab", "--project", project, "--timeout", "240", "--json")
+    return r.rc, {j["task"]: j for j in json.loads(r.out)["jobs"]}
+
+
+def test_a_command_that_yields_runs_in_exactly_its_links_and_spends_the_budget(lab: Lab, project: str) -> None:
+    grant(project, "--cpu-hours", "1")
+    body = 'echo "$RSK_LINK/$RSK_LINKS $RSK_BUDGET" >> "$RSK_WORK_DIR/seen"; exit 75'
+    r = chain(project, "y", body)
+    assert r.rc == 0, r.err
+    assert len(json.loads(r.out)["tasks"]) == 3
+    rc, got = links(project, "y")
+    assert rc == Exit.UNSUCCESSFUL  # a chain that spent its budget did not succeed
+    assert {k: j["state"] for k, j in got.items()} == {"link1": "stopped", "link2": "stopped", "link3": "stopped"}
+    assert got["link1"]["where"] == "(yielded)" and got["link3"]["where"] == "(budget-spent)"
+    seen = lab.ssh(f"cat {lab.root_sh}/runs/{project}/y/work/seen").stdout.split()
+    assert seen == ["1/3", "180", "2/3", "180", "3/3", "180"]  # every link saw the one work directory
+
+
+def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start(lab: Lab, project: str) -> None:
+    grant(project, "--cpu-hours", "1")
+    # link 1 checkpoints, then waits for SIGUSR1 and exits 1; link 2 finds the checkpoint and succeeds
+    body = ('if [ -e "$RSK_WORK_DIR/ckpt" ]; then echo "resumed at $RSK_RUN_TIME"; exit 0; fi; '
+            'touch "$RSK_WORK_DIR/ckpt"; trap "exit 1" USR1; while :; do sleep 1; done')  # fmt: skip
+    assert chain(project, "ck", body).rc == 0
+    rc, got = links(project, "ck")
+    assert rc == 0, got  # the chain succeeded: its last link that ran did
+    assert got["link1"]["state"] == "stopped" and got["link1"]["where"] == "(time-limit)"
+    assert got["link2"]["state"] == "succeeded"
+    assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(needs link2: succeeded)"
+    assert got["link3"]["elapsed_s"] in (0, None)  # removed by Slurm before it allocated anything
+    log = rsk("logs", got["link2"]["job_id"], "--target", "lab", "--project", project, "--json")
+    assert "resumed at" in json.loads(log.out)["text"]
+    rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
+    g = grant_view(project)
+    used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
+    assert g["cpu_hours_reserved"] == 0 and abs(g["cpu_hours_spent"] - used) < 0.002, (g, used)
+
+
+def test_a_failure_before_the_signal_ends_the_chain_and_cancel_leaves_no_link_queued(lab: Lab, project: str) -> None:
+    grant(project, "--cpu-hours", "1")
+    assert chain(project, "f", "exit 3").rc == 0
+    rc, got = links(project, "f")
+    assert rc == Exit.UNSUCCESSFUL
+    assert [got[k]["state"] for k in ("link1", "link2", "link3")] == ["failed", "skipped", "skipped"]
+    assert got["link1"]["exit_code"] == 3
+    assert chain(project, "c", "sleep 120").rc == 0
+    cancel = rsk("cancel", "--request-id", "c", "--target", "lab", "--project", project, "--json")
+    assert cancel.rc == 0, cancel.err
+    live = [line for line in lab.jobs_named(f"rsk:{project}:c") if line.split()[2] in ("PENDING", "RUNNING")]
+    assert live == []
+
+
+def test_a_chain_is_one_card_that_says_its_links_and_budget(lab: Lab, project: str) -> None:
+    r = chain(project, "card", "exit 75", budget="2:30")
+    assert r.rc == Exit.PENDING, r.err
+    shown = rsk("approvals", "show", json.loads(r.out)["card_id"], "--project", project).out
+    assert "chain: up to 3 links of 1 min (the last 1)" in shown and "at most 3 min of run time" in shown
+    refused = rsk("launch", "--target", "lab", "--project", project, "--budget", "3", "--", "true")
+    assert refused.rc == Exit.USAGE and "needs --time" in refused.err
+    assert len(json.loads(rsk("approvals", "--project", project, "--json").out)) == 1
