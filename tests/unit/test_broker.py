@@ -32,7 +32,7 @@ def as_caller(cwd: Path, rights: Rights, **kw: object) -> Caller:
 def test_the_owner_runs_agent_commands_and_no_human_act() -> None:
     assert refusal(req("launch", "--", "true"), OWNER) is None
     assert refusal(req("status", "--json"), OWNER) is None
-    for act in ("approve", "deny", "grant", "deny-rule"):
+    for act in ("approve", "deny", "grant", "deny-rule", "ui"):
         why = refusal(req(act, "c-1", "--yes"), OWNER)
         assert why is not None and "human" in why
     assert refusal(req("init"), OWNER) is not None  # runs in the client, never in the broker

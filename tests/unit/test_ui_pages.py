@@ -3,7 +3,10 @@ workflow card shows its graph by levels."""
 
 from __future__ import annotations
 
+import pytest
+
 from rsk.ledger.models import CardTask
+from rsk.ledger.store import Store
 from rsk.ui import pages
 from rsk.ui.feeds import cards
 from rsk.ui.html import Markup, agent, el, esc
@@ -84,3 +87,18 @@ def test_gpu_holders_named_by_jobs_are_text() -> None:
     html = pages.gpus_section([inv], "")
     assert "<img" not in html and "\u202e" not in html and html.count("&lt;img src=x") == 2  # tooltip and cell
     assert "1 of 2 GPUs free" in html
+
+
+def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
+    from rsk.ledger.models import CardPlan
+
+    if "budget_min" not in CardPlan.model_fields:
+        pytest.skip("this ledger has no chains")
+    links = [CardTask(key=f"link-{i}", argv=["python", "train.py", "--resume"], env=["CKPT=/ckpt"], nodes=1, cpus=1,
+                      mem_mb=1, gpus=1, time_min=t) for i, t in enumerate([60, 60, 30])]  # fmt: skip
+    card = file_card(project, tasks=links)
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"budget_min": 150})
+    html = pages.card_facts(Store(project).load().cards[0])
+    assert "chain: up to 3 links of 60 min (the last 30), at most 150 min" in html and card.id
+    assert html.count("<li>60 min</li>") == 2 and "CKPT=/ckpt" in html and "<table" not in html

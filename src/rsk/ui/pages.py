@@ -55,6 +55,19 @@ def card_facts(card: Card) -> Markup:
         _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
+    budget = getattr(p, "budget_min", None)  # a chain: the run time its links share (its tasks are the links)
+    chain = p.tasks if budget is not None and p.tasks else []
+    env = chain[0].env if chain else p.env  # a chain's links carry the environment
+    if chain:
+        rows[-1] = _row(
+            "kind",
+            f"chain: up to {p.jobs} links of {chain[0].time_min} min (the last {chain[-1].time_min}), at most "
+            f"{budget} min of run time in all; a link goes on when the command exits 75 or is signalled before "
+            "its limit",
+        )
+        rows.append(_row("command", _argv(chain[0].argv)))
+        rows.append(_row("links", el("ol", {"class": "links"}, [el("li", {}, f"{t.time_min} min") for t in chain])))
+        graph = {}
     if graph:  # a workflow: its graph by levels, each level waiting for the ones above
         from rsk.request.dag import levels
 
@@ -112,7 +125,7 @@ def card_facts(card: Card) -> Markup:
         ),
         _row(
             "env",
-            el("ul", {"class": "env"}, [el("li", {}, el("code", {}, agent(e))) for e in p.env]) if p.env else "(none)",
+            el("ul", {"class": "env"}, [el("li", {}, el("code", {}, agent(e))) for e in env]) if env else "(none)",
         ),
     ]
     if p.kind == "script" and p.script is not None:
@@ -125,7 +138,7 @@ def card_facts(card: Card) -> Markup:
                 el("pre", {"class": "script"}, Markup("\n".join(agent(line) for line in lines))),
             )
         )
-    if p.tasks:
+    if p.tasks and not chain:
         heads = ("task", "resources", "command", "env", *(("needs",) if graph else ()))
         head = el("tr", {}, [el("th", {}, h) for h in heads])
         body = [
