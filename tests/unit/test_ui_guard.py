@@ -201,3 +201,14 @@ def test_logs_are_read_only_for_a_target_the_page_watches(project: str) -> None:
     assert r.status_code == 200 and "does not watch target" in r.text
     r = client.get("/logs", params={"project": "../x", "target": "lab", "job": "1"})
     assert "is not valid" in r.text
+
+
+def test_the_page_says_a_card_was_decided_only_when_the_ledger_says_so(project: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    # a link from elsewhere (another port of 127.0.0.1 sends the cookie along) claiming an act
+    assert "Approved card" not in client.get(f"/?done=approved&card={card.id}").text
+    form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "reason": "no"}
+    assert client.post(f"/cards/{card.id}/deny", data=form, headers=ORIGIN).status_code == 303
+    assert "Approved card" not in client.get(f"/?done=approved&card={card.id}").text
+    assert f"Denied card {card.id}" in client.get(f"/?done=denied&card={card.id}").text

@@ -194,7 +194,8 @@ class Ui:
             return _page(live, headers={"x-rsk-digest": digest})
         notice = None
         done, card = request.query_params.get("done", ""), request.query_params.get("card", "")
-        if done in DONE and CARD_ID.fullmatch(card):
+        # said only when the ledger says so: a link from elsewhere cannot make the page claim an act
+        if done in DONE and CARD_ID.fullmatch(card) and self._decided(card) == done:
             notice = el("p", {"class": "notice", "role": "status"}, DONE[done].format(card=card))
         banner = (
             el("p", {"class": "readonly"}, "Read-only: this page shows everything and offers no acts.")
@@ -220,6 +221,12 @@ class Ui:
             ),
         )
         return _page(document(title, body, nav=name, version=__version__))
+
+    def _decided(self, card_id: str) -> str:
+        for _, card in feeds.cards(ledger_cards.projects()).decided:
+            if card.id == card_id:
+                return card.status
+        return ""
 
     # --- the acts ---------------------------------------------------------------------------------------
 
