@@ -168,6 +168,8 @@ def test_the_live_part_and_its_digest(project: str) -> None:
 def test_peer_uid_names_the_user_of_the_other_end(tmp_path: Path) -> None:
     import os
 
+    from rsk.ui.guard import peer_socket, socket_owner
+
     server = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(server.getsockname())
     conn, addr = server.accept()
@@ -175,6 +177,9 @@ def test_peer_uid_names_the_user_of_the_other_end(tmp_path: Path) -> None:
         assert peer_uid(addr, server.getsockname()) == os.getuid()
         assert peer_uid(("127.0.0.1", 1), server.getsockname()) == -1  # no such connection: refused as a stranger
         assert peer_uid(addr, server.getsockname(), proc=tmp_path) is None  # no /proc/net: not Linux
+        found = peer_socket(addr, server.getsockname())
+        assert found is not None and socket_owner(found[1]).startswith(f"{os.getpid()} ")  # this process holds it
+        assert socket_owner(0) == ""
     finally:
         for s in (conn, client, server):
             s.close()
