@@ -102,3 +102,19 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
     html = pages.card_facts(Store(project).load().cards[0])
     assert "chain: up to 3 links of 60 min (the last 30), at most 150 min" in html and card.id
     assert html.count("<li>60 min</li>") == 2 and "CKPT=/ckpt" in html and "<table" not in html
+
+
+def test_the_board_counts_a_workflows_levels_and_escapes_what_jobs_name() -> None:
+    from rsk.ops.status import JobState, Status
+    from rsk.ops.watcher import Snapshot
+
+    def job(task: str, state: str, needs: list[str]) -> JobState:
+        return JobState(request_id="wf<1>", task=task, job_id=f"1_{task}", state=state, exit_code=None,  # type: ignore[arg-type]
+                        signal=None, elapsed_s=1, limit_s=60, where="<b>n1</b>", submitted="", needs=needs)  # fmt: skip
+
+    jobs = [job("prep", "succeeded", []), job("a", "running", ["prep"]), job("b", "pending", ["prep"])]
+    snap = Snapshot([Status(target="lab", project="p", slurm="up", at="now", jobs=jobs)], {}, 5.0)
+    html = pages.board_section([("p", snap)], "", 0.0)
+    assert "level 0: 1 task(s), 1 succeeded" in html and "level 1: 2 task(s), 1 pending, 1 running" in html
+    assert "wf&lt;1&gt;" in html and "<b>n1" not in html
+    assert "/logs?project=p&amp;target=lab&amp;job=1_a" in html  # a job's last lines, on click

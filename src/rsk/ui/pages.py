@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # names only: the parts are pure and stand low in the import 
     from rsk.ui.feeds import BudgetView, CardsView
 
 FOLD_FILES = 50  # a card's code files shown before a <details> folds the rest (every one is in the page)
+FOLD_TASKS = 20  # a batch of more tasks shows them on a click (every one is in the page)
 
 
 def _when(at: datetime | None) -> str:
@@ -167,11 +168,10 @@ def card_facts(card: Card) -> Markup:
             )
             for t in p.tasks
         ]
-        rows.append(
-            _row(
-                "tasks", f"{len(p.tasks)}", el("div", {"class": "scroll"}, el("table", {"class": "tasks"}, head, body))
-            )
-        )
+        table = el("div", {"class": "scroll"}, el("table", {"class": "tasks"}, head, body))
+        # every task is in the page; a long list opens on a click
+        rows.append(_row("tasks", el("details", {"id": f"t-{card.id}", "open": len(p.tasks) <= FOLD_TASKS},
+                                     el("summary", {}, f"{len(p.tasks)} task(s)"), table)))  # fmt: skip
     rows += [
         _row("start (est.)", agent(p.estimate_start)),
         _row("policy", p.policy_verdict, [": ", agent("; ".join(p.policy_reasons))] if p.policy_reasons else None),
@@ -466,6 +466,20 @@ def _batch(project: str, view: BatchView) -> Markup:
             ),
             f" {view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved",
         ),
+        el(  # a workflow: what each level has done
+            "ol",
+            {"class": "levels", "start": "0"},
+            [
+                el(
+                    "li",
+                    {},
+                    f"level {i}: {sum(lv.values())} task(s), " + ", ".join(f"{n} {s}" for s, n in sorted(lv.items())),
+                )
+                for i, lv in enumerate(view.levels)
+            ],
+        )
+        if view.levels
+        else None,
         el(
             "div",
             {"class": "scroll"},
