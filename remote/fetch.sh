@@ -5,7 +5,8 @@
 # A directory: one @@N entry path=P size=N per regular file below it (at most 1000). A file: @@N file size=N,
 # then @@N chunk B64 lines of bytes OFFSET .. OFFSET+MAXBYTES (both multiples of 65536): a client resumes
 # a cut transfer from the size it already has. Paths are relative, of A-Z a-z 0-9 . _ / + @ : , -, with no
-# .. and no symlink on the way.
+# .. and no symlink on the way. PATH .rsk-result[/...] reads the job's published result (result/, with its
+# .rsk-manifest), .rsk-partial[/...] the stage a job that did not succeed left (partial/).
 
 main() {
     rsk_start
@@ -23,6 +24,12 @@ main() {
     case /$path/ in */../*) rsk_fail "$RSK_E_USAGE" bad-path "a path may not contain .." ;; esac
     base=$RSK_RUN
     [ ! -d "$base/work" ] || base=$base/work
+    case $path in # a published result, or the stage of a job that did not succeed (the wrapper's rsk_publish)
+        .rsk-result | .rsk-result/*) base=$RSK_RUN/result path=${path#.rsk-result} ;;
+        .rsk-partial | .rsk-partial/*) base=$RSK_RUN/partial path=${path#.rsk-partial} ;;
+    esac
+    path=${path#/}
+    [ -n "$path" ] || path=.
     [ -d "$base" ] || rsk_fail "$RSK_E_USAGE" not-found "job $2 has no run directory yet"
     # the job's own directories are checked like every component below them: a job (same account) that
     # turns its run or work directory into a symlink does not lead fetch out of the project's area

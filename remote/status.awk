@@ -35,9 +35,10 @@ BEGIN {
         st_age[s] = f[10] ~ /^[0-9]+$/ ? now - f[10] : ""; st_limit[s] = f[8] ~ /^[0-9]+$/ ? f[8] * 60 : ""
     }
     while ((getline line < mkf) > 0) {
-        sp = index(line, " "); file = substr(line, 1, sp - 1); body = substr(line, sp + 1)
+        sp = index(line, " "); file = sp ? substr(line, 1, sp - 1) : line; body = sp ? substr(line, sp + 1) : ""
         dir = file; sub(/\/[^\/]*$/, "", dir)
-        if (file ~ /\/started$/) { m_started[dir] = kv(body, "t") }
+        if (file ~ /\/result\/\.rsk-manifest$/) { sub(/\/result$/, "", dir); m_result[dir] = 1 }
+        else if (file ~ /\/started$/) { m_started[dir] = kv(body, "t") }
         else { m_rc[dir] = kv(body, "rc"); m_sig[dir] = kv(body, "sig"); m_el[dir] = kv(body, "elapsed"); m_lim[dir] = kv(body, "limit"); m_stop[dir] = kv(body, "stop") }
     }
 }
@@ -64,10 +65,10 @@ END {
     for (j in h_rid) if (!(j in listed)) { key = "held" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = h_rid[j] }
     for (i = 1; i <= n; i++) {
         key = order[i]; j = job[key]; d = k_dir[key]
-        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s st=%s st_lease=%s st_node=%s st_age=%s st_limit=%s st_why=%s st_ret=%d rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s needs=%s stop=%s lease=%s held=%d starts=%d\n", \
+        printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s st=%s st_lease=%s st_node=%s st_age=%s st_limit=%s st_why=%s st_ret=%d rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s needs=%s stop=%s result=%d lease=%s held=%d starts=%d\n", \
             nonce, k_rid[key], k_task[key], k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
             ac_state[j], ac_exit[j], ac_el[j], ac_lim[j], st_q[j], clean(st_lease[j]), clean(st_node[j]), st_age[j], st_limit[j], \
             clean(st_why[j]), st_ret[j], (d == "" ? "" : m_rc[d]), (d == "" ? "" : m_sig[d]), (d == "" ? "" : m_el[d]), \
-            (d == "" ? "" : m_lim[d]), (j in cancel), t_sub[key], k_res[key], clean(k_needs[key]), (d == "" ? "" : clean(m_stop[d])), k_lease[key], (j in h_rid), starts[j]
+            (d == "" ? "" : m_lim[d]), (j in cancel), t_sub[key], k_res[key], clean(k_needs[key]), (d == "" ? "" : clean(m_stop[d])), (d in m_result), k_lease[key], (j in h_rid), starts[j]
     }
 }

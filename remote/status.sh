@@ -31,7 +31,8 @@ main() {
     runs="$RSK_ROOT/runs/$project"
     : >"$tmp/markers"
     if [ -d "$runs" ]; then
-        find "$runs" \( -name started -o -name ended \) -type f -exec awk '{ print FILENAME " " $0 }' {} + \
+        find "$runs" \( \( -name started -o -name ended \) -type f -exec awk '{ print FILENAME " " $0 }' {} + \) \
+            -o \( -path '*/result/.rsk-manifest' -type f -print \) \
             >"$tmp/markers" 2>/dev/null || true
     fi
     # the steps of the project's leases (rsk_lease_steps), after a line per lease with its state and job

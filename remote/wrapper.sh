@@ -76,6 +76,8 @@ rsk_main() {
     fi >"$rsk_run/started.tmp" && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
     [ -z "${rsk_links:-}" ] || rsk_link_env
+    RSK_OUT=$rsk_run/out.stage # results are written here, published whole by rsk_publish (never a half result)
+    rm -rf "$RSK_OUT" && mkdir -p "$RSK_OUT" && export RSK_OUT
     rsk_use_code || rsk_end 2
     trap 'rsk_on_signal TERM' TERM
     trap 'rsk_on_signal INT' INT
@@ -95,7 +97,19 @@ rsk_link_env() { # a chain's link: what the command is told; the run time of the
     mkdir -p "$RSK_WORK_DIR"
     export RSK_LINK RSK_LINKS RSK_BUDGET RSK_WORK_DIR RSK_RUN_TIME
 }
-rsk_end() { # rsk_end RC: the ended marker, then exit RC (a chain's link: 75 to go on, else 0)
+rsk_publish() { # rsk_publish RC: on 0, a manifest (sha256, size, path of every file), then one rename of the
+    # stage to result/; on anything else the stage stays, as partial/, never a result
+    [ -d "${RSK_OUT:-}" ] || return 0
+    if [ "$1" -ne 0 ] || [ -e "$rsk_run/result" ]; then mv "$RSK_OUT" "$rsk_run/partial" 2>/dev/null || true; return 0; fi
+    rsk_sum=sha256sum
+    command -v sha256sum >/dev/null 2>&1 || rsk_sum='shasum -a 256'
+    # shellcheck disable=SC2016,SC2086  # the inner sh expands its own $1; rsk_sum is a command and its options
+    (cd "$RSK_OUT" && find . -type f -exec sh -c 'for f; do printf "%s %s %s\n" "$('"$rsk_sum"' <"$f" | cut -c1-64)" \
+        "$(wc -c <"$f" | tr -d " ")" "${f#./}"; done' sh {} +) | sort -k3 >"$rsk_run/manifest.tmp" \
+        && mv "$rsk_run/manifest.tmp" "$RSK_OUT/.rsk-manifest" && mv "$RSK_OUT" "$rsk_run/result"
+}
+rsk_end() { # rsk_end RC: the result published, the ended marker, then exit RC (a chain's link: 75 to go on, else 0)
+    rsk_publish "$1"
     rsk_t1=$(rsk_stamp) rsk_x=$1 rsk_stop=''
     if [ -n "${rsk_links:-}" ] && [ "$1" -ne 0 ]; then
         rsk_x=0

@@ -166,6 +166,17 @@ def fetch(
         ),
     ] = None,
     to: Annotated[Path, typer.Option("--to", help="Where to put them (default: here).")] = Path(),
+    result: Annotated[
+        bool,
+        typer.Option(
+            "--result",
+            help="The job's published result (what it wrote under $RSK_OUT and exited 0), checked file by file "
+            "against its manifest; it appears in --to DIR (which must not exist) whole, or not at all.",
+        ),
+    ] = False,
+    partial: Annotated[
+        bool, typer.Option("--partial", help="With --result: what a job that did not succeed left, labelled so.")
+    ] = False,
     max_bytes: Annotated[
         int, typer.Option(min=1, help="Stop after this many bytes in all (resume by running again).")
     ] = 1024**3,
@@ -180,6 +191,19 @@ def fetch(
     from rsk.ops.fetch import fetch_batch
 
     where = (resolve_target(target), resolve_project(project))
+    if result or partial:
+        from rsk.ops.fetch import fetch_result
+
+        if paths or batch is not None or to == Path():
+            raise UsageError("--result takes a JOB and --to DIR (a directory that does not exist yet), no paths")
+        rep = fetch_result(*where, job, caller.path(str(to)), partial=partial, max_bytes=max_bytes)
+        if json_out:
+            print_json(rep)
+            return
+        what = "partial stage (NOT a result)" if rep.partial else "result"
+        done = "was already there" if rep.already else f"fetched: {rep.files} file(s), {rep.bytes} bytes, checked"
+        out().print(f"job {job}'s {what} in {rep.to}: {done}")
+        return
     if batch is not None:  # JOB is the first path: `rsk fetch --batch B out/metrics.json logs/`
         report = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(to)), max_bytes)
         if json_out:

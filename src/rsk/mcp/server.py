@@ -26,7 +26,7 @@ from rsk.errors import PendingApproval, RskError, UsageError
 from rsk.ledger.models import Card
 from rsk.ops.cancel import CancelReport
 from rsk.ops.events import Events
-from rsk.ops.fetch import FetchReport
+from rsk.ops.fetch import FetchReport, ResultReport
 from rsk.ops.gpus import GpuInventory
 from rsk.ops.info import TargetInfo
 from rsk.ops.journal import Journal
@@ -475,6 +475,23 @@ def build(pin: Pin) -> MCPServer:
 
         dest = _own_path("fetch", to or str(Path("rsk-results") / job))
         return do_fetch(pin.target, pin.project, job, paths, dest, max_bytes=max_bytes)
+
+    @server.tool(
+        description="Bring back a job's published result (what it wrote under $RSK_OUT and exited 0), every file "
+        "checked against its manifest; it appears in `to` (which must not exist) whole, or not at all. partial: "
+        "what a job that did not succeed left, labelled so.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def fetch_result(
+        job: Annotated[str, Field(description="The job id.")],
+        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here).")] = None,
+        partial: Annotated[bool, Field(description="The stage of a job that did not succeed.")] = False,
+    ) -> ResultReport:
+        from rsk.ops.fetch import fetch_result as do_fetch_result
+
+        dest = _own_path("fetch", to or str(Path("rsk-results") / job))
+        return do_fetch_result(pin.target, pin.project, job, dest, partial=partial)
 
     @server.prompt(name="rsk-rules", description="The rules for running work through rsk (the rsk skill).")
     def rules() -> str:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
+import shutil
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import Remote, remote_for
-from rsk.errors import UsageError
+from rsk.errors import StateError, UsageError
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
 
@@ -155,3 +157,96 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
             tasks.append(TaskFetch(task=j.task, job_id=j.job_id, state=j.state, files=got, missing=missing))
     total = sum(f.size for t in tasks for f in t.files)
     return BatchFetchReport(target=target_name, project=project, batch=batch, tasks=tasks, bytes=total)
+
+
+# results: absent or complete ------------------------------------------------------------------------
+class ResultReport(BaseModel):
+    """`rsk fetch JOB --result`: a job's published result, checked against its manifest, in DIR whole."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    job_id: str
+    to: str
+    files: int
+    bytes: int
+    partial: bool = False  # --partial: the stage of a job that did not succeed, not a result
+    already: bool = False  # DIR already held this very result: nothing was fetched
+
+
+def _manifest(text: str) -> dict[str, tuple[str, int]]:
+    """`SHA256 SIZE PATH` lines (the wrapper's rsk_publish) as path -> (sha256, size)."""
+    files: dict[str, tuple[str, int]] = {}
+    for line in text.splitlines():
+        digest, _, rest = line.partition(" ")
+        size, _, path = rest.partition(" ")
+        if not re.fullmatch(r"[0-9a-f]{64}", digest) or not size.isdigit() or not _FETCH_PATH.fullmatch(path):
+            raise StateError(f"the result's manifest has a line rsk cannot read: {line[:120]!r}")
+        files[path] = (digest, int(size))
+    return files
+
+
+def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial: bool = False,
+                 max_bytes: int = 1024**3) -> ResultReport:  # fmt: skip
+    """A job's published result into DIR (which must not exist yet), every file checked against the manifest,
+    made to appear with one rename; with `partial`, the stage of a job that did not succeed, labelled so."""
+    root = ".rsk-partial" if partial else ".rsk-result"
+    work = to.parent / f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
+    with remote_for(target_name) as remote:
+        out = remote.call("fetch", project, job, root, "0", "0")
+        try:
+            raise_for_error(out)
+        except UsageError as exc:
+            if exc.details.get("remote_code") != "not-found":
+                raise
+            what = "left no partial stage" if partial else "has no published result"
+            raise UsageError(
+                f"job {job} {what}",
+                "a result is published only when the command exits 0 after writing under $RSK_OUT; "
+                "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
+                details={"code": "no-result"},
+            ) from None
+        listed = {e.path: e.size for e in answers.fetch(out).entries}
+        manifest: dict[str, tuple[str, int]] = {}
+        if not partial:
+            text = _read_small(remote, project, job, f"{root}/.rsk-manifest")
+            manifest = _manifest(text)
+            listed.pop(".rsk-manifest", None)
+            if set(listed) != set(manifest) or any(listed[p] != manifest[p][1] for p in listed):
+                raise StateError(f"job {job}'s result does not match its manifest: files changed after it was "
+                                 "published; nothing was fetched")  # fmt: skip
+            if to.exists():
+                if (to / ".rsk-manifest").is_file() and (to / ".rsk-manifest").read_text() == text:
+                    return ResultReport(target=target_name, project=project, job_id=job, to=str(to),
+                                        files=len(manifest), bytes=0, already=True)  # fmt: skip
+                raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
+        elif to.exists():
+            raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
+        budget = [max_bytes]
+        got = [
+            _fetch_one(remote, project, job, f"{root}/{p}", size, work, budget) for p, size in sorted(listed.items())
+        ]
+    stage = work / root
+    stage.mkdir(parents=True, exist_ok=True)
+    for path, (digest, size) in manifest.items():
+        with (stage / path).open("rb") as fh:
+            seen = hashlib.file_digest(fh, "sha256").hexdigest()
+        if (stage / path).stat().st_size != size or seen != digest:
+            shutil.rmtree(work, ignore_errors=True)
+            raise StateError(f"{path} of job {job}'s result does not match its manifest: refused, nothing kept")
+    if partial:
+        (stage / ".rsk-partial").write_text(f"job {job} did not succeed: this is what it left, not a result\n")
+    else:
+        (stage / ".rsk-manifest").write_text(text)
+    stage.replace(to)  # the whole result appears at once
+    shutil.rmtree(work, ignore_errors=True)
+    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=len(got),
+                        bytes=sum(f.size for f in got), partial=partial)  # fmt: skip
+
+
+def _read_small(remote: Remote, project: str, job: str, path: str) -> str:
+    out = remote.call("fetch", project, job, path, "0", str(FETCH_CHUNK))
+    raise_for_error(out)
+    return answers.fetch(out).data.decode("utf-8", "replace")

@@ -60,6 +60,7 @@ class JobState(Model):
     needs: list[str] = []  # a workflow's task: the tasks it waits for
     attempt: int = 1  # `rsk retry`: which attempt of its task this job is
     link: str = ""  # a chain's link: "K/N"
+    result: bool = False  # it published a result ($RSK_OUT, whole): `rsk fetch JOB --result`
     history: list[Attempt] = []  # with --batch: the task's earlier attempts
     undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
     # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
@@ -170,6 +171,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         gpus=gpus,
         lease=f.lease or None,
         starts=f.starts,
+        result=f.result,
     )
     job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
     return job

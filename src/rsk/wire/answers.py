@@ -245,6 +245,7 @@ class JobFacts(Answer):
     res: list[int | None]  # the journal's nodes,cpus,mem_mb,gpus,time_min ([] when none)
     needs: list[tuple[int, str]]  # a workflow's task: the tasks it needs (index, ok|any|notok), from the journal
     stop: str  # a chain's link: why it stopped short of success (yielded, time-limit, budget-spent), its marker's
+    result: bool  # the job published a result (result/.rsk-manifest: the job's own files)
     lease: str  # a step: the lease it was queued into
     held: bool  # listed because the ledger holds it
     starts: int  # a step: how many step-started lines name it
@@ -296,6 +297,7 @@ def _job_facts(r: Record) -> JobFacts:
         res=[_number(x, "res", fact=True) for x in res.split(",")] if res else [],
         needs=_needs(_text(r, "needs", "")),
         stop=_text(r, "stop", ""),
+        result=_flag(r, "result", optional=True),
         lease=_text(r, "lease", ""),
         held=_flag(r, "held", optional=True),
         starts=_count(r, "starts", 0),

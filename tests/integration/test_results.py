@@ -1,0 +1,75 @@
+"""Results that are absent or complete, on the lab: a job publishes what it wrote under $RSK_OUT only when it
+exits 0, whole, with a manifest; `rsk fetch --result` brings back only that, checked, and makes it appear at
+once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rsk.errors import Exit
+from tests.conftest import Lab, rsk
+from tests.integration.helpers import grant, launch, launched
+
+
+def run_to_end(project: str, rid: str, body: str) -> str:
+    job = launched(launch(project, "-r", rid, "--mem", "100M", "--time", "2", command=("sh", "-c", body)))["job_id"]
+    w = rsk("wait", str(job), "--target", "lab", "--project", project, "--timeout", "120", "--json")
+    assert w.rc in (0, Exit.UNSUCCESSFUL), w.err
+    return str(job)
+
+
+def fetch_result(project: str, job: str, to: Path, *extra: str) -> tuple[int, str, str]:
+    r = rsk("fetch", job, "--result", "--to", str(to), "--target", "lab", "--project", project, "--json", *extra)
+    return r.rc, r.out, r.err
+
+
+def test_a_result_is_published_whole_and_fetched_whole_once(lab: Lab, project: str, tmp_path: Path) -> None:
+    grant(project, "--cpu-hours", "1")
+    job = run_to_end(
+        project, "ok", 'mkdir -p "$RSK_OUT/m" && echo 0.91 > "$RSK_OUT/m/acc" && seq 1 5000 > "$RSK_OUT/log"'
+    )
+    st = json.loads(rsk("status", job, "--target", "lab", "--project", project, "--json").out)
+    assert st["jobs"][0]["result"] is True
+    to = tmp_path / "res"
+    rc, out, err = fetch_result(project, job, to)
+    assert rc == 0, err
+    assert json.loads(out)["files"] == 2
+    assert (to / "m" / "acc").read_text() == "0.91\n" and len((to / "log").read_text().splitlines()) == 5000
+    assert (to / ".rsk-manifest").is_file() and not list(tmp_path.glob(".res.rsk-fetch-*"))
+    rc, out, _ = fetch_result(project, job, to)  # a second fetch is a no-op
+    assert rc == 0 and json.loads(out)["already"] is True
+
+
+def test_a_job_that_did_not_succeed_publishes_nothing_and_its_stage_comes_back_only_when_asked(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--cpu-hours", "1")
+    job = run_to_end(project, "bad", 'echo half > "$RSK_OUT/model"; exit 4')
+    st = json.loads(rsk("status", job, "--target", "lab", "--project", project, "--json").out)
+    assert st["jobs"][0]["result"] is False
+    rc, _, err = fetch_result(project, job, tmp_path / "res")
+    assert rc == Exit.USAGE and "has no published result" in err
+    assert not (tmp_path / "res").exists()
+    rc, _, err = fetch_result(project, job, tmp_path / "part", "--partial")
+    assert rc == 0, err
+    assert (tmp_path / "part" / "model").read_text() == "half\n" and (tmp_path / "part" / ".rsk-partial").is_file()
+
+
+def test_a_changed_file_is_refused_and_a_cut_fetch_leaves_nothing_then_completes(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--cpu-hours", "1")
+    job = run_to_end(project, "big", 'head -c 300000 /dev/zero > "$RSK_OUT/a"; head -c 300000 /dev/zero > "$RSK_OUT/b"')
+    to = tmp_path / "res"
+    # cut midway (a byte limit stops it after the first file): nothing appears in DIR; the next fetch completes
+    r = rsk("fetch", job, "--result", "--to", str(to), "--max-bytes", "65536", "--target", "lab", "--project", project)
+    assert r.rc != 0 and not to.exists()
+    rc, _, err = fetch_result(project, job, to)
+    assert rc == 0, err
+    assert (to / "a").stat().st_size == 300000 and (to / "b").stat().st_size == 300000
+    # a file changed on the cluster after publication: refused, never copied
+    assert lab.ssh(f"printf x >> {lab.root_sh}/runs/{project}/big/t0/result/a").returncode == 0
+    rc, _, err = fetch_result(project, job, tmp_path / "again")
+    assert rc == Exit.STATE and "does not match its manifest" in err
+    assert not (tmp_path / "again").exists()
