@@ -33,6 +33,7 @@ def test_approving_in_the_page_changes_the_ledger(served: Served, project: str) 
     assert ledger.cards[0].status == "approved"
     assert [(a.uses_left, a.note, a.plan_hash) for a in ledger.approvals] == [(3, "looks fine", card.plan_hash)]
     assert "via ui" in (ledger.approvals[0].decided_by or "")
+    assert "chrom" in (ledger.approvals[0].decided_by or "").split(", from ")[1]  # the browser sent it
     served.shot("cards-approved")
 
 

@@ -57,6 +57,9 @@ def test_a_served_page_signs_in_once_approves_and_stops_on_ctrl_c(rsk_env: Path,
         act = urllib.request.Request(f"{base}/cards/{card.id}/approve", data=form, headers={"Origin": base})
         assert "Approved card" in browser.open(act, timeout=10).read().decode()
         assert Store(project).load().cards[0].status == "approved"
+        # the audit names the session and the process that sent the act: this test's, through its socket
+        assert "(via ui, session " in Store(project).read_audit()[-1].by
+        assert f", from {os.getpid()} " in Store(project).read_audit()[-1].by
         # while it serves, a notification carries the card's address on the page
         from rsk.ledger.notify import summary
 

@@ -168,6 +168,8 @@ def test_the_live_part_and_its_digest(project: str) -> None:
 def test_peer_uid_names_the_user_of_the_other_end(tmp_path: Path) -> None:
     import os
 
+    from rsk.ui.guard import peer_socket, socket_owner
+
     server = socket.create_server(("127.0.0.1", 0))
     client = socket.create_connection(server.getsockname())
     conn, addr = server.accept()
@@ -175,6 +177,9 @@ def test_peer_uid_names_the_user_of_the_other_end(tmp_path: Path) -> None:
         assert peer_uid(addr, server.getsockname()) == os.getuid()
         assert peer_uid(("127.0.0.1", 1), server.getsockname()) == -1  # no such connection: refused as a stranger
         assert peer_uid(addr, server.getsockname(), proc=tmp_path) is None  # no /proc/net: not Linux
+        found = peer_socket(addr, server.getsockname())
+        assert found is not None and socket_owner(found[1]).startswith(f"{os.getpid()} ")  # this process holds it
+        assert socket_owner(0) == ""
     finally:
         for s in (conn, client, server):
             s.close()
@@ -201,3 +206,14 @@ def test_logs_are_read_only_for_a_target_the_page_watches(project: str) -> None:
     assert r.status_code == 200 and "does not watch target" in r.text
     r = client.get("/logs", params={"project": "../x", "target": "lab", "job": "1"})
     assert "is not valid" in r.text
+
+
+def test_the_page_says_a_card_was_decided_only_when_the_ledger_says_so(project: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    # a link from elsewhere (another port of 127.0.0.1 sends the cookie along) claiming an act
+    assert "Approved card" not in client.get(f"/?done=approved&card={card.id}").text
+    form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "reason": "no"}
+    assert client.post(f"/cards/{card.id}/deny", data=form, headers=ORIGIN).status_code == 303
+    assert "Approved card" not in client.get(f"/?done=approved&card={card.id}").text
+    assert f"Denied card {card.id}" in client.get(f"/?done=denied&card={card.id}").text

@@ -14,7 +14,7 @@ app = typer.Typer(
     help=(
         "Run agents' work on remote Slurm clusters while a human keeps a hand on the budget.\n\n"
         "Agents: `rsk init`, `rsk plan`, `rsk launch` (never sbatch), `rsk wait`, `rsk status`, `rsk logs`. "
-        "Humans: `rsk approvals`, `rsk approve`, `rsk deny`, `rsk grant`."
+        "Humans: `rsk approvals`, `rsk approve`, `rsk deny`, `rsk grant`, `rsk ui` (the page)."
     ),
     no_args_is_help=True,
     add_completion=True,

@@ -128,10 +128,12 @@ def _addr(hexaddr: str) -> tuple[str, int]:
     return str(ip), int(port, 16)
 
 
-def peer_uid(client: tuple[str, int], server: tuple[str, int], proc: Path = Path("/proc/net")) -> int | None:
-    """The OS user of the socket at the other end of a TCP connection (the one whose local address is the
-    client's and remote address the server's), from /proc/net/tcp and tcp6; None: no /proc to ask (not
-    Linux). -1: /proc answers but lists no such socket (refused like another user's)."""
+def peer_socket(
+    client: tuple[str, int], server: tuple[str, int], proc: Path = Path("/proc/net")
+) -> tuple[int, int] | None:
+    """(OS user, inode) of the socket at the other end of a TCP connection (the one whose local address is
+    the client's and remote address the server's), from /proc/net/tcp and tcp6; None: no /proc to ask (not
+    Linux). (-1, 0): /proc answers but lists no such socket (refused like another user's)."""
     tables = [proc / "tcp", proc / "tcp6"]
     if not any(t.exists() for t in tables):
         return None
@@ -142,8 +144,31 @@ def peer_uid(client: tuple[str, int], server: tuple[str, int], proc: Path = Path
             continue
         for line in lines:
             f = line.split()
-            if len(f) < 8:
+            if len(f) < 10:
                 continue
             if f[3] == "01" and _addr(f[1]) == client and _addr(f[2]) == server:  # ESTABLISHED
-                return int(f[7])
-    return -1
+                return int(f[7]), int(f[9])
+    return -1, 0
+
+
+def peer_uid(client: tuple[str, int], server: tuple[str, int], proc: Path = Path("/proc/net")) -> int | None:
+    """The OS user at the other end (peer_socket), None where there is no /proc to ask, -1 for none found."""
+    found = peer_socket(client, server, proc)
+    return None if found is None else found[0]
+
+
+def socket_owner(inode: int, proc: Path = Path("/proc")) -> str:
+    """Which process holds a socket ("PID NAME", "" when none this user can see): the browser, or whatever
+    sent the request, for the audit. Evidence for a later look, not proof (a process can name itself)."""
+    if inode <= 0:
+        return ""
+    want = f"socket:[{inode}]"
+    for pid_dir in proc.glob("[0-9]*"):
+        try:
+            for fd in (pid_dir / "fd").iterdir():
+                if str(fd.readlink()) == want:
+                    name = (pid_dir / "comm").read_text().strip()
+                    return f"{pid_dir.name} {name}"
+        except OSError:
+            continue
+    return ""

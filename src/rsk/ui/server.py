@@ -34,7 +34,7 @@ from rsk.ops.gpus import GpuInventory, inventory
 from rsk.ops.watcher import Snapshot, Watcher
 from rsk.request.units import parse_expiry
 from rsk.ui import feeds, pages
-from rsk.ui.guard import SECURITY_HEADERS, Guard, Session, peer_uid
+from rsk.ui.guard import SECURITY_HEADERS, Guard, Session, peer_socket, socket_owner
 from rsk.ui.html import Markup, document, el
 
 Scope = MutableMapping[str, Any]
@@ -110,9 +110,10 @@ class Gate:
     def check(self, scope: Scope, request: Request) -> Response | None:
         if self.uid is not None:
             client, server = scope.get("client"), scope.get("server")
-            peer = peer_uid((client[0], client[1]), (server[0], server[1])) if client and server else -1
-            if peer is not None and peer != self.uid:
+            found = peer_socket((client[0], client[1]), (server[0], server[1])) if client and server else (-1, 0)
+            if found is not None and found[0] != self.uid:
                 return _refusal(403, "Not yours", "This page serves only its own OS user's processes.")
+            scope.setdefault("state", {})["peer_inode"] = found[1] if found is not None else 0
         if not self.guard.host_ok(request.headers.get("host")):
             return _refusal(421, "Wrong address", f"Open this page at {self.guard.url()} (the Host did not match).")
         path = scope.get("path", "")
@@ -194,7 +195,8 @@ class Ui:
             return _page(live, headers={"x-rsk-digest": digest})
         notice = None
         done, card = request.query_params.get("done", ""), request.query_params.get("card", "")
-        if done in DONE and CARD_ID.fullmatch(card):
+        # said only when the ledger says so: a link from elsewhere cannot make the page claim an act
+        if done in DONE and CARD_ID.fullmatch(card) and self._decided(card) == done:
             notice = el("p", {"class": "notice", "role": "status"}, DONE[done].format(card=card))
         banner = (
             el("p", {"class": "readonly"}, "Read-only: this page shows everything and offers no acts.")
@@ -221,6 +223,12 @@ class Ui:
         )
         return _page(document(title, body, nav=name, version=__version__))
 
+    def _decided(self, card_id: str) -> str:
+        for _, card in feeds.cards(ledger_cards.projects()).decided:
+            if card.id == card_id:
+                return card.status
+        return ""
+
     # --- the acts ---------------------------------------------------------------------------------------
 
     async def act(self, request: Request) -> Response:
@@ -243,7 +251,9 @@ class Ui:
             if not plan_hash:
                 raise UsageError("the form names no plan hash", "reload the page")
             store = Store(project)
-            by = f"{getpass.getuser()} (via ui, session {session.public})"
+            # who sent it, for a later look: the session, and the process that holds the connection's other end
+            sender = socket_owner(getattr(request.state, "peer_inode", 0))
+            by = f"{getpass.getuser()} (via ui, session {session.public}" + (f", from {sender})" if sender else ")")
             if verb == "approve":
                 uses = fields.get("uses", "1").strip() or "1"
                 if not uses.isdigit():
