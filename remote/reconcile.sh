@@ -3,7 +3,8 @@
 #   reconcile PROJECT
 # For each task whose last journal event is an intent: a job with its rsk identity (squeue, or the
 # wrapper's started marker) means it was submitted -> "reconciled job=J"; no evidence while the
-# project lock is held means the process died before sbatch -> "abandoned" (safe to launch again).
+# project lock is held means the process died before sbatch -> "abandoned" (safe to launch again). The
+# stage of a job that ended without publishing ($RSK_OUT, out.stage) is set aside as partial/.
 
 main() {
     rsk_start
@@ -51,5 +52,21 @@ EOT
     fi
     rsk_journal_write "$project" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
     printf '%s' "$results" | while read -r a b c d e f; do rsk_emit reconcile "$a" "$b" "$c" "$d" "$e" "$f"; done
-    rsk_emit reconciled "open=$count"
+    # stale stages: a job killed before its wrapper could publish or set aside its $RSK_OUT leaves out.stage;
+    # once Slurm runs it no more, the stage becomes partial/, never a result (a lease's steps are left alone)
+    stale=0
+    [ -n "$RSK_SLURM" ] || rsk_squeue
+    if [ "$RSK_SLURM" = up ]; then
+        active=" $(rsk_active_jobs "$project" | tr '\n' ' ') "
+        for st in "$RSK_ROOT/runs/$project"/*/t*/out.stage; do
+            d=${st%/out.stage}
+            if [ ! -d "$st" ] || [ ! -f "$d/started" ]; then continue; fi
+            IFS= read -r m <"$d/started" || true
+            rsk_get "$m" job
+            case $RSK_F in '' | *s*) continue ;; esac
+            case $active in *" $RSK_F "*) continue ;; esac
+            rm -rf "$d/partial" && mv "$st" "$d/partial" && stale=$((stale + 1))
+        done
+    fi
+    rsk_emit reconciled "open=$count" "stale=$stale"
 }

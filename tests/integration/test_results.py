@@ -5,6 +5,7 @@ once."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from rsk.errors import Exit
@@ -73,3 +74,24 @@ def test_a_changed_file_is_refused_and_a_cut_fetch_leaves_nothing_then_completes
     rc, _, err = fetch_result(project, job, tmp_path / "again")
     assert rc == Exit.STATE and "does not match its manifest" in err
     assert not (tmp_path / "again").exists()
+
+
+def test_a_job_killed_mid_write_leaves_no_result_and_reconcile_sets_its_stage_aside(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--cpu-hours", "1")
+    job = str(launched(launch(project, "-r", "kill", "--mem", "100M", "--time", "2",
+                              command=("sh", "-c", 'echo half > "$RSK_OUT/model"; sleep 120')))["job_id"])  # fmt: skip
+    run = f"{lab.root_sh}/runs/{project}/kill/t0"
+    for _ in range(60):
+        if lab.ssh(f"test -s {run}/out.stage/model").returncode == 0:
+            break
+        time.sleep(1)
+    # the job's batch shell (rsk's wrapper) killed outright, as a node failure would: nothing sets the stage aside
+    assert lab.ssh(f"pkill -9 -f 'job0*{job}/slurm_script'").returncode == 0
+    rsk("wait", job, "--target", "lab", "--project", project, "--timeout", "60")
+    rc, _, err = fetch_result(project, job, tmp_path / "res")
+    assert rc == Exit.USAGE and "no published result" in err
+    r = rsk("reconcile", "--target", "lab", "--project", project, "--json")
+    assert r.rc == 0 and json.loads(r.out)["stale_stages"] == 1, r.out
+    assert lab.ssh(f"test -d {run}/partial && test ! -e {run}/out.stage && test ! -e {run}/result").returncode == 0

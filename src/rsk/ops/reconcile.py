@@ -24,6 +24,7 @@ class ReconcileReport(Model):
     target: str
     project: str
     open_intents: int
+    stale_stages: int = 0  # results a killed job never published, set aside as partial
     items: list[ReconcileItem]
 
 
@@ -40,4 +41,5 @@ def reconcile(target: str, project: str) -> ReconcileReport:
     for item in items:  # the ledger follows what the cluster found
         if item.result == "abandoned":
             guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")
-    return ReconcileReport(target=target, project=project, open_intents=answer.open, items=items)
+    return ReconcileReport(target=target, project=project, open_intents=answer.open, stale_stages=answer.stale,
+                           items=items)  # fmt: skip

@@ -365,6 +365,7 @@ class ReconcileLine(Answer):
 class ReconcileAnswer(Answer):
     items: list[ReconcileLine]
     open: int  # how many intents had no outcome
+    stale: int  # stages of ended jobs set aside as partial
 
 
 def reconcile(out: Output) -> ReconcileAnswer:
@@ -381,7 +382,8 @@ def reconcile(out: Output) -> ReconcileAnswer:
         )
         for r in out.all("reconcile")
     ]
-    return ReconcileAnswer(items=items, open=_count(_one(out, "reconciled"), "open"))
+    done = _one(out, "reconciled")
+    return ReconcileAnswer(items=items, open=_count(done, "open"), stale=_count(done, "stale", 0))
 
 
 # logs, fetch ----------------------------------------------------------------------------------------
