@@ -30,12 +30,12 @@ def serving(**config: Any) -> Iterator[Server]:
     import uvicorn
 
     from rsk.ui.guard import Guard
-    from rsk.ui.server import Config, Ui, bind
+    from rsk.ui.server import Config, Ui, bind, server_config
 
     sock = bind(0)
     port = sock.getsockname()[1]
     ui = Ui(Guard(port=port), Config(**{"targets": [], **config}))
-    server = uvicorn.Server(uvicorn.Config(ui.app(), log_level="warning", access_log=False, lifespan="off"))
+    server = uvicorn.Server(server_config(ui))  # as `rsk ui` serves
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

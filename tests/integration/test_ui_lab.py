@@ -105,19 +105,29 @@ def test_another_os_user_cannot_use_the_page_even_with_its_cookie(
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to act as the agent's OS user (tests/setup.sh creates rskagent)")
+    import socket
+
     server, page = page_on_lab
     name = server.ui.guard.cookie
     cookie = name + "=" + next(c["value"] for c in page.context.cookies() if c["name"] == name)
     probe = (
-        "import sys, urllib.request, urllib.error\n"
-        "r = urllib.request.Request(sys.argv[1], headers={'Cookie': sys.argv[2]})\n"
+        "import json, sys, urllib.request, urllib.error\n"
+        "r = urllib.request.Request(sys.argv[1], headers=json.loads(sys.argv[2]))\n"
         "try:\n    print(urllib.request.urlopen(r, timeout=10).status)\n"
         "except urllib.error.HTTPError as e:\n    print(e.code, e.read().decode())\n"
     )
-    # Debian's python3 with the standard library only, as the broker's tests run the agent's account
-    argv = ["runuser", "-u", "rskagent", "--", "/usr/bin/python3", "-I", "-c", probe, f"{server.base}/", cookie]
-    as_agent = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
-    assert as_agent.stdout.startswith("403") and "only its own OS user" in as_agent.stdout, as_agent
-    as_human = subprocess.run([sys.executable, "-I", "-c", probe, f"{server.base}/", cookie], capture_output=True,
-                              text=True, timeout=30, check=False)  # fmt: skip
-    assert as_human.stdout.strip() == "200", as_human
+
+    def get(headers: dict[str, str], user: str | None) -> str:
+        # the agent's account runs Debian's python3 with the standard library only, as the broker's tests do
+        who = ["runuser", "-u", user, "--", "/usr/bin/python3"] if user else [sys.executable]
+        argv = [*who, "-I", "-c", probe, f"{server.base}/", json.dumps(headers)]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False).stdout
+
+    assert get({"Cookie": cookie}, None).strip() == "200"  # the human's own process, with the cookie
+    refused = get({"Cookie": cookie}, "rskagent")
+    assert refused.startswith("403") and "only its own OS user" in refused, refused
+    # nor by naming, in X-Forwarded-For, a connection the human holds open to the page (any user can read its
+    # port in /proc/net/tcp): the page takes no address from a header
+    with socket.create_connection(("127.0.0.1", server.port)) as held:
+        forged = {"Cookie": cookie, "X-Forwarded-For": f"127.0.0.1:{held.getsockname()[1]}"}
+        assert get(forged, "rskagent").startswith("403")

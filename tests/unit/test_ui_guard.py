@@ -217,3 +217,16 @@ def test_the_page_says_a_card_was_decided_only_when_the_ledger_says_so(project: 
     assert client.post(f"/cards/{card.id}/deny", data=form, headers=ORIGIN).status_code == 303
     assert "Approved card" not in client.get(f"/?done=approved&card={card.id}").text
     assert f"Denied card {card.id}" in client.get(f"/?done=denied&card={card.id}").text
+
+
+def test_a_request_naming_a_proxy_is_refused_and_uvicorn_trusts_no_forwarded_address(project: str) -> None:
+    """uvicorn would take X-Forwarded-For from 127.0.0.1 as the client's address and port: another user could
+    name the human's own connection to the page and pass the peer's-user check."""
+    from rsk.ui.server import server_config
+
+    ui, client = _signed_in()
+    assert client.get("/").status_code == 200
+    for header in ("X-Forwarded-For", "Forwarded", "X-Real-IP"):
+        assert client.get("/", headers={header: "127.0.0.1:40000"}).status_code == 403
+    config = server_config(ui)
+    assert config.proxy_headers is False and config.access_log is False

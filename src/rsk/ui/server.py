@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,6 +36,9 @@ from rsk.request.units import parse_expiry
 from rsk.ui import feeds, pages
 from rsk.ui.guard import SECURITY_HEADERS, Guard, Session, peer_socket, socket_owner
 from rsk.ui.html import Markup, document, el
+
+if TYPE_CHECKING:
+    import uvicorn
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -108,6 +111,9 @@ class Gate:
         await self.app(scope, receive, secured)
 
     def check(self, scope: Scope, request: Request) -> Response | None:
+        if any(k in request.headers for k in ("x-forwarded-for", "forwarded", "x-real-ip")):
+            # nothing stands between a browser and this page: a request that says otherwise is forged
+            return _refusal(403, "Not yours", "This page is reached directly, never through a proxy.")
         if self.uid is not None:
             client, server = scope.get("client"), scope.get("server")
             found = peer_socket((client[0], client[1]), (server[0], server[1])) if client and server else (-1, 0)
@@ -384,13 +390,21 @@ def bind(port: int) -> socket.socket:
     return sock
 
 
+def server_config(ui: Ui) -> uvicorn.Config:
+    """uvicorn as the page needs it. proxy_headers off: uvicorn would otherwise take the client's address and
+    port from an X-Forwarded-For header sent from 127.0.0.1, and any local process could name another's
+    connection to pass the peer's-user check. No access log: the launch URL carries the token. No websockets."""
+    import uvicorn
+
+    return uvicorn.Config(ui.app(), log_level="warning", access_log=False, lifespan="off", server_header=False,
+                          date_header=False, proxy_headers=False, ws="none")  # fmt: skip
+
+
 def serve(sock: socket.socket, ui: Ui) -> None:
     """Serve until Ctrl-C (uvicorn handles the signal), then remove the launch file."""
     import uvicorn
 
-    config = uvicorn.Config(
-        ui.app(), log_level="warning", access_log=False, lifespan="off", server_header=False, date_header=False
-    )
+    config = server_config(ui)
     write_page_file(ui.guard)
     try:
         uvicorn.Server(config).run(sockets=[sock])
