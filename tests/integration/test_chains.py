@@ -31,6 +31,8 @@ def test_a_command_that_yields_runs_in_exactly_its_links_and_spends_the_budget(l
     assert rc == Exit.UNSUCCESSFUL  # a chain that spent its budget did not succeed
     assert {k: j["state"] for k, j in got.items()} == {"link1": "stopped", "link2": "stopped", "link3": "stopped"}
     assert got["link1"]["where"] == "(yielded)" and got["link3"]["where"] == "(budget-spent)"
+    st = json.loads(rsk("status", "--request-id", "y", "--target", "lab", "--project", project, "--json").out)
+    assert st["chain"].startswith("link 3/3, run time ") and st["chain"].endswith(" / 0:03:00"), st["chain"]
     seen = lab.ssh(f"cat {lab.root_sh}/runs/{project}/y/work/seen").stdout.split()
     assert seen == ["1/3", "180", "2/3", "180", "3/3", "180"]  # every link saw the one work directory
 

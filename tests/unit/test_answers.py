@@ -95,14 +95,14 @@ def test_cancel() -> None:
 
 
 def test_reconcile() -> None:
-    assert answers.reconcile(recorded("reconcile")).model_dump() == {"items": [], "open": 0}
+    assert answers.reconcile(recorded("reconcile")).model_dump() == {"items": [], "open": 0, "stale": 0}
     a = answers.reconcile(recorded("reconcile_items"))
     assert [(i.rid, i.idx, i.task, i.result, i.job) for i in a.items] == [
         ("seen", 0, "", "reconciled", "2018"), ("gone", 1, "k2", "abandoned", ""),
     ]  # fmt: skip
     assert a.open == 2
     with pytest.raises(ProtocolError, match="@@reconciled"):
-        answers.reconcile(recorded("reconcile", "@@N reconciled open=0\n", ""))
+        answers.reconcile(recorded("reconcile", "@@N reconciled open=0 stale=0\n", ""))
     with pytest.raises(ProtocolError, match="idx="):
         answers.reconcile(recorded("reconcile_items", "idx=1", "idx=one"))
 

@@ -63,7 +63,9 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
             table.add_section()
             continue
         counts = ", ".join(f"{n} {s}" for s, n in sorted(view.counts.items()))
-        for i, level in enumerate(view.levels):  # a workflow: what each level has done
+        if view.chain:  # a chain: how far it got
+            table.add_row(Text("  chain", style="dim"), "", "", view.chain, "", "", "", "")
+        for i, level in enumerate([] if view.chain else view.levels):  # a workflow: what each level has done
             table.add_row(Text(f"  level {i}", style="dim"), f"{sum(level.values())} task(s)", "",
                           ", ".join(f"{n} {s}" for s, n in sorted(level.items())), "", "", "", "")  # fmt: skip
         table.add_row(

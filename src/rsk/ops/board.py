@@ -32,6 +32,18 @@ class BatchView:
         return [Counter(state[k] for k in keys) for keys in tiers]
 
     @property
+    def chain(self) -> str:
+        """A chain's progress: the last link that ran of how many, and its run time of its budget; "" otherwise."""
+        links = [j for j in self.jobs if j.link]
+        if not links:
+            return ""
+        ran = [j for j in links if j.state != "skipped" and j.state != "pending"] or links[:1]
+        at = max(ran, key=lambda j: int(j.link.split("/")[0]))
+        used = sum(j.elapsed_s or 0 for j in links)
+        budget = sum(j.limit_s or 0 for j in links)
+        return f"link {at.link}, run time {duration(used)} / {duration(budget)}"
+
+    @property
     def paid(self) -> list[JobState]:
         """The jobs that hold an allocation of their own: a lease's steps use the lease's."""
         return [j for j in self.jobs if j.placement.kind == "slurm"]

@@ -96,6 +96,7 @@ class Status(Model):
     counts: dict[str, int] = {}  # jobs per state (after any filter)
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
     levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
+    chain: str = ""  # with --request-id, a chain: "link K/N, run time T / BUDGET"
 
 
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
@@ -301,8 +302,10 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     counts: dict[str, int] = {}
     for j in jobs:
         counts[j.state] = counts.get(j.state, 0) + 1
-    levels = [dict(c) for c in BatchView(st.target, request_id, jobs).levels] if request_id else []
-    return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels})
+    view = BatchView(st.target, request_id or "", jobs)
+    levels = [dict(c) for c in view.levels] if request_id and not view.chain else []
+    return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels,
+                                 "chain": view.chain if request_id else ""})  # fmt: skip
 
 
 END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back
