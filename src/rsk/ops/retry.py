@@ -72,8 +72,8 @@ def plan_retry(
     base = kept(project, attempt_of(batch)[0])
     if base.budget_min is not None:
         raise UsageError(f"{batch} is a chain: its links go on by themselves while they stop short of success",
-                         "launch the chain again with a new --request-id (its checkpoints stay in its own "
-                         "RSK_WORK_DIR), or use a budget large enough from the start")  # fmt: skip
+                         "a chain is not retried: launch a new one with a new --request-id (it gets a new, empty "
+                         "RSK_WORK_DIR)")  # fmt: skip
     mine = sorted((j for j in jobs if attempt_of(j.request_id)[0] == base.request_id),
                   key=lambda j: attempt_of(j.request_id)[1])  # fmt: skip
     latest = {j.task: j for j in mine if j.task}
