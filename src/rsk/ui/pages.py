@@ -37,6 +37,11 @@ def _argv(words: list[str]) -> Markup:
     return el("span", {"class": "argv"}, [el("code", {"class": "word"}, agent(w)) for w in words])
 
 
+def _code(text: str) -> Markup:
+    """An agent's or the cluster's value as code, or a visible "(none)" for an empty one."""
+    return el("code", {}, agent(text)) if text else el("span", {"class": "muted"}, "(none)")
+
+
 def _row(label: str, *value: object) -> Markup:
     return join([el("dt", {}, label), el("dd", {}, *value)])
 
@@ -79,7 +84,7 @@ def card_facts(card: Card) -> Markup:
         )
     if p.kind == "argv":
         rows.append(_row("command", _argv(p.argv)))
-    rows.append(_row("workdir", el("code", {}, agent(p.workdir))))
+    rows.append(_row("workdir", _code(p.workdir)))
     if p.code:
         rows.append(_row("code", "snapshot ", el("code", {}, p.code), " (the job runs a copy checked against it)"))
     if p.code_files:
@@ -107,7 +112,7 @@ def card_facts(card: Card) -> Markup:
             )
         )
     rows += [
-        _row("PATH", el("code", {}, agent(p.path))),
+        _row("PATH", _code(p.path)),
         _row(
             "partition",
             agent(p.partition),
@@ -180,7 +185,7 @@ def card_facts(card: Card) -> Markup:
             card.closest_grant or "(none)",
             [": ", agent("; ".join(card.closest_why))] if card.closest_why else None,
         ),
-        _row("cluster side", "root ", el("code", {}, agent(p.root)), ", host key ", el("code", {}, agent(p.hostkey))),
+        _row("cluster side", "root ", _code(p.root), ", host key ", _code(p.hostkey)),
         _row("plan hash", el("code", {"class": "hash"}, card.plan_hash)),
     ]
     if card.status != "pending":
