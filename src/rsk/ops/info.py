@@ -8,8 +8,10 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import remote_for
+from rsk.errors import UsageError
 from rsk.ledger.grants import GrantView, list_grants
 from rsk.ledger.store import Store
+from rsk.request.units import parse_time
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
 
@@ -40,21 +42,13 @@ class TargetInfo(BaseModel):
 
 
 def minutes(slurm_time: str) -> int | None:
-    """Slurm's time format (MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; infinite) in whole minutes."""
+    """A partition's time limit in whole minutes (rsk.request.units reads Slurm's format); None for infinite."""
     if slurm_time in ("", "infinite", "UNLIMITED", "n/a", "NOT_SET"):
         return None
     try:
-        days = 0
-        if "-" in slurm_time:
-            d, rest = slurm_time.split("-", 1)
-            days = int(d)
-            h, m, s = ([int(p) for p in rest.split(":")] + [0, 0, 0])[:3]
-        else:
-            parts = [int(p) for p in slurm_time.split(":")]
-            h, m, s = {1: (0, parts[0], 0), 2: (0, *parts[:2])}.get(len(parts), tuple(parts[:3]))
-    except ValueError:
+        return parse_time(slurm_time)
+    except UsageError:
         return None
-    return days * 1440 + h * 60 + m + (1 if s else 0)
 
 
 def gpus(gres: str) -> tuple[int, list[str]]:

@@ -70,6 +70,10 @@ def plan_retry(
 ) -> Request:  # fmt: skip
     """The next attempt's request, from the kept request and the jobs of every attempt so far."""
     base = kept(project, attempt_of(batch)[0])
+    if base.budget_min is not None:
+        raise UsageError(f"{batch} is a chain: its links go on by themselves while they stop short of success",
+                         "a chain is not retried: launch a new one with a new --request-id (it gets a new, empty "
+                         "RSK_WORK_DIR)")  # fmt: skip
     mine = sorted((j for j in jobs if attempt_of(j.request_id)[0] == base.request_id),
                   key=lambda j: attempt_of(j.request_id)[1])  # fmt: skip
     latest = {j.task: j for j in mine if j.task}
