@@ -149,3 +149,19 @@ def test_the_browser_opened_on_the_launch_file_is_signed_in(served: Served, proj
         assert page.locator("#card-c-f11e00000001").is_visible()
         assert not launch_file(fresh.port).exists()  # spent
         page.context.close()
+
+
+def test_a_link_from_another_site_opens_the_card_signed_in(
+    served: Served, project: str, other_site: tuple[str, Path]
+) -> None:
+    """The notification's address clicked in a web chat: a cross-site navigation, which leaves the
+    SameSite=Strict cookie out; the page opens itself again from its own site, and the card shows."""
+    card = file_card(project, "c-11c000000001")
+    other, root = other_site
+    (root / "chat.html").write_text(f'<a href="{served.base}/#card-{card.id}">your card</a>')
+    page = served.page
+    page.goto(other.replace("127.0.0.1", "evil.test") + "/chat.html")  # another site (resolved to 127.0.0.1)
+    page.get_by_role("link", name="your card").click()
+    page.locator(f"#card-{card.id}").wait_for(timeout=10_000)
+    assert page.url == f"{served.base}/#card-{card.id}"
+    assert page.title() == "rsk: Cards"

@@ -230,3 +230,13 @@ def test_a_request_naming_a_proxy_is_refused_and_uvicorn_trusts_no_forwarded_add
         assert client.get("/", headers={header: "127.0.0.1:40000"}).status_code == 403
     config = server_config(ui)
     assert config.proxy_headers is False and config.access_log is False
+
+
+def test_a_navigation_from_another_site_without_the_cookie_reopens_itself_and_nothing_else(project: str) -> None:
+    _, client = _page()
+    nav = {"sec-fetch-mode": "navigate", "sec-fetch-site": "cross-site"}
+    r = client.get("/logs?project=p&target=t&job=1", headers=nav)
+    assert r.status_code == 200 and 'url=/logs?project=p&amp;target=t&amp;job=1"' in r.text and "<main" not in r.text
+    assert client.get("/", headers={**nav, "sec-fetch-site": "same-origin"}).status_code == 403  # no loop
+    assert client.get("/").status_code == 403
+    assert client.post("/cards/c-1/approve", headers={**nav, **ORIGIN}).status_code == 403  # never an act

@@ -35,7 +35,7 @@ from rsk.ops.watcher import Snapshot, Watcher
 from rsk.request.units import parse_expiry
 from rsk.ui import feeds, pages
 from rsk.ui.guard import SECURITY_HEADERS, Guard, Session, peer_socket, socket_owner
-from rsk.ui.html import Markup, document, el
+from rsk.ui.html import Markup, document, el, esc
 
 if TYPE_CHECKING:
     import uvicorn
@@ -86,6 +86,29 @@ def _refusal(status: int, title: str, text: str) -> HTMLResponse:
     )
 
 
+def _from_elsewhere(request: Request) -> bool:
+    """A GET navigation that another site started (a link in a chat, the notification's address): the browser
+    left the SameSite=Strict cookie out, and sends it on a navigation this page starts."""
+    h = request.headers
+    return (
+        request.method == "GET"
+        and h.get("sec-fetch-mode") == "navigate"
+        and h.get("sec-fetch-site") in ("cross-site", "same-site")
+    )
+
+
+def _bounce(path: str) -> HTMLResponse:
+    """A page with nothing on it that navigates to `path` again, now from this site (ui.js keeps the #card-ID;
+    the meta refresh is there for a browser without script). No data and no act: a GET only reads."""
+    target = path if path.startswith("/") and not path.startswith("//") else "/"
+    return HTMLResponse(
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="1;url={esc(target)}"><title>rsk</title>'
+        '<script src="/static/ui.js" defer></script></head><body data-bounce="1"><p>Opening the page...</p>'
+        "</body></html>"
+    )
+
+
 class Gate:
     """Every request passes here first: the peer's OS user, the exact Host, the session (but for the launch
     URL and the static files), the method, and for a POST its Origin; the security headers go on every answer."""
@@ -128,6 +151,9 @@ class Gate:
         if path.startswith("/static/") or path == "/launch":
             return None if request.method in ("GET", "HEAD") else _refusal(405, "Not allowed", "Nothing to post.")
         session = self.guard.session(request.cookies.get(self.guard.cookie))
+        if session is None and _from_elsewhere(request):
+            query = scope.get("query_string", b"").decode("latin-1")
+            return _bounce(path + (f"?{query}" if query else ""))
         if session is None:
             return _refusal(
                 403,

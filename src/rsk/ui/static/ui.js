@@ -3,6 +3,20 @@
 // part; this script only swaps what it sent. No inline script exists on the page (its CSP forbids it).
 "use strict";
 (function () {
+  if (document.body && document.body.getAttribute("data-bounce") === "1") {
+    // opened from another site, so the browser left the session cookie out: open it again from here (a URL
+    // that differs only in its #fragment would not load again: the fragment waits in sessionStorage)
+    if (location.hash) {
+      sessionStorage.setItem("rsk-hash", location.hash);
+    }
+    location.replace(location.pathname + location.search);
+    return;
+  }
+  var hash = sessionStorage.getItem("rsk-hash");
+  if (hash) {
+    sessionStorage.removeItem("rsk-hash");
+    location.hash = hash;
+  }
   var live = document.getElementById("live");
   if (!live) {
     return;
