@@ -183,7 +183,8 @@ resolve_tasks() {
         TASKOUT="S 0 $NODES $CPUS $MEM_MB $GPUS $TIME_MIN"
         return 0
     fi
-    TASKOUT=$(printf '%s' "$TASKS" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" '
+    TASKOUT=$(printf '%s' "$TASKS" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" \
+        -v budget="$BUDGET_MIN" '
         function err(code, msg) { print "E " code " " msg; failed = 1; exit }
         function num(v, what, def) {
             if (v == "") return def
@@ -205,6 +206,14 @@ resolve_tasks() {
                 if (!(w in at)) err("bad-needs", "task " key " needs " w ", which is not an earlier task")
                 if (lvl[w] >= lv) lv = lvl[w] + 1
                 dl = dl (dl == "" ? "" : ",") at[w] substr(nd[i], length(w) + 1)
+            }
+            # a chain: the same command in every link, each after every earlier link stopped, within the budget
+            if (budget != "") {
+                if (n == 1) { cmd = envs args; shp = nn " " cc " " mm " " gg; want = "" }
+                else if (envs args != cmd || nn " " cc " " mm " " gg != shp) err("bad-chain", "the links of a chain run one command on one shape")
+                if (dl != want) err("bad-chain", "link " key " must need every earlier link to have stopped")
+                want = want (want == "" ? "" : ",") (n - 1) ":notok"; spent += tt
+                if (spent > budget + 0) err("bad-chain", "the links of a chain run longer than its budget")
             }
             at[key] = n - 1; lvl[key] = lv
             print "P task =" key
@@ -231,8 +240,11 @@ resolve_tasks() {
         $1 == "targ" { args = args "P targ " $2 "\n"; wrap = wrap " rsk_arg '\''" $2 "'\''; set -- \"$@\" \"$rsk_a\";"; next }
         { if ($1 in r) err("bad-request", "task " key ": " $1 " given twice"); r[$1] = $2 }
         END { if (!failed) flush() }')
-    case $TASKOUT in "E "*)
-        rsk_e=${TASKOUT#E }
+    case $TASKOUT in "E "* | *"
+E "*) # a fault found at any task (its line ends the output, after the earlier tasks' lines)
+        rsk_e=${TASKOUT##*"
+"}
+        rsk_e=${rsk_e#E }
         rsk_fail "$RSK_E_USAGE" "${rsk_e%% *}" "${rsk_e#* }" ;;
     esac
     NT=$(printf '%s\n' "$TASKOUT" | grep -c '^S ')

@@ -38,3 +38,26 @@ ajob() { printf '%s\n' "$output" | awk -v t="task=$1" '$1 == "@@accepted" { for 
     [ ! -e "$ROOT/journal/$PROJECT.log" ]
 }
 
+
+@test "a chain's links run one command on one shape, each after every earlier link stopped, within the budget" {
+    chain() { request request_id=ch budget_min=3 signal_s=30 "$@"; }
+    run remote submit plan < <(chain task=link1 targ=true ttime_min=1 task=link2 targ=true ttime_min=1 tneeds=link1:notok)
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q '^@@planline budget_min =3$'
+    # links that do not wait for each other, another command in a later link, more run time than the budget
+    run remote submit plan < <(chain task=link1 targ=true ttime_min=1 task=link2 targ=true ttime_min=1)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-chain ]
+    run remote submit plan < <(chain task=link1 targ=true ttime_min=1 task=link2 targ=rm ttime_min=1 tneeds=link1:notok)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-chain ]
+    run remote submit plan < <(chain task=link1 targ=true ttime_min=2 task=link2 targ=true ttime_min=2 tneeds=link1:notok)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-chain ]
+    run remote submit plan < <(chain task=link1 targ=true ttime_min=1 tgpus=1 task=link2 targ=true ttime_min=1 tneeds=link1:notok)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-chain ]
+}
+
+@test "a fault in a later task refuses the whole batch: never a batch cut short" {
+    run remote submit plan < <(request request_id=cut task=a targ=true task=b targ=true tnodes=0)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-resources ]
+    run remote submit plan < <(request request_id=cut task=a targ=true task=b targ=true task=a targ=true)
+    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-task-key ]
+}

@@ -57,9 +57,10 @@ def render_card(card: "Card", full: bool = False) -> str:
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
     if p.budget_min is not None and p.tasks:
         t0 = p.tasks[0]
+        run = sum(t.time_min for t in p.tasks)  # the links' own limits: the cluster checked they fit the budget
         lines[-1] = (
             f"  kind          chain: up to {p.jobs} links of {t0.time_min} min (the last {p.tasks[-1].time_min}), "
-            f"at most {p.budget_min} min of run time in all; a link goes on when the command exits 75 or is "
+            f"at most {run} min of run time in all; a link goes on when the command exits 75 or is "
             "signalled before its limit"
         )
         lines.append(f"  command       {argv(t0.argv)}")
