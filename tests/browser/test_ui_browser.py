@@ -60,10 +60,18 @@ def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str)
     page.reload()
     file_card(project, "c-0000000000a2", argv=["sh", "-c", XSS], env=["X=</script><script>alert(2)</script>"],
               script='echo "<img src=x onerror=alert(3)>"')  # fmt: skip
+    from rsk.ledger.models import CardTask
+
+    key = "</script><img src=x onerror=alert(4)>"
+    task = CardTask(key=key, argv=["echo", "<script>alert(5)</script>"], env=[], nodes=1, cpus=1, mem_mb=1, gpus=0,
+                    time_min=1)  # fmt: skip
+    file_card(project, "c-0000000000a3", tasks=[task])
     page.locator("#card-c-0000000000a2").wait_for(timeout=6000)
+    page.locator("#card-c-0000000000a3").wait_for(timeout=6000)
     page.wait_for_timeout(300)
     assert page.title() == title and ran == []
-    assert page.locator("#card-c-0000000000a1 img, #card-c-0000000000a2 img, main script").count() == 0
+    assert key in page.locator("#card-c-0000000000a3 table.tasks").inner_text()
+    assert page.locator("main img, main script").count() == 0
     text = page.locator("#card-c-0000000000a2").inner_text()
     assert "<script>document.title" in text and "<img src=x onerror=" in text and "</script><script>alert(2)" in text
     assert "<img src=x onerror=alert(1)>" in page.locator("#card-c-0000000000a1").inner_text()
@@ -162,6 +170,6 @@ def test_a_link_from_another_site_opens_the_card_signed_in(
     page = served.page
     page.goto(other.replace("127.0.0.1", "evil.test") + "/chat.html")  # another site (resolved to 127.0.0.1)
     page.get_by_role("link", name="your card").click()
+    page.wait_for_url(f"{served.base}/#card-{card.id}", timeout=10_000)  # the fragment kept (ui.js sets it back)
     page.locator(f"#card-{card.id}").wait_for(timeout=10_000)
-    assert page.url == f"{served.base}/#card-{card.id}"
     assert page.title() == "rsk: Cards"

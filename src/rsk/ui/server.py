@@ -98,12 +98,12 @@ def _from_elsewhere(request: Request) -> bool:
 
 
 def _bounce(path: str) -> HTMLResponse:
-    """A page with nothing on it that navigates to `path` again, now from this site (ui.js keeps the #card-ID;
-    the meta refresh is there for a browser without script). No data and no act: a GET only reads."""
+    """A page with nothing on it that navigates to `path` again, now from this site (ui.js, which keeps the
+    #card-ID; a browser without script follows the meta refresh). No data and no act: a GET only reads."""
     target = path if path.startswith("/") and not path.startswith("//") else "/"
     return HTMLResponse(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="refresh" content="1;url={esc(target)}"><title>rsk</title>'
+        f'<noscript><meta http-equiv="refresh" content="0;url={esc(target)}"></noscript><title>rsk</title>'
         '<script src="/static/ui.js" defer></script></head><body data-bounce="1"><p>Opening the page...</p>'
         "</body></html>"
     )
