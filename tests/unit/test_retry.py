@@ -59,7 +59,9 @@ def test_attempts_are_numbered_and_status_shows_each_tasks_latest_with_its_histo
     assert next_attempt("wf", ["wf", "wf.a2", "other.a7"]) == "wf.a3"
     jobs = [_job("train1", "failed", "wf", "5"), _job("train0", "succeeded", "wf", "6"),
             _job("train1", "succeeded", "wf.a2", "9"), _job("x", "failed", "other", "7")]  # fmt: skip
+    jobs[0].needs = ["prep"]  # the first attempt needed prep; the retry needed nothing (prep had succeeded)
     shown = {j.task: j for j in of_request(jobs, "wf")}
+    assert shown["train1"].needs == ["prep"]  # the batch's graph, whichever attempt is shown
     assert set(shown) == {"train0", "train1"}
     assert shown["train1"].attempt == 2 and shown["train1"].state == "succeeded"
     assert [(h.attempt, h.job_id, h.state) for h in shown["train1"].history] == [(1, "5", "failed")]

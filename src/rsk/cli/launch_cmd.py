@@ -356,7 +356,9 @@ def wait(
     else:
         o = out()
         if result.launch is not None:
-            o.print(f"approved; submitted job {result.launch.job_id} on {result.launch.target}")
+            n = len(result.launch.tasks)
+            what = f"{n} tasks of request {result.launch.request_id}" if n else f"job {result.launch.job_id}"
+            o.print(f"approved; submitted {what} on {result.launch.target}")
         for j in result.jobs:
             end = f" exit {j.exit_code}" if j.exit_code is not None else ""
             o.print(f"  {j.job_id:<12} {j.task or j.request_id:<24} {j.state}{end}")

@@ -98,7 +98,7 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  per job       {p.nodes} node(s), {p.cpus} CPU/node, {p.mem_mb} MB/node, GPUs {gpus}, "
         f"limit {p.time_min} min",
         f"  worst case    {p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h"
-        + (f" for {p.jobs} jobs (a batch; 'per job' is its largest task)" if p.jobs > 1 else ""),
+        + (f" for {p.jobs} jobs (every task for its whole limit; 'per job' is the largest)" if p.jobs > 1 else ""),
     ]
     if p.budget_min is None:  # a chain's links carry the environment, shown with its command
         lines += [f"  env           {inert(e)}" for e in p.env] or ["  env           (none)"]

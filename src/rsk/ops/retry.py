@@ -9,7 +9,7 @@ tasks retried and do not run again.
 
 from __future__ import annotations
 
-from rsk.errors import UsageError
+from rsk.errors import PendingApproval, UsageError
 from rsk.ledger.kept import kept
 from rsk.ops.launch import LaunchResult, Progress, launch
 from rsk.ops.status import JobState, attempt_of, status
@@ -88,4 +88,10 @@ def retry(
 ) -> LaunchResult:  # fmt: skip
     """Plan the next attempt from the cluster's word on every attempt so far, then launch it like any launch."""
     request = plan_retry(project, batch, status(target, project).jobs, named, failed, request_id, requester)
-    return launch(target, request, wait=wait, progress=progress)
+    try:
+        return launch(target, request, wait=wait, progress=progress)
+    except PendingApproval as pending:  # the same retry again files nothing new: it finds the same card
+        pending.hint = (pending.hint or "").replace(
+            f"launch again with --request-id {request.request_id}", f"run rsk retry --batch {batch} again"
+        )
+        raise

@@ -280,6 +280,7 @@ def of_request(jobs: list[JobState], request_id: str) -> list[JobState]:
             gone = Attempt(attempt=before.attempt, request_id=before.request_id, job_id=before.job_id,
                            state=before.state)  # fmt: skip
             j.history = [*before.history, gone]
+            j.needs = [*before.needs, *(k for k in j.needs if k not in before.needs)]  # a retry keeps only some
         latest[j.task] = j
     return plain + list(latest.values())
 
