@@ -23,6 +23,7 @@ def test_approving_in_the_page_changes_the_ledger(served: Served, project: str) 
     card = file_card(project, "c-a11ce0000001", argv=["python", "train.py", "--epochs", "3"])
     article = page.locator(f"#card-{card.id}")
     article.wait_for(timeout=6000)  # filed while the page was open: it appears without a reload
+    page.wait_for_function("document.title === '(1) rsk: Cards'")  # and the tab's title counts it
     served.shot("cards-pending")
     article.locator("input[name=uses]").fill("3")
     article.locator("input[name=note]").fill("looks fine")
@@ -54,7 +55,6 @@ def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str)
     ran: list[str] = []
     page.on("dialog", lambda d: (ran.append(d.message), d.dismiss()))
     page.goto(f"{served.base}/")
-    title = page.title()
     # one card on the first load, one arriving through the live refresh (innerHTML)
     file_card(project, "c-0000000000a1", argv=["sh", "-c", XSS], requester="<img src=x onerror=alert(1)>")
     page.reload()
@@ -69,7 +69,7 @@ def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str)
     page.locator("#card-c-0000000000a2").wait_for(timeout=6000)
     page.locator("#card-c-0000000000a3").wait_for(timeout=6000)
     page.wait_for_timeout(300)
-    assert page.title() == title and ran == []
+    assert page.title().endswith("rsk: Cards") and "pwned" not in page.title() and ran == []
     assert key in page.locator("#card-c-0000000000a3 table.tasks").inner_text()
     assert page.locator("main img, main script").count() == 0
     text = page.locator("#card-c-0000000000a2").inner_text()
@@ -172,4 +172,4 @@ def test_a_link_from_another_site_opens_the_card_signed_in(
     page.get_by_role("link", name="your card").click()
     page.wait_for_url(f"{served.base}/#card-{card.id}", timeout=10_000)  # the fragment kept (ui.js sets it back)
     page.locator(f"#card-{card.id}").wait_for(timeout=10_000)
-    assert page.title() == "rsk: Cards"
+    assert page.title() == "(1) rsk: Cards"

@@ -281,7 +281,8 @@ def card_block(project: str, card: Card, csrf: str | None) -> Markup:
 
 def cards_section(view: CardsView, csrf: str | None) -> Markup:
     """Pending first (the oldest on top), then recent decisions; csrf None: read-only, no forms."""
-    parts: list[object] = [el("h2", {}, f"Waiting for you ({len(view.pending)})")]
+    # data-pending: the tab's title counts what waits (ui.js), so a card that arrives shows in a background tab
+    parts: list[object] = [el("h2", {"data-pending": str(len(view.pending))}, f"Waiting for you ({len(view.pending)})")]
     parts += [card_block(pr, c, csrf) for pr, c in view.pending] or [el("p", {"class": "empty"}, "No card waits.")]
     if view.decided:
         parts.append(el("h2", {}, "Recent decisions"))

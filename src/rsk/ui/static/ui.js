@@ -58,6 +58,14 @@
     }
   }
 
+  function title() {
+    var waiting = live.querySelector("[data-pending]");
+    if (waiting) {
+      var n = Number(waiting.getAttribute("data-pending")) || 0;
+      document.title = (n ? "(" + n + ") " : "") + document.title.replace(/^\(\d+\) /, "");
+    }
+  }
+
   function schedule() {
     clearTimeout(timer);
     timer = document.hidden ? null : setTimeout(tick, every);
@@ -85,6 +93,7 @@
           var open = openDetails();
           live.innerHTML = html;
           restore(open);
+          title();
           digest = next;
         });
       })
@@ -99,5 +108,6 @@
       clearTimeout(timer);
     }
   });
+  title();
   schedule();
 })();
