@@ -197,7 +197,10 @@ def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None
         return
     o = out()
     verb = "already submitted:" if result.status == "replayed" else "submitted"
-    if result.tasks:
+    chain = result.plan is not None and result.plan.is_chain
+    if chain:
+        o.print(f"{verb} chain {result.request_id}: up to {len(result.tasks)} links on {result.target}")
+    elif result.tasks:
         what = "workflow" if result.plan is not None and result.plan.is_workflow else "batch"
         o.print(f"{verb} {what} {result.request_id}: {len(result.tasks)} tasks on {result.target}")
         for t in result.tasks[:10]:
@@ -219,7 +222,9 @@ def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None
     o.print(f"  allowed by  {how}")
     if result.note:
         o.print(f"  note        {result.note}")
-    if result.tasks:
+    if chain:
+        o.print(f"next: rsk wait --request-id {result.request_id}{scope(result.project, result.target)}")
+    elif result.tasks:
         batch = result.request_id.rsplit(".a", 1)[0] if ".a" in result.request_id else result.request_id
         o.print(f"next: rsk wait --batch {batch}{scope(result.project, result.target)}")
     else:

@@ -51,12 +51,18 @@ def _hint(jobs: list[JobState], done: bool) -> str:
         )
     if not done:
         return "still running: call `rsk wait` again with the same arguments"
-    bad = [j for j in jobs if j.state != "succeeded"]
+    ends = outcome(jobs)  # a chain is judged by its last link that ran
+    bad = [j for j in ends if j.state != "succeeded"]
     if not bad:
         return ""
     first = bad[0]
+    if first.link and first.state == "stopped":
+        return (
+            f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "
+            f"checkpoints are in its RSK_WORK_DIR; `rsk logs {first.job_id}` shows its last output"
+        )
     return (
-        f"{len(bad)} of {len(jobs)} did not succeed; see `rsk logs {first.job_id} --stream stderr` "
+        f"{len(bad)} of {len(ends)} did not succeed; see `rsk logs {first.job_id} --stream stderr` "
         f"(and `rsk status --json` for every state)"
     )
 
