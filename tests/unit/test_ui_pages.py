@@ -118,3 +118,31 @@ def test_the_board_counts_a_workflows_levels_and_escapes_what_jobs_name() -> Non
     assert "level 0: 1 task(s), 1 succeeded" in html and "level 1: 2 task(s), 1 pending, 1 running" in html
     assert "wf&lt;1&gt;" in html and "<b>n1" not in html
     assert "/logs?project=p&amp;target=lab&amp;job=1_a" in html  # a job's last lines, on click
+
+
+def test_a_slow_source_is_asked_at_most_once_an_interval_however_often_the_page_reads() -> None:
+    from rsk.errors import ConnectError
+    from rsk.ui.feeds import Fresh
+
+    now = [100.0]
+    asked: list[float] = []
+
+    def fetch() -> int:
+        asked.append(now[0])
+        if len(asked) == 3:
+            raise ConnectError("the cluster does not answer")
+        return len(asked)
+
+    fresh = Fresh(fetch, every=5.0, clock=lambda: now[0], spawn=lambda work: work())
+    assert fresh.read()[:2] == (1, "")  # the first read asks (here in place; the page asks in a thread)
+    for _ in range(50):  # the page polls every 2 s, many tabs at once: the cluster is not asked again
+        assert fresh.read()[0] == 1
+    now[0] += 5.0
+    assert fresh.read()[:2] == (2, "")
+    now[0] += 5.0
+    assert fresh.read()[:2] == (2, "the cluster does not answer")  # a failure keeps the last view and says why
+    assert asked == [100.0, 105.0, 110.0]
+    busy = Fresh(fetch, every=5.0, clock=lambda: now[0], spawn=lambda work: None)  # a refresh still running
+    busy.read()
+    busy.read()
+    assert asked == [100.0, 105.0, 110.0]  # and a second reader starts no second one

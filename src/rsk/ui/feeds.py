@@ -62,6 +62,10 @@ def budgets(projects: list[str]) -> list[BudgetView]:
     return out
 
 
+def _in_thread(work: Callable[[], None]) -> None:
+    threading.Thread(target=work, daemon=True).start()
+
+
 @dataclass
 class Fresh(Generic[T]):
     """The last value a slow source gave, refreshed in the background when a reader finds it older than
@@ -70,6 +74,7 @@ class Fresh(Generic[T]):
     fetch: Callable[[], T]
     every: float = 5.0
     clock: Callable[[], float] = time.monotonic
+    spawn: Callable[[Callable[[], None]], None] = _in_thread  # how a refresh runs (a test runs it in place)
     value: T | None = None
     error: str = ""
     at: float | None = None  # when the last refresh ended (clock)
@@ -83,7 +88,10 @@ class Fresh(Generic[T]):
             due = self.at is None or self.clock() - self.at >= self.every
             if due and not self._busy:
                 self._busy = True
-                threading.Thread(target=self._refresh, daemon=True).start()
+            else:
+                return self.value, self.error, self.wall
+        self.spawn(self._refresh)
+        with self._lock:
             return self.value, self.error, self.wall
 
     def _refresh(self) -> None:

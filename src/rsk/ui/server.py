@@ -402,6 +402,8 @@ def write_launch_file(guard: Guard) -> Path:
 def write_page_file(guard: Guard) -> Path:
     """Where the page serves, for the notification hook (rsk.ledger.notify.page_address)."""
     path = page_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
     page = PageFile(address=guard.url(), pid=os.getpid())
     write_atomic(path, page.model_dump_json().encode(), mode=0o600)
     return path
