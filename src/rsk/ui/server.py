@@ -62,7 +62,7 @@ class Config:
     read_only: bool = False
     board_every: float = 5.0  # seconds between the board's remote calls, however often the page asks
     gpus_every: float = 10.0
-    uid: int = field(default_factory=os.getuid)  # the only OS user whose connections are served
+    uid: int | None = field(default_factory=os.getuid)  # the only OS user served; None: no check (in process)
 
 
 def _static() -> dict[str, tuple[bytes, str]]:
