@@ -15,7 +15,7 @@ usage() {
 # request -------------------------------------------------------------------
 # The scalar keys are kept as " key=VALUE " words in Q (wire values hold no spaces); env, arg and the
 # task lines are lists.
-SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s '
+SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 '
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
@@ -129,6 +129,12 @@ resolve() {
     num signal signal_s ''; SIGNAL_S=$RSK_V
     if [ -n "$BUDGET_MIN$SIGNAL_S" ] && { [ -z "$BUDGET_MIN" ] || [ -z "$SIGNAL_S" ]; }; then
         rsk_fail "$RSK_E_USAGE" bad-chain "a chain gives both its budget and its signal margin"
+    fi
+    qdec chain_of; CHAIN_OF=$RSK_V
+    num link0 link0 0; LINK0=$RSK_V
+    if [ -n "$CHAIN_OF" ]; then # an extension: its links go on from the chain's, in the chain's work directory
+        rsk_need_token chain-of "$CHAIN_OF"
+        [ -n "$BUDGET_MIN" ] || rsk_fail "$RSK_E_USAGE" bad-chain "only a chain extends a chain"
     fi
     if [ "$NODES" -lt 1 ] || [ "$CPUS" -lt 1 ] || [ "$MEM_MB" -lt 1 ] || [ "$TIME_MIN" -lt 1 ]; then
         rsk_fail "$RSK_E_USAGE" bad-resources "nodes, cpus, memory and time must be at least 1"
@@ -357,6 +363,7 @@ build_plan() {
         workdir "$WORKDIR" code "$CODE" path "$JOBPATH" partition "$PARTITION" account "$ACCOUNT" qos "$QOS" \
         nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
     [ -z "$BUDGET_MIN" ] || plan_put budget_min "$BUDGET_MIN" signal_s "$SIGNAL_S"
+    [ -z "$CHAIN_OF" ] || plan_put chain_of "$CHAIN_OF" link0 "$LINK0"
     if [ -n "$LEASE_OPEN" ]; then
         plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
     elif [ -n "$LEASE" ]; then
@@ -603,7 +610,8 @@ job_text() {
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
-    [ -z "$BUDGET_MIN" ] || printf 'rsk_links=%s\nrsk_budget=%s\n' "$NT" "$((BUDGET_MIN * 60))"
+    [ -z "$BUDGET_MIN" ] || printf 'rsk_links=%s\nrsk_budget=%s\nrsk_link0=%s\nrsk_chain=%s\n' "$NT" \
+        "$((BUDGET_MIN * 60))" "$LINK0" "$(rsk_sq "$RSK_ROOT/runs/$PROJECT/${CHAIN_OF:-$RID}")"
     printf '%s\n' "$RSK_WRAPPER"
     printf 'rsk_export() { case ${rsk_a%%%%=*} in %s | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n' \
         "$(printf '%s' "$RESERVED_ENV" | sed 's/ / | /g')"

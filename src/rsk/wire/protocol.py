@@ -197,6 +197,8 @@ class Request(BaseModel):
     overrun: str = ""  # a lease: a step longer than what is left is refused (refuse) or clipped (clip)
     budget_min: int | None = None  # a chain: the run time of all its links together (rsk.request.chain)
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
+    chain_of: str = ""  # `rsk extend`: the chain (its first request id) these links go on from
+    link0: int | None = None  # `rsk extend`: how many links the chain had before these
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -206,9 +208,9 @@ class Request(BaseModel):
                 lines.append(f"{key} {enc(str(value))}")
 
         for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
-                    "code", "lease", "lease_open", "overrun"):  # fmt: skip
+                    "code", "lease", "lease_open", "overrun", "chain_of"):  # fmt: skip
             put(key, getattr(self, key))
-        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s"):
+        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s", "link0"):
             put(key, getattr(self, key))
         for entry in sorted(self.env, key=lambda e: e.split("=", 1)[0]):
             lines.append(f"env {enc(entry)}")
@@ -407,6 +409,8 @@ class Plan(BaseModel):
     overrun: str = ""  # kind lease: refuse | clip
     budget_min: int | None = None  # a chain: the run time its links share (each link is a task)
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
+    chain_of: str = ""  # an extension of this chain: its links share its RSK_WORK_DIR and go on numbering it
+    link0: int | None = None  # an extension: the links the chain had before
 
     @property
     def placement(self) -> Placement:
