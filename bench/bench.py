@@ -28,10 +28,19 @@ SSH = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=yes",
        "-o", f"UserKnownHostsFile={LAB / 'known_hosts'}",
        "-i", str(LAB / "id_ed25519"), "-p", PORT, f"{USER}@127.0.0.1"]  # fmt: skip
 WORK = Path(tempfile.mkdtemp(prefix="rsk-bench-"))
-ENV = {**os.environ, "RSK_HOME": str(WORK / "home"), "RSK_TARGETS_PATH": str(WORK / "targets"),
-       "PYTHONPATH": str(ROOT / "src"), "NO_COLOR": "1", "RSK_PYTHON": sys.executable}  # fmt: skip
+ENV = {
+    **os.environ,
+    "RSK_HOME": str(WORK / "home"),
+    "RSK_TARGETS_PATH": str(WORK / "targets"),
+    "PYTHONPATH": str(ROOT / "src"),
+    "NO_COLOR": "1",
+    "RSK_PYTHON": sys.executable,
+    "RSK_BROKER": "off",
+}  # fmt: skip  (direct unless a bench names its broker)
 REMOTE_ROOT = f"~/.rsk-bench-{uuid.uuid4().hex[:6]}"
 RUN = uuid.uuid4().hex[:4]  # request ids of this run: Slurm remembers a finished job's name for minutes
+PROJECT = f"bench{RUN}"  # rsk names its jobs rsk:PROJECT:REQUEST: this run cancels only its own
+WRAP = f"rsk-bench-{RUN}"  # the baselines' jobs, named so that only they are cancelled (one more sbatch flag)
 RSK = [str(ROOT / "bin" / "rsk")]  # as installed: Python starts without site, rsk loads it if it runs here
 rows: list[tuple[str, str, str, str, str]] = []
 ratios: list[tuple[str, float, str]] = []
@@ -60,7 +69,7 @@ def setup() -> None:
         (ROOT / "targets" / "lab.toml").read_text().replace('remote_root = "~/.rsk"', f'remote_root = "{REMOTE_ROOT}"')
     )
     (WORK / "targets" / "lab.toml").write_text(text)
-    run([*RSK, "grant", "add", "-p", "bench", "--target", "lab", "--yes"])
+    run([*RSK, "grant", "add", "-p", PROJECT, "--target", "lab", "--yes"])
     root = '"$HOME"/' + REMOTE_ROOT[2:]
     run([*SSH, f"mkdir -p {root} && echo 'max_active_jobs = 5000' > {root}/policy.conf"])
     run([*RSK, "doctor", "lab"])  # warms the connection path (nothing is deployed: each call ships its program)
@@ -68,8 +77,9 @@ def setup() -> None:
 
 def cancel_jobs() -> None:
     """Every job a bench left queued or running: the next bench starts on an idle lab."""
-    subprocess.run([*SSH, "squeue -h -o '%i %j' | awk '$2 ~ /^rsk:bench/ {print $1}' | xargs -r scancel; "
-                    "scancel --name wrap 2>/dev/null"], check=False)  # fmt: skip
+    # only this run's jobs, by id (the lab is shared): rsk's for its project, the baselines' by their name
+    mine = f"awk -v p=rsk:{PROJECT}: -v w={WRAP} 'index($2, p) == 1 || $2 == w {{print $1}}'"
+    subprocess.run([*SSH, f"squeue -h -u \"$(id -un)\" -o '%i %j' | {mine} | xargs -r scancel"], check=False)
 
 
 def cleanup() -> None:
@@ -80,9 +90,11 @@ def cleanup() -> None:
 def bench_single() -> None:
     n = 10
     i = iter(range(10**6))
-    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"s{RUN}{next(i)}", "--mem", "64M",
+    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", PROJECT, "-r", f"s{RUN}{next(i)}", "--mem", "64M",
                              "--time", "1", "--json", "--", "true"]), n)  # fmt: skip
-    base = timed(lambda: run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"]), n)
+    base = timed(
+        lambda: run([*SSH, "sbatch", "--parsable", f"--job-name={WRAP}", "--mem=64", "--time=1", "--wrap", "true"]), n
+    )
     r = statistics.median(rsk) / statistics.median(base)
     rows.append(
         ("single launch", "rsk launch (plan, ledger, go, journal)", ms(rsk), "ssh HOST sbatch --wrap", ms(base))
@@ -94,12 +106,12 @@ def bench_batch() -> None:
     n = 200
     tasks = WORK / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"key": f"t{k}", "argv": ["true"]}) + "\n" for k in range(n)))
-    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"b{uuid.uuid4().hex[:6]}",
+    rsk = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", PROJECT, "-r", f"b{uuid.uuid4().hex[:6]}",
                              "--mem", "64M", "--time", "1", "--tasks", str(tasks), "--json"]), 1)  # fmt: skip
 
     def seq() -> None:
         for _ in range(n):
-            run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"])
+            run([*SSH, "sbatch", "--parsable", f"--job-name={WRAP}", "--mem=64", "--time=1", "--wrap", "true"])
 
     base = timed(seq, 1)
     speedup = base[0] / rsk[0]
@@ -123,7 +135,7 @@ def bench_dag() -> None:
     flat.write_text("".join(json.dumps({"key": f"t{k}", "argv": ["true"]}) + "\n" for k in range(n)))
 
     def launch(tasks: Path) -> Callable[[], object]:
-        return lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"d{uuid.uuid4().hex[:6]}", "--mem",
+        return lambda: run([*RSK, "launch", "-t", "lab", "-p", PROJECT, "-r", f"d{uuid.uuid4().hex[:6]}", "--mem",
                             "64M", "--time", "1", "--tasks", str(tasks), "--json"])  # fmt: skip
 
     rsk = timed(launch(dag), 3)
@@ -131,7 +143,7 @@ def bench_dag() -> None:
     base = timed(launch(flat), 3)
     cancel_jobs()
     i = iter(range(10**6))
-    single = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"ds{RUN}{next(i)}", "--mem",
+    single = timed(lambda: run([*RSK, "launch", "-t", "lab", "-p", PROJECT, "-r", f"ds{RUN}{next(i)}", "--mem",
                                 "64M", "--time", "1", "--json", "--", "true"]), 5)  # fmt: skip
     rows.append((f"workflow of {n} in {levels} levels", "rsk launch --tasks (needs)", ms(rsk),
                  f"a flat batch of {n}", ms(base)))  # fmt: skip
@@ -139,16 +151,21 @@ def bench_dag() -> None:
     ratios.append(("dag-vs-singles", statistics.median(single) * n / statistics.median(rsk), "speedup, target >= 20"))
 
 
-def bench_status() -> None:
-    # 1,000 rsk jobs: 500 that finish at once and 500 that queue behind long ones
+def thousand_jobs() -> None:
+    """1,000 rsk jobs of this run's project: 500 that finish at once and 500 that queue behind long ones
+    (cancel_jobs removes them after the bench)."""
     for name, argv in (("fin", ["true"]), ("q", ["sleep", "600"])):
         tasks = WORK / f"{name}.jsonl"
         tasks.write_text("".join(json.dumps({"key": f"{name}{k}", "argv": argv}) + "\n" for k in range(500)))
-        run([*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"st-{name}", "--mem", "64M", "--time", "15",
-             "--tasks", str(tasks), "--json"])  # fmt: skip
+        run([*RSK, "launch", "-t", "lab", "-p", PROJECT, "-r", f"st-{name}{uuid.uuid4().hex[:4]}", "--mem", "64M",
+             "--time", "15", "--tasks", str(tasks), "--json"])  # fmt: skip
     time.sleep(20)
-    rsk = timed(lambda: run([*RSK, "status", "-t", "lab", "-p", "bench", "--json"]), 5)
-    count = len(json.loads(run([*RSK, "status", "-t", "lab", "-p", "bench", "--json"]).stdout)["jobs"])
+
+
+def bench_status() -> None:
+    thousand_jobs()
+    rsk = timed(lambda: run([*RSK, "status", "-t", "lab", "-p", PROJECT, "--json"]), 5)
+    count = len(json.loads(run([*RSK, "status", "-t", "lab", "-p", PROJECT, "--json"]).stdout)["jobs"])
     base = timed(lambda: run([*SSH, "squeue", "--json"]), 5)
     rows.append(
         (f"status of {count} jobs", "rsk status --json (one remote call)", ms(rsk), "ssh HOST squeue --json", ms(base))
@@ -275,11 +292,11 @@ STAMP = 'date +%s.%N > "$RSK_RUN_DIR/began"'
 def bench_step() -> None:
     """From `rsk launch --lease` returning to the step running (it records the time it began), in a lease with
     free GPUs, against a fresh sbatch of the same command reaching running, in the same run."""
-    run([*RSK, "lease", "open", "bl", "-t", "lab", "-p", "bench", "--partition", "gpu", "--gpus", "2", "--cpus",
+    run([*RSK, "lease", "open", "bl", "-t", "lab", "-p", PROJECT, "--partition", "gpu", "--gpus", "2", "--cpus",
          "2", "--mem", "1000", "--time", "10", "--drain", "1", "--json"])  # fmt: skip
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        st = json.loads(run([*RSK, "lease", "status", "bl", "-t", "lab", "-p", "bench", "--json"]).stdout)
+        st = json.loads(run([*RSK, "lease", "status", "bl", "-t", "lab", "-p", PROJECT, "--json"]).stdout)
         if st["leases"][0]["state"] == "running":
             break
         time.sleep(0.5)
@@ -287,7 +304,7 @@ def bench_step() -> None:
     n = 5
     step, fresh = [], []
     for k in range(n):
-        run([*RSK, "launch", "-t", "lab", "-p", "bench", "--lease", "bl", "-r", f"step{RUN}{k}", "--gpus", "1", "--mem",
+        run([*RSK, "launch", "-t", "lab", "-p", PROJECT, "--lease", "bl", "-r", f"step{RUN}{k}", "--gpus", "1", "--mem",
              "100M", "--time", "1", "--json", "--", "sh", "-c", STAMP])  # fmt: skip
         returned = time.time()
         began = ""
@@ -295,12 +312,12 @@ def bench_step() -> None:
         while not began:  # the step has written its time by the time a remote cat shows it
             assert time.monotonic() < waited, "the step did not start within 120 s"
             time.sleep(0.2)
-            marker = f"{root}/runs/bench/step{RUN}{k}/t0/began"
+            marker = f"{root}/runs/{PROJECT}/step{RUN}{k}/t0/began"
             began = subprocess.run([*SSH, f"cat {marker} 2>/dev/null"], capture_output=True, text=True,
                                    check=False).stdout.strip()  # fmt: skip
         step.append(max(float(began) - returned, 0.0))
         out = f"/tmp/rsk-bench-fresh-{uuid.uuid4().hex[:8]}"
-        run([*SSH, "sbatch --parsable --partition=gpu --gres=gpu:1 --mem=100 --time=1 "
+        run([*SSH, f"sbatch --parsable --job-name={WRAP} --partition=gpu --gres=gpu:1 --mem=100 --time=1 "
              + shlex.quote(f"--wrap=date +%s.%N > {out}")])  # fmt: skip
         returned = time.time()
         began = ""
@@ -311,7 +328,7 @@ def bench_step() -> None:
             began = subprocess.run([*SSH, f"cat {out} 2>/dev/null && rm -f {out}"], capture_output=True, text=True,
                                    check=False).stdout.strip()  # fmt: skip
         fresh.append(max(float(began) - returned, 0.0))
-    run([*RSK, "lease", "close", "bl", "-t", "lab", "-p", "bench", "--json"])
+    run([*RSK, "lease", "close", "bl", "-t", "lab", "-p", PROJECT, "--json"])
     rows.append(("step start (lease with free GPUs)", "rsk launch --lease returned -> running", ms(step),
                  "ssh sbatch returned -> running", ms(fresh)))  # fmt: skip
     ratios.append(("step-start", statistics.median(step), "seconds, target <= 1"))
@@ -337,32 +354,37 @@ def bench_broker() -> None:
     agents launching at once through one broker against 8 direct processes."""
     sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
     env = {**ENV, "RSK_BROKER": str(sock)}
-    direct = {**ENV, "RSK_NO_BROKER": "1"}
+    direct = ENV
     subprocess.run([*RSK, "broker", "start", "--idle", "600"], env=env, check=True, capture_output=True)
     try:
-        bench_against_mux(env)
+        bench_against_mux(env)  # leaves the 1,000 jobs of its status row queued for the next one
         i = iter(range(10**6))
 
         def brokered(*args: str) -> None:
             subprocess.run([*RSK, *args], env=env, check=True, capture_output=True)
 
-        brokered("status", "-t", "lab", "-p", "bench")  # warms the connection
-        n = 10
-        warm = timed(lambda: brokered("launch", "-t", "lab", "-p", "bench", "-r", f"w{RUN}{next(i)}", "--mem", "64M",
-                                      "--time", "1", "--json", "--", "true"), n)  # fmt: skip
-        base = timed(lambda: run([*SSH, "sbatch", "--parsable", "--mem=64", "--time=1", "--wrap", "true"]), n)
-        rows.append(("single launch, warm broker", "rsk launch via the broker", ms(warm), "ssh HOST sbatch --wrap",
-                     ms(base)))  # fmt: skip
-        ratios.append(("single-warm", statistics.median(warm) / statistics.median(base), "target <= 1.0"))
-        count = len(json.loads(run([*RSK, "status", "-t", "lab", "-p", "bench", "--json"]).stdout)["jobs"])
-        st = timed(lambda: brokered("status", "-t", "lab", "-p", "bench", "--json"), 5)
+        count = len(json.loads(run([*RSK, "status", "-t", "lab", "-p", PROJECT, "--json"]).stdout)["jobs"])
+        st = timed(lambda: brokered("status", "-t", "lab", "-p", PROJECT, "--json"), 5)
         sq = timed(lambda: run([*SSH, "squeue", "--json"]), 5)
         rows.append((f"status of {count} jobs, warm broker", "rsk status --json via the broker", ms(st),
                      "ssh HOST squeue --json", ms(sq)))  # fmt: skip
         ratios.append(("status-warm", statistics.median(st) / statistics.median(sq), "target <= 1.0"))
 
+        cancel_jobs()
+        brokered("status", "-t", "lab", "-p", PROJECT)  # warms the connection
+        n = 10
+        warm = timed(lambda: brokered("launch", "-t", "lab", "-p", PROJECT, "-r", f"w{RUN}{next(i)}", "--mem", "64M",
+                                      "--time", "1", "--json", "--", "true"), n)  # fmt: skip
+        base = timed(
+            lambda: run([*SSH, "sbatch", "--parsable", f"--job-name={WRAP}", "--mem=64", "--time=1", "--wrap", "true"]),
+            n,
+        )
+        rows.append(("single launch, warm broker", "rsk launch via the broker", ms(warm), "ssh HOST sbatch --wrap",
+                     ms(base)))  # fmt: skip
+        ratios.append(("single-warm", statistics.median(warm) / statistics.median(base), "target <= 1.0"))
+
         def eight(environ: dict[str, str], tag: str) -> None:
-            argv = [[*RSK, "launch", "-t", "lab", "-p", "bench", "-r", f"{tag}{RUN}{k}-{next(i)}", "--mem", "64M",
+            argv = [[*RSK, "launch", "-t", "lab", "-p", PROJECT, "-r", f"{tag}{RUN}{k}-{next(i)}", "--mem", "64M",
                      "--time", "1", "--json", "--", "true"] for k in range(8)]  # fmt: skip
             procs = [subprocess.Popen(a, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                      for a in argv]  # fmt: skip
@@ -384,17 +406,18 @@ def bench_against_mux(env: dict[str, str]) -> None:
     def brokered(*args: str) -> None:
         subprocess.run([*RSK, *args], env=env, check=True, capture_output=True)
 
-    brokered("status", "-t", "lab", "-p", "bench")  # warms the broker's connection
+    brokered("status", "-t", "lab", "-p", PROJECT)  # warms the broker's connection
     with ssh_master() as mux:
         n = 10
-        shape = ["--parsable", "--mem=64", "--time=1", "--wrap", "true"]
-        launch = timed(lambda: brokered("launch", "-t", "lab", "-p", "bench", "-r", f"m{RUN}{next(i)}", "--mem",
+        shape = ["--parsable", f"--job-name={WRAP}", "--mem=64", "--time=1", "--wrap", "true"]
+        launch = timed(lambda: brokered("launch", "-t", "lab", "-p", PROJECT, "-r", f"m{RUN}{next(i)}", "--mem",
                                         "64M", "--time", "1", "--json", "--", "true"), n)  # fmt: skip
         sbatch = timed(lambda: run([*mux, "sbatch", *shape]), n)
-        plan = timed(lambda: brokered("plan", "-t", "lab", "-p", "bench", "-r", f"mp{RUN}", "--mem", "64M", "--time",
+        plan = timed(lambda: brokered("plan", "-t", "lab", "-p", PROJECT, "-r", f"mp{RUN}", "--mem", "64M", "--time",
                                       "1", "--json", "--", "true"), n)  # fmt: skip
         test_only = timed(lambda: run([*mux, "sbatch", "--test-only", *shape]), n)
-        status = timed(lambda: brokered("status", "-t", "lab", "-p", "bench", "--json"), 5)
+        thousand_jobs()  # status against squeue --json at the scale of the status bench
+        status = timed(lambda: brokered("status", "-t", "lab", "-p", PROJECT, "--json"), 5)
         squeue = timed(lambda: run([*mux, "squeue", "--json"]), 5)
     for what, mine, base_what, base, name, target in (
         ("rsk launch via the broker", launch, "mux ssh sbatch --wrap", sbatch, "launch-warm-mux", "target <= 3"),
@@ -404,6 +427,98 @@ def bench_against_mux(env: dict[str, str]) -> None:
     ):  # fmt: skip
         rows.append((f"{name.removesuffix('-mux')}, against a ControlMaster", what, ms(mine), base_what, ms(base)))
         ratios.append((name, statistics.median(mine) / statistics.median(base), target))
+
+
+def bench_profile() -> None:
+    """Where a warm launch spends its time: the client's whole command (bin/rsk through a running broker),
+    and the same launch run in this process as the broker runs it (shared connection, Click command built
+    once), with a timestamp at each step of the remote conversation and cProfile over one launch."""
+    import cProfile
+    import io
+    import pstats
+
+    sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
+    env = {**ENV, "RSK_BROKER": str(sock)}
+    subprocess.run([*RSK, "broker", "start", "--idle", "600"], env=env, check=True, capture_output=True)
+    i = iter(range(10**6))
+
+    def launch_argv() -> list[str]:
+        return ["launch", "-t", "lab", "-p", PROJECT, "-r", f"pf{RUN}{next(i)}", "--mem", "64M", "--time", "1",
+                "--json", "--", "true"]  # fmt: skip
+
+    try:
+        subprocess.run([*RSK, "status", "-t", "lab", "-p", PROJECT], env=env, check=True, capture_output=True)
+        n = 10
+        whole = timed(lambda: subprocess.run([*RSK, *launch_argv()], env=env, check=True, capture_output=True), n)
+        start = timed(lambda: run([*RSK, "--version"]), n)
+        roundtrip = timed(lambda: subprocess.run([*RSK, "targets", "--json"], env=env, check=True,
+                                                 capture_output=True), n)  # fmt: skip
+    finally:
+        subprocess.run([*RSK, "broker", "stop"], env=env, check=False, capture_output=True)
+
+    os.environ.update({k: v for k, v in ENV.items() if k.startswith("RSK_") and k != "RSK_BROKER"})
+    os.environ["RSK_NO_BROKER"] = "1"
+    sys.path.insert(0, str(ROOT / "src"))
+    from rsk.cli.app import command, main
+    from rsk.cluster import transport
+
+    command()
+    transport.share_connections()
+    marks: list[tuple[str, float]] = []
+
+    def mark(name: str, fn: Callable[..., object]) -> Callable[..., object]:
+        def wrapped(*a: object, **kw: object) -> object:
+            marks.append((name + " called", time.perf_counter()))
+            try:
+                return fn(*a, **kw)
+            finally:
+                marks.append((name, time.perf_counter()))
+
+        return wrapped
+
+    transport.Connection.open = mark("open", transport.Connection.open)  # type: ignore[method-assign, assignment]
+    transport.Exchange.read_until = mark("await", transport.Exchange.read_until)  # type: ignore[method-assign, assignment]
+    transport.Exchange.send = mark("go", transport.Exchange.send)  # type: ignore[method-assign, assignment]
+    transport.Exchange.finish = mark("finish", transport.Exchange.finish)  # type: ignore[method-assign, assignment]
+
+    def in_broker() -> dict[str, float]:
+        marks.clear()
+        t0 = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            main(launch_argv())
+        end = time.perf_counter()
+        at = dict(marks)
+        return {
+            "parse the command line, read the project and its ledger, build the request": at["open called"] - t0,
+            "open a channel on the warm connection, send the program": at["open"] - at["open called"],
+            "the cluster: plan up to @@await (scontrol, sinfo, squeue, sbatch --test-only)":
+                at["await"] - at["await called"],
+            "the ledger: decide under the lock, reserve the charge, write": at["go called"] - at["await"],
+            "the cluster: after go (lock, journal, sbatch, journal)": at["finish"] - at["go called"],
+            "settle the answer, print": end - at["finish"],
+            "the whole launch in the broker": end - t0,
+        }  # fmt: skip
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        main(["status", "-t", "lab", "-p", PROJECT])  # the connection, as a broker has it warm
+    phases = [in_broker() for _ in range(n)]
+    prof = cProfile.Profile()
+    prof.enable()
+    in_broker()
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(25)
+    (WORK.parent / f"rsk-bench-profile-{RUN}.txt").write_text(text.getvalue())
+    transport.drop_shared()
+    broker = statistics.median([p["the whole launch in the broker"] for p in phases])
+    rows.append(("warm launch: the whole command", "bin/rsk launch through the broker", ms(whole), "", ""))
+    rows.append(("  of which the client's start", "bin/rsk --version (Python -S, entry)", ms(start), "", ""))
+    rows.append(("  a request with no remote call", "bin/rsk targets --json through the broker", ms(roundtrip),
+                 "", ""))  # fmt: skip
+    for name in phases[0]:
+        rows.append((f"  in the broker: {name}"[:60], "", ms([p[name] for p in phases]), "", ""))
+    rows.append(("  the client and the socket (the rest)", "", f"{(statistics.median(whole) - broker) * 1000:.0f} ms",
+                 f"cProfile: {WORK.parent}/rsk-bench-profile-{RUN}.txt", ""))  # fmt: skip
 
 
 def bench_board() -> None:
@@ -428,6 +543,7 @@ def bench_board() -> None:
 
 BENCHES = {"single": bench_single, "batch": bench_batch, "dag": bench_dag, "status": bench_status,
            "ledger": bench_ledger, "startup": bench_startup, "step": bench_step, "broker": bench_broker,
+           "profile": bench_profile,
            "board": bench_board}  # fmt: skip
 
 

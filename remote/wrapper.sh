@@ -91,9 +91,12 @@ rsk_main() {
     done
     rsk_end "$rsk_rc"
 }
-rsk_link_env() { # a chain's link: what the command is told; the run time of the links before it, from their markers
-    RSK_LINK=$((rsk_ti + 1)) RSK_LINKS=$rsk_links RSK_BUDGET=$rsk_budget RSK_WORK_DIR=${rsk_run%/*}/work
-    RSK_RUN_TIME=$(cat "${rsk_run%/*}"/t*/ended 2>/dev/null | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^elapsed=[0-9]+$/) s += substr($i, 9) } END { print s + 0 }')
+rsk_link_env() { # a chain's link: what the command is told; the run time of the links before it, from their
+    # markers (its own request's and, extended, the chain's first request's and its extensions')
+    RSK_LINK=$((rsk_link0 + rsk_ti + 1)) RSK_LINKS=$((rsk_link0 + rsk_links)) RSK_BUDGET=$rsk_budget
+    RSK_WORK_DIR=$rsk_chain/work
+    RSK_RUN_TIME=$(cat "$rsk_chain"/t*/ended "$rsk_chain".a*/t*/ended 2>/dev/null \
+        | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^elapsed=[0-9]+$/) s += substr($i, 9) } END { print s + 0 }')
     mkdir -p "$RSK_WORK_DIR"
     export RSK_LINK RSK_LINKS RSK_BUDGET RSK_WORK_DIR RSK_RUN_TIME
 }

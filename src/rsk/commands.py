@@ -56,6 +56,11 @@ _TABLE: dict[str, tuple[str, Audience, str]] = {
         "agent",
         "Launch again the tasks of a batch or workflow that did not succeed (and what they skipped).",
     ),
+    "extend": (
+        "launch_cmd",
+        "agent",
+        "Add links to a chain that stopped short of success, up to a new total budget (the extra is decided).",
+    ),
     "status": ("ops_cmds", "agent", "State of the project's rsk jobs (one remote call for all of them)."),
     "events": ("ops_cmds", "agent", "What changed since a cursor: journal events and job state changes."),
     "logs": ("cluster_cmds", "agent", "Show a bounded tail of a job's stdout or stderr."),

@@ -56,6 +56,15 @@ def register(app: typer.Typer) -> None:
             "and do not run again. Exit codes as for launch; 2 names a task that cannot be retried.",
         ),
     )(retry)
+    app.command(
+        "extend",
+        help=help_for(
+            "extend",
+            "Example: rsk extend --request-id run-7 --budget 5-00:00:00. Only a chain that stopped short of success "
+            "(yielded, time limit, budget spent) goes on; only the extra run time is planned and decided (a card "
+            "unless a grant covers it). The new links share the chain's RSK_WORK_DIR and go on numbering it.",
+        ),
+    )(extend)
     app.command("init", help=help_for("init"))(init)
 
 
@@ -257,6 +266,33 @@ def retry(
     progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
     result = do_retry(resolve_target(target), resolve_project(project), batch, named=list(task or []), failed=failed,
                       request_id=request_id, requester=requester(), wait=wait, progress=progress)  # fmt: skip
+    _print_result(result, json_out, verbose)
+
+
+def extend(
+    request_id: Annotated[str, typer.Option("--request-id", "-r", help="The chain (its first request id).")],
+    budget: Annotated[str, typer.Option("--budget", help="The chain's new total run time (3-00:00:00).")],
+    max_links: Annotated[
+        int | None, typer.Option("--max-links", min=1, help="Refuse an extension that needs more links.")
+    ] = None,
+    target: TargetOpt = None,
+    project: ProjectOpt = None,
+    wait: WaitOpt = None,
+    json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="With --json: the whole plan too.")] = False,
+) -> None:
+    from rsk.local.paths import check_token
+    from rsk.local.project import resolve_project
+    from rsk.ops.launch import requester
+    from rsk.ops.retry import extend as do_extend
+    from rsk.request.chain import MAX_LINKS
+    from rsk.request.units import parse_time
+
+    console = err()
+    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
+    result = do_extend(resolve_target(target), resolve_project(project), check_token("request id", request_id),
+                       budget_min=parse_time(budget), request_id=None, requester=requester(),
+                       max_links=max_links or MAX_LINKS, wait=wait, progress=progress)  # fmt: skip
     _print_result(result, json_out, verbose)
 
 

@@ -63,6 +63,10 @@ def render_card(card: "Card", full: bool = False) -> str:
             f"at most {run} min of run time in all; a link goes on when the command exits 75 or is "
             "signalled before its limit"
         )
+        if p.chain_of:
+            lines.append(
+                f"  extends       chain {inert(p.chain_of)}: these links go on after its last, in its work directory"
+            )
         lines.append(f"  command       {argv(t0.argv)}")
         lines += [f"  env           {inert(e)}" for e in t0.env] or ["  env           (none)"]
         graph = {}

@@ -105,6 +105,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         if plan.kind == "batch"
         else [],
         budget_min=plan.budget_min,
+        chain_of=plan.chain_of,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,

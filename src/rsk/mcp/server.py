@@ -346,6 +346,27 @@ def build(pin: Pin) -> MCPServer:
         return _reply(request)
 
     @server.tool(
+        description="Add links to a chain that stopped short of success (yielded, time limit, budget spent), up to "
+        "a new total budget; only the extra is decided, like any launch. The links share the chain's RSK_WORK_DIR.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def extend(
+        request_id: Annotated[str, Field(description="The chain: its first request id.")],
+        budget: Annotated[str, Field(description="The chain's new total run time (Slurm time, 5-00:00:00).")],
+    ) -> LaunchReply:
+        from rsk.local.paths import check_token
+        from rsk.ops.launch import requester
+        from rsk.ops.retry import plan_extend
+        from rsk.ops.status import status
+        from rsk.request.units import parse_time
+
+        jobs = status(pin.target, pin.project).jobs
+        request = plan_extend(pin.project, check_token("request id", request_id), jobs, parse_time(budget), None,
+                              f"mcp: {requester()}")  # fmt: skip
+        return _reply(request)
+
+    @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "
         f"batch. Returns done (all_succeeded says whether every job succeeded), running (call again) or pending; "
         f"never blocks longer than {pin.max_wait:g} s.",

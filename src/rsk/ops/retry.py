@@ -12,8 +12,9 @@ from __future__ import annotations
 from rsk.errors import PendingApproval, UsageError
 from rsk.ledger.kept import kept
 from rsk.ops.launch import LaunchResult, Progress, launch
-from rsk.ops.status import JobState, attempt_of, status
-from rsk.wire.protocol import Request, TaskSpec
+from rsk.ops.status import JobState, attempt_of, outcome, status
+from rsk.request.chain import MAX_LINKS, link_minutes
+from rsk.wire.protocol import Need, Request, TaskSpec
 from rsk.wire.states import FINAL
 
 RETRIED = frozenset({"failed", "timed-out", "cancelled", "skipped"})  # what --failed takes (lost: only by name)
@@ -95,3 +96,45 @@ def retry(
             f"launch again with --request-id {request.request_id}", f"run rsk retry --batch {batch} again"
         )
         raise
+
+
+def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int, request_id: str | None,
+                requester: str, max_links: int = MAX_LINKS) -> Request:  # fmt: skip
+    """More links for a chain that ended stopped short of success, up to a new total budget: the extra only is
+    planned (and decided); the links go on numbering the chain and share its RSK_WORK_DIR."""
+    base_id = attempt_of(chain)[0]
+    base = kept(project, base_id)
+    if base.budget_min is None or not base.tasks:
+        raise UsageError(f"{base_id} is not a chain", "rsk extend adds links to a chain launched with --budget")
+    links = [j for j in jobs if attempt_of(j.request_id)[0] == base_id and j.link]
+    if not links or any(j.state not in FINAL for j in links):
+        raise UsageError(f"chain {base_id} has not ended", f"rsk wait --request-id {base_id}, then extend it")
+    last = outcome(links)[0]
+    if last.state != "stopped":
+        raise UsageError(f"chain {base_id} ended {last.state} at link {last.link}: only a chain that stopped short "
+                         "of success (yielded, time limit, budget spent) goes on")  # fmt: skip
+    planned = sum((j.limit_s or 0) for j in links) // 60
+    first = base.tasks[0]
+    link = first.time_min or 1
+    if budget_min <= planned:
+        raise UsageError(f"chain {base_id} already has {planned} min of links; extend it to more than that",
+                         f"e.g. rsk extend --request-id {base_id} --budget {planned + link}")  # fmt: skip
+    minutes = link_minutes(budget_min - planned, link, max_links)
+    done = max(int(j.link.split("/")[0]) for j in links)
+    keys = [f"link{done + k + 1}" for k in range(len(minutes))]
+    tasks = [
+        first.model_copy(update={"key": key, "time_min": m, "needs": [Need(task=b, on="stopped") for b in keys[:k]]})
+        for k, (key, m) in enumerate(zip(keys, minutes, strict=True))
+    ]
+    rid = request_id or next_attempt(base_id, [j.request_id for j in links])
+    return base.model_copy(update={"request_id": rid, "tasks": tasks, "requester": requester,
+                                   "budget_min": budget_min - planned, "chain_of": base_id, "link0": done})  # fmt: skip
+
+
+def extend(
+    target: str, project: str, chain: str, *, budget_min: int, request_id: str | None, requester: str,
+    max_links: int = MAX_LINKS, wait: float | None = None, progress: Progress | None = None,
+) -> LaunchResult:  # fmt: skip
+    """Plan more links for a chain from the cluster's word on the links so far, then launch them like any launch."""
+    request = plan_extend(project, chain, status(target, project).jobs, budget_min, request_id, requester, max_links)
+    return launch(target, request, wait=wait, progress=progress)

@@ -117,14 +117,20 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
     skip passes on: tasks are taken in a workflow's order, each after what it needs); a pending one says what
     it waits for. A chain's link that Slurm stopped at its time limit is `stopped`: the next link goes on."""
     by_idx = {(f.rid, f.idx): j for f, j in zip(facts, jobs, strict=True) if f.idx is not None}
-    chains = {f.rid for f in facts if any(cond == "notok" for _, cond in f.needs)}
-    size = {rid: sum(1 for f in facts if f.rid == rid) for rid in chains}
+    # a chain (and its extensions, B.a2, ...): its links are tasks link1 .. linkN, numbered across them
+    chains = {attempt_of(f.rid)[0] for f in facts if any(cond == "notok" for _, cond in f.needs)}
+    number = {id(f): int(f.task[4:]) for f in facts
+              if attempt_of(f.rid)[0] in chains and f.task.startswith("link") and f.task[4:].isdigit()}  # fmt: skip
+    size: dict[str, int] = {}
+    for f in facts:
+        if id(f) in number:
+            size[attempt_of(f.rid)[0]] = max(size.get(attempt_of(f.rid)[0], 0), number[id(f)])
     for f, j in sorted(zip(facts, jobs, strict=True), key=lambda p: (p[0].rid, p[0].idx or 0)):
-        if f.rid in chains and f.idx is not None:
-            j.link = f"{f.idx + 1}/{size[f.rid]}"
-        if f.rid in chains and j.state == "timed-out":
+        if id(f) in number:
+            j.link = f"{number[id(f)]}/{size[attempt_of(f.rid)[0]]}"
+        if id(f) in number and j.state == "timed-out":
             j.state, j.where = "stopped", "(time-limit)"
-        elif f.rid in chains and j.state == "stopped":
+        elif id(f) in number and j.state == "stopped":
             j.where = f"({f.stop})"
         if not f.needs or f.cancel:
             continue
@@ -263,9 +269,10 @@ def outcome(jobs: list[JobState]) -> list[JobState]:
         if not j.link:
             out.append(j)
         elif j.state != "skipped" and (
-            j.request_id not in last or int(j.link.split("/")[0]) > int(last[j.request_id].link.split("/")[0])
+            (base := attempt_of(j.request_id)[0]) not in last
+            or int(j.link.split("/")[0]) > int(last[base].link.split("/")[0])
         ):
-            last[j.request_id] = j
+            last[base] = j
     return out + list(last.values())
 
 

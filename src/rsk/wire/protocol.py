@@ -170,6 +170,8 @@ class Request(BaseModel):
     overrun: str = ""  # a lease: a step longer than what is left is refused (refuse) or clipped (clip)
     budget_min: int | None = None  # a chain: the run time of all its links together (rsk.request.chain)
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
+    chain_of: str = ""  # `rsk extend`: the chain (its first request id) these links go on from
+    link0: int | None = None  # `rsk extend`: how many links the chain had before these
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -179,9 +181,9 @@ class Request(BaseModel):
                 lines.append(f"{key} {enc(str(value))}")
 
         for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
-                    "code", "lease", "lease_open", "overrun"):  # fmt: skip
+                    "code", "lease", "lease_open", "overrun", "chain_of"):  # fmt: skip
             put(key, getattr(self, key))
-        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s"):
+        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s", "link0"):
             put(key, getattr(self, key))
         for entry in sorted(self.env, key=lambda e: e.split("=", 1)[0]):
             lines.append(f"env {enc(entry)}")
@@ -291,6 +293,8 @@ _HINTS = {
     "slurm-unavailable": "the Slurm controller is down or unreachable; try again later",
     "slurm-rejected": "Slurm cannot run the request as asked; check partition, GPUs and time",
     "sbatch-failed": "Slurm refused the job; the charge was released; see the message",
+    "replay-changed": "a job of the account changed what the cluster shows of this request: launch it again, and "
+    "the ledger decides",
     "root-unwritable": "free space or fix permissions under the target's remote_root",
     "workdir-missing": "create the directory on the cluster or pass another --workdir",
     "missing-command": "install it on the login node, or put it on the account's PATH (rsk doctor TARGET)",
@@ -380,6 +384,8 @@ class Plan(BaseModel):
     overrun: str = ""  # kind lease: refuse | clip
     budget_min: int | None = None  # a chain: the run time its links share (each link is a task)
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
+    chain_of: str = ""  # an extension of this chain: its links share its RSK_WORK_DIR and go on numbering it
+    link0: int | None = None  # an extension: the links the chain had before
 
     @property
     def placement(self) -> Placement:
