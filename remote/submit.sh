@@ -2,7 +2,8 @@
 # rsk submit: plan a request, or plan it, wait for rsk's word, and submit that very plan (docs/protocol.md).
 #   submit plan    < FRAME REQUEST   resolve, check policy, sbatch --test-only; @@planline..., @@plan HASH, @@prior
 #   submit launch  < FRAME REQUEST   the same, then @@await; only "go HASH NONCE" naming this plan's hash submits
-#                                    it, with the rest framed by NONCE; anything else submits nothing
+#                                    it, with the rest framed by NONCE ("go HASH NONCE replay": reports the
+#                                    request's jobs, submits nothing); anything else submits nothing
 # REQUEST: an optional "held JOB:RID,..." line (the ledger's jobs, counted by id), "rsk-request 2", "KEY VALUE"
 # lines, "end". A single job is a batch of one task (index 0, no key); a batch, one job array per resource
 # shape. A lease (lease_open NAME) is one job whose payload is rsk's controller; a step (lease NAME) is
@@ -574,14 +575,16 @@ do_plan() {
 # Anything else, or the end of input, ends it here.
 await_go() {
     rsk_emit await "plan=$PLAN_HASH"
-    IFS=' ' read -r rsk_g rsk_h rsk_n rsk_x <&3 || true
+    IFS=' ' read -r rsk_g rsk_h rsk_n rsk_m rsk_x <&3 || true
     exec 3<&-
     case ${rsk_n:-} in *[!0-9a-f]* | '') rsk_n='' ;; esac
+    case ${rsk_m:-} in '' | replay) ;; *) rsk_n='' ;; esac
     if [ "${rsk_g:-}" != go ] || [ -n "${rsk_x:-}" ] || [ "${#rsk_n}" -ne 32 ]; then
         exit 0 # not allowed (a card, a denial) or rsk went away: nothing is journaled, nothing submitted
     fi
     RSK_NONCE=$rsk_n
     EXPECT=${rsk_h:-}
+    REPLAY=${rsk_m:-} # "go HASH NONCE replay": rsk decided nothing, because the plan showed every job submitted
 }
 
 # policy_unchanged: the policy file is read again after the go; a policy changed since the plan (its
@@ -674,7 +677,7 @@ submit_idxs() {
         done
     else
         jlines failed "$PLAN_HASH" "$rsk_idxs" '' "rc=$SB_RC" "code=$SB_CODE" "msg=$(rsk_b64 "$(printf '%s' "$SB_OUT" | head -n 20 | cut -c1-400)")"
-        FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG=$SB_OUT
+        FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG="sbatch failed: $SB_OUT"
     fi
     # Slurm has the job now: a journal that cannot take the outcome loses nothing, because the job
     # carries its identity (rsk:PROJECT:RID) and the next call finds it (rsk_evidence)
@@ -692,10 +695,21 @@ submit_dag() {
         END { for (i = 1; i <= n; i++) print o[i] "|" ix[o[i]] }' | sort -t'|' -s -n -k1,1)
     while IFS='|' read -r _ rsk_shape rsk_needs rsk_idxs; do
         if [ -z "$rsk_idxs" ] || [ -n "$FAIL_CODE" ]; then continue; fi
-        DEP=$(printf '%s' "$DONE" | awk -v needs="$rsk_needs" '
-            { job[$1] = $2 }
-            END { n = split(needs, w, ","); for (i = 1; i <= n; i++) { split(w[i], x, ":"); if (x[1] in job) d = d "," "after" x[2] ":" job[x[1]] }
+        # the jobs of what they need; one Slurm lists under another name is not this request's (a journal line
+        # a job forged): refused, so nothing starts early on a job that is not what the plan needs
+        DEP=$({ printf '%s' "$DONE"; echo --; printf '%s\n' "$RSK_SQ"; } | awk -v needs="$rsk_needs" \
+            -v me="rsk:$PROJECT:$RID" "$RSK_AWK"'
+            $0 == "--" { q = 1; next }
+            !q { job[$1] = $2; next }
+            { sq($0); name[SQ_ID] = SQ_NAME }
+            END { n = split(needs, w, ","); for (i = 1; i <= n; i++) { split(w[i], x, ":"); if (!(x[1] in job)) continue
+                      j = job[x[1]]; if ((j in name) && name[j] != me) { print "!" j; exit }; d = d "," "after" x[2] ":" j }
                   print substr(d, 2) }')
+        case $DEP in "!"*)
+            FAIL_CODE=evidence-mismatch FAIL_RC=$RSK_E_MISMATCH FAIL_MSG="job ${DEP#!}, which the journal gives a needed task, is not this request's (Slurm names it otherwise)"
+            DEP=''
+            continue ;;
+        esac
         # shellcheck disable=SC2086  # five numbers
         submit_idxs "$rsk_idxs" $rsk_shape
     done <<EOT
@@ -707,6 +721,7 @@ EOT
     rsk_arrays=''
     while read -r rsk_i rsk_j; do
         [ -n "$rsk_i" ] || continue
+        sq_named "$rsk_j" "rsk:$PROJECT:$RID" || continue # a job the journal wrongly gives this request: not ours
         rsk_arrays="$rsk_arrays ${rsk_j%_*}"
         rsk_jline withdrawn "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_j" code=workflow-incomplete
     done <<EOT
@@ -715,6 +730,20 @@ EOT
     # shellcheck disable=SC2086  # job ids
     scancel $rsk_arrays 2>/dev/null || true
     rsk_journal_write "$PROJECT" || true
+}
+
+sq_named() { # sq_named JOB NAME: true unless Slurm lists JOB under another name (RSK_SQ, read under the lock)
+    case "
+$RSK_SQ" in *"
+$1|"*) ;; *) return 0 ;; esac
+    rsk_r="
+$RSK_SQ"
+    rsk_r=${rsk_r#*"
+$1|"}
+    rsk_r=${rsk_r%%"
+"*}
+    case ${rsk_r#*|*|*|*|} in "$2|"*) return 0 ;; esac
+    return 1
 }
 
 # jlines EVENT PLAN "IDXS" JOB [key=value ...]: one journal line per task index, with its task key and,
@@ -800,6 +829,10 @@ do_submit() {
 $STATES
 EOT
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
+    # a replay was allowed without a decision, on what the plan showed submitted (files a job can write): if
+    # anything is left to submit now, nobody decided it
+    [ -z "$TODO" ] || [ -z "$REPLAY" ] || rsk_fail "$RSK_E_MISMATCH" replay-changed \
+        "the request's jobs no longer all show as submitted; launch it again, and the ledger decides"
     if [ -z "$TODO" ]; then
         [ "$KIND" != lease ] || write_lease_file
         emit_accepted 1
@@ -835,7 +868,7 @@ EOT
     if [ -n "$DAG" ]; then submit_dag; else for_shapes submit_shape; fi
     [ "$KIND" != lease ] || [ -z "$DONE" ] || write_lease_file
     emit_accepted 0
-    [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "sbatch failed: $(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
+    [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 
 # a lease's file says what was opened: the controller's allocation, and what steps may ask of it.
@@ -893,7 +926,7 @@ queue_steps() {
 main() {
     rsk_start
     MODE=${1:-}
-    EXPECT=''
+    EXPECT='' REPLAY=''
     case $MODE in
         plan | launch) [ $# -eq 1 ] || usage ;;
         *) usage ;;

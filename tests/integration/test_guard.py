@@ -479,3 +479,31 @@ def test_a_second_launch_of_a_request_id_never_frees_what_a_first_is_submitting(
     assert third.rc == Exit.PENDING, third.err  # the grant allowed one job, and it runs
     assert jobs_of(lab, project, "other") == []
     rsk("cancel", job, "-t", "lab", "-p", project)
+
+
+def test_evidence_a_job_forges_then_withdraws_never_submits_an_undecided_plan(lab: Lab, project: str) -> None:
+    """A job of the account writes a `started` marker claiming a request it was never allowed, so the plan shows
+    the request submitted and rsk replays it without a decision; then, holding the project's lock, it removes the
+    marker, so the submit program finds nothing done. A replay submits nothing: the launch is refused."""
+    grant(project, "--max-gpus", "0", "--cpu-hours", "1")  # covers small CPU jobs only
+    big = ("--gpus", "2", "--time", "60", "--mem", "100M")
+    planned = json.loads(rsk("plan", "--target", "lab", "--project", project, "-r", "big1", "--json", *big,
+                             "--", "true").out)  # fmt: skip
+    assert planned["would"] == "ask"
+    run = f"{lab.root_sh}/runs/{project}/big1/t0"
+    lock = f"{lab.root_sh}/journal/{project}.lock"
+    marker = f"job=999990 node=n1 t=1 plan={planned['plan']['hash']}"
+    assert lab.ssh(f"mkdir -p {run} {lab.root_sh}/journal && echo '{marker}' > {run}/started").returncode == 0
+    holder = subprocess.Popen(
+        ["ssh", "-o", "BatchMode=yes", "-o", f"UserKnownHostsFile={LAB_DIR / 'known_hosts'}", "-i",
+         str(LAB_DIR / "id_ed25519"), "-p", str(os.environ.get("RSK_LAB_PORT", "2222")), f"{LAB_USER}@127.0.0.1",
+         f"flock {lock} sh -c 'sleep 4; rm -f {run}/started'"],
+    )  # fmt: skip
+    try:
+        time.sleep(1)  # the lock is held; the marker still shows the request submitted
+        r = rsk("launch", "--target", "lab", "--project", project, "-r", "big1", "--json", *big, "--", "true")
+    finally:
+        holder.wait(timeout=30)
+    assert r.rc == Exit.CONFLICT and "replay-changed" in r.out + r.err, (r.rc, r.out, r.err)
+    assert jobs_of(lab, project, "big1") == []  # nothing submitted
+    assert grant_view(project)["jobs_spent"] == 0 and grant_view(project)["jobs_reserved"] == 0

@@ -61,3 +61,18 @@ ajob() { printf '%s\n' "$output" | awk -v t="task=$1" '$1 == "@@accepted" { for 
     run remote submit plan < <(request request_id=cut task=a targ=true task=b targ=true task=a targ=true)
     [ "$status" -eq 2 ] && [ "$(field error code)" = bad-task-key ]
 }
+
+@test "a needed task's job that the journal forged is refused, and no job of another request is cancelled" {
+    set -- request_id=wf2 task=prep targ=true task=train targ=true tneeds=prep:ok
+    run remote submit plan < <(request "$@")
+    hash=$(plan_hash)
+    other=$(lab_sbatch --job-name innocent --wrap 'sleep 60')
+    mkdir -p "$ROOT/journal"
+    echo "v=2 t=x ev=accepted rid=wf2 plan=$hash idx=0 task=prep job=$other" >"$ROOT/journal/$PROJECT.log"
+    chown -R "$LAB_USER" "$ROOT"
+    run remote submit launch < <(request "$@"; go "$hash")
+    [ "$status" -eq 5 ] && [ "$(field error code)" = evidence-mismatch ]
+    [ -z "$(runuser -u "$LAB_USER" -- squeue -h -o '%j %T' | awk -v n="rsk:$PROJECT:wf2" '$1 == n && $2 != "CANCELLED"')" ]
+    case $(runuser -u "$LAB_USER" -- squeue -h -j "$other" -o '%T') in PENDING | RUNNING) ;; *) false ;; esac
+    runuser -u "$LAB_USER" -- scancel "$other"
+}

@@ -71,7 +71,8 @@ class Conversation:
         self.waiting = waiting
         self._ex = ex
 
-    def reply(self, *words: str) -> Output:
+    def reply(self, *words: str, mode: str = "") -> Output:
+        """Answer the waiting program: WORDS, a fresh nonce that frames the rest of its output, then MODE."""
         if not self.waiting:
             raise ProtocolError(f"the cluster's {self.entry} program is not waiting for an answer")
         self.waiting = False
@@ -79,7 +80,7 @@ class Conversation:
         ex = self._ex
         ex.restart_clock()  # the time the ledger took (its lock may be busy) is not the program's
         try:
-            ex.send((" ".join((*words, nonce)) + "\n").encode("ascii"), last=True)
+            ex.send((" ".join((*words, nonce, *([mode] if mode else []))) + "\n").encode("ascii"), last=True)
             start = len(ex.out)
             result = ex.finish()
         finally:

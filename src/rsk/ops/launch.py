@@ -163,7 +163,8 @@ def _launch(
                 say("already submitted: replaying")
             say(f"submitting (allowed by {allowed.kind} {allowed.id})")
             try:
-                out = talk.reply("go", plan.hash)
+                # a replay was decided by nobody: the cluster submits nothing under it (`replay-changed`)
+                out = talk.reply("go", plan.hash, mode="replay" if allowed.kind == "replay" else "")
             except (ConnectError, ProtocolError) as exc:  # the outcome is unknown: keep what the request holds
                 exc.hint = (
                     f"the outcome is unknown; launch again with --request-id {request.request_id}: "

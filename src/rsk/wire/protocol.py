@@ -320,6 +320,8 @@ _HINTS = {
     "slurm-unavailable": "the Slurm controller is down or unreachable; try again later",
     "slurm-rejected": "Slurm cannot run the request as asked; check partition, GPUs and time",
     "sbatch-failed": "Slurm refused the job; the charge was released; see the message",
+    "replay-changed": "a job of the account changed what the cluster shows of this request: launch it again, and "
+    "the ledger decides",
     "root-unwritable": "free space or fix permissions under the target's remote_root",
     "workdir-missing": "create the directory on the cluster or pass another --workdir",
     "missing-command": "install it on the login node, or put it on the account's PATH (rsk doctor TARGET)",
