@@ -19,6 +19,10 @@ LAB_PORT = int(os.environ.get("RSK_LAB_PORT", "2222"))
 # RSK_TEST_BROKER=1: every rsk() call goes through a broker that holds the calling test's RSK_HOME and
 # targets (started on first use, stopped after the test), so the same suites check both modes
 BROKER_MODE = os.environ.get("RSK_TEST_BROKER") == "1"
+# No test starts a broker by itself: every rsk process runs directly (RSK_BROKER=off) unless its test names a
+# broker's socket, or the broker pass (RSK_TEST_BROKER=1) gives rsk() the one of its RSK_HOME. The tests of
+# the automatic broker set it back on for their own processes, in a directory of their own.
+os.environ["RSK_BROKER"] = "off"
 _brokers: dict[tuple[str, str], Path] = {}
 
 
@@ -95,7 +99,12 @@ RSK = [sys.executable, "-S", str(ROOT / "src" / "rsk" / "launcher.py")]
 def rsk(*args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 300) -> Ran:
     """Run the rsk command as a new process (the way agents and humans run it)."""
     full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
-    if BROKER_MODE and "RSK_BROKER" not in full and "RSK_NO_BROKER" not in full:
+    if (
+        BROKER_MODE
+        and full.get("RSK_BROKER") == "off"
+        and "RSK_BROKER" not in (env or {})
+        and "RSK_NO_BROKER" not in full
+    ):
         full["RSK_BROKER"] = _broker_for(full)
     proc = subprocess.run(
         [*RSK, *args],

@@ -2,9 +2,14 @@
 socket, not importing typer, pydantic and paramiko and opening an SSH connection.
 
 `try_broker(argv)` hands an agent command to a reachable broker and returns its exit code, or None when
-the command runs here (no broker, a command that never goes through one, RSK_NO_BROKER set). The broker
+the command runs here (no broker, a command that never goes through one, RSK_BROKER=off). The broker
 is trusted only when the kernel says it runs as the expected user: this user for the default socket, or
 the owner of the socket's directory for an RSK_BROKER that another user's broker serves.
+
+Warm by default (ADR 0034): with RSK_BROKER unset, a command that finds no broker on the default socket
+nor on this environment's automatic one starts the automatic broker in the background (one per user and
+environment, a lock makes it one when commands start at once, it exits after RSK_BROKER_IDLE seconds
+without a request) and runs here itself; the next commands use it.
 """
 
 from __future__ import annotations
@@ -44,16 +49,66 @@ WIRE_VERSION = 2  # rsk.broker.server.Request
 MAX_CONTENT = 16 << 20  # larger files are not sent (the broker's own user's are read there)
 EXIT_CONNECT = 75
 EXIT_CONFIG = 78
+AUTO_IDLE_S = 600.0  # the automatic broker's idle exit (RSK_BROKER_IDLE), as a ControlPersist of 10 minutes
+# what a broker's answers depend on beyond the request: an automatic broker serves only the same values
+AUTO_KEYS = ("RSK_HOME", "RSK_TARGETS_PATH", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "HOME", "SSH_AUTH_SOCK", "PATH",
+             "PYTHONPATH")  # fmt: skip
+
+
+def off() -> bool:
+    """RSK_BROKER=off (or the older RSK_NO_BROKER): every command runs in its own process."""
+    return os.environ.get("RSK_BROKER") == "off" or bool(os.environ.get("RSK_NO_BROKER"))
+
+
+def explicit() -> bool:
+    """RSK_BROKER names a socket: that broker or none, and nothing is started automatically."""
+    return bool(os.environ.get("RSK_BROKER")) and not off()
 
 
 def socket_path() -> str:
     """$RSK_BROKER, else $XDG_RUNTIME_DIR/rsk/broker.sock, else /tmp/rsk-UID/broker.sock."""
-    if explicit := os.environ.get("RSK_BROKER"):
-        return explicit
+    return os.environ["RSK_BROKER"] if explicit() else _default_path()
+
+
+def auto_socket() -> str:
+    """The automatic broker's socket for this environment: beside the default one, named for a digest of this
+    rsk, this Python and the settings its answers depend on (AUTO_KEYS), so a command never reaches a broker
+    that would read another RSK_HOME, other targets or another rsk."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]  # CPython 3.11's C module: no hashlib import
+    except ImportError:
+        from hashlib import sha256
+    here = os.path.dirname(os.path.realpath(__file__))
+    parts = [here, os.path.realpath(sys.executable)]
+    parts += [f"{k}={_absolute(os.environ.get(k, ''))}" for k in AUTO_KEYS]
+    digest = sha256("\0".join(parts).encode()).hexdigest()[:16]
+    return os.path.join(os.path.dirname(_default_path()), f"auto-{digest}.sock")
+
+
+def _default_path() -> str:
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and os.path.isdir(runtime):
         return os.path.join(runtime, "rsk", "broker.sock")
     return f"/tmp/rsk-{os.getuid()}/broker.sock"
+
+
+def _absolute(value: str) -> str:
+    """A path list made absolute, as the broker reads it from `/` (rsk.local.child)."""
+    return os.pathsep.join(os.path.abspath(p) for p in value.split(os.pathsep) if p)
+
+
+def auto_idle() -> float:
+    """RSK_BROKER_IDLE: seconds an automatic broker waits for a request before it exits (0: never)."""
+    raw = os.environ.get("RSK_BROKER_IDLE", "")
+    if not raw:
+        return AUTO_IDLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"RSK_BROKER_IDLE={raw!r} is not a number of seconds (0 or more)")
+    return value
 
 
 def default_socket() -> Path:
@@ -65,7 +120,7 @@ def default_socket() -> Path:
 def expected_uid(path: str) -> int | None:
     """Whose broker may answer on this socket: ours for the default path; for RSK_BROKER, the owner of its
     directory, provided no one else can write there. None: do not use this socket."""
-    if not os.environ.get("RSK_BROKER"):
+    if not explicit():
         return os.getuid()
     try:
         st = os.lstat(os.path.dirname(os.path.abspath(path)))
@@ -90,12 +145,95 @@ def _read_into(files: dict[str, str], path: str) -> None:
 def try_broker(argv: list[str]) -> int | None:
     from rsk.commands import BROKERED  # who may run what: the one table, read before anything heavy loads
 
-    if not argv or argv[0] not in BROKERED or os.environ.get("RSK_NO_BROKER"):
+    if not argv or argv[0] not in BROKERED or off():
         return None
     head = argv[: argv.index("--")] if "--" in argv else argv
     if "--help" in head:
         return None
-    path = socket_path()
+    if explicit():
+        return _through(socket_path(), argv)
+    for path in (socket_path(), auto_socket()):  # one started by hand, else this environment's automatic one
+        rc = _through(path, argv)
+        if rc is not None:
+            return rc
+    try:
+        idle = auto_idle()
+    except ValueError as exc:
+        sys.stderr.write(f"error: {exc}\nhint: unset it (10 minutes), or set RSK_BROKER=off to start no broker\n")
+        return EXIT_CONFIG
+    start_auto(auto_socket(), idle)
+    return None  # this command runs here; the next ones use the broker it started
+
+
+def start_auto(path: str, idle: float) -> bool:
+    """Start this environment's automatic broker in the background, unless one runs or is starting (its lock,
+    held for the broker's life, says so). False: none started (held, or the directory is not ours)."""
+    import fcntl
+
+    directory = os.path.dirname(path)
+    try:
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return False
+    try:
+        st = os.lstat(directory)
+    except OSError:
+        return False
+    if st.st_mode & 0o170000 != 0o040000 or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return False  # not a private directory of this user: start nothing (rsk.broker.server says why on start)
+    try:
+        fd = os.open(path[: -len(".sock")] + ".start", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False  # another command started it: it runs, or is starting
+    try:
+        _spawn(path, idle, fd)
+    finally:
+        os.close(fd)  # the broker holds its own copy of the lock until it exits
+    return True
+
+
+def _spawn(path: str, idle: float, lock_fd: int) -> None:
+    """`python -P -m rsk broker start --foreground` in a new session, in `/`, its output to a log beside the
+    socket, holding the start lock; detached twice, so no one waits for it."""
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the directory that holds rsk/
+    env = dict(os.environ)
+    rest = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([here, *rest]))
+    for name in ("RSK_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "RSK_TARGETS_PATH"):
+        if env.get(name):
+            env[name] = _absolute(env[name]) or env[name]
+    args = [sys.executable, "-P", "-m", "rsk", "broker", "start", "--foreground", "--idle", repr(idle), "--socket",
+            path]  # fmt: skip
+    log = path[: -len(".sock")] + ".log"
+    pid = os.fork()
+    if pid:
+        os.waitpid(pid, 0)
+        return
+    try:  # the first child: a new session, then the broker as its child, which init inherits
+        os.setsid()
+        if os.fork():
+            os._exit(0)
+        os.chdir("/")
+        null = os.open(os.devnull, os.O_RDONLY)
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.set_inheritable(lock_fd, True)
+        os.execve(args[0], args, env)
+    finally:
+        os._exit(127)
+
+
+def _through(path: str, argv: list[str]) -> int | None:
+    """The command run by the broker on this socket, its exit code; None: no broker answers there."""
     want = expected_uid(path)
     if want is None:
         return None

@@ -24,7 +24,7 @@ def sock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("RSK_BROKER", str(path))
     yield path
     rsk("broker", "stop")
-    for f in (path, d / "broker.lock"):
+    for f in (path, path.with_suffix(".lock")):
         f.unlink(missing_ok=True)
     d.rmdir()
 

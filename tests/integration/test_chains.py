@@ -21,7 +21,7 @@ def links(project: str, rid: str) -> tuple[int, dict[str, dict[str, Any]]]:
     return r.rc, {j["task"]: j for j in json.loads(r.out)["jobs"]}
 
 
-def test_a_command_that_yields_runs_in_exactly_its_links_and_spends_the_budget(lab: Lab, project: str) -> None:
+def test_a_command_that_yields_runs_in_exactly_its_links_spends_the_budget_and_extends(lab: Lab, project: str) -> None:
     grant(project, "--cpu-hours", "1")
     body = 'echo "$RSK_LINK/$RSK_LINKS $RSK_BUDGET" >> "$RSK_WORK_DIR/seen"; exit 75'
     r = chain(project, "y", body)
@@ -35,6 +35,16 @@ def test_a_command_that_yields_runs_in_exactly_its_links_and_spends_the_budget(l
     assert st["chain"].startswith("link 3/3, run time ") and st["chain"].endswith(" / 0:03:00"), st["chain"]
     seen = lab.ssh(f"cat {lab.root_sh}/runs/{project}/y/work/seen").stdout.split()
     assert seen == ["1/3", "180", "2/3", "180", "3/3", "180"]  # every link saw the one work directory
+    # more budget: two more links, numbered on, in the same directory; only the extra is planned
+    more = rsk("extend", "--request-id", "y", "--budget", "5", "--target", "lab", "--project", project, "--json")
+    assert more.rc == 0, more.err
+    assert json.loads(more.out)["request_id"] == "y.a2" and len(json.loads(more.out)["tasks"]) == 2
+    rc, got = links(project, "y")
+    assert rc == Exit.UNSUCCESSFUL and got["link5"]["where"] == "(budget-spent)" and len(got) == 5
+    seen = lab.ssh(f"cat {lab.root_sh}/runs/{project}/y/work/seen").stdout.split()
+    assert seen[6:] == ["4/5", "120", "5/5", "120"]
+    refused = rsk("extend", "--request-id", "y", "--budget", "4", "--target", "lab", "--project", project)
+    assert refused.rc == Exit.USAGE and "already has 5 min" in refused.err
 
 
 def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start(lab: Lab, project: str) -> None:

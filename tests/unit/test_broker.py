@@ -180,7 +180,7 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
         release.set()
         broker.stopping.set()
         broker.close()
-        (sock.parent / "broker.lock").unlink(missing_ok=True)
+        sock.with_suffix(".lock").unlink(missing_ok=True)
         sock.parent.rmdir()
 
 
@@ -385,7 +385,7 @@ def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monk
         release.set()
         broker.stopping.set()
         broker.close()
-        (sock.parent / "broker.lock").unlink(missing_ok=True)
+        sock.with_suffix(".lock").unlink(missing_ok=True)
         sock.parent.rmdir()
 
 

@@ -39,7 +39,8 @@ def _tree() -> list[tuple[list[str], list[Option]]]:
         subs = getattr(cmd, "commands", None)
         if subs:
             for name, sub in sorted(subs.items()):
-                if not path and name not in BROKERED:
+                # (mcp is a session that answers only what the client asks: it waits for input, not one answer)
+                if not path and (name not in BROKERED or name == "mcp"):
                     continue
                 walk(sub, [*path, name])
             return

@@ -84,3 +84,11 @@ def test_a_pending_task_says_what_it_waits_for_and_a_workflow_reads_in_levels() 
     assert [j.where for j in jobs] == ["", "(waits for prep)", "(waits for train, prep)"]
     st = filter_jobs(Status(target="lab", project="p", slurm="up", at="now", jobs=jobs), request_id="w")
     assert st.levels == [{"running": 1}, {"pending": 1}, {"pending": 1}]
+
+
+def test_only_retry_and_extend_name_attempts() -> None:
+    from rsk.request.spec import LaunchSpec, build_request
+
+    with pytest.raises(UsageError, match="ends like an attempt"):
+        build_request(LaunchSpec(argv=["true"], request_id="wf.a7"), "p", "me")
+    assert build_request(LaunchSpec(argv=["true"], request_id="wf.alpha"), "p", "me").request_id == "wf.alpha"

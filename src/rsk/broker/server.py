@@ -206,7 +206,8 @@ class Broker:
         """Take the broker lock (one broker per socket), clear a stale socket, listen."""
         path = self.config.socket
         prepare_directory(path.parent, shared=bool(self.config.allowed))
-        fd = os.open(path.parent / "broker.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        # one lock per socket (broker.sock: broker.lock), so a directory holds the default and automatic ones
+        fd = os.open(path.with_name(path.stem + ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -32,7 +32,11 @@ broker_app = typer.Typer(
 )
 SocketOpt = Annotated[
     Path | None,
-    typer.Option("--socket", help="The socket (default: $RSK_BROKER, else $XDG_RUNTIME_DIR/rsk/broker.sock)."),
+    typer.Option(
+        "--socket",
+        help="The socket (default: $RSK_BROKER, else $XDG_RUNTIME_DIR/rsk/broker.sock; for status and stop, "
+        "this environment's automatic broker when none answers there).",
+    ),
 ]
 
 
@@ -203,12 +207,23 @@ def _serve(config: object) -> None:
         err().print("rsk broker: stopped")
 
 
+def _current() -> Path:
+    """The broker this user's commands use: RSK_BROKER's; else one started by hand on the default socket when it
+    answers, else this environment's automatic one (docs/broker.md)."""
+    from rsk import broker_client as bc
+    from rsk.broker.server import default_socket
+
+    path = default_socket()
+    if bc.explicit() or bc.request("ping", path, timeout=2.0) is not None:
+        return path
+    return Path(bc.auto_socket())
+
+
 @broker_app.command("stop", help="Stop the broker (commands in flight end first; new ones run directly).")
 def stop(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.broker.server import default_socket
     from rsk.broker_client import request
 
-    path = socket_path or default_socket()
+    path = socket_path or _current()
     answer = request("stop", path)
     if answer is None:
         if json_out:
@@ -227,11 +242,10 @@ def stop(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
 
 @broker_app.command("status", help="Whether a broker answers, and its pid, connections and allowed users.")
 def status(socket_path: SocketOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.broker.server import default_socket
     from rsk.broker_client import request
     from rsk.errors import Exit
 
-    path = socket_path or default_socket()
+    path = socket_path or _current()
     info = request("ping", path)
     if info is None or "pid" not in info:
         if json_out:

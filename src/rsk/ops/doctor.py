@@ -29,8 +29,44 @@ class Report(BaseModel):
     checks: list[Check]
 
 
+def broker_mode() -> Check:
+    """Which broker this user's agent commands use (docs/broker.md): off, the one RSK_BROKER names, or
+    automatic (a hand-started one on the default socket, else this environment's automatic one)."""
+    import os
+    from pathlib import Path
+
+    from rsk import broker_client as bc
+    from rsk.local import caller
+
+    if caller.current() is not None:
+        return Check(name="broker", result="pass", message=f"this command ran in a broker (pid {os.getpid()})")
+    if bc.off():
+        return Check(
+            name="broker", result="pass", message="off (RSK_BROKER=off): every command runs in its own process"
+        )
+
+    def state(path: str) -> str:
+        info = bc.request("ping", Path(path), timeout=2.0)
+        return f"up (pid {info['pid']})" if info is not None and "pid" in info else "not running"
+
+    if bc.explicit():
+        path = bc.socket_path()
+        return Check(name="broker", result="pass",
+                     message=f"RSK_BROKER={path}: {state(path)}; none is started automatically")  # fmt: skip
+    try:
+        idle = bc.auto_idle()
+    except ValueError as exc:
+        return Check(name="broker", result="fail", message=str(exc), hint="unset RSK_BROKER_IDLE (10 minutes)")
+    if (default := state(bc.socket_path())) != "not running":
+        return Check(name="broker", result="pass", message=f"automatic; the broker on {bc.socket_path()} is {default}")
+    auto = bc.auto_socket()
+    return Check(name="broker", result="pass",
+                 message=f"automatic: {auto} {state(auto)} (the first agent command starts it; idle exit after "
+                 f"{idle:g} s)", hint="RSK_BROKER=off turns it off")  # fmt: skip
+
+
 def doctor(target_name: str) -> Report:
-    checks: list[Check] = []
+    checks: list[Check] = [broker_mode()]
 
     def report() -> Report:
         return Report(target=target_name, ok=all(c.result != "fail" for c in checks), checks=checks)

@@ -138,7 +138,7 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
     """Each task's files of a batch into to/KEY/..., over one connection; what a task lacks is reported, not an
     error (a failed task may have written nothing)."""
     from rsk.local.paths import check_token
-    from rsk.ops.status import status_call
+    from rsk.ops.status import of_request, status_call
 
     _check(paths)
     check_token("batch", batch)
@@ -146,7 +146,7 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
     tasks: list[TaskFetch] = []
     with remote_for(target_name) as remote:
         st, _ = status_call(remote, target_name, project)
-        members = [j for j in st.jobs if j.request_id == batch and j.task]
+        members = [j for j in of_request(st.jobs, batch) if j.task]  # each task's latest attempt (rsk retry)
         if not members:
             raise UsageError(f"no batch {batch!r} with tasks in project {project} on {target_name}",
                              "`rsk status` lists the project's jobs", details={"code": "not-found"})  # fmt: skip

@@ -80,6 +80,8 @@ def plan_retry(
     latest = {j.task: j for j in mine if j.task}
     tasks = choose(base, latest, named, failed)
     rid = request_id or next_attempt(base.request_id, [j.request_id for j in mine])
+    if attempt_of(rid)[0] != base.request_id or attempt_of(rid)[1] < 2:
+        raise UsageError(f"an attempt of {base.request_id} is named {base.request_id}.aN (N from 2), not {rid}")
     return base.model_copy(update={"request_id": rid, "tasks": tasks, "requester": requester})
 
 

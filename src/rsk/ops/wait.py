@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from rsk.cluster.remote import remote_for
 from rsk.errors import PendingApproval, UsageError
 from rsk.ops.launch import LaunchResult
-from rsk.ops.status import JobState, of_request, outcome, status_call
+from rsk.ops.status import JobState, attempt_of, of_request, outcome, status_call
 from rsk.wire.states import FINAL
 
 DEFAULT_TIMEOUT = 100.0
@@ -61,9 +61,12 @@ def _hint(jobs: list[JobState], done: bool) -> str:
             f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "
             f"checkpoints are in its RSK_WORK_DIR; `rsk logs {first.job_id}` shows its last output"
         )
+    retry = ""
+    if any(j.task for j in ends):  # a batch or a workflow: what failed is retried, what succeeded is kept
+        retry = f"; once fixed, `rsk retry --batch {attempt_of(first.request_id)[0]} --failed` runs them again"
     return (
         f"{len(bad)} of {len(ends)} did not succeed; see `rsk logs {first.job_id} --stream stderr` "
-        f"(and `rsk status --json` for every state)"
+        f"(and `rsk status --json` for every state){retry}"
     )
 
 
@@ -134,7 +137,19 @@ def wait_card(card_id: str, project: str | None, timeout: float | None) -> WaitR
             waited_s=round(time.monotonic() - t0, 1),
             hint=exc.hint or "",
         )
-    result = launch(card.target, Request.model_validate(card.request))
+    try:
+        result = launch(card.target, Request.model_validate(card.request))
+    except PendingApproval as again:  # approved, but the cluster now plans something else: say what changed
+        new = again.details.get("card_id")
+        if new and new != card_id:
+            from rsk.ledger.cards import find_card
+
+            other = find_card(store.load(), str(new))
+            changed = [k for k, v in card.plan.model_dump().items()
+                       if k != "estimate_start" and other is not None and getattr(other.plan, k) != v]  # fmt: skip
+            what = ", ".join(changed) or "the cluster's policy or rsk's programs"
+            again.message += f"; card {card_id} was approved, but the plan changed since ({what}): a human decides anew"
+        raise
     left = None if not timeout else max(timeout - (time.monotonic() - t0), 0.001)
     waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0)
     return waited.model_copy(update={"card_id": card_id, "launch": result.brief()})

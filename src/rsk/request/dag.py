@@ -8,6 +8,7 @@ which its submit program checks again: a need must name an earlier task, so no o
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 
 from rsk.errors import UsageError
@@ -31,7 +32,9 @@ def check(tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
             if n.task == t.key:
                 faults.append(f"task {t.key} needs itself")
             elif n.task not in keys:
-                faults.append(f"task {t.key} needs {n.task}, which no task of the file is")
+                near = difflib.get_close_matches(n.task, sorted(keys), n=1)
+                faults.append(f"task {t.key} needs {n.task}, which no task of the file is"
+                              + (f" (did you mean {near[0]}?)" if near else ""))  # fmt: skip
             elif n.task in seen:
                 faults.append(f"task {t.key} needs {n.task} twice")
             seen.add(n.task)
@@ -39,7 +42,9 @@ def check(tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
         raise UsageError("the workflow is not valid: " + "; ".join(faults), _HINT)
     ordered = _order(tasks)
     if len(ordered) < len(tasks):
-        raise UsageError(f"the workflow has a cycle: {' -> '.join(_cycle(tasks, {t.key for t in ordered}))}", _HINT)
+        loop = _cycle(tasks, {t.key for t in ordered})
+        raise UsageError(f"the workflow has a cycle: {' -> '.join(loop)}",
+                         f"remove one of these needs, e.g. {loop[0]}'s need of {loop[1]}")  # fmt: skip
     return ordered
 
 

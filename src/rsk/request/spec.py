@@ -7,6 +7,8 @@ that the cluster plans. Pure: no file is read here and nothing is printed.
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, ConfigDict, StrictInt
 
 from rsk.errors import UsageError
@@ -65,6 +67,9 @@ def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
             "e.g. rsk launch -t lab -- python train.py",
         )
     spec = _lift_script(spec)
+    if spec.request_id and re.search(r"\.a[0-9]+$", spec.request_id):
+        raise UsageError(f"request id {spec.request_id!r} ends like an attempt of a batch (B.a2)",
+                         "rsk retry and rsk extend name attempts; choose another request id")  # fmt: skip
     chain: dict[str, object] = {}
     if spec.budget is not None:
         chain = _chain(spec)

@@ -129,7 +129,7 @@ def skipped_by(state: State, needs: list[tuple[str, str, State]]) -> str | None:
     key, condition ok|any|notok, that task's state) that ended in a way the condition excludes: not succeeded
     for ok, succeeded or ended for good for notok (a chain ended there); None when nothing stops it. Slurm
     cancels such a task at once (`--kill-on-invalid-dep`); until then it pends."""
-    if state not in ("pending", "blocked", "cancelled"):
+    if state not in ("pending", "blocked", "cancelled", "lost"):  # lost: Slurm forgot the task it removed
         return None
     for key, cond, other in needs:
         if (cond == "ok" and other in UNSUCCESSFUL) or (cond == "notok" and other in FINAL - STOPPED):
