@@ -270,9 +270,11 @@ def bench_ledger_step() -> None:
 
 def _facts() -> Facts:
     from rsk.ledger.decide import Facts
+    from rsk.wire.resources import Resources
 
-    return Facts(target="lab", plan_hash="nope", request_id="r", partition="gpu", account="", nodes=1, cpus=1,
-                 mem_mb=1, gpus=1, time_min=60, commands=("python x",), qos="", active=0)  # fmt: skip
+    one = Resources(nodes=1, cpus=1, mem_mb=1, gpus=1, time_min=60)
+    return Facts(target="lab", plan_hash="nope", request_id="r", partition="gpu", account="", resources=one,
+                 commands=("python x",), qos="", active=0)  # fmt: skip
 
 
 def bench_startup() -> None:

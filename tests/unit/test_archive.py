@@ -14,12 +14,14 @@ from rsk.ledger.decide import Facts, decide, usage_by_grant
 from rsk.ledger.guard import submitted_jobs
 from rsk.ledger.models import Approval, Card, CardPlan, Charge, Grant, JobCost, Ledger, Use, now
 from rsk.ledger.store import Store
+from rsk.wire.resources import Resources
 
 AT = now()
 LONG_AGO = AT - GRACE - timedelta(hours=1)
 F = Facts(
-    target="lab", plan_hash="h-new", request_id="r-new", partition="gpu", account="", qos="", nodes=1, cpus=1,
-    mem_mb=1024, gpus=1, time_min=60, commands=("true",), active=0, gpu_hours=1.0, cpu_hours=1.0,
+    target="lab", plan_hash="h-new", request_id="r-new", partition="gpu", account="", qos="",
+    resources=Resources(nodes=1, cpus=1, mem_mb=1024, gpus=1, time_min=60),
+    commands=("true",), active=0, gpu_hours=1.0, cpu_hours=1.0,
 )  # fmt: skip
 
 

@@ -7,11 +7,13 @@ from datetime import UTC, datetime, timedelta
 
 from rsk.ledger.decide import Facts, decide, usage_by_grant
 from rsk.ledger.models import Approval, Card, CardPlan, Charge, DenyRule, Grant, JobCost, Ledger, Use
+from rsk.wire.resources import Resources
 
 AT = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 F = Facts(
-    target="lab", plan_hash="h1", request_id="r1", partition="gpu", account="", qos="", nodes=1, cpus=4,
-    mem_mb=1024, gpus=2, time_min=60, commands=("python train.py",), active=0, gpu_hours=2.0, cpu_hours=4.0,
+    target="lab", plan_hash="h1", request_id="r1", partition="gpu", account="", qos="",
+    resources=Resources(nodes=1, cpus=4, mem_mb=1024, gpus=2, time_min=60),
+    commands=("python train.py",), active=0, gpu_hours=2.0, cpu_hours=4.0,
 )  # fmt: skip
 
 
@@ -92,7 +94,8 @@ def test_budgets_count_spent_and_reserved_but_not_released() -> None:
     d = decide(ledger(grants=[g], charges=charges), F, AT)  # needs 2 GPU-h, 1 left
     assert d.kind == "ask"
     assert any("needs 2.00 GPU-h, 1.00 left" in w for w in d.closest_why)
-    assert decide(ledger(grants=[g], charges=charges), replace(F, gpus=0, gpu_hours=0), AT).kind == "grant"
+    no_gpu = replace(F, resources=F.resources.model_copy(update={"gpus": 0}), gpu_hours=0)
+    assert decide(ledger(grants=[g], charges=charges), no_gpu, AT).kind == "grant"
 
 
 def test_job_budget_and_active_limit() -> None:

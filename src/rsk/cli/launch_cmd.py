@@ -308,10 +308,10 @@ def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnap
     p = report.plan
     o.print(f"plan {report.plan_hash} on {report.target} (project {report.project}, request {report.request_id})")
     o.print(f"  runs          {inert(p.command)}")
-    big = {k: p.largest(k) for k in ("nodes", "cpus", "mem_mb", "gpus", "time_min")}
+    big = p.largest
     o.print(
-        f"  per job       {big['nodes']} node(s), {big['cpus']} CPU/node, {big['mem_mb']} MB/node, "
-        f"{big['gpus']} GPU/node, {big['time_min']} min"
+        f"  per job       {big.nodes} node(s), {big.cpus} CPU/node, {big.mem_mb} MB/node, "
+        f"{big.gpus} GPU/node, {big.time_min} min"
     )
     o.print(
         f"  worst case    {report.gpu_hours_worst:.2f} GPU-h, {report.cpu_hours_worst:.2f} CPU-h, {report.jobs} job(s)"

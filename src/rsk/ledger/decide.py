@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Literal
 
 from rsk.ledger.models import Approval, Card, Charge, DenyRule, Grant, Ledger
+from rsk.wire.resources import Resources
 
 
 @dataclass(frozen=True)
@@ -25,25 +26,13 @@ class Facts:
     partition: str
     account: str
     qos: str
-    nodes: int
-    cpus: int  # per node
-    mem_mb: int  # per node
-    gpus: int  # per node
-    time_min: int
+    resources: Resources  # the largest task's
     commands: tuple[str, ...]  # each task's command line; a script's whole text
     active: int  # the project's active rsk jobs on the target, counted under the ledger lock
     jobs: int = 1  # a batch counts each task
     gpu_hours: float = 0.0  # worst case of the whole plan
     cpu_hours: float = 0.0
     replaceable: frozenset[str] = frozenset()  # the request's reserved charges this decision replaces or shares
-
-    @property
-    def total_gpus(self) -> int:
-        return self.gpus * self.nodes
-
-    @property
-    def total_cpus(self) -> int:
-        return self.cpus * self.nodes
 
 
 @dataclass
@@ -127,9 +116,9 @@ def deny_matches(rule: DenyRule, f: Facts, at: datetime) -> bool:
         rule.partition is None or rule.partition == f.partition,
         rule.account is None or rule.account == f.account,
         rule.qos is None or rule.qos == f.qos,
-        rule.gpus_at_least is None or f.total_gpus >= rule.gpus_at_least,
-        rule.nodes_at_least is None or f.nodes >= rule.nodes_at_least,
-        rule.time_min_at_least is None or f.time_min >= rule.time_min_at_least,
+        rule.gpus_at_least is None or f.resources.total_gpus >= rule.gpus_at_least,
+        rule.nodes_at_least is None or f.resources.nodes >= rule.nodes_at_least,
+        rule.time_min_at_least is None or f.resources.time_min >= rule.time_min_at_least,
         rule.gpu_hours_at_least is None or f.gpu_hours >= rule.gpu_hours_at_least,
         rule.command is None or any(fnmatch.fnmatchcase(c, rule.command) for c in f.commands),
     ]
@@ -152,11 +141,11 @@ def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
     if g.qos and f.qos not in g.qos:
         why.append(f"qos {f.qos or '(none)'} not in {','.join(g.qos)}")
     for label, value, ceiling in (
-        ("GPUs", f.total_gpus, g.max_gpus),
-        ("CPUs", f.total_cpus, g.max_cpus),
-        ("memory MB/node", f.mem_mb, g.max_mem_mb),
-        ("nodes", f.nodes, g.max_nodes),
-        ("time min", f.time_min, g.max_time_min),
+        ("GPUs", f.resources.total_gpus, g.max_gpus),
+        ("CPUs", f.resources.total_cpus, g.max_cpus),
+        ("memory MB/node", f.resources.mem_mb, g.max_mem_mb),
+        ("nodes", f.resources.nodes, g.max_nodes),
+        ("time min", f.resources.time_min, g.max_time_min),
     ):
         if ceiling is not None and value > ceiling:
             why.append(f"{label} {value} > ceiling {ceiling}")

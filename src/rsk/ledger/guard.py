@@ -35,7 +35,8 @@ from rsk.ledger.models import (
 )
 from rsk.ledger.store import Store
 from rsk.local.project import scope
-from rsk.wire.protocol import Plan, Request, Resources, is_job_id
+from rsk.wire.protocol import Plan, Request, is_job_id
+from rsk.wire.resources import Resources
 
 if TYPE_CHECKING:
     from rsk.request.code import CodeSnapshot
@@ -66,11 +67,7 @@ def facts(target: str, plan: Plan, request_id: str, active: int, replaces: froze
         partition=plan.partition,
         account=plan.account,
         qos=plan.qos,
-        nodes=plan.largest("nodes"),
-        cpus=plan.largest("cpus"),
-        mem_mb=plan.largest("mem_mb"),
-        gpus=plan.largest("gpus"),
-        time_min=plan.largest("time_min"),
+        resources=plan.largest,
         commands=tuple(plan.commands()),
         active=active,
         jobs=plan.jobs,
@@ -101,11 +98,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         partition=plan.partition,
         account=plan.account,
         qos=plan.qos,
-        nodes=plan.largest("nodes"),
-        cpus=plan.largest("cpus"),
-        mem_mb=plan.largest("mem_mb"),
-        gpus=plan.largest("gpus"),
-        time_min=plan.largest("time_min"),
+        **plan.largest.model_dump(),
         env=plan.env,
         script=plan.script,
         tasks=[CardTask.model_validate({**t.model_dump(), "needs": [n.wire for n in t.needs]}) for t in plan.tasks]

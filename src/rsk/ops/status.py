@@ -15,6 +15,7 @@ from rsk.ops.board import BatchView
 from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
+from rsk.wire.resources import Resources
 from rsk.wire.states import FINAL, State
 
 
@@ -74,16 +75,21 @@ class JobState(Model):
         return placement(self.job_id, self.lease or "")
 
     @property
+    def resources(self) -> Resources:
+        """Its shape as Slurm reported it (what it did not report counts as one node and nothing else)."""
+        return Resources(nodes=self.nodes or 1, cpus=self.cpus or 0, mem_mb=self.mem_mb or 0, gpus=self.gpus or 0,
+                         time_min=(self.limit_s or 0) // 60)  # fmt: skip
+
+    @property
     def gpu_hours_used(self) -> float:
-        return (self.gpus or 0) * (self.nodes or 1) * (self.elapsed_s or 0) / 3600
+        return self.resources.gpu_hours_over(self.elapsed_s or 0)
 
     @property
     def gpu_hours_reserved(self) -> float:
         """What a job not yet finished may still use at worst."""
         if self.state in FINAL:
             return 0.0
-        left = max((self.limit_s or 0) - (self.elapsed_s or 0), 0)
-        return (self.gpus or 0) * (self.nodes or 1) * left / 3600
+        return self.resources.gpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
 
 
 class Status(Model):

@@ -28,6 +28,8 @@ from rsk.errors import (
     UnavailableError,
     UsageError,
 )
+from rsk.wire import resources
+from rsk.wire.resources import Hours, Resources
 
 PROTOCOL = 2
 FRAME = f"rsk-frame {PROTOCOL}"  # the first stdin line of every call, followed by a fresh nonce
@@ -87,35 +89,6 @@ def unb64(value: str) -> str:
         return base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8", "surrogateescape")
     except ValueError as exc:
         raise ProtocolError(f"the cluster sent a value that is not base64: {value[:40]!r}") from exc
-
-
-class Resources(BaseModel):
-    """What one job asks of Slurm, and its worst-case cost: the one place that does that arithmetic."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    nodes: int
-    cpus: int  # per node
-    mem_mb: int  # per node
-    gpus: int  # per node
-    time_min: int
-
-    @property
-    def total_gpus(self) -> int:
-        return self.gpus * self.nodes
-
-    @property
-    def total_cpus(self) -> int:
-        return self.cpus * self.nodes
-
-    @property
-    def gpu_hours(self) -> float:
-        """Worst case: every GPU on every node for the whole time limit."""
-        return self.total_gpus * self.time_min / 60
-
-    @property
-    def cpu_hours(self) -> float:
-        return self.total_cpus * self.time_min / 60
 
 
 _NEED_WIRE = {"succeeded": "ok", "ended": "any", "stopped": "notok"}
@@ -346,7 +319,7 @@ def raise_for_error(out: Output) -> None:
     raise error
 
 
-class TaskPlan(Resources):
+class TaskPlan(Resources, BaseModel):  # (BaseModel named too: a linter sees a pydantic model)
     """One task as planned (a single job is one task with no key)."""
 
     key: str = ""
@@ -441,17 +414,22 @@ class Plan(BaseModel):
         return self.budget_min is not None
 
     @property
+    def worst(self) -> Hours:
+        """Worst case: every GPU and CPU on every node for the whole time limit, summed over the tasks."""
+        return resources.worst(self.tasks)
+
+    @property
     def gpu_hours(self) -> float:
-        """Worst case: every GPU on every node for the whole time limit, summed over the tasks."""
-        return sum(t.gpu_hours for t in self.tasks)
+        return self.worst.gpu
 
     @property
     def cpu_hours(self) -> float:
-        return sum(t.cpu_hours for t in self.tasks)
+        return self.worst.cpu
 
-    def largest(self, field: str) -> int:
-        """The largest per-job value of a resource (over the tasks of a batch)."""
-        return max(int(getattr(t, field)) for t in self.tasks)
+    @property
+    def largest(self) -> Resources:
+        """Each resource's largest per-job value (over the tasks of a batch): what rules and caps compare."""
+        return resources.largest(self.tasks)
 
     @property
     def command(self) -> str:
