@@ -53,15 +53,16 @@ def test_step_ids_are_job_ids() -> None:
 
 
 def test_an_older_ledger_gains_an_empty_list_of_leases() -> None:
-    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 6, "project": "p", "leases": []}
-    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 6
+    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 7, "project": "p", "leases": []}
+    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 7
     assert Ledger.model_validate(migrate({"schema_version": 2, "project": "p"})).leases == []
 
 
 def lease(**kw: object) -> Lease:
     base: dict[str, object] = {"name": "dev", "target": "lab", "job_id": "7706", "request_id": "r", "plan_hash": "h",
-                               "allowed_by": "grant g-1", "nodes": 2, "gpus": 4, "cpus": 4, "mem_mb": 1000,
-                               "time_min": 60}  # fmt: skip
+                               "allowed_by": "grant g-1",
+                               "resources": {"nodes": 2, "gpus": 4, "cpus": 4, "mem_mb": 1000,
+                                             "time_min": 60}}  # fmt: skip
     return Lease.model_validate({**base, **kw})
 
 
@@ -118,7 +119,31 @@ def test_a_step_is_undecided_unless_the_ledger_allowed_its_id_and_request_once()
         assert "no step the ledger allowed" in undecided_step(ledger, where, "dev", job, rid, 1), (job, rid)
     assert "no step" in undecided_step(ledger, "hpc", "dev", "7706s3", "r1", 1)  # another target's lease
     # a lease opened before the ledger recorded steps cannot tell: nothing is flagged
-    old = Ledger.model_validate(migrate({"schema_version": 4, "project": "p", "leases": [lease().model_dump(
-        mode="json", exclude={"steps"})]}))  # fmt: skip
+    flat = {k: v for k, v in lease().model_dump(mode="json", exclude={"steps"}).items() if k != "resources"}
+    old = Ledger.model_validate(migrate({"schema_version": 4, "project": "p",
+                                         "leases": [{**flat, **lease().resources.model_dump()}]}))  # fmt: skip
     assert old.leases[0].steps is None
     assert undecided_step(old, "lab", "dev", "7706s9", "evil", 1) == ""
+
+
+def test_a_schema_6_ledger_loads_and_keeps_its_numbers() -> None:
+    """Schema 7 nests a lease's shape in `resources`; a card keeps the plan it showed, numbers and all."""
+    card_plan = {"target": "lab", "cluster": "c", "user": "u", "command": "true", "argv": ["true"], "kind": "argv",
+                 "workdir": "/", "partition": "gpu", "account": "", "qos": "", "nodes": 2, "cpus": 3, "mem_mb": 500,
+                 "gpus": 4, "time_min": 90, "gpu_hours": 12.0, "cpu_hours": 9.0, "estimate_start": "now",
+                 "policy_verdict": "allow", "policy_reasons": []}  # fmt: skip
+    old_lease = {"id": "l-1", "name": "dev", "target": "lab", "job_id": "7706", "request_id": "r", "plan_hash": "h",
+                 "allowed_by": "grant g-1", "nodes": 2, "gpus": 4, "cpus": 3, "mem_mb": 500, "time_min": 90,
+                 "steps": []}  # fmt: skip
+    raw = {"schema_version": 6, "project": "p", "leases": [old_lease],
+           "cards": [{"id": "c-1", "plan_hash": "h", "request_id": "r", "requester": "me", "target": "lab",
+                      "request": {}, "plan": card_plan}]}  # fmt: skip
+    ledger = Ledger.model_validate(migrate(raw))
+    assert ledger.schema_version == 7
+    shape = ledger.leases[0].resources
+    assert (shape.nodes, shape.gpus, shape.cpus, shape.mem_mb, shape.time_min) == (2, 4, 3, 500, 90)
+    assert shape.gpu_hours == 12.0  # 2 nodes x 4 GPUs x 1.5 h
+    card = ledger.cards[0].plan
+    assert (card.gpu_hours, card.cpu_hours) == (12.0, 9.0)
+    assert card.resources == shape
+    assert migrate(raw) == migrate(migrate(raw))  # once is enough

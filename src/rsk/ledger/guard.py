@@ -343,8 +343,7 @@ def record_lease(store: Store, target: str, plan: Plan, request_id: str, allowed
         if found is not None:
             return found
         lease = Lease(name=plan.lease, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
-                      allowed_by=f"{allowed.kind} {allowed.id}", nodes=plan.nodes, gpus=plan.gpus, cpus=plan.cpus,
-                      mem_mb=plan.mem_mb, time_min=plan.time_min)  # fmt: skip
+                      allowed_by=f"{allowed.kind} {allowed.id}", resources=plan.resources)  # fmt: skip
         ledger.leases.append(lease)
         store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
         return lease

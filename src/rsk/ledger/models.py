@@ -8,7 +8,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-LEDGER_SCHEMA = 6
+from rsk.wire.resources import Resources
+
+LEDGER_SCHEMA = 7
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
 
@@ -138,6 +140,10 @@ class CardTask(Model):
     time_min: int
     needs: list[str] = []  # a workflow's task: what it waits for, as the plan binds it (KEY:ok, KEY:any)
 
+    @property
+    def resources(self) -> Resources:
+        return Resources(nodes=self.nodes, cpus=self.cpus, mem_mb=self.mem_mb, gpus=self.gpus, time_min=self.time_min)
+
 
 class CardPlan(Model):
     """What a human needs to read on a card: everything the plan hash binds."""
@@ -175,6 +181,11 @@ class CardPlan(Model):
     estimate_start: str
     policy_verdict: str
     policy_reasons: list[str]
+
+    @property
+    def resources(self) -> Resources:
+        """Per job: the largest task's (the whole plan's worst case is `gpu_hours` and `cpu_hours`, as filed)."""
+        return Resources(nodes=self.nodes, cpus=self.cpus, mem_mb=self.mem_mb, gpus=self.gpus, time_min=self.time_min)
 
 
 class Card(Model):
@@ -218,11 +229,7 @@ class Lease(Model):
     request_id: str
     plan_hash: str
     allowed_by: str  # "grant g-..." or "approval a-..."
-    nodes: int
-    gpus: int  # per node
-    cpus: int  # per node
-    mem_mb: int  # per node
-    time_min: int
+    resources: Resources  # its allocation, as the plan asked (schema < 7: flat fields, nested by migrate)
     opened: datetime = Field(default_factory=now)
     closed: datetime | None = None
     closed_by: str = ""
@@ -261,6 +268,18 @@ def _dicts(value: object) -> list[dict[str, object]] | None:
     return None
 
 
+_SHAPE = ("nodes", "cpus", "mem_mb", "gpus", "time_min")
+
+
+def _nested(lease: dict[str, object]) -> dict[str, object]:
+    """A lease of schema < 7: its flat shape fields become its `resources` (what is missing stays missing,
+    for validation to refuse)."""
+    if "resources" in lease:
+        return lease
+    shape = {k: lease[k] for k in _SHAPE if k in lease}
+    return {**{k: v for k, v in lease.items() if k not in _SHAPE}, "resources": shape}
+
+
 def migrate(raw: dict[str, object]) -> dict[str, object]:
     """An older ledger as the current schema. 5 -> 6: cards may list their code snapshot's files (older ones
     do not). 4 -> 5: leases record the steps they allowed (a lease opened
@@ -269,8 +288,13 @@ def migrate(raw: dict[str, object]) -> dict[str, object]:
     (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
     submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
     for validation to refuse."""
+    if raw.get("schema_version", 1) == 6:
+        leases = _dicts(raw.get("leases", []))
+        if leases is None:
+            return raw
+        return {**raw, "schema_version": 7, "leases": [_nested(x) for x in leases]}
     if raw.get("schema_version", 1) == 5:
-        return {**raw, "schema_version": 6}
+        return migrate({**raw, "schema_version": 6})
     if raw.get("schema_version", 1) == 4:
         leases = _dicts(raw.get("leases", []))
         if leases is None:

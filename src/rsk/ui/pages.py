@@ -122,7 +122,7 @@ def card_facts(card: Card) -> Markup:
         _row(
             "per job",
             f"{p.nodes} node(s), {p.cpus} CPU/node, {p.mem_mb} MB/node, GPUs {p.gpus}/node x "
-            f"{p.nodes} node(s) = {p.gpus * p.nodes}, limit {p.time_min} min",
+            f"{p.nodes} node(s) = {p.resources.total_gpus}, limit {p.time_min} min",
         ),
         _row(
             "worst case",

@@ -427,6 +427,11 @@ class Plan(BaseModel):
         return self.worst.cpu
 
     @property
+    def resources(self) -> Resources:
+        """The plan's own shape (a single job's; a lease's allocation)."""
+        return Resources(nodes=self.nodes, cpus=self.cpus, mem_mb=self.mem_mb, gpus=self.gpus, time_min=self.time_min)
+
+    @property
     def largest(self) -> Resources:
         """Each resource's largest per-job value (over the tasks of a batch): what rules and caps compare."""
         return resources.largest(self.tasks)
