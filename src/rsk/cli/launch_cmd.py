@@ -9,6 +9,8 @@ from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json,
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rsk.ops.launch import LaunchResult
     from rsk.request.code import CodeSnapshot
     from rsk.wire.protocol import Request
@@ -179,7 +181,7 @@ def launch(
     )  # fmt: skip
     request = build_request(spec, resolve_project(project), requester())
     console = err()
-    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
+    progress = _progress(json_out)
     target_name = resolve_target(target)
     snap = None
     if code is not None:
@@ -196,6 +198,12 @@ def launch(
         )
     result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
     _print_result(result, json_out, verbose)
+
+
+def _progress(json_out: bool) -> "Callable[[str], None] | None":
+    """Where a long command says what it is doing: stderr, unless the answer is JSON."""
+    console = err()
+    return None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
 
 
 def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None:
@@ -262,10 +270,9 @@ def retry(
     from rsk.ops.launch import requester
     from rsk.ops.retry import retry as do_retry
 
-    console = err()
-    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
-    result = do_retry(resolve_target(target), resolve_project(project), batch, named=list(task or []), failed=failed,
-                      request_id=request_id, requester=requester(), wait=wait, progress=progress)  # fmt: skip
+    result = do_retry(resolve_target(target), resolve_project(project), batch, named=list(task or []),
+                      failed=failed, request_id=request_id, requester=requester(), wait=wait,
+                      progress=_progress(json_out))  # fmt: skip
     _print_result(result, json_out, verbose)
 
 
@@ -288,11 +295,9 @@ def extend(
     from rsk.request.chain import MAX_LINKS
     from rsk.request.units import parse_time
 
-    console = err()
-    progress = None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
     result = do_extend(resolve_target(target), resolve_project(project), check_token("request id", request_id),
                        budget_min=parse_time(budget), request_id=None, requester=requester(),
-                       max_links=max_links or MAX_LINKS, wait=wait, progress=progress)  # fmt: skip
+                       max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out))  # fmt: skip
     _print_result(result, json_out, verbose)
 
 

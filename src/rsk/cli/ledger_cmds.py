@@ -254,30 +254,9 @@ def _fmt_left(left: float | int | None) -> str:
 
 def render_grant(v: "GrantView") -> str:
     g = v.grant
-    scope = ", ".join(
-        s
-        for s in (
-            f"targets {','.join(g.targets)}" if g.targets else "any target",
-            f"partitions {','.join(g.partitions)}" if g.partitions else "",
-            f"accounts {','.join(g.accounts)}" if g.accounts else "",
-            f"qos {','.join(g.qos)}" if g.qos else "",
-        )
-        if s
-    )
-    ceilings = (
-        ", ".join(
-            f"{label} {value}"
-            for label, value in (
-                ("GPUs", g.max_gpus),
-                ("CPUs", g.max_cpus),
-                ("MB/node", g.max_mem_mb),
-                ("nodes", g.max_nodes),
-                ("min", g.max_time_min),
-            )
-            if value is not None
-        )
-        or "none"
-    )
+    from rsk.ledger.grants import ceilings_text, scope_text
+
+    scope, ceilings = scope_text(g), ceilings_text(g)
     return "\n".join(
         [
             f"grant {g.id}  [{v.status}]  {scope}",

@@ -33,6 +33,24 @@ class GrantView(BaseModel):
     note: str = ""
 
 
+def scope_text(g: Grant) -> str:
+    """Where a grant applies, in words (the CLI's grant list and the page say it the same way)."""
+    parts = (
+        f"targets {','.join(g.targets)}" if g.targets else "any target",
+        f"partitions {','.join(g.partitions)}" if g.partitions else "",
+        f"accounts {','.join(g.accounts)}" if g.accounts else "",
+        f"qos {','.join(g.qos)}" if g.qos else "",
+    )
+    return ", ".join(p for p in parts if p)
+
+
+def ceilings_text(g: Grant) -> str:
+    """A grant's per-job ceilings, in words ("none" without any)."""
+    pairs = (("GPUs", g.max_gpus), ("CPUs", g.max_cpus), ("MB/node", g.max_mem_mb), ("nodes", g.max_nodes),
+             ("min", g.max_time_min))  # fmt: skip
+    return ", ".join(f"{label} {value}" for label, value in pairs if value is not None) or "none"
+
+
 def view(g: Grant, u: Usage, at: datetime) -> GrantView:
     status = "active"
     if g.revoked is not None:
