@@ -4,16 +4,39 @@ each link told before its limit (SIGUSR1, 30 s) and going on only when it stoppe
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
 from typing import Any
 
 from rsk.errors import Exit
-from tests.conftest import Lab, Ran, rsk
+from tests.conftest import ROOT, RSK, Lab, Ran, rsk
 from tests.integration.helpers import grant, grant_view
 
 
+def chain_args(project: str, rid: str, body: str, budget: str = "3") -> list[str]:
+    return ["launch", "--target", "lab", "--project", project, "--json", "--request-id", rid, "--budget", budget,
+            "--time", "1", "--signal-before", "0:30", "--mem", "100M", "--", "sh", "-c", body]  # fmt: skip
+
+
 def chain(project: str, rid: str, body: str, budget: str = "3") -> Ran:
-    return rsk("launch", "--target", "lab", "--project", project, "--json", "--request-id", rid, "--budget", budget,
-               "--time", "1", "--signal-before", "0:30", "--mem", "100M", "--", "sh", "-c", body)  # fmt: skip
+    return rsk(*chain_args(project, rid, body, budget))
+
+
+def until(what: str, check: Any, timeout: float = 120) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"gave up waiting: {what}")
+
+
+def link_states(project: str, rid: str) -> dict[str, str]:
+    r = rsk("status", "--request-id", rid, "--target", "lab", "--project", project, "--json")
+    return {j["task"]: j["state"] for j in json.loads(r.out)["jobs"]} if r.rc == 0 else {}
 
 
 def links(project: str, rid: str) -> tuple[int, dict[str, dict[str, Any]]]:
@@ -74,11 +97,16 @@ def test_a_failure_before_the_signal_ends_the_chain_and_cancel_leaves_no_link_qu
     assert rc == Exit.UNSUCCESSFUL
     assert [got[k]["state"] for k in ("link1", "link2", "link3")] == ["failed", "skipped", "skipped"]
     assert got["link1"]["exit_code"] == 3
-    assert chain(project, "c", "sleep 120").rc == 0
+    # mid-chain: link 1 yields at once, link 2 runs; cancel then leaves no link queued and link 3 never starts
+    assert chain(project, "c", '[ "$RSK_LINK" = 1 ] && exit 75; sleep 120').rc == 0
+    until("link2 running", lambda: link_states(project, "c").get("link2") == "running")
     cancel = rsk("cancel", "--request-id", "c", "--target", "lab", "--project", project, "--json")
     assert cancel.rc == 0, cancel.err
     live = [line for line in lab.jobs_named(f"rsk:{project}:c") if line.split()[2] in ("PENDING", "RUNNING")]
     assert live == []
+    rc, got = links(project, "c")
+    assert rc == Exit.UNSUCCESSFUL and got["link1"]["state"] == "stopped" and got["link2"]["state"] == "cancelled"
+    assert got["link3"]["state"] in ("cancelled", "skipped") and got["link3"]["elapsed_s"] in (0, None), got["link3"]
 
 
 def test_a_chain_is_one_card_that_says_its_links_and_budget(lab: Lab, project: str) -> None:
@@ -89,3 +117,25 @@ def test_a_chain_is_one_card_that_says_its_links_and_budget(lab: Lab, project: s
     refused = rsk("launch", "--target", "lab", "--project", project, "--budget", "3", "--", "true")
     assert refused.rc == Exit.USAGE and "needs --time" in refused.err
     assert len(json.loads(rsk("approvals", "--project", project, "--json").out)) == 1
+
+
+def test_a_client_killed_right_after_submit_changes_nothing_the_chain_runs_to_its_end(lab: Lab, project: str) -> None:
+    grant(project, "--cpu-hours", "1")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RSK_BROKER": "off"}  # this process submits, no broker
+    client = subprocess.Popen([*RSK, *chain_args(project, "k", 'echo "$RSK_LINK" >> "$RSK_WORK_DIR/ran"; exit 75',
+                                                 budget="2")],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:  # both links queued by Slurm: the client is killed at once, whatever it was still doing
+        until("both links queued", lambda: len(lab.jobs_named(f"rsk:{project}:k")) == 2, timeout=60)
+    finally:
+        client.send_signal(signal.SIGKILL)
+        client.wait()
+    rc, got = links(project, "k")  # a new client, on the cluster's word alone
+    assert rc == Exit.UNSUCCESSFUL
+    assert [(got[k]["state"], got[k]["where"]) for k in ("link1", "link2")] == [
+        ("stopped", "(yielded)"), ("stopped", "(budget-spent)")]  # fmt: skip
+    assert lab.ssh(f"cat {lab.root_sh}/runs/{project}/k/work/ran").stdout.split() == ["1", "2"]
+    rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
+    g = grant_view(project)
+    used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
+    assert g["cpu_hours_reserved"] == 0 and abs(g["cpu_hours_spent"] - used) < 0.002, (g, used)

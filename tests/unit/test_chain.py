@@ -7,6 +7,7 @@ import pytest
 from rsk.errors import UsageError
 from rsk.request.chain import chain_tasks, link_minutes
 from rsk.request.spec import LaunchSpec, build_request
+from rsk.request.tasks import parse_tasks, read_tasks
 from rsk.wire.states import Facts, job_state, skipped_by
 
 
@@ -41,3 +42,42 @@ def test_a_link_that_stopped_lets_the_next_go_on_and_one_that_ended_ends_the_cha
     assert skipped_by("pending", [("link1", "notok", "stopped")]) is None
     assert skipped_by("cancelled", [("link1", "notok", "stopped"), ("link2", "notok", "succeeded")]) == "link2"
     assert skipped_by("cancelled", [("link1", "notok", "failed")]) == "link1"
+
+
+def test_a_tasks_file_whose_one_line_has_a_budget_is_a_chain_of_that_line() -> None:
+    line = ('{"key": "train", "argv": ["python", "t.py"], "env": {"A": "1"}, "gpus": 1, "mem": "2G", '
+            '"time": "1:00:00", "budget": "2:30:00", "signal_before": "5:00", "max_links": 3}')  # fmt: skip
+    read = read_tasks(line, "t.jsonl")
+    assert read.tasks == [] and read.chain is not None
+    r = build_request(LaunchSpec(chain_line=read.chain, env=["B=2"], cpus=2), "p", "me")
+    assert r.budget_min == 150 and r.signal_s == 300 and [t.time_min for t in r.tasks] == [60, 60, 30]
+    assert r.name == "train" and r.gpus == 1 and r.cpus == 2 and r.mem_mb == 2048 and r.time_min is None
+    assert r.tasks[0].argv == ["python", "t.py"] and r.tasks[0].env == ["B=2", "A=1"]
+    flags = LaunchSpec(argv=["python", "t.py"], env=["B=2", "A=1"], name="train", gpus=1, cpus=2, mem="2G",
+                       time="1:00:00", budget="2:30:00", signal_before="5:00")  # fmt: skip
+    same = build_request(flags, "p", "me")
+    assert same.tasks == r.tasks and same.budget_min == r.budget_min and same.signal_s == r.signal_s
+    numbers = read_tasks('{"key": "t", "script": "exit 75", "time": 60, "budget": 120}').chain
+    assert numbers is not None and build_request(LaunchSpec(chain_line=numbers), "p", "me").budget_min == 120
+    with pytest.raises(UsageError, match="is 3 links; at most 2"):
+        build_request(LaunchSpec(chain_line=read.chain.model_copy(update={"max_links": 2})), "p", "me")
+
+
+def test_a_chain_line_is_refused_beside_other_tasks_with_needs_or_with_chain_options_too() -> None:
+    chain = '{"key": "train", "argv": ["x"], "time": "1:00:00", "budget": "3:00:00"}'
+    with pytest.raises(UsageError, match="a chain is the only task of its file") as beside:
+        read_tasks(chain + '\n{"key": "eval", "argv": ["e"], "needs": [{"task": "train", "on": "ended"}]}')
+    assert "rsk wait --request-id" in (beside.value.hint or "")
+    with pytest.raises(UsageError, match="cannot have needs"):
+        read_tasks('{"key": "prep", "argv": ["p"]}\n' + chain[:-1] + ', "needs": ["prep"]}')
+    with pytest.raises(UsageError, match="give budget too"):
+        read_tasks('{"key": "t", "argv": ["x"], "signal_before": "5:00"}')
+    with pytest.raises(UsageError, match="is a chain"):
+        parse_tasks(chain)  # a reader of plain batches never takes a chain for one task
+    line = read_tasks(chain).chain
+    with pytest.raises(UsageError, match="on its line"):
+        build_request(LaunchSpec(chain_line=line, budget="4:00:00"), "p", "me")
+    with pytest.raises(UsageError, match='its "time"'):
+        build_request(LaunchSpec(chain_line=read_tasks('{"key": "t", "argv": ["x"], "budget": 60}').chain), "p", "me")
+    with pytest.raises(UsageError, match="no --script, --tasks or --lease"):
+        build_request(LaunchSpec(chain_line=line, lease="l"), "p", "me")

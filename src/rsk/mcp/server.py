@@ -128,7 +128,11 @@ Command = Annotated[list[str] | None, Field(description='The command and its arg
 Script = Annotated[str | None, Field(description="A batch script's text; its #SBATCH resource lines join the plan.")]
 Tasks = Annotated[
     list[TaskLine] | None,
-    Field(description="A batch: one object per task, {key, argv | script, env, gpus, time, ...}; one plan, one card."),
+    Field(
+        description="A batch: one object per task, {key, argv | script, env, gpus, time, needs, ...}; one plan, "
+        "one card. One item with budget (and time, signal_before, max_links) is a chain, as budget is; a chain "
+        "is never one task among others."
+    ),
 ]
 RequestId = Annotated[str | None, Field(description="Idempotency key: the same id never submits twice. Default: new.")]
 Gpus = Annotated[int | None, Field(ge=0, strict=True, description="GPUs per node.")]  # true is not 1
@@ -179,15 +183,17 @@ def build(pin: Pin) -> MCPServer:
         """A plan's or a launch's arguments (their names are LaunchSpec's) as a checked Request and snapshot."""
         from rsk.ops.launch import requester
         from rsk.request.spec import LaunchSpec, build_request
-        from rsk.request.tasks import parse_tasks
+        from rsk.request.tasks import TaskFile, read_tasks
 
         # locals() of a tool: its arguments, and the closure's names it uses, which are left out here
         a = {k: v for k, v in args.items() if k in LaunchSpec.model_fields or k in ("command", "code", "exclude")}
         code, exclude, command, tasks = a.pop("code"), a.pop("exclude"), a.pop("command"), a.pop("tasks")
-        task_specs = []
+        read = TaskFile([])
         if tasks:
-            task_specs = parse_tasks("\n".join(t.model_dump_json(exclude_none=True) for t in tasks), "tasks")
-        spec = LaunchSpec(argv=list(command or []), tasks=task_specs, env=list(a.pop("env") or []), **a)
+            read = read_tasks("\n".join(t.model_dump_json(exclude_none=True) for t in tasks), "tasks")
+        spec = LaunchSpec(
+            argv=list(command or []), tasks=read.tasks, chain_line=read.chain, env=list(a.pop("env") or []), **a
+        )
         request = build_request(spec, pin.project, f"mcp: {requester()}")
         if code is None:
             return request, None
