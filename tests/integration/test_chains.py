@@ -76,6 +76,8 @@ def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start
     body = ('if [ -e "$RSK_WORK_DIR/ckpt" ]; then echo "resumed at $RSK_RUN_TIME"; exit 0; fi; '
             'touch "$RSK_WORK_DIR/ckpt"; trap "exit 1" USR1; while :; do sleep 1; done')  # fmt: skip
     assert chain(project, "ck", body).rc == 0
+    held = grant_view(project)["cpu_hours_reserved"]
+    assert abs(held - 3 / 60) < 1e-6, held  # the chain's worst case: every link for its whole limit, one CPU
     rc, got = links(project, "ck")
     assert rc == 0, got  # the chain succeeded: its last link that ran did
     assert got["link1"]["state"] == "stopped" and got["link1"]["where"] == "(time-limit)"
