@@ -18,6 +18,19 @@ function sq(line,    f) {
     split(line, f, "|")
     SQ_ID = f[1]; SQ_STATE = f[2]; SQ_ELAPSED = f[3]; SQ_LIMIT = f[4]; SQ_WHERE = f[5]; SQ_NAME = f[6]; SQ_COMMENT = f[7]
 }
+# one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID): 1 with EV_IDX, EV_JOB and EV_PLAN
+# set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does not say), else
+# 0. An array task's id is ARRAY_IDX; a single job (one task, index 0) and a lease's step have a plain id.
+function evidence(line, n,    w, p) {
+    if (line ~ /^[0-9]/) { sq(line); if (SQ_NAME != n) return 0; line = "M " SQ_ID " " SQ_COMMENT }
+    split(line, w, " ")
+    if (w[1] == "S") { EV_IDX = w[2] + 0; EV_JOB = w[3]; EV_PLAN = w[4]; return 1 }
+    if (w[1] != "M") return 0
+    EV_JOB = w[2]; EV_IDX = 0; EV_PLAN = w[3] ~ /^rsk-plan:[0-9a-f]+$/ ? substr(w[3], 10) : "-"
+    if (w[2] ~ /^[0-9]+(s[0-9]+)?$/) return 1
+    if (w[2] ~ /^[0-9]+_[0-9]+$/) { split(w[2], p, "_"); EV_IDX = p[2] + 0; return 1 }
+    return 0
+}
 function secs(t,    dd, n, p, i, s) { # a Slurm duration ([D-]HH:MM:SS, MM:SS, ...) in seconds, "" for none
     if (t == "" || t ~ /UNLIMITED|INVALID|NOT_SET|N\/A/) return ""
     dd = 0

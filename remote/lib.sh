@@ -81,13 +81,24 @@ RSK_TRUSTED='sbatch squeue scontrol sinfo scancel sacct srun awk sed base64 sha2
 rsk_trust_commands() {
     [ ! -w / ] || return 0 # an account that can write / can write everything: nothing to tell apart
     for rsk_c in $RSK_TRUSTED; do
-        rsk_p=$(command -v "$rsk_c" 2>/dev/null) || continue
+        rsk_which "$rsk_c" || continue
+        rsk_p=$RSK_P
         case $rsk_p in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($rsk_p)" ;; esac
         if [ -w "$rsk_p" ] || [ -w "${rsk_p%/*}/" ]; then
             rsk_fail "$RSK_E_MISSING" untrusted-command \
                 "'$rsk_c' resolves to $rsk_p, which this account can write: a job could answer for it"
         fi
     done
+}
+
+rsk_which() { # rsk_which CMD: sets RSK_P to the file a command name runs, searched on PATH as the shell does
+    # (an empty entry is the current directory), or fails; no subshell, so no fork per name
+    RSK_P='' rsk_rest=$PATH:
+    while [ -n "$rsk_rest" ]; do
+        rsk_d=${rsk_rest%%:*} rsk_rest=${rsk_rest#*:}
+        if [ -f "${rsk_d:-.}/$1" ] && [ -x "${rsk_d:-.}/$1" ]; then RSK_P=${rsk_d:-.}/$1; return 0; fi
+    done
+    return 1
 }
 
 # encoding ------------------------------------------------------------------
@@ -118,6 +129,11 @@ rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines k
 
 rsk_hash() { # rsk_hash STRING: sets RSK_H to the sha256 of STRING (sha256sum as the pipe's own end: no cut)
     RSK_H=$(printf '%s' "$1" | sha256sum 2>/dev/null) || RSK_H=$(printf '%s' "$1" | rsk_sha256)
+    RSK_H=${RSK_H%% *}
+}
+
+rsk_hash_file() { # rsk_hash_file FILE: sets RSK_H to the sha256 of the file's bytes
+    RSK_H=$(sha256sum <"$1" 2>/dev/null) || RSK_H=$(rsk_sha256 <"$1")
     RSK_H=${RSK_H%% *}
 }
 
@@ -164,7 +180,9 @@ $rsk_dir
     done
     shift "$rsk_n"
     [ $# -gt 0 ] || return 0
-    mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $*"
+    for rsk_dir in "$@"; do
+        [ -d "$rsk_dir" ] || { mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $*"; break; }
+    done
     rsk_n=$#
     for rsk_dir in "$@"; do
         rsk_probe="$rsk_dir/.probe.$$"
@@ -254,15 +272,6 @@ $rsk_tail$RSK_BLOCK"
     rsk_emit head "seal=$rsk_seal"
 }
 
-# rsk_journal_rid PROJECT RID: "IDX EVENT PLAN JOB" for every line of the request, compared as whole
-# strings (a request id is never a pattern)
-rsk_journal_rid() {
-    rsk_jf="$RSK_ROOT/journal/$1.log"
-    [ -f "$rsk_jf" ] || return 0
-    awk -v rid="$2" "$RSK_AWK"'kv($0, "rid") == rid && kv($0, "ev") ~ /^[a-z-]+$/ {
-        print dash(kv($0, "idx")), kv($0, "ev"), kv($0, "plan"), dash(kv($0, "job")) }' "$rsk_jf"
-}
-
 # Slurm ---------------------------------------------------------------------
 rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is unreachable
     case $1 in
@@ -272,28 +281,25 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
     return 1
 }
 
-# rsk_evidence PROJECT RID: "IDX JOB PLAN" for every job Slurm or the run markers know for the request.
-# An array task's id is ARRAY_IDX; a single job (one task, index 0) has a plain id. The plan comes from
-# the job's comment (rsk-plan:HASH) or its started marker; "-" when the job does not say (older rsk).
-rsk_evidence() {
+# rsk_evidence_lines PROJECT RID: what Slurm and the run markers know of the request's jobs, for lib.awk's
+# evidence(): squeue's lines (RSK_SQ), then "M JOB rsk-plan:HASH" from the started markers (what the job
+# wrote), then "S IDX STEPID PLAN" for the steps queued into a lease (rsk_lease_steps), evidence from the start
+rsk_evidence_lines() {
     rsk_runs="$RSK_ROOT/runs/$1/$2"
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    {
-        printf '%s\n' "$RSK_SQ" # squeue's lines: the final awk keeps this request's
-        # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
-        set -- "$1" "$2" "$rsk_runs"/t*/started
-        [ ! -f "$3" ] || awk "$RSK_AWK"'kv($0, "job") != "" { print kv($0, "job"), "rsk-plan:" kv($0, "plan") }' \
-            "$rsk_runs"/t*/started 2>/dev/null || true
-        # steps queued into a lease: their queue entries (rsk_lease_steps) are evidence from the start
-        [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
-    } | awk -v n="rsk:$1:$2" "$RSK_AWK"'
-        function out(i, job, plan) { if (!(i in seen)) { seen[i] = 1; print i, job, plan } } # the first per index
-        index($0, "|") { sq($0); if (SQ_NAME != n) next; $0 = SQ_ID " " SQ_COMMENT }
-        $1 == "S" { out($2 + 0, $3, $4); next }
-        { plan = "-"; if ($2 ~ /^rsk-plan:[0-9a-f]+$/) plan = substr($2, 10) }
-        $1 ~ /^[0-9]+s[0-9]+$/ { out(0, $1, plan); next }
-        $1 ~ /^[0-9]+$/ { out(0, $1, plan); next }
-        $1 ~ /^[0-9]+_[0-9]+$/ { split($1, p, "_"); out(p[2] + 0, $1, plan) }'
+    printf '%s\n' "$RSK_SQ"
+    # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
+    set -- "$1" "$2" "$rsk_runs"/t*/started
+    [ ! -f "$3" ] || awk "$RSK_AWK"'is_job(kv($0, "job")) { print "M", kv($0, "job"), "rsk-plan:" kv($0, "plan") }' \
+        "$rsk_runs"/t*/started 2>/dev/null || true
+    [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
+}
+
+# rsk_evidence PROJECT RID: "IDX JOB PLAN" for every job Slurm or the run markers know for the request, the
+# first a source gives for each index (lib.awk's evidence() reads each line)
+rsk_evidence() {
+    rsk_evidence_lines "$1" "$2" | awk -v n="rsk:$1:$2" "$RSK_AWK"'
+        evidence($0, n) && !(EV_IDX in seen) { seen[EV_IDX] = 1; print EV_IDX, EV_JOB, EV_PLAN }'
 }
 
 # rsk_job_run PROJECT JOB: sets RSK_RID and RSK_RUN (the job's run directory) for a job the project's

@@ -17,13 +17,19 @@
 
 rsk_policy_file() { printf '%s/policy.conf' "$RSK_ROOT"; }
 
+rsk_policy_digest() { # sets RSK_POLICY_DIGEST and RSK_POLICY_SOURCE: the policy file's sha256, or default-1
+    rsk_pf=$RSK_ROOT/policy.conf
+    RSK_POLICY_DIGEST='default-1' RSK_POLICY_SOURCE=default
+    [ -f "$rsk_pf" ] || return 0
+    rsk_hash_file "$rsk_pf"
+    RSK_POLICY_DIGEST=$RSK_H RSK_POLICY_SOURCE=file
+}
+
 rsk_policy_load() { # sets P_* and RSK_POLICY_DIGEST
     P_partitions='*' P_accounts='*' P_qos='*' P_max_gpus='' P_max_cpus='' P_max_mem_mb='' P_max_nodes=''
     P_max_time_min='' P_max_active_jobs=100 P_default_time_min=60 P_default_mem_mb=1024
-    rsk_pf=$(rsk_policy_file)
-    RSK_POLICY_DIGEST='default-1' RSK_POLICY_SOURCE=default
-    [ -f "$rsk_pf" ] || return 0
-    RSK_POLICY_DIGEST=$(rsk_sha256 <"$rsk_pf") RSK_POLICY_SOURCE=file
+    rsk_policy_digest
+    [ "$RSK_POLICY_SOURCE" = file ] || return 0
     # one pass: "KEY VALUE" a line (numbers in decimal), or "! MESSAGE" for the first bad line
     rsk_pl=$(awk '{ sub(/#.*/, "") } !index($0, "=") { next } {
         k = substr($0, 1, index($0, "=") - 1); v = substr($0, index($0, "=") + 1)

@@ -101,13 +101,17 @@ cluster_facts() { # sets CLUSTER (ClusterName) and DEFAULT_PARTITION
         CLUSTER=${CLUSTER#*= } ;;
     esac
     [ -n "$CLUSTER" ] || CLUSTER=unknown
-    # the default partition is the one sinfo marks with "*" (words split without globbing)
-    DEFAULT_PARTITION='' rsk_parts=$(sinfo -h -o '%P' 2>/dev/null || true)
-    set -f
-    for rsk_p in $rsk_parts; do
-        case $rsk_p in *"*") DEFAULT_PARTITION=${rsk_p%"*"}; break ;; esac
-    done
-    set +f
+    # the partitions and their nodes in one read, "PARTITION|TIMELIMIT|CPUS|MEMORY|GRES|NODES" a line for each
+    # group of alike nodes (-e: only nodes whose resources are the same share a line), kept for fits; the
+    # default partition is the one sinfo marks with "*" (read in the shell: no fork)
+    PARTS=$(sinfo -h -e -o '%P|%l|%c|%m|%G|%D' 2>/dev/null || true)
+    DEFAULT_PARTITION=''
+    case "
+$PARTS" in *"*|"*)
+        DEFAULT_PARTITION=${PARTS%%"*|"*}
+        DEFAULT_PARTITION=${DEFAULT_PARTITION##*"
+"} ;;
+    esac
 }
 
 resolve() {
@@ -148,7 +152,8 @@ resolve() {
         case $CODE in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" bad-code "the code digest is hex" ;; esac
         [ -z "$WORKDIR" ] || rsk_fail "$RSK_E_USAGE" bad-code "a job with --code runs in a copy of the snapshot: no --workdir"
         CODE_DIR=$RSK_ROOT/code/$PROJECT/snap/$CODE
-        if [ ! -f "$CODE_DIR/.rsk-manifest" ] || [ "$(rsk_sha256 <"$CODE_DIR/.rsk-manifest")" != "$CODE" ]; then
+        [ ! -f "$CODE_DIR/.rsk-manifest" ] || rsk_hash_file "$CODE_DIR/.rsk-manifest"
+        if [ ! -f "$CODE_DIR/.rsk-manifest" ] || [ "$RSK_H" != "$CODE" ]; then
             rsk_fail "$RSK_E_USAGE" code-missing "the code snapshot $CODE is not on the cluster (or was changed)"
         fi
         WORKDIR=$CODE_DIR
@@ -451,16 +456,14 @@ policy_shape() {
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
-# fits: the shape fits what the partition can ever run (Slurm's own limits, read from sinfo per node), or the
+# fits: the shape fits what the partition can ever run (Slurm's own limits, read from sinfo: PARTS), or the
 # plan fails with the limit and the value that fits: --test-only accepts a job over the partition's time limit
 # that then pends forever (PartitionTimeLimit), so a human would approve what can never start
-# (sinfo is read once a plan: every shape of a batch runs in the same partition)
 fits() {
-    [ -n "${FIT_NODES+x}" ] || FIT_NODES=$(sinfo -h -N -p "$PARTITION" -o '%l|%c|%m|%G' 2>/dev/null || true)
-    rsk_why=$(printf '%s\n' "$FIT_NODES" | awk -F'|' -v t="$TIME_MIN" -v c="$CPUS" \
+    rsk_why=$(printf '%s\n' "$PARTS" | awk -F'|' -v part="$PARTITION" -v t="$TIME_MIN" -v c="$CPUS" \
         -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" "$RSK_AWK"'
-        $0 != "" { nodes++; l = secs($1); if (l != "") lim = l; x = $2 + 0; if (x > cpu) cpu = x
-          x = $3 + 0; if (x > mem) mem = x; x = gres_gpus($4); if (x > gpu) gpu = x }
+        $1 == part || $1 == part "*" { nodes += $6; l = secs($2); if (l != "") lim = l; x = $3 + 0; if (x > cpu) cpu = x
+          x = $4 + 0; if (x > mem) mem = x; x = gres_gpus($5); if (x > gpu) gpu = x }
         END {
             if (!nodes) exit
             if (lim != "" && t * 60 > lim) printf "time limit %d min is over the partition'"'"'s %d min; ", t, lim / 60
@@ -492,39 +495,56 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
         case $SB_OUT in *" on nodes "*" in partition"*)
             rsk_nodes=${SB_OUT#*" on nodes "}; rsk_nodes=${rsk_nodes%%" "*} ;;
         esac
-        ESTIMATE="start=${rsk_start_at:-unknown} nodes=$(rsk_b64 "$rsk_nodes")"
+        rsk_enc "$rsk_nodes"
+        ESTIMATE="start=${rsk_start_at:-unknown} nodes=$RSK_E"
     fi
 }
 
 # what the request id did before ------------------------------------------------
-# request_state: "IDX STATE JOB PLAN" for each task index, STATE one of done (the journal accepted it),
-# found (Slurm or a run marker knows a job the journal does not say; its plan from the job itself), open
+# request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
+# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's pending or running rsk jobs: those
+# the ledger holds (RSK_HELD, found by id whatever name a job gave itself) and those named for the project; and,
+# with a request id, STATES: "IDX STATE JOB PLAN" for each task index, STATE one of done (the journal accepted
+# it), found (Slurm or a run marker knows a job the journal does not say; its plan from the job itself), open
 # (an intent with no outcome and no evidence), withdrawn (a workflow cancelled whole when its submission
 # failed), none. Cancel events do not change a state.
-request_state() {
-    { rsk_journal_rid "$PROJECT" "$RID"; echo E; rsk_evidence "$PROJECT" "$RID"; } | awk -v nt="$NT" '
-        $0 == "E" { ev = 1; next }
-        !ev { # the journal: IDX EVENT PLAN JOB
-            i = ($1 == "-") ? 0 : $1 + 0
-            if ($2 == "withdrawn") gone[i] = 1
-            if ($2 !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
-            st[i] = $2
-            if ($2 ~ /^(intent|accepted|reconciled)$/) plan[i] = $3
-            if ($2 ~ /^(accepted|reconciled)$/ && $4 != "-") job[i] = $4
+request_facts() {
+    rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
+    [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
+    rsk_facts=$(if [ -n "$RID" ]; then rsk_evidence_lines "$PROJECT" "$RID"; else printf '%s\n' "$RSK_SQ"; fi \
+        | awk -v nt="$NT" -v rid="$RID" -v n="rsk:$PROJECT:$RID" -v p="rsk:$PROJECT:" -v held=" $RSK_HELD" \
+            -v jf="$rsk_jf" "$RSK_AWK"'
+        FILENAME == jf { # the journal, the request'"'"'s lines: compared as whole strings (a request id is never a pattern)
+            e = kv($0, "ev")
+            if (kv($0, "rid") != rid || e !~ /^[a-z-]+$/) next
+            i = kv($0, "idx") + 0
+            if (e == "withdrawn") gone[i] = 1
+            if (e !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
+            st[i] = e
+            if (e ~ /^(intent|accepted|reconciled)$/) plan[i] = dash(kv($0, "plan"))
+            if (e ~ /^(accepted|reconciled)$/ && kv($0, "job") != "") job[i] = kv($0, "job")
             next
         }
-        # the evidence: IDX JOB PLAN
-        { ejob[$1 + 0] = $2; if ($3 != "-") eplan[$1 + 0] = $3 }
+        /^[0-9]/ { sq($0); if ((index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE)) act = act " " SQ_ID }
+        rid != "" && evidence($0, n) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
         END {
-            for (i = 0; i < nt; i++) {
-                p = (i in plan) ? plan[i] : "-"
-                if (i in gone) print i, "withdrawn", "-", p
-                else if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], p
-                else if (i in ejob) print i, "found", ejob[i], ((i in eplan) ? eplan[i] : p)
-                else if (st[i] == "intent") print i, "open", "-", p
-                else print i, "none", "-", p
+            print "A" act
+            if (rid != "") for (i = 0; i < nt; i++) {
+                pl = (i in plan) ? plan[i] : "-"
+                if (i in gone) print i, "withdrawn", "-", pl
+                else if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], pl
+                else if (i in ejob) print i, "found", ejob[i], ((i in eplan) ? eplan[i] : pl)
+                else if (st[i] == "intent") print i, "open", "-", pl
+                else print i, "none", "-", pl
             }
-        }'
+        }' - "$rsk_jf")
+    ACTIVE=${rsk_facts%%"
+"*}
+    ACTIVE=${ACTIVE#A}
+    STATES=''
+    case $rsk_facts in *"
+"*) STATES=${rsk_facts#*"
+"} ;; esac
 }
 
 # check_conflict STATES: a request id that has a job, or an open intent, for another plan is a conflict
@@ -547,11 +567,11 @@ do_plan() {
     emit_plan
     policy_all
     rsk_policy_emit
+    request_facts
     rsk_active='' rsk_count=0
-    for rsk_j in $(rsk_active_jobs "$PROJECT"); do rsk_active="$rsk_active,$rsk_j" rsk_count=$((rsk_count + 1)); done
+    for rsk_j in $ACTIVE; do rsk_active="$rsk_active,$rsk_j" rsk_count=$((rsk_count + 1)); done
     rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active#,}"
     if [ -n "$RID" ]; then
-        STATES=$(request_state)
         check_conflict "$STATES"
         printf '%s\n' "$STATES" | while read -r idx st job plan; do
             [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
@@ -588,10 +608,11 @@ await_go() {
 }
 
 # policy_unchanged: the policy file is read again after the go; a policy changed since the plan (its
-# digest is bound in the plan) is a mismatch: the go names a plan made under another policy
+# digest is bound in the plan) is a mismatch: the go names a plan made under another policy (the same
+# digest is the same file, so the rules read for the plan stand)
 policy_unchanged() {
     rsk_digest=$RSK_POLICY_DIGEST
-    rsk_policy_load
+    rsk_policy_digest
     [ "$RSK_POLICY_DIGEST" = "$rsk_digest" ] || {
         rsk_emit mismatch "expected=$EXPECT" "actual=policy:$RSK_POLICY_DIGEST"
         rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the cluster's policy changed since the plan was made (now $RSK_POLICY_DIGEST)"
@@ -616,8 +637,12 @@ job_text() {
     [ -z "$BUDGET_MIN" ] || printf 'rsk_links=%s\nrsk_budget=%s\nrsk_link0=%s\nrsk_chain=%s\n' "$NT" \
         "$((BUDGET_MIN * 60))" "$LINK0" "$(rsk_sq "$RSK_ROOT/runs/$PROJECT/${CHAIN_OF:-$RID}")"
     printf '%s\n' "$RSK_WRAPPER"
-    printf 'rsk_export() { case ${rsk_a%%%%=*} in %s | "") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n' \
-        "$(printf '%s' "$RESERVED_ENV" | sed 's/ / | /g')"
+    rsk_pats='' # RESERVED_ENV as one case pattern
+    set -f
+    for rsk_p in $RESERVED_ENV; do rsk_pats="$rsk_pats$rsk_p | "; done
+    set +f
+    printf 'rsk_export() { case ${rsk_a%%%%=*} in %s"") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n' \
+        "$rsk_pats"
     printf 'rsk_clean_env\nset --\n'
     for rsk_e in $Q_env; do printf "rsk_arg '%s'; rsk_export\n" "$rsk_e"; done
     if [ "$KIND" = lease ]; then
@@ -686,7 +711,7 @@ submit_idxs() {
 
 # submit_dag: a workflow's tasks to do, level by level, each group of tasks alike (shape and needs) one job
 # array after the jobs of what it needs (afterok, afterany). A workflow is submitted whole or not at all:
-# when an sbatch fails, every job of the request is cancelled and journaled withdrawn (request_state then
+# when an sbatch fails, every job of the request is cancelled and journaled withdrawn (request_facts then
 # refuses the request id: a new attempt takes a new one)
 submit_dag() {
     rsk_groups=$(printf '%s\n' "$TASKOUT" | awk -v todo=" $TODO " '
@@ -803,11 +828,12 @@ do_submit() {
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
     policy_all
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
+    RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
+    make_dirs
     rsk_need_writable "$RSK_ROOT/runs/$PROJECT" "$RSK_ROOT/journal"
     rsk_lock "$PROJECT"
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
-    RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
-    STATES=$(request_state)
+    request_facts
     check_conflict "$STATES"
     DONE='' TODO='' rsk_n=0
     rsk_block_start
@@ -845,22 +871,14 @@ EOT
         return 0
     fi
     rsk_active=0
-    for rsk_j in $(rsk_active_jobs "$PROJECT"); do rsk_active=$((rsk_active + 1)); done
+    for rsk_j in $ACTIVE; do rsk_active=$((rsk_active + 1)); done
     rsk_block_start
     if [ -n "$P_max_active_jobs" ] && [ $((rsk_active + rsk_n)) -gt "$P_max_active_jobs" ]; then
         jlines refused "$PLAN_HASH" "$TODO" '' code=active-cap
         rsk_journal_write "$PROJECT" || true
         rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
     fi
-    rsk_dirs='' rsk_marks=''
-    for rsk_i in $TODO; do
-        rsk_dirs="$rsk_dirs $RUN_DIR/t$rsk_i"
-        rsk_marks="$rsk_marks $RUN_DIR/t$rsk_i/started $RUN_DIR/t$rsk_i/ended"
-    done
-    # shellcheck disable=SC2086  # one mkdir and one rm for every task (the paths are tokens)
-    mkdir -p $rsk_dirs 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
-    # shellcheck disable=SC2086
-    rm -f $rsk_marks
+    clear_markers
     jlines intent "$PLAN_HASH" "$TODO" ''
     # no intent on disk, no sbatch: what was never journaled must never run
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
@@ -869,6 +887,21 @@ EOT
     [ "$KIND" != lease ] || [ -z "$DONE" ] || write_lease_file
     emit_accepted 0
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
+}
+
+make_dirs() { # the journal's directory and every task's run directory, in one mkdir (those of tasks done are there)
+    set -- "$RSK_ROOT/journal"
+    rsk_i=0
+    while [ "$rsk_i" -lt "$NT" ]; do set -- "$@" "$RUN_DIR/t$rsk_i"; rsk_i=$((rsk_i + 1)); done
+    mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
+}
+
+clear_markers() { # the run markers an earlier attempt left in the directories of the tasks to do, in one rm
+    set --
+    for rsk_i in $TODO; do
+        for rsk_f in "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; do if [ -e "$rsk_f" ] || [ -h "$rsk_f" ]; then set -- "$@" "$rsk_f"; fi; done
+    done
+    [ $# -eq 0 ] || rm -f "$@"
 }
 
 # a lease's file says what was opened: the controller's allocation, and what steps may ask of it.
@@ -932,9 +965,9 @@ main() {
         *) usage ;;
     esac
     rsk_need sbatch squeue scontrol sinfo base64 awk
-    SBATCH=$(command -v sbatch)
-    USER_NAME=$RSK_USER
-    mkdir -p "$RSK_ROOT" 2>/dev/null || true
+    rsk_which sbatch || rsk_fail "$RSK_E_MISSING" missing-command "the login node has no 'sbatch' on PATH"
+    SBATCH=$RSK_P USER_NAME=$RSK_USER
+    [ -d "$RSK_ROOT" ] || mkdir -p "$RSK_ROOT" 2>/dev/null || true
     ROOT_REAL=$(cd "$RSK_ROOT" 2>/dev/null && pwd -P) || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot use the remote root $RSK_ROOT"
     read_request
     # launch mode keeps the client's answer on fd 3; nothing before it may read (or wait on) that input
