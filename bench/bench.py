@@ -400,6 +400,51 @@ def bench_broker() -> None:
         subprocess.run([*RSK, "broker", "stop"], env=env, check=False, capture_output=True)
 
 
+def bench_agents() -> None:
+    """32 agents launching 5 jobs each at once through one broker (tests/integration/test_broker_agents.py checks
+    that every launch is accepted once): how long until the last one is accepted, and how many were told to retry
+    (exit 75, then retried with the same request id)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    agents, each = 32, 5
+    sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
+    env = {**ENV, "RSK_BROKER": str(sock)}
+    subprocess.run([*RSK, "broker", "start", "--idle", "600"], env=env, check=True, capture_output=True)
+    retries = 0
+    lock = threading.Lock()
+
+    def agent(k: int) -> None:
+        nonlocal retries
+        start.wait()
+        for i in range(each):
+            while True:
+                argv = [*RSK, "launch", "-t", "lab", "-p", PROJECT, "-r", f"g{RUN}{k}-{i}", "--mem", "64M", "--time",
+                        "1", "--json", "--", "true"]  # fmt: skip
+                p = subprocess.run(argv, env=env, capture_output=True, check=False)
+                if p.returncode != 75:
+                    break
+                with lock:
+                    retries += 1
+            assert p.returncode == 0, p.stderr
+
+    try:
+        subprocess.run([*RSK, "status", "-t", "lab", "-p", PROJECT], env=env, check=True, capture_output=True)
+        start = threading.Barrier(agents + 1)
+        with ThreadPoolExecutor(agents) as pool:
+            futures = [pool.submit(agent, k) for k in range(agents)]
+            start.wait()
+            t0 = time.perf_counter()
+            for f in futures:
+                f.result()
+            took = time.perf_counter() - t0
+    finally:
+        subprocess.run([*RSK, "broker", "stop"], env=env, check=False, capture_output=True)
+    rows.append((f"{agents} agents x {each} launches at once", "through one broker, until the last is accepted",
+                 f"{took * 1000:.0f} ms", f"told to retry: {retries}", ""))  # fmt: skip
+    ratios.append(("agents-32", took / 10.0, f"seconds / 10 s for {agents * each} launches, target <= 1"))
+
+
 def bench_against_mux(env: dict[str, str]) -> None:
     """Warm launch, plan and status through the broker against the same Slurm command over a ControlMaster."""
     i = iter(range(10**6))
@@ -615,7 +660,7 @@ def bench_board() -> None:
 
 BENCHES = {"single": bench_single, "batch": bench_batch, "dag": bench_dag, "status": bench_status,
            "ledger": bench_ledger, "startup": bench_startup, "step": bench_step, "broker": bench_broker,
-           "profile": bench_profile,
+           "profile": bench_profile, "agents": bench_agents,
            "board": bench_board}  # fmt: skip
 LOCAL = {"board"}  # benches that need no lab cluster
 

@@ -209,3 +209,19 @@ def test_read_only_shows_the_cards_and_refuses_an_act_even_with_the_sessions_tok
         page.context.close()
     ledger = Store(project).load()
     assert ledger.cards[0].status == "pending" and ledger.approvals == []
+
+
+def test_dark_or_light_follows_the_systems_setting(served: Served, project: str) -> None:
+    file_card(project, "c-da4c00000001", argv=["python", "train.py"])
+    browser = served.page.context.browser
+    seen = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 800})
+        context.add_cookies(served.page.context.cookies())  # the same session
+        page = context.new_page()
+        page.goto(f"{served.base}/")
+        page.locator("#card-c-da4c00000001").wait_for()
+        seen[scheme] = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        shot(page, f"cards-{scheme}")
+        context.close()
+    assert seen == {"light": "rgb(255, 255, 255)", "dark": "rgb(15, 19, 23)"}
