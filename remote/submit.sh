@@ -261,11 +261,6 @@ resolve_lease() {
     num drain drain_min 5; DRAIN_MIN=$RSK_V
     qdec overrun; OVERRUN=${RSK_V:-refuse}
     LEASE_JOB='' LDIR=''
-    if [ -z "$LEASE_OPEN" ]; then
-        q drain_min; rsk_d=$RSK_W
-        q overrun
-        [ -z "$rsk_d$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "drain and overrun are settings of a lease being opened"
-    fi
     if [ -n "$LEASE_OPEN" ]; then
         rsk_need_token lease "$LEASE_OPEN"
         # only the submit-lease program carries the controller (a plain launch does not ship it)
@@ -277,6 +272,9 @@ resolve_lease() {
         LDIR=$RSK_ROOT/leases/$PROJECT/$LEASE_OPEN
         return 0
     fi
+    q drain_min; rsk_d=$RSK_W
+    q overrun
+    [ -z "$rsk_d$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "drain and overrun are settings of a lease being opened"
     [ -n "$LEASE" ] || return 0
     rsk_need_token lease "$LEASE"
     rsk_lease "$PROJECT" "$LEASE"
@@ -334,8 +332,6 @@ check_lease() {
         rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $L_job); close it or use another name"
     fi
 }
-
-shapes() { printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u; } # the distinct task shapes
 
 set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch uses
     NODES=$1 CPUS=$2 MEM_MB=$3 GPUS=$4 TIME_MIN=$5
@@ -428,7 +424,7 @@ for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each
         "$1" ${TASKOUT#S * }
         return
     fi
-    for_shapes_list=$(shapes)
+    for_shapes_list=$(printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u) # the distinct shapes
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
         [ -z "$s1" ] || "$1" "$s1" "$s2" "$s3" "$s4" "$s5"
     done <<EOT
@@ -487,8 +483,8 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
 # (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's pending or running rsk jobs (as
-# rsk_active_jobs), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open,
-# withdrawn or none as docs/protocol.md's @@prior says. Cancel events do not change a state.
+# rsk_active_jobs), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
+# docs/protocol.md), withdrawn (a workflow cancelled whole) or none. Cancel events do not change a state.
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
