@@ -1,7 +1,7 @@
-# status.awk: joins the journal (main input), squeue (file sqf), run markers (file mkf), sacct (file acf,
-# empty where accounting is off) and the leases' steps (file stf: "L NAME STATE JOB" lines, then
-# rsk_lease_steps) into raw facts, one @@job line per job or step. Runs behind the awk library (kv, sq,
-# secs: lib.awk). Used by status.sh; see the comment there.
+# status.awk: joins squeue, sacct (empty where accounting is off), the run markers and the leases' steps (the
+# sections of stdin, in that order: "-- acct", "-- markers", "-- steps" open the three after squeue's) with the
+# journal (the file jf, read after them) into raw facts, one @@job line per job or step. Runs behind the awk
+# library (kv, sq, secs: lib.awk). Used by status.sh; see the comment there.
 function add(key, j) {
     if (!(key in job)) order[++n] = key
     job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res"); k_lease[key] = kv($0, "lease")
@@ -12,38 +12,44 @@ BEGIN {
     FS = " "
     nh = split(held, hw, " ")
     for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
-    while ((getline line < sqf) > 0) {
-        sq(line)
-        if (index(SQ_NAME, prefix) != 1 && !(SQ_ID in h_rid)) continue
-        sq_state[SQ_ID] = SQ_STATE; sq_elapsed[SQ_ID] = secs(SQ_ELAPSED); sq_limit[SQ_ID] = secs(SQ_LIMIT); sq_where[SQ_ID] = clean(SQ_WHERE)
-    }
-    while ((getline line < acf) > 0) {
-        # (no job name: a name can hold a line break, and so a forged line; jobs are known by id)
-        split(line, f, "|")
-        if (!is_job(f[1]) || (f[1] in ac_state)) continue
-        a = f[2]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[3], ec, ":"); ac_exit[f[1]] = ec[1]
-        ac_el[f[1]] = f[4] ~ /^[0-9]+$/ ? f[4] : ""; ac_lim[f[1]] = f[5] ~ /^[0-9]+$/ ? f[5] * 60 : ""
-    }
     srand(); now = srand()
-    while ((getline line < stf) > 0) {
-        split(line, f, " "); for (i in f) if (f[i] == "-") f[i] = ""
-        if (f[1] == "L") { l_st[f[2]] = f[3]; l_job[f[2]] = f[4]; continue }
-        # a step: where it is in its lease's queue, and its lease's state (ended for a step that an earlier
-        # allocation of the lease started: it went with that allocation)
-        s = f[2]; st_q[s] = f[1]; st_lease[s] = l_st[f[6]]; st_node[s] = f[9]; st_why[s] = f[11]; st_ret[s] = f[12] != ""
-        if (f[1] == "run" && f[14] != l_job[f[6]]) st_lease[s] = "ended"
-        st_age[s] = f[10] ~ /^[0-9]+$/ ? now - f[10] : ""; st_limit[s] = f[8] ~ /^[0-9]+$/ ? f[8] * 60 : ""
-    }
-    while ((getline line < mkf) > 0) {
-        sp = index(line, " "); file = sp ? substr(line, 1, sp - 1) : line; body = sp ? substr(line, sp + 1) : ""
-        dir = file; sub(/\/[^\/]*$/, "", dir)
-        if (file ~ /\/result\/\.rsk-manifest$/) { sub(/\/result$/, "", dir); m_result[dir] = 1 }
-        else if (file ~ /\/started$/) { m_started[dir] = kv(body, "t") }
-        else { m_rc[dir] = kv(body, "rc"); m_sig[dir] = kv(body, "sig"); m_el[dir] = kv(body, "elapsed"); m_lim[dir] = kv(body, "limit"); m_stop[dir] = kv(body, "stop") }
-    }
+}
+FILENAME != jf && $0 == "-- " (part == "" ? "acct" : part == "acct" ? "markers" : "steps") && part != "steps" { part = substr($0, 4); next }
+FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
+    sq($0)
+    if (index(SQ_NAME, prefix) != 1 && !(SQ_ID in h_rid)) next
+    sq_state[SQ_ID] = SQ_STATE; sq_elapsed[SQ_ID] = secs(SQ_ELAPSED); sq_limit[SQ_ID] = secs(SQ_LIMIT); sq_where[SQ_ID] = clean(SQ_WHERE)
+    next
+}
+FILENAME != jf && part == "acct" {
+    # (no job name: a name can hold a line break, and so a forged line; jobs are known by id)
+    split($0, f, "|")
+    if (!is_job(f[1]) || (f[1] in ac_state)) next
+    a = f[2]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[3], ec, ":"); ac_exit[f[1]] = ec[1]
+    ac_el[f[1]] = f[4] ~ /^[0-9]+$/ ? f[4] : ""; ac_lim[f[1]] = f[5] ~ /^[0-9]+$/ ? f[5] * 60 : ""
+    next
+}
+FILENAME != jf && part == "markers" {
+    sp = index($0, " "); file = sp ? substr($0, 1, sp - 1) : $0; body = sp ? substr($0, sp + 1) : ""
+    dir = file; sub(/\/[^\/]*$/, "", dir)
+    if (file ~ /\/result\/\.rsk-manifest$/) { sub(/\/result$/, "", dir); m_result[dir] = 1 }
+    else if (file ~ /\/started$/) { m_started[dir] = kv(body, "t") }
+    else { m_rc[dir] = kv(body, "rc"); m_sig[dir] = kv(body, "sig"); m_el[dir] = kv(body, "elapsed"); m_lim[dir] = kv(body, "limit"); m_stop[dir] = kv(body, "stop") }
+    next
+}
+FILENAME != jf { # the steps
+    split($0, f, " "); for (i in f) if (f[i] == "-") f[i] = ""
+    if (f[1] == "L") { l_st[f[2]] = f[3]; l_job[f[2]] = f[4]; next }
+    # a step: where it is in its lease's queue, and its lease's state (ended for a step that an earlier
+    # allocation of the lease started: it went with that allocation)
+    s = f[2]; st_q[s] = f[1]; st_lease[s] = l_st[f[6]]; st_node[s] = f[9]; st_why[s] = f[11]; st_ret[s] = f[12] != ""
+    if (f[1] == "run" && f[14] != l_job[f[6]]) st_lease[s] = "ended"
+    st_age[s] = f[10] ~ /^[0-9]+$/ ? now - f[10] : ""; st_limit[s] = f[8] ~ /^[0-9]+$/ ? f[8] * 60 : ""
+    next
 }
 {
-    if (after != "" && NR > after + 0) print "@@" nonce " journal n=" NR " " $0
+    nj++ # the journal's line number
+    if (after != "" && nj > after + 0) print "@@" nonce " journal n=" nj " " $0
     ev = kv($0, "ev"); rid = kv($0, "rid"); task = kv($0, "task"); idx = kv($0, "idx"); j = kv($0, "job")
     if (!is_rid(rid) || (idx != "" && idx !~ /^[0-9]+$/)) next
     key = rid SUBSEP idx
@@ -60,7 +66,7 @@ BEGIN {
     }
 }
 END {
-    if (after != "") print "@@" nonce " cursor lines=" NR
+    if (after != "") print "@@" nonce " cursor lines=" nj + 0
     for (i = 1; i <= n; i++) { key = order[i]; listed[job[key]] = 1 }
     for (j in h_rid) if (!(j in listed)) { key = "held" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = h_rid[j] }
     for (i = 1; i <= n; i++) {

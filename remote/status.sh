@@ -18,37 +18,37 @@ main() {
     after=${2:-}
     [ -z "$after" ] || { rsk_need_line AFTER "$after"; after=$RSK_V; }
     jf=$RSK_ROOT/journal/$project.log
-    tmp=$(mktemp -d "${TMPDIR:-/tmp}/rsk-status.XXXXXX")
-    trap 'rm -rf "$tmp"; rsk_finish' EXIT
-    rsk_squeue
-    slurm=$RSK_SLURM
-    printf '%s\n' "$RSK_SQ" >"$tmp/sq"
-    # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days)
-    : >"$tmp/acct"
-    if [ "$slurm" = up ] && command -v sacct >/dev/null 2>&1 && sacct -n -X -j 1 -o JobID >/dev/null 2>&1; then
-        sacct -n -X -P -u "$RSK_USER" -S now-30days -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw >"$tmp/acct" 2>/dev/null || : >"$tmp/acct"
-    fi
-    runs="$RSK_ROOT/runs/$project"
-    : >"$tmp/markers"
-    if [ -d "$runs" ]; then
-        find "$runs" \( \( -name started -o -name ended \) -type f -exec awk '{ print FILENAME " " $0 }' {} + \) \
-            -o \( -path '*/result/.rsk-manifest' -type f -print \) \
-            >"$tmp/markers" 2>/dev/null || true
-    fi
-    # the steps of the project's leases (rsk_lease_steps), after a line per lease with its state and job
-    { [ ! -d "$RSK_ROOT/leases/$project" ] || {
-        for lf in "$RSK_ROOT/leases/$project"/*/lease; do
-            [ -f "$lf" ] || continue
-            lf=${lf%/lease}
-            rsk_lease "$project" "${lf##*/}"
-            rsk_lease_state "$project"
-            [ ! -f "$LDIR/drain" ] || case $L_state in running | draining) L_state=drained ;; esac
-            printf 'L %s %s %s\n' "${lf##*/}" "$L_state" "${L_job:--}"
-        done
-        rsk_lease_steps "$project"
-    }; } >"$tmp/steps"
     [ -f "$jf" ] || jf=/dev/null
-    rsk_emit status "slurm=$slurm" "t=$(rsk_now)" "project=$project"
-    awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v sqf="$tmp/sq" -v mkf="$tmp/markers" \
-        -v acf="$tmp/acct" -v stf="$tmp/steps" -v after="$after" -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" "$jf"
+    rsk_squeue
+    # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days; where it
+    # does not, it fails at once)
+    acct=''
+    if [ "$RSK_SLURM" = up ] && command -v sacct >/dev/null 2>&1; then
+        acct=$(sacct -n -X -P -u "$RSK_USER" -S now-30days -o JobID,State,ExitCode,ElapsedRaw,TimelimitRaw 2>/dev/null) || acct=''
+    fi
+    rsk_emit status "slurm=$RSK_SLURM" "t=$(rsk_now)" "project=$project"
+    # One pipe into status.awk, never a file: what Slurm said cannot be rewritten on its way by a job of the
+    # account. Sections in a fixed order, each opened by a line that no line of the one before can be:
+    # squeue's and sacct's lines start with a job id, the markers' with their path under runs/.
+    runs="$RSK_ROOT/runs/$project"
+    {
+        printf '%s\n' "$RSK_SQ"
+        printf '%s\n' '-- acct' "$acct" '-- markers'
+        [ ! -d "$runs" ] || find "$runs" \( \( -name started -o -name ended \) -type f -exec awk '{ print FILENAME " " $0 }' {} + \) \
+            -o \( -path '*/result/.rsk-manifest' -type f -print \) 2>/dev/null || true
+        echo '-- steps'
+        # the steps of the project's leases (rsk_lease_steps), after a line per lease with its state and job
+        [ ! -d "$RSK_ROOT/leases/$project" ] || {
+            for lf in "$RSK_ROOT/leases/$project"/*/lease; do
+                [ -f "$lf" ] || continue
+                lf=${lf%/lease}
+                rsk_lease "$project" "${lf##*/}"
+                rsk_lease_state "$project"
+                [ ! -f "$LDIR/drain" ] || case $L_state in running | draining) L_state=drained ;; esac
+                printf 'L %s %s %s\n' "${lf##*/}" "$L_state" "${L_job:--}"
+            done
+            rsk_lease_steps "$project"
+        }
+    } | awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v jf="$jf" -v after="$after" \
+        -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" - "$jf"
 }

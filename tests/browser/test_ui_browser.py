@@ -12,6 +12,7 @@ import pytest
 from rsk.ledger.store import Store
 from tests.browser.conftest import Served
 from tests.ui_cards import XSS, file_card
+from tests.ui_serve import serving, shot, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -48,6 +49,9 @@ def test_denying_in_the_page_tells_the_reason(served: Served, project: str) -> N
     page.locator(".notice").wait_for()
     c = Store(project).load().cards[0]
     assert (c.status, c.reason) == ("denied", "use the cpu partition")
+    page.locator(f"#d-{card.id}").evaluate("e => e.open = true")
+    assert "use the cpu partition" in page.locator(f"#d-{card.id}").inner_text()
+    served.shot("cards-denied")
 
 
 def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str) -> None:
@@ -90,6 +94,7 @@ def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused(
         page.locator(f"#card-{card.id}").get_by_role("button", name="Approve").click()
     assert answer.value.status == 403
     assert "CSRF" in page.content()
+    served.shot("refused-without-csrf")
     # another page on 127.0.0.1 (another port: the cookie goes along, SameSite counts no ports) posts the form,
     # even with the right token (as if it had leaked): its Origin is refused
     csrf = served.page.context.request.get(f"{served.base}/").text().split('name="csrf" value="')[1].split('"')[0]
@@ -104,7 +109,9 @@ def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused(
         page.get_by_role("button", name="go").click()
     assert answer.value.status == 403
     # a name that resolves to 127.0.0.1 (DNS rebinding): the page refuses its Host
+    served.shot("refused-from-another-origin")
     assert page.goto(f"http://evil.test:{served.port}/").status == 421
+    served.shot("refused-foreign-host")
     assert Store(project).load().cards[0].status == "pending" and Store(project).load().approvals == []
 
 
@@ -146,7 +153,6 @@ def test_the_cards_read_on_a_laptop_and_a_phone(served: Served, project: str) ->
 def test_the_browser_opened_on_the_launch_file_is_signed_in(served: Served, project: str) -> None:
     """`rsk ui` starts the browser on a 0600 file, never on the link: the file's redirect signs it in."""
     from rsk.ui.server import launch_file, write_launch_file
-    from tests.ui_serve import serving
 
     file_card(project, "c-f11e00000001")
     with serving() as fresh:
@@ -156,6 +162,7 @@ def test_the_browser_opened_on_the_launch_file_is_signed_in(served: Served, proj
         page.wait_for_url(f"{fresh.base}/", timeout=10_000)
         assert page.locator("#card-c-f11e00000001").is_visible()
         assert not launch_file(fresh.port).exists()  # spent
+        shot(page, "signed-in-from-the-launch-file")
         page.context.close()
 
 
@@ -173,3 +180,32 @@ def test_a_link_from_another_site_opens_the_card_signed_in(
     page.wait_for_url(f"{served.base}/#card-{card.id}", timeout=10_000)  # the fragment kept (ui.js sets it back)
     page.locator(f"#card-{card.id}").wait_for(timeout=10_000)
     assert page.title() == "(1) rsk: Cards"
+    served.shot("opened-from-another-site")
+
+
+def test_read_only_shows_the_cards_and_refuses_an_act_even_with_the_sessions_token(
+    served: Served, project: str
+) -> None:
+    """A wall screen: every card, no form; a POST from the page itself with its session's own CSRF token is
+    refused as well, and nothing is decided."""
+    card = file_card(project, "c-4ead00000001", argv=["python", "train.py"])
+    with serving(read_only=True) as wall:
+        page = sign_in(served.page.context.browser, wall)
+        page.locator(f"#card-{card.id}").wait_for()
+        assert "Read-only" in page.locator(".readonly").inner_text()
+        assert page.locator("form, button").count() == 0
+        assert "python" in page.locator(f"#card-{card.id}").inner_text()
+        shot(page, "cards-read-only")
+        (session,) = wall.ui.guard.sessions.values()
+        form = {"csrf": session.csrf, "project": project, "plan_hash": card.plan_hash, "uses": "1"}
+        status = page.evaluate(
+            "async ([url, form]) => (await fetch(url, {method: 'POST', body: new URLSearchParams(form)})).status",
+            [f"{wall.base}/cards/{card.id}/approve", form],
+        )
+        assert status == 403
+        for path in ("budgets", "board", "gpus"):
+            page.goto(f"{wall.base}/{path}")
+            assert page.locator("h1").inner_text().lower() == path and page.locator("form, button").count() == 0
+        page.context.close()
+    ledger = Store(project).load()
+    assert ledger.cards[0].status == "pending" and ledger.approvals == []

@@ -77,6 +77,56 @@ def test_approve_in_the_page_runs_the_agents_job_and_the_board_follows_it(
     shot(page, "lab-gpus")
 
 
+def test_a_chain_and_a_workflow_show_their_shape_on_the_card_and_their_progress_on_the_board(
+    page_on_lab: tuple[Server, Any], project: str, tmp_path: Any
+) -> None:
+    server, page = page_on_lab
+    page.goto(f"{server.base}/")
+    chain = launch(project, "-r", "ui-chain", "--budget", "3", "--time", "1", "--signal-before", "0:30", "--mem",
+                   "100M", command=("sh", "-c", 'echo "link $RSK_LINK"; exit 0'))  # fmt: skip
+    assert chain.rc == Exit.PENDING, chain.err
+    tasks = tmp_path / "wf.jsonl"
+    tasks.write_text('{"key": "prep", "argv": ["echo", "prep"]}\n'
+                     '{"key": "train", "argv": ["echo", "train"], "needs": ["prep"]}\n')  # fmt: skip
+    flow = launch(project, "-r", "ui-flow", "--mem", "100M", "--time", "1", "--tasks", str(tasks), command=())
+    assert flow.rc == Exit.PENDING, flow.err
+    cards = [json.loads(r.out)["card_id"] for r in (chain, flow)]
+    chain_card, flow_card = (page.locator(f"#card-{c}") for c in cards)
+    chain_card.wait_for(timeout=8000)
+    flow_card.wait_for(timeout=8000)
+    text = chain_card.inner_text()
+    assert "chain: up to 3 links of 1 min (the last 1), at most 3 min of run time" in text, text
+    assert chain_card.locator("ol.links li").count() == 3
+    assert "workflow, 2 tasks in 2 levels" in flow_card.inner_text()
+    assert [li.inner_text() for li in flow_card.locator("ol.levels li").all()] == ["prep", "train"]
+    shot(page, "lab-cards-chain-and-workflow")
+    for card in cards:
+        waiting = _agent_waits(card)
+        page.locator(f"#card-{card}").get_by_role("button", name="Approve").click()
+        page.locator(".notice").wait_for()
+        _, err = waiting.communicate(timeout=200)
+        assert waiting.returncode == 0, err
+    for rid in ("ui-chain", "ui-flow"):  # the agent waits for the work itself
+        r = subprocess.run([*RSK, "wait", "--request-id", rid, "--target", "lab", "--project", project, "--timeout",
+                            "240", "--json"], capture_output=True, text=True, check=False,
+                           env={**os.environ, "PYTHONPATH": str(ROOT / "src")})  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+    page.goto(f"{server.base}/board")
+    kinds = page.locator("table.kinds")
+    kinds.locator("tr.chain", has_text="3 job(s)").wait_for(timeout=30_000)
+    assert "1 succeeded" in kinds.locator("tr.chain").inner_text()
+    assert "2 skipped" in kinds.locator("tr.chain").inner_text()
+    assert "2 succeeded" in kinds.locator("tr.workflow").inner_text()
+    chain_view = page.locator("details.batch", has_text="ui-chain")
+    assert "link 1/3, run time" in chain_view.locator("summary").inner_text()
+    flow_view = page.locator("details.batch", has_text="ui-flow")
+    assert [li.inner_text() for li in flow_view.locator("ul.levels li").all()] == [
+        "level 0: 1 task(s), 1 succeeded",
+        "level 1: 1 task(s), 1 succeeded",
+    ]
+    shot(page, "lab-board-chain-and-workflow")
+
+
 def test_deny_in_the_page_stops_the_agents_wait_with_the_reason_and_budgets_show_a_charge(
     page_on_lab: tuple[Server, Any], project: str
 ) -> None:

@@ -183,6 +183,18 @@ SH
     [ "$(jfact gone ac)" = CANCELLED ]
 }
 
+@test "status writes no temporary file: Slurm's answers reach its join through a pipe, which no job can rewrite" {
+    submit ok arg=true
+    wait_file "$ROOT/runs/$PROJECT/ok/t0/ended"
+    # a file under TMPDIR (the account's, like every file a job can reach) would be a window in which a job
+    # of the account could rewrite what Slurm said: status must not need one
+    output=$({ shipped status; printf 'rsk-frame 2 %s\n' "$NONCE"; } | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" \
+        TMPDIR="$ROOT/no-such-dir" dash -c "$(cat "$PROGS/loader.sh")" rsk-status "$PROJECT" | sed "s/^@@$NONCE /@@/")
+    [ "$(printf '%s\n' "$output" | tail -n 1)" = "@@done rc=0" ]
+    [ "$(jfact ok rc)" = 0 ]
+    [ -n "$(jfact ok sq)" ] || [ -n "$(jfact ok elapsed)" ]
+}
+
 @test "the project lock serialises submits: each intent is followed by its own outcome" {
     run remote submit plan < <(request request_id=a arg=true)
     ha=$(plan_hash)

@@ -134,15 +134,31 @@ def test_deny_needs_a_reason_and_tells_it(project: str) -> None:
     assert c.status == "denied" and c.reason == "use the cpu partition" and "via ui" in (c.decided_by or "")
 
 
-def test_read_only_shows_cards_and_offers_no_acts(project: str) -> None:
+def test_read_only_shows_everything_and_offers_no_acts(project: str) -> None:
+    from rsk.ledger.grants import add_grant, add_rule
+    from rsk.ledger.models import DenyRule, Grant
+
     card = file_card(project)
-    _, client = _signed_in(read_only=True)
+    add_grant(Store(project), Grant(targets=["lab"], gpu_hours=10, note="the sweep"))
+    add_rule(Store(project), DenyRule(reason="no rm -rf", command="*rm -rf*"), "me")
+    ui, client = _signed_in(read_only=True)
     page = client.get("/").text
-    assert card.id in page and "<form" not in page and "Read-only" in page
-    r = client.post(f"/cards/{card.id}/approve", headers=ORIGIN,
-                    data={"csrf": "x", "project": project, "plan_hash": card.plan_hash})  # fmt: skip
-    assert r.status_code == 403
-    assert Store(project).load().cards[0].status == "pending"
+    assert card.id in page and card.plan_hash in page and "Read-only" in page
+    assert "<form" not in page and "<button" not in page and 'name="csrf"' not in page
+    budgets = client.get("/budgets").text
+    assert "the sweep" in budgets and "no rm -rf" in budgets and "<form" not in budgets
+    for path in ("/board", "/gpus", "/?part=1", "/budgets?part=1"):
+        r = client.get(path)
+        assert r.status_code == 200 and "<form" not in r.text, path
+    # the session's own CSRF token, from the page's own origin: still no act (read-only is not a missing form)
+    (session,) = ui.guard.sessions.values()
+    for verb, extra in (("approve", {"uses": "1"}), ("deny", {"reason": "no"})):
+        form = {"csrf": session.csrf, "project": project, "plan_hash": card.plan_hash, **extra}
+        r = client.post(f"/cards/{card.id}/{verb}", headers=ORIGIN, data=form)
+        assert r.status_code == 403 and "Read-only" in r.text, r.text
+    ledger = Store(project).load()
+    assert ledger.cards[0].status == "pending" and ledger.approvals == []
+    assert [e.event for e in Store(project).read_audit()].count("approve") == 0
 
 
 def test_agent_text_is_escaped_and_made_inert(project: str) -> None:

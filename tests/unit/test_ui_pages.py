@@ -3,8 +3,6 @@ workflow card shows its graph by levels."""
 
 from __future__ import annotations
 
-import pytest
-
 from rsk.ledger.models import CardTask
 from rsk.ledger.store import Store
 from rsk.ui import pages
@@ -90,10 +88,6 @@ def test_gpu_holders_named_by_jobs_are_text() -> None:
 
 
 def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
-    from rsk.ledger.models import CardPlan
-
-    if "budget_min" not in CardPlan.model_fields:
-        pytest.skip("this ledger has no chains")
     links = [CardTask(key=f"link-{i}", argv=["python", "train.py", "--resume"], env=["CKPT=/ckpt"], nodes=1, cpus=1,
                       mem_mb=1, gpus=1, time_min=t) for i, t in enumerate([60, 60, 30])]  # fmt: skip
     card = file_card(project, tasks=links)
@@ -102,6 +96,41 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
     html = pages.card_facts(Store(project).load().cards[0])
     assert "chain: up to 3 links of 60 min (the last 30), at most 150 min" in html and card.id
     assert html.count("<li>60 min</li>") == 2 and "CKPT=/ckpt" in html and "<table" not in html
+    assert "extends" not in html and '<code class="word">--resume</code>' in html
+    # `rsk extend`: the card says which chain its links go on after (the chain's name is the agent's text)
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"chain_of": "run-7<b>"})
+    html = pages.card_facts(Store(project).load().cards[0])
+    assert "<dt>extends</dt><dd>chain <code>run-7&lt;b&gt;</code>: these links go on after its last" in html
+
+
+def test_the_board_names_batches_workflows_chains_and_leases_with_their_states() -> None:
+    from rsk.ops.status import JobState, Status
+    from rsk.ops.watcher import Snapshot
+
+    def job(rid: str, job_id: str, state: str, **kw: object) -> JobState:
+        return JobState(request_id=rid, task=kw.pop("task", None), job_id=job_id, state=state, exit_code=None,  # type: ignore[arg-type]
+                        signal=None, elapsed_s=600, limit_s=3600, where="n1", submitted="", **kw)  # type: ignore[arg-type]  # fmt: skip
+
+    jobs = [
+        job("sweep", "10_0", "succeeded", task="s0"), job("sweep", "10_1", "running", task="s1"),
+        job("wf", "11_0", "succeeded", task="prep"), job("wf", "11_1", "pending", task="train", needs=["prep"]),
+        job("run-7", "12", "stopped", task="link1", link="1/3"),
+        job("run-7", "13", "running", task="link2", link="2/3"),
+        job("run-7", "14", "pending", task="link3", link="3/3"),
+        job("hold", "15", "running", lease="gpus"), job("step-1", "15s1", "succeeded", lease="gpus"),
+        job("one", "16", "failed"),
+    ]  # fmt: skip
+    snap = Snapshot([Status(target="lab", project="p", slurm="up", at="now", jobs=jobs)], {}, 5.0)
+    html = pages.board_section([("p", snap)], "", 0.0)
+    kinds = html[html.index('<table class="kinds">') : html.index("</table>")]
+    for label, n in (("1 batch", 2), ("1 workflow", 2), ("1 chain", 3), ("1 lease", 2), ("1 single job", 1),
+                     ("in all", 10)):  # fmt: skip
+        assert f"<th>{label}</th><td>{n} job(s)</td>" in kinds, label
+    assert '<tr class="kind chain"><th>1 chain</th><td>3 job(s)</td><td><span class="badge pending">1 pending' in kinds
+    assert "link 2/3, run time 0:30:00 / 3:00:00" in html  # how far the chain got, of its budget
+    for kind, rid in (("batch", "sweep"), ("workflow", "wf"), ("chain", "run-7"), ("lease", "lease gpus")):
+        assert f'<span class="kind">{kind}</span> <code>{rid}</code>' in html
 
 
 def test_the_board_counts_a_workflows_levels_and_escapes_what_jobs_name() -> None:

@@ -17,6 +17,17 @@ class BatchView:
     jobs: list[JobState] = field(default_factory=list)
 
     @property
+    def kind(self) -> str:
+        """What the request is: "lease" (its job and its steps), "chain", "workflow", "batch" or "job"."""
+        if self.request_id.startswith("lease "):
+            return "lease"
+        if any(j.link for j in self.jobs):
+            return "chain"
+        if any(j.needs for j in self.jobs):
+            return "workflow"
+        return "batch" if len(self.jobs) > 1 or any(j.task for j in self.jobs) else "job"
+
+    @property
     def counts(self) -> Counter[str]:
         return Counter(j.state for j in self.jobs)
 

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 from rsk.local.inert import inert
 from rsk.ops.board import BatchView, batches, duration
 from rsk.ui.html import Markup, agent, el, join
+from rsk.wire.states import FINAL
 
 if TYPE_CHECKING:  # names only: the parts are pure and stand low in the import tree
     from rsk.ledger.grants import GrantView
@@ -61,16 +62,19 @@ def card_facts(card: Card) -> Markup:
         _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
-    budget = getattr(p, "budget_min", None)  # a chain: the run time its links share (its tasks are the links)
-    chain = p.tasks if budget is not None and p.tasks else []
+    chain = p.tasks if p.budget_min is not None and p.tasks else []  # a chain: its tasks are its links
     env = chain[0].env if chain else p.env  # a chain's links carry the environment
     if chain:
+        run = sum(t.time_min for t in chain)  # the links' own limits: the cluster checked they fit the budget
         rows[-1] = _row(
             "kind",
             f"chain: up to {p.jobs} links of {chain[0].time_min} min (the last {chain[-1].time_min}), at most "
-            f"{budget} min of run time in all; a link goes on when the command exits 75 or is signalled before "
+            f"{run} min of run time in all; a link goes on when the command exits 75 or is signalled before "
             "its limit",
         )
+        if p.chain_of:
+            rows.append(_row("extends", "chain ", el("code", {}, agent(p.chain_of)),
+                             ": these links go on after its last, in its work directory"))  # fmt: skip
         rows.append(_row("command", _argv(chain[0].argv)))
         rows.append(_row("links", el("ol", {"class": "links"}, [el("li", {}, f"{t.time_min} min") for t in chain])))
         graph = {}
@@ -127,7 +131,7 @@ def card_facts(card: Card) -> Markup:
         _row(
             "worst case",
             el("strong", {}, f"{p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h"),
-            f" for {p.jobs} jobs (a batch; 'per job' is its largest task)" if p.jobs > 1 else None,
+            f" for {p.jobs} jobs (every task for its whole limit; 'per job' is the largest)" if p.jobs > 1 else None,
         ),
         _row(
             "env",
@@ -397,12 +401,9 @@ def budgets_section(views: list[BudgetView]) -> Markup:
     return join(parts) if parts else el("p", {"class": "empty"}, "No project has a ledger here yet.")
 
 
-DONE = ("succeeded", "failed", "cancelled", "timed-out", "lost")
-
-
 def _batch(project: str, view: BatchView) -> Markup:
     total = len(view.jobs)
-    done = sum(view.counts.get(s, 0) for s in DONE)
+    done = sum(view.counts.get(s, 0) for s in FINAL)  # a chain's skipped links ended too
     counts = ", ".join(f"{n} {s}" for s, n in sorted(view.counts.items()))
     rows = [
         el(
@@ -441,9 +442,12 @@ def _batch(project: str, view: BatchView) -> Markup:
         el(
             "summary",
             {},
+            el("span", {"class": "kind"}, view.kind),
+            " ",
             el("code", {}, agent(view.request_id)),
             f" {project} on {view.target}: {total} job(s), ",
             counts,
+            [", ", view.chain] if view.chain else None,
             el(
                 "span",
                 {"class": "bar small", "role": "img", "aria-label": f"{done} of {total} ended"},
@@ -452,8 +456,8 @@ def _batch(project: str, view: BatchView) -> Markup:
             f" {view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved",
         ),
         el(  # a workflow: what each level has done
-            "ol",
-            {"class": "levels", "start": "0"},
+            "ul",
+            {"class": "levels"},
             [
                 el(
                     "li",
@@ -463,7 +467,7 @@ def _batch(project: str, view: BatchView) -> Markup:
                 for i, lv in enumerate(view.levels)
             ],
         )
-        if view.levels
+        if view.levels and not view.chain
         else None,
         el(
             "div",
@@ -497,23 +501,44 @@ def board_section(snaps: list[tuple[str, Snapshot]] | None, error: str, wall: fl
     views: list[tuple[str, BatchView]] = []
     for project, snap in snaps:
         for st in snap.statuses:
-            for s, n in st.counts.items():
-                counts[s] = counts.get(s, 0) + n
             parts += [el("p", {"class": "error"}, f"{st.target}: WARNING: ", agent(w)) for w in st.warnings]
             if st.slurm == "down":
                 parts.append(el("p", {"class": "warn"}, f"{st.target}: Slurm controller not answering"))
         parts += [el("p", {"class": "warn"}, f"{t}: STALE: ", why) for t, why in snap.stale.items()]
         views += [(project, v) for v in batches(snap.statuses)]
-    parts.insert(
-        1,
-        el(
-            "p",
-            {"class": "counts"},
-            [el("span", {"class": f"badge {s}"}, f"{n} {s}") for s, n in sorted(counts.items())],
-        ),
-    )
+    for _, v in views:
+        for s, n in v.counts.items():
+            counts[s] = counts.get(s, 0) + n
+    parts.insert(1, _kinds(views, counts) if views else None)
     parts += [_batch(pr, v) for pr, v in reversed(views)] or [el("p", {"class": "empty"}, "No rsk jobs yet.")]
     return join(parts)
+
+
+KINDS = (("batch", "batch", "batches"), ("workflow", "workflow", "workflows"), ("chain", "chain", "chains"),
+         ("lease", "lease", "leases"), ("job", "single job", "single jobs"))  # fmt: skip
+
+
+def _states(counts: dict[str, int]) -> list[Markup]:
+    return [el("span", {"class": f"badge {s}"}, f"{n} {s}") for s, n in sorted(counts.items())]
+
+
+def _kinds(views: list[tuple[str, BatchView]], counts: dict[str, int]) -> Markup:
+    """How many batches, workflows, chains, leases and single jobs there are, and their jobs' states."""
+    rows = []
+    for kind, one, many in KINDS:
+        mine = [v for _, v in views if v.kind == kind]
+        if not mine:
+            continue
+        states: dict[str, int] = {}
+        for v in mine:
+            for s, n in v.counts.items():
+                states[s] = states.get(s, 0) + n
+        jobs = sum(states.values())
+        rows.append(el("tr", {"class": f"kind {kind}"}, el("th", {}, f"{len(mine)} {one if len(mine) == 1 else many}"),
+                       el("td", {}, f"{jobs} job(s)"), el("td", {}, _states(states))))  # fmt: skip
+    total = el("tr", {"class": "kind all"}, el("th", {}, "in all"), el("td", {}, f"{sum(counts.values())} job(s)"),
+               el("td", {}, _states(counts)))  # fmt: skip
+    return el("div", {"class": "scroll"}, el("table", {"class": "kinds"}, rows, total))
 
 
 def gpus_section(invs: list[GpuInventory] | None, error: str) -> Markup:
