@@ -177,3 +177,23 @@ def test_a_chain_among_other_tasks_or_with_needs_is_refused_with_the_way_to_run_
     assert "is a chain" in err and "rsk wait --request-id" in err
     tasks.write_text(json.dumps(chain) + "\n")
     assert "on its line" in refused(["launch", "--tasks", str(tasks), "--budget", "4:00:00"], project, rsk_env)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["fetch", "--request-id", "r1", "--result", "--json"], "--request-id"),
+        (["fetch", "--result", "--json"], "JOB"),
+        (["nosuch", "--json"], "nosuch"),
+        (["launch", "--gpus", "many", "--json", "--", "true"], "--gpus"),
+    ],
+)
+def test_a_refused_argv_answers_json_on_stdout_when_asked(
+    args: list[str], says: str, rsk_env: Path, project: str
+) -> None:
+    r = rsk(*args)
+    assert r.rc == Exit.USAGE, (r.rc, r.out, r.err)
+    doc = json.loads(r.out)  # an agent that guessed an option still reads one JSON document
+    assert doc["error"] == "usage" and doc["exit_code"] == Exit.USAGE and says in doc["message"], doc
+    assert "--help" in doc["hint"] and "Traceback" not in r.err
+    assert not (rsk_env / "projects" / project).exists()
