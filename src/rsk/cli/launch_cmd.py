@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
         help=help_for(
             "extend",
             "Example: rsk extend --request-id run-7 --budget 5-00:00:00. Only a chain that stopped short of success "
-            "(yielded, time limit, budget spent) goes on; only the extra run time is planned and decided (a card "
+            "(yielded, time limit, budget spent) or was cancelled goes on; only the extra run time is planned and "
+            "decided (a card "
             "unless a grant covers it). The new links share the chain's RSK_WORK_DIR and go on numbering it.",
         ),
     )(extend)
@@ -302,10 +303,10 @@ def extend(
     from rsk.ops.launch import requester
     from rsk.ops.retry import extend as do_extend
     from rsk.request.chain import MAX_LINKS
-    from rsk.request.units import parse_time
+    from rsk.request.units import parse_seconds
 
     result = do_extend(resolve_target(target), resolve_project(project), check_token("request id", request_id),
-                       budget_min=parse_time(budget), request_id=None, requester=requester(),
+                       budget_min=parse_seconds(budget) // 60, request_id=None, requester=requester(),
                        max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out))  # fmt: skip
     _print_result(result, json_out, verbose)
 

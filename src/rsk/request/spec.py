@@ -142,7 +142,10 @@ def _chain(spec: LaunchSpec) -> dict[str, object]:
     if spec.time is None:
         raise UsageError("a chain needs --time: each link's time limit (a chain's task line: its \"time\")",
                          "e.g. --budget 3-00:00:00 --time 16:00:00")  # fmt: skip
-    budget_min, time_min = parse_time(spec.budget or ""), parse_time(spec.time)
+    # a budget never grows: rounded down to whole minutes (a link's limit, as any time limit, rounds up)
+    budget_min, time_min = parse_seconds(spec.budget or "") // 60, parse_time(spec.time)
     signal_s = parse_seconds(spec.signal_before) if spec.signal_before else default_signal_s(time_min)
     tasks = chain_tasks(list(spec.argv), list(spec.env), budget_min, time_min, signal_s, spec.max_links or 100)
-    return {"tasks": tasks, "argv": [], "env": [], "time_min": None, "budget_min": budget_min, "signal_s": signal_s}
+    # the plan binds what the links add up to: a rest too short to be told before its limit is left out
+    run = sum(t.time_min or 0 for t in tasks)
+    return {"tasks": tasks, "argv": [], "env": [], "time_min": None, "budget_min": run, "signal_s": signal_s}
