@@ -5,6 +5,7 @@ refused; the cards read at 1280x800 and at 390x844. Screenshots go to $RSK_UI_SH
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,53 @@ def test_read_only_shows_the_cards_and_refuses_an_act_even_with_the_sessions_tok
         page.context.close()
     ledger = Store(project).load()
     assert ledger.cards[0].status == "pending" and ledger.approvals == []
+
+
+def test_dark_or_light_follows_the_systems_setting(served: Served, project: str) -> None:
+    file_card(project, "c-da4c00000001", argv=["python", "train.py"])
+    browser = served.page.context.browser
+    seen = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(color_scheme=scheme, viewport={"width": 1280, "height": 800})
+        context.add_cookies(served.page.context.cookies())  # the same session
+        page = context.new_page()
+        page.goto(f"{served.base}/")
+        page.locator("#card-c-da4c00000001").wait_for()
+        seen[scheme] = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        shot(page, f"cards-{scheme}")
+        context.close()
+    assert seen == {"light": "rgb(255, 255, 255)", "dark": "rgb(15, 19, 23)"}
+
+
+def test_the_live_part_is_asked_at_most_every_2_s_and_not_while_the_tab_is_hidden(served: Served, project: str) -> None:
+    """The page's own clock, driven by the test (Playwright's clock): no sleeps, no timing."""
+    context = served.page.context.browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies(served.page.context.cookies())
+    page = context.new_page()
+    start = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+    page.clock.install(time=start)
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "part=1" in r.url else None)
+    page.goto(f"{served.base}/board")
+    with page.expect_response("**/board?part=1"):  # the clock stops a minute on: the first ask fell due
+        page.clock.pause_at(start + timedelta(minutes=1))
+
+    def hidden(value: bool) -> None:
+        page.evaluate("h => { Object.defineProperty(document, 'hidden', {value: h, configurable: true});"
+                      " document.dispatchEvent(new Event('visibilitychange')); }", value)  # fmt: skip
+
+    assert len(asked) == 1
+    page.clock.run_for(1999)  # the next waits 2 s after the answer
+    page.evaluate("1")  # a round trip: any request the page made has been seen
+    assert len(asked) == 1
+    with page.expect_response("**/board?part=1"):
+        page.clock.run_for(1)
+    hidden(True)
+    page.clock.run_for(60_000)  # a minute in a hidden tab: nothing asked
+    page.evaluate("1")
+    assert len(asked) == 2
+    with page.expect_response("**/board?part=1"):  # shown again: asked at once
+        hidden(False)
+    assert len(asked) == 3
+    shot(page, "board-live")
+    context.close()
