@@ -60,8 +60,8 @@ slurm_name() { # slurm_name KEY: sets RSK_V to a partition/account/qos name or "
     case $RSK_V in *[!A-Za-z0-9._-]* | -*) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 '$RSK_V' is not a valid name" ;; esac
 }
 
-# the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's path), and those that choose which
-# GPUs a job sees (Slurm sets them). Read by env_name_ok (plan time) and rsk_export (the job script).
+# the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's), those that choose which GPUs a job
+# sees (Slurm sets them). Read by env_name_ok and rsk_export; rsk.request.inputs holds the list word for word.
 RESERVED_ENV='SLURM_* SLURMD_* SBATCH_* SALLOC_* SRUN_* RSK_* rsk_* PATH CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL ZE_AFFINITY_MASK'
 
 env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of RESERVED_ENV
