@@ -74,11 +74,10 @@ rsk_trust_commands() {
     [ ! -w / ] || return 0 # an account that can write / can write everything: nothing to tell apart
     for rsk_c in $RSK_TRUSTED; do
         rsk_which "$rsk_c" || continue
-        rsk_p=$RSK_P
-        case $rsk_p in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($rsk_p)" ;; esac
-        if [ -w "$rsk_p" ] || [ -w "${rsk_p%/*}/" ]; then
+        case $RSK_P in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($RSK_P)" ;; esac
+        if [ -w "$RSK_P" ] || [ -w "${RSK_P%/*}/" ]; then
             rsk_fail "$RSK_E_MISSING" untrusted-command \
-                "'$rsk_c' resolves to $rsk_p, which this account can write: a job could answer for it"
+                "'$rsk_c' resolves to $RSK_P, which this account can write: a job could answer for it"
         fi
     done
 }

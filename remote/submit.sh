@@ -60,8 +60,8 @@ slurm_name() { # slurm_name KEY: sets RSK_V to a partition/account/qos name or "
     case $RSK_V in *[!A-Za-z0-9._-]* | -*) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 '$RSK_V' is not a valid name" ;; esac
 }
 
-# the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's path), and those that choose which
-# GPUs a job sees (Slurm sets them). Read by env_name_ok (plan time) and rsk_export (the job script).
+# the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's), those that choose which GPUs a job
+# sees (Slurm sets them). Read by env_name_ok and rsk_export; rsk.request.inputs holds the list word for word.
 RESERVED_ENV='SLURM_* SLURMD_* SBATCH_* SALLOC_* SRUN_* RSK_* rsk_* PATH CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL ZE_AFFINITY_MASK'
 
 env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of RESERVED_ENV
@@ -819,6 +819,7 @@ EOT
         return 0
     fi
     check_lease
+    clear_markers
     if [ -n "$LEASE" ]; then
         queue_steps
         emit_accepted 0
@@ -832,7 +833,6 @@ EOT
         rsk_journal_write "$PROJECT" || true
         rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
     fi
-    clear_markers
     jlines intent "$PLAN_HASH" "$TODO" ''
     # no intent on disk, no sbatch: what was never journaled must never run
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
@@ -850,7 +850,7 @@ make_dirs() { # the journal's directory and every task's run directory, in one m
     mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
 }
 
-clear_markers() { # the run markers an earlier attempt left in the directories of the tasks to do, in one rm
+clear_markers() { # the markers an earlier attempt left in the run directories of the tasks to do (no job), in one rm
     set --
     for rsk_i in $TODO; do
         for rsk_f in "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; do if [ -e "$rsk_f" ] || [ -h "$rsk_f" ]; then set -- "$@" "$rsk_f"; fi; done
@@ -875,7 +875,7 @@ write_lease_file() {
 # queue_steps: each task to do becomes a queue entry of the lease (under the project lock): the intent journaled,
 # its script (q/SEQ.sh), its line (q/SEQ.step, the commit point), the outcome journaled
 queue_steps() {
-    mkdir -p "$RUN_DIR" "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
+    mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
     rsk_block_start
     jlines intent "$PLAN_HASH" "$TODO" ''
     # no intent on disk, no queue entry: what was never journaled must never run
@@ -894,7 +894,6 @@ queue_steps() {
         set -- $(printf '%s\n' "$TASKOUT" | awk -v i="$rsk_i" '$1 == "S" && $2 == i { print $3, $4, $5, $6, $7 }')
         set_shape "$@"
         JOB=$(job_text "$rsk_i" "$rsk_sid")
-        mkdir -p "$RUN_DIR/t$rsk_i" && rm -f "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"
         { printf '%s\n' "$JOB" >"$LDIR/q/$rsk_sn.sh.tmp" && mv "$LDIR/q/$rsk_sn.sh.tmp" "$LDIR/q/$rsk_sn.sh" \
             && printf 'seq=%s job=%s rid=%s idx=%s task=%s plan=%s gpus=%s cpus=%s mem=%s time=%s\n' "$rsk_sn" "$rsk_sid" \
                 "$RID" "$rsk_i" "$(task_key "$rsk_i")" "$PLAN_HASH" "$GPUS" "$CPUS" "$MEM_MB" "$TIME_MIN" >"$LDIR/q/$rsk_sn.step.tmp" \

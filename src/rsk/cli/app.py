@@ -128,9 +128,24 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write("aborted\n")
         raise SystemExit(int(Exit.INTERRUPTED)) from None
     except typer.TyperException as exc:  # usage errors: unknown command, bad option or value (exit 2)
+        if want_json:  # an agent that guessed an option reads the refusal where it reads every answer
+            from rsk.cli.common import print_json
+
+            print_json(_usage_json(exc))
         show = getattr(exc, "show", None)
         if callable(show):
             show()
         else:
             sys.stderr.write(f"error: {exc}\n")
         raise SystemExit(int(getattr(exc, "exit_code", Exit.USAGE))) from None
+
+
+def _usage_json(exc: Exception) -> dict[str, object]:
+    """Click's refusal of an argv as rsk's error document: the same keys every other error has."""
+    from rsk.errors import UsageError
+
+    fmt = getattr(exc, "format_message", None)
+    message = str(fmt() if callable(fmt) else exc)
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", "") or "rsk"
+    return UsageError(message, f"{path} --help shows its options").to_json()

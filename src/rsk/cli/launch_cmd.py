@@ -86,7 +86,9 @@ def launch(
     nodes: Annotated[int | None, typer.Option(min=1, help="Nodes (default 1).")] = None,
     cpus: Annotated[int | None, typer.Option(min=1, help="CPUs per node (default 1).")] = None,
     mem: Annotated[str | None, typer.Option(help="Memory per node: 4096, 512M, 16G (default: policy's).")] = None,
-    time: Annotated[str | None, typer.Option("--time", help="Time limit: 30, 2:00:00, 1-00:00:00.")] = None,
+    time: Annotated[
+        str | None, typer.Option("--time", help="Time limit, Slurm's form: 30 (min), 10:00 (M:S), 2:00:00, 1-00:00:00.")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Job name (A-Z a-z 0-9 . _ -).")] = None,
     workdir: Annotated[str | None, typer.Option(help="Working directory on the cluster (absolute or ~/..).")] = None,
     path: Annotated[
@@ -143,7 +145,11 @@ def launch(
     ] = None,
     signal_before: Annotated[
         str | None,
-        typer.Option("--signal-before", help="A chain: SIGUSR1 this long before each link's limit (10:00 = 10 min)."),
+        typer.Option(
+            "--signal-before",
+            help="A chain: SIGUSR1 this long before each link's limit, in Slurm's form (10:00 = 10 min, 0:30 = 30 s, "
+            "a bare 30 = 30 min). Default: 10 min, or half a link under 20 min. Slurm may signal up to a minute early.",
+        ),
     ] = None,
     max_links: Annotated[
         int | None, typer.Option("--max-links", min=1, help="A chain: refuse a budget that needs more links.")
