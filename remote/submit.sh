@@ -7,7 +7,7 @@ usage() {
 }
 
 # request: the scalar keys as " key=VALUE " words in Q (wire values hold no spaces); env, arg, the task lines: lists
-SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 '
+SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
@@ -126,6 +126,11 @@ resolve() {
     fi
     qdec chain_of; CHAIN_OF=$RSK_V
     num link0 link0 0; LINK0=$RSK_V
+    qdec attempt_of; ATTEMPT_OF=$RSK_V
+    if [ -n "$ATTEMPT_OF" ]; then # `rsk retry`: an attempt B.aN runs again in B's work directory
+        rsk_need_token attempt-of "$ATTEMPT_OF"
+        case $RID in "$ATTEMPT_OF".a[1-9]*) ;; *) rsk_fail "$RSK_E_USAGE" bad-attempt "an attempt of $ATTEMPT_OF is named $ATTEMPT_OF.aN" ;; esac
+    fi
     if [ -n "$CHAIN_OF" ]; then # an extension: its links go on from the chain's, in the chain's work directory
         rsk_need_token chain-of "$CHAIN_OF"
         [ -n "$BUDGET_MIN" ] || rsk_fail "$RSK_E_USAGE" bad-chain "only a chain extends a chain"
@@ -355,6 +360,7 @@ build_plan() {
         nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
     [ -z "$BUDGET_MIN" ] || plan_put budget_min "$BUDGET_MIN" signal_s "$SIGNAL_S"
     [ -z "$CHAIN_OF" ] || plan_put chain_of "$CHAIN_OF" link0 "$LINK0"
+    [ -z "$ATTEMPT_OF" ] || plan_put attempt_of "$ATTEMPT_OF"
     if [ -n "$LEASE_OPEN" ]; then
         plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
     elif [ -n "$LEASE" ]; then
@@ -607,6 +613,8 @@ job_text() {
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
+    # the request's work directory: a chain's links share the chain's, a retry's attempt the batch's
+    printf 'rsk_work=%s\n' "$(rsk_sq "$RSK_ROOT/runs/$PROJECT/${CHAIN_OF:-${ATTEMPT_OF:-$RID}}/work")"
     [ -z "$BUDGET_MIN" ] || printf 'rsk_links=%s\nrsk_budget=%s\nrsk_link0=%s\nrsk_chain=%s\n' "$NT" \
         "$((BUDGET_MIN * 60))" "$LINK0" "$(rsk_sq "$RSK_ROOT/runs/$PROJECT/${CHAIN_OF:-$RID}")"
     printf '%s\n' "$RSK_WRAPPER"
