@@ -1,12 +1,7 @@
 # shellcheck shell=sh
-# rsk cancel: cancel jobs this project launched through rsk, and only those.
-#   cancel PROJECT job JOBID | rid REQUEST_ID | batch REQUEST_ID
-#   stdin after the frame: an optional "held JOB:RID,..." line, the jobs rsk's ledger holds
-# A job qualifies when rsk's ledger holds it (found by id, whatever name the job gave itself), or when
-# the journal accepted it for this project AND the live Slurm job with that id still carries the rsk
-# identity (rsk:PROJECT:RID) in its name: a bare job id that Slurm reused is never touched. Ids and
-# request ids are compared as whole strings. Prints one @@cancel line per job:
-# result=cancelled|finished|not-ours|failed.
+# rsk cancel PROJECT job JOBID | rid REQUEST_ID | batch REQUEST_ID (stdin: an optional "held" line): cancels a job
+# the ledger holds (by id, whatever its name), or one the journal accepted for this project while Slurm's job of
+# that id still carries its identity rsk:PROJECT:RID; a reused job id is never touched (docs/protocol.md).
 
 main() {
     rsk_start
@@ -63,10 +58,9 @@ EOT
 }
 
 cancel_job() { # sets result for one Slurm job
-    name=$(printf '%s\n' "$RSK_SQ" | awk -v j="$job" "$RSK_AWK"'{ sq($0) } SQ_ID == j && active(SQ_STATE) { print SQ_NAME; exit }')
-    if [ -z "$name" ]; then
+    if ! rsk_sq_job "$job" || ! rsk_is_active "$SQ_STATE"; then
         result=finished
-    elif [ "$name" != "rsk:$project:$rid" ] && ! rsk_is_held "$job:$rid"; then
+    elif [ "$SQ_NAME" != "rsk:$project:$rid" ] && ! rsk_is_held "$job:$rid"; then
         result=not-ours
     elif scancel "$job" 2>/dev/null; then
         result=cancelled

@@ -1,12 +1,6 @@
 # shellcheck shell=sh
-# rsk code: a project's code snapshots, content-addressed, under $RSK_ROOT/code/PROJECT/.
-#   code need PROJECT DIGEST  < MANIFEST end         which blobs are missing (@@N need sha=S); when none
-#                                                    is, the snapshot is built and @@N ready dir=D
-#   code put PROJECT DIGEST   < MANIFEST end TAR      store the blobs (a tar of files named by their sha256,
-#                                                    each checked on arrival), build, @@N ready dir=D
-# MANIFEST: "SHA256 MODE PATH" lines (MODE 644 or 755; PATH relative, of A-Z a-z 0-9 . _ / + @ : , -),
-# sorted by path; DIGEST is its sha256. A snapshot is built once, from verified blobs, and checked against
-# DIGEST; a job runs in its own copy and checks that copy against the manifest before it starts.
+# rsk code need|put PROJECT DIGEST (stdin: the manifest, "end", for put a tar of blobs): a project's code snapshots,
+# content-addressed under $RSK_ROOT/code/PROJECT/, built once from verified blobs (docs/protocol.md, "Code up").
 
 read_manifest() { # reads the manifest lines up to "end" into MANIFEST (checked line by line)
     MANIFEST=''
@@ -40,8 +34,8 @@ build() { # the snapshot from blobs, once; its manifest must hash to DIGEST
             || exit 1
     done || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_ROOT" root-unwritable "cannot build the snapshot (a full disk?)"; }
     printf '%s' "$MANIFEST" >"$rsk_tmp/.rsk-manifest"
-    [ "$(rsk_sha256 <"$rsk_tmp/.rsk-manifest")" = "$DIGEST" ] \
-        || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest does not hash to $DIGEST"; }
+    rsk_hash_file "$rsk_tmp/.rsk-manifest"
+    [ "$RSK_H" = "$DIGEST" ] || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest does not hash to $DIGEST"; }
     mv "$rsk_tmp" "$SNAP" 2>/dev/null || rm -rf "$rsk_tmp" # another call built it first: fine
     rsk_emit ready "dir=$SNAP"
 }
@@ -76,7 +70,8 @@ main() {
             # every blob is named by its content's sha256: anything else is dropped, never stored
             for f in "$rsk_in"/*; do
                 [ -f "$f" ] || continue
-                [ "$(rsk_sha256 <"$f")" = "${f##*/}" ] && mv "$f" "$AREA/blobs/${f##*/}"
+                rsk_hash_file "$f"
+                [ "$RSK_H" != "${f##*/}" ] || mv "$f" "$AREA/blobs/${f##*/}"
             done
             rm -rf "$rsk_in"
             [ -z "$(missing)" ] || rsk_fail "$RSK_E_USAGE" blobs-missing "some blobs did not arrive whole; send them again"

@@ -1,14 +1,8 @@
 # shellcheck shell=sh disable=SC2154  # rsk_ldir, rsk_lgpus, ... are set by the generated header
-# rsk lease controller: the payload of a lease's Slurm job (docs/leases.md). The job script that sbatch
-# receives is a header (the lease's directory and shape, srun's path, RSK_AWK), the job wrapper, kv.sh and
-# this file (RSK_CONTROLLER), and `rsk_main rsk_lease_supervise`: like the wrapper, it comes from Slurm's
-# own copy of the script, so no file under the remote root is ever run as the controller.
-#
-# The supervisor keeps one controller process alive for the life of the allocation; killed, it is
-# started again, and the new one finds everything from the lease directory: steps it started are
-# "run/SEQ.*" entries whose srun, started in a subshell of its own, writes run/SEQ.rc when it returns,
-# whoever is the controller by then. So a step is started at most once: claiming it (q/ -> run/) comes
-# before srun, and an entry already in run/ is never started again.
+# rsk lease controller: the payload of a lease's Slurm job, run from Slurm's copy of the job script (docs/leases.md).
+# The supervisor keeps one controller alive for the allocation; a new one finds everything in the lease directory.
+# A step starts at most once: claiming it (q/ -> run/) comes before srun, and an entry in run/ never starts again;
+# its srun, in a subshell of its own, writes run/SEQ.rc when it returns, whoever is the controller by then.
 
 rsk_lease_log() { printf 'rsk lease %s: %s %s\n' "$rsk_lease" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
 
@@ -73,13 +67,13 @@ rsk_ctl_journal() {
     ) 9>>"$rsk_root/journal/$rsk_project.lock"
 }
 
-rsk_step_read() { # rsk_step_read FILE: a queue entry's line (lib.sh, leases) as rsk_rid rsk_idx ... and rsk_sdir
+rsk_step_read() { # rsk_step_read FILE: a queue entry's line (lib.sh, leases) as rsk_rid, rsk_gpus ... and rsk_sdir
     [ -f "$1" ] || return 1
     rsk_line=''
     IFS= read -r rsk_line <"$1" || true
     rsk_get "$rsk_line" rid; rsk_rid=$RSK_F; rsk_get "$rsk_line" idx; rsk_idx=$RSK_F; rsk_get "$rsk_line" task; rsk_task=$RSK_F
     rsk_get "$rsk_line" plan; rsk_plan=$RSK_F; rsk_get "$rsk_line" job; rsk_job=$RSK_F; rsk_get "$rsk_line" time; rsk_time=$RSK_F
-    rsk_get "$rsk_line" gpus; rsk_g=$RSK_F; rsk_get "$rsk_line" cpus; rsk_c=$RSK_F; rsk_get "$rsk_line" mem; rsk_m=$RSK_F
+    rsk_get "$rsk_line" gpus; rsk_gpus=$RSK_F; rsk_get "$rsk_line" cpus; rsk_cpus=$RSK_F; rsk_get "$rsk_line" mem; rsk_mem=$RSK_F
     rsk_sdir="$rsk_root/runs/$rsk_project/$rsk_rid/t$rsk_idx"
 }
 
@@ -90,12 +84,12 @@ rsk_step_start() {
     mv "$rsk_ldir/q/$1.sh" "$rsk_ldir/run/$1.sh"
     rsk_step_read "$rsk_ldir/run/$1.step" || return 0
     rsk_s=$(rsk_stamp)
-    printf 'node=%s gpus=%s cpus=%s mem=%s start=%s end=%s job=%s\n' "$2" "$rsk_g" "$rsk_c" "$rsk_m" "$rsk_s" \
+    printf 'node=%s gpus=%s cpus=%s mem=%s start=%s end=%s job=%s\n' "$2" "$rsk_gpus" "$rsk_cpus" "$rsk_mem" "$rsk_s" \
         "$((rsk_s + $3 * 60))" "$rsk_me" >"$rsk_ldir/run/$1.at"
-    if [ "$rsk_g" -gt 0 ]; then rsk_gres="gpu:$rsk_g"; else rsk_gres=none; fi
+    if [ "$rsk_gpus" -gt 0 ]; then rsk_gres="gpu:$rsk_gpus"; else rsk_gres=none; fi
     # every step it starts is in the journal first, as the entry says (whoever wrote it: rsk status compares it
     # with what the ledger allowed); one it cannot journal does not start
-    rsk_jl="v=2 t=$(date -u +%Y-%m-%dT%H:%M:%SZ) ev=step-started rid=$rsk_rid plan=$rsk_plan idx=$rsk_idx task=$rsk_task job=$rsk_job lease=$rsk_lease seq=$1 node=$2 res=1,$rsk_c,$rsk_m,$rsk_g,$3"
+    rsk_jl="v=2 t=$(date -u +%Y-%m-%dT%H:%M:%SZ) ev=step-started rid=$rsk_rid plan=$rsk_plan idx=$rsk_idx task=$rsk_task job=$rsk_job lease=$rsk_lease seq=$1 node=$2 res=1,$rsk_cpus,$rsk_mem,$rsk_gpus,$3"
     case $rsk_jl in *[!A-Za-z0-9._:,=\ -]*) rsk_jl='' ;; esac # one line of words, as rsk writes them
     if [ -z "$rsk_jl" ] || ! rsk_ctl_journal "$rsk_jl"; then
         rsk_step_end "$1" journal-unwritable
@@ -105,14 +99,14 @@ rsk_step_start() {
     mkdir -p "$rsk_sdir"
     (
         rsk_src=0
-        "$rsk_srun" --nodes=1 --ntasks=1 --exact --nodelist="$2" --cpus-per-task="$rsk_c" --mem="$rsk_m" \
+        "$rsk_srun" --nodes=1 --ntasks=1 --exact --nodelist="$2" --cpus-per-task="$rsk_cpus" --mem="$rsk_mem" \
             --gres="$rsk_gres" --time="$3" --job-name="rsk:$rsk_project:$rsk_rid" \
             --output="$rsk_sdir/stdout" --error="$rsk_sdir/stderr" --input=none --kill-on-bad-exit=1 \
             sh -c "$(cat "$rsk_ldir/run/$1.sh")" </dev/null >/dev/null 2>>"$rsk_ldir/srun.err" || rsk_src=$?
         printf '%s\n' "$rsk_src" >"$rsk_ldir/run/$1.rc.tmp" && mv "$rsk_ldir/run/$1.rc.tmp" "$rsk_ldir/run/$1.rc"
     ) &
     printf '%s\n' "$!" >"$rsk_ldir/run/$1.pid"
-    rsk_lease_log "step $rsk_job ($rsk_rid) started on $2 with $rsk_g GPU(s) for $3 min"
+    rsk_lease_log "step $rsk_job ($rsk_rid) started on $2 with $rsk_gpus GPU(s) for $3 min"
 }
 
 # rsk_reap: entries whose srun returned leave run/; entries nobody runs any more (the allocation that

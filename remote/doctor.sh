@@ -1,9 +1,5 @@
 # shellcheck shell=sh
-# rsk doctor (cluster side): one @@check line per check, result pass|fail|warn|unavailable.
-#   doctor
-#   @@N check name=NAME result=RESULT msg=B64 hint=B64
-# Requirements on the login node: Slurm's clients, a POSIX sh, awk, sed, base64, flock, and one of
-# sha256sum, shasum or openssl (README, "What the cluster needs").
+# rsk doctor (cluster side): one @@check line per check of what the login node needs (INSTALL.md)
 
 check() { # check NAME RESULT MESSAGE [HINT]
     rsk_emit check "name=$1" "result=$2" "msg=$(rsk_b64 "$3")" "hint=$(rsk_b64 "${4:-}")"
@@ -40,9 +36,9 @@ main() {
     esac
     if (rsk_policy_load) >/dev/null 2>&1; then
         rsk_policy_load
-        check policy pass "$RSK_POLICY_SOURCE policy ($(rsk_policy_file)), digest $RSK_POLICY_DIGEST"
+        check policy pass "$RSK_POLICY_SOURCE policy ($RSK_ROOT/policy.conf), digest $RSK_POLICY_DIGEST"
     else
-        check policy fail "$(rsk_policy_file) is invalid" "run policy.sh show on the cluster to see why"
+        check policy fail "$RSK_ROOT/policy.conf is invalid" "rsk info shows what is wrong with it"
     fi
     parts=$(sinfo -h -o '%P %a %D %G' 2>/dev/null | tr '\n' ';')
     if [ -n "$parts" ]; then check partitions pass "$parts"; else check partitions fail "sinfo shows no partitions" ""; fi

@@ -1,12 +1,7 @@
 # shellcheck shell=sh
-# rsk fetch: files from a job's run directory (its work copy of the code, where it wrote its results,
-# else the run directory itself), never from outside it.
-#   fetch PROJECT JOB PATH OFFSET MAXBYTES
-# A directory: one @@N entry path=P size=N per regular file below it (at most 1000). A file: @@N file size=N,
-# then @@N chunk B64 lines of bytes OFFSET .. OFFSET+MAXBYTES (both multiples of 65536): a client resumes
-# a cut transfer from the size it already has. Paths are relative, of A-Z a-z 0-9 . _ / + @ : , -, with no
-# .. and no symlink on the way. PATH .rsk-result[/...] reads the job's published result (result/, with its
-# .rsk-manifest), .rsk-partial[/...] the stage a job that did not succeed left (partial/).
+# rsk fetch PROJECT JOB PATH OFFSET MAXBYTES: files from below a job's work copy, else its run directory, never
+# from outside it (docs/protocol.md, "results down"); .rsk-result[/...] is its published result, .rsk-partial[/...]
+# the stage a job that did not succeed left.
 
 main() {
     rsk_start

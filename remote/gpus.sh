@@ -1,7 +1,5 @@
 # shellcheck shell=sh
-# rsk gpus: the cluster's own view of its GPUs. One @@N node line per node that has GPUs (name, state,
-# partitions, GRES and GRES in use, both B64), then one @@N held line per GPU share a running job holds
-# on a node (job id, job name B64, node, GRES with IDX B64, start time).
+# rsk gpus: the cluster's own view of its GPUs: @@node per node with GPUs, @@held per GPU share a running job holds
 
 main() {
     rsk_start

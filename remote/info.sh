@@ -1,6 +1,5 @@
 # shellcheck shell=sh
-# rsk info: what the cluster offers. One @@N partition line per partition (name, default=1|0, state,
-# time limit in Slurm's format, nodes, CPUs and memory per node, GRES as B64), then the policy.
+# rsk info: what the cluster offers, one @@partition line per partition, then the policy
 
 main() {
     rsk_start

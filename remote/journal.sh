@@ -1,10 +1,7 @@
 # shellcheck shell=sh
-# rsk journal: a project's attempt journal as "@@N journal n=LINE EVENT..." lines.
-#   journal PROJECT [AFTER [ANCHOR_LINE ANCHOR_SEAL]]
-# Starts at the first line of the block that holds line AFTER+1 and says where that block's chain
-# begins (@@base n=LINE seal=SEAL), so the client can check every seal it receives (rsk.chain). With an
-# anchor (a seal the client saw earlier), @@anchor ok=1|0 says whether that line still carries it:
-# a journal cut short or rewritten before it is reported, never silently accepted.
+# rsk journal PROJECT [AFTER [ANCHOR_LINE ANCHOR_SEAL]]: the journal from the block that holds line AFTER+1, with
+# the seal its chain starts from (@@base) and whether the anchor line still carries its seal (@@anchor), so a
+# journal cut short or rewritten is reported, never silently accepted.
 
 main() {
     rsk_start

@@ -1,12 +1,6 @@
 # shellcheck shell=sh
-# rsk lease: a project's leases, as their directories and controllers say (docs/leases.md).
-#   lease status PROJECT [NAME]    one @@lease line per lease
-#   lease drain PROJECT NAME       the controller starts no new step until resume (running ones go on)
-#   lease resume PROJECT NAME
-#   lease close PROJECT NAME       queued steps are cancelled, the allocation ends (@@closed)
-#   lease gpus PROJECT NAME        the lease's GPUs and the steps holding them, as @@node and @@held
-#                                  lines in the form of the gpus program
-# A lease's Slurm job is touched only while it still carries the lease's identity (rsk:PROJECT:RID).
+# rsk lease status|drain|resume|close|gpus PROJECT [NAME]: a project's leases, as their directories and
+# controllers say (docs/protocol.md, "lease"); a lease's job is touched only while it carries rsk:PROJECT:RID.
 
 lease_read() { # lease_read NAME: the lease (rsk_lease, rsk_lease_sq); fails when it does not exist
     rsk_lease "$project" "$1"

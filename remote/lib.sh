@@ -1,13 +1,7 @@
 # shellcheck shell=sh
-# rsk remote library: the first part of every program rsk sends to the cluster. src/rsk/bundle.py
-# joins a header (RSK_SCRIPTS; RSK_ACTIVE and RSK_AWK, the active-state set and lib.awk; RSK_WRAPPER,
-# RSK_CONTROLLER, RSK_STATUS_AWK where needed), this file, policy.sh where needed, one entry script and
-# `main "$@"` into one program: nothing under the remote root is ever executed, so nothing a job
-# rewrites there is trusted later (docs/adr/0006, 0025, 0026).
-#
-# Output: the first line on stdin is "rsk-frame 2 NONCE"; machine-readable output is only ever
-# "@@NONCE KIND key=value ..." lines, so a login banner or a .bashrc that prints "@@..." is noise.
-# Every value that came from a user travels as "=literal" or base64 and is never evaluated.
+# rsk remote library: part of every program rsk.wire.bundle ships (docs/protocol.md: the programs, the frame,
+# values on the wire). Nothing under the remote root is ever executed; every value from a user travels
+# as "=literal" or base64 and is never evaluated.
 
 # shellcheck disable=SC2034  # constants used by the entry scripts
 RSK_PROTOCOL=2
@@ -73,26 +67,22 @@ rsk_need() { # rsk_need CMD...: each command exists on this login node (docs: re
     done
 }
 
-# The commands rsk reads Slurm and its own files through. A job runs as this account: where one of them
-# resolves to a file, or into a directory, that the account can write, a job could have put it there
-# and answer for Slurm (a charge settled low, a cap passed). A tripwire, not a fence: a job that edits
-# the account's shell startup files can replace the whole session (docs/security.md).
+# The commands rsk reads Slurm and its own files through: one that resolves to a file, or into a directory, the
+# account can write, a job could have put there to answer for Slurm. A tripwire, not a fence (docs/security.md).
 RSK_TRUSTED='sbatch squeue scontrol sinfo scancel sacct srun awk sed base64 sha256sum flock sort date id'
 rsk_trust_commands() {
     [ ! -w / ] || return 0 # an account that can write / can write everything: nothing to tell apart
     for rsk_c in $RSK_TRUSTED; do
         rsk_which "$rsk_c" || continue
-        rsk_p=$RSK_P
-        case $rsk_p in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($rsk_p)" ;; esac
-        if [ -w "$rsk_p" ] || [ -w "${rsk_p%/*}/" ]; then
+        case $RSK_P in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($RSK_P)" ;; esac
+        if [ -w "$RSK_P" ] || [ -w "${RSK_P%/*}/" ]; then
             rsk_fail "$RSK_E_MISSING" untrusted-command \
-                "'$rsk_c' resolves to $rsk_p, which this account can write: a job could answer for it"
+                "'$rsk_c' resolves to $RSK_P, which this account can write: a job could answer for it"
         fi
     done
 }
 
-rsk_which() { # rsk_which CMD: sets RSK_P to the file a command name runs, searched on PATH as the shell does
-    # (an empty entry is the current directory), or fails; no subshell, so no fork per name
+rsk_which() { # rsk_which CMD: sets RSK_P to the file CMD runs, searched on PATH as the shell does, or fails; no fork
     RSK_P='' rsk_rest=$PATH:
     while [ -n "$rsk_rest" ]; do
         rsk_d=${rsk_rest%%:*} rsk_rest=${rsk_rest#*:}
@@ -106,8 +96,7 @@ rsk_b64() { # rsk_b64 STRING: base64 on one line
     printf '%s' "$1" | base64 | tr -d '\n'
 }
 
-# A value on the wire is "=LITERAL" (only the characters of rsk_is_literal, so no decoding and no
-# fork) or base64 (anything else). Base64 never starts with "=", so the two cannot be confused.
+# a value on the wire: "=LITERAL" (only these characters: no decoding, no fork) or base64, which never starts with "="
 rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; }
 
 rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
@@ -127,20 +116,14 @@ rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines k
     printf "'%s'" "${rsk_q%x}"
 }
 
-rsk_hash() { # rsk_hash STRING: sets RSK_H to the sha256 of STRING (sha256sum as the pipe's own end: no cut)
-    RSK_H=$(printf '%s' "$1" | sha256sum 2>/dev/null) || RSK_H=$(printf '%s' "$1" | rsk_sha256)
-    RSK_H=${RSK_H%% *}
-}
+rsk_hash() { RSK_H=$(printf '%s' "$1" | rsk_sha256); RSK_H=${RSK_H%% *}; } # RSK_H: the sha256 of STRING
 
-rsk_hash_file() { # rsk_hash_file FILE: sets RSK_H to the sha256 of the file's bytes
-    RSK_H=$(sha256sum <"$1" 2>/dev/null) || RSK_H=$(rsk_sha256 <"$1")
-    RSK_H=${RSK_H%% *}
-}
+rsk_hash_file() { RSK_H=$(rsk_sha256 <"$1"); RSK_H=${RSK_H%% *}; } # RSK_H: the sha256 of the file's bytes
 
-rsk_sha256() { # rsk_sha256: the digest of stdin (sha256sum, else shasum, else openssl)
-    if command -v sha256sum >/dev/null 2>&1; then sha256sum | cut -c1-64
-    elif command -v shasum >/dev/null 2>&1; then shasum -a 256 | cut -c1-64
-    else openssl dgst -sha256 -r | cut -c1-64; fi
+rsk_sha256() { # the digest of stdin, then other words (sha256sum, else shasum, else openssl; no cut)
+    if command -v sha256sum >/dev/null 2>&1; then sha256sum
+    elif command -v shasum >/dev/null 2>&1; then shasum -a 256
+    else openssl dgst -sha256 -r; fi
 }
 
 rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
@@ -169,9 +152,8 @@ rsk_need_token() { # rsk_need_token WHAT VALUE
         "$1 must be 1-64 characters of A-Z a-z 0-9 . _ - and not start with . or -"
 }
 
-rsk_need_writable() { # rsk_need_writable DIR...: each exists and takes a new file (probed in a subshell,
-    # because a failed redirection would end this shell before any error could be reported). A directory
-    # found writable once in this call is not probed again; one mkdir and one rm serve them all.
+rsk_need_writable() { # rsk_need_writable DIR...: each exists and takes a new file, probed once a call in a subshell
+    # (a failed redirection would end this shell before any error could be reported); one mkdir and one rm
     rsk_n=$#
     for rsk_dir in "$@"; do
         case $RSK_WRITABLE in *"
@@ -198,9 +180,7 @@ $rsk_dir
     rm -f "$@"
 }
 
-# locking -------------------------------------------------------------------
-# rsk_lock PROJECT: the project's exclusive lock until exit. flock is a requirement: it holds across
-# login nodes that share the remote root over NFS, which no pid-file lock can promise.
+# rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012)
 rsk_lock() {
     rsk_need flock
     rsk_need_writable "$RSK_ROOT/journal"
@@ -209,11 +189,8 @@ rsk_lock() {
     RSK_LOCKED=1
 }
 
-# journal -------------------------------------------------------------------
-# One append-only file per project: $RSK_ROOT/journal/PROJECT.log, one event a line:
-#   v=2 t=TIME ev=EVENT rid=RID plan=HASH idx=N [task=KEY] [job=ID] [res=..] [rc=N] [code=C] [msg=B64]
-# Each append is one block whose last line ends in " h=SEAL", SEAL = sha256(PREVSEAL "\n" BLOCK)[0:16]:
-# edits anywhere and a torn tail are detected; a client that remembers a seal detects truncation.
+# The journal, $RSK_ROOT/journal/PROJECT.log: one event a line, "v=2 t=TIME ev=EVENT rid=RID plan=HASH idx=N ...",
+# appended in blocks whose last line ends in " h=SEAL", SEAL = sha256(PREVSEAL "\n" BLOCK)[0:16] (docs/protocol.md)
 
 rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to RSK_BLOCK
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
@@ -228,37 +205,30 @@ rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to R
 
 rsk_block_start() { RSK_BLOCK='' RSK_T=''; } # the block's time is read when its first line is added
 
-# rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (the project lock is held).
-# Returns nonzero (after an @@warning) when the disk refuses; callers decide whether that is fatal.
+# rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (the project lock is held); returns nonzero
+# (after an @@warning) when the disk refuses: callers decide whether that is fatal
 rsk_journal_write() {
     [ -n "$RSK_BLOCK" ] || return 0
     rsk_jf="$RSK_ROOT/journal/$1.log"
     rsk_prev='' rsk_tail=''
     if [ -s "$rsk_jf" ]; then
-        # the last line as it is: "x" keeps its newline from $(), so a torn tail (none) shows
-        rsk_last=$(tail -n 1 "$rsk_jf" && printf x)
-        rsk_last=${rsk_last%x}
-        rsk_torn=1
-        case $rsk_last in *"
-") rsk_torn=0; rsk_last=${rsk_last%?} ;; esac
+        rsk_last=$(tail -n 1 "$rsk_jf" && printf x) # "x" keeps the newline a whole last line ends with
         case $rsk_last in
-            *" h="*) rsk_sealed=1 ;;
-            *) rsk_sealed=0 ;;
-        esac
-        if [ "$rsk_torn" = 1 ] || [ "$rsk_sealed" = 0 ]; then
-            # a torn or unsealed tail (a cut write, an older rsk): keep every line, seal them with
-            # this block, and say so in the journal itself
-            [ "$rsk_torn" = 0 ] || printf '\n' >>"$rsk_jf" || return 1
-            # one pass: the last seal, how many lines follow it, and those lines
-            rsk_tail=$(awk "$RSK_AWK"'seal($0) != "" { h = seal($0); t = ""; n = 0; next }
-                { t = t $0 "\n"; n++ } END { printf "h=%s %d\n%sx", h, n, t }' "$rsk_jf")
-            rsk_last=${rsk_tail%%"
+            *" h="*"
+x") rsk_last=${rsk_last%?x} ;; # sealed and whole
+            *) # a torn or unsealed tail (a cut write, an older rsk): every line kept, sealed with this block
+                case $rsk_last in *"
+x") ;; *) printf '\n' >>"$rsk_jf" || return 1 ;; esac
+                # one pass: the last seal, how many lines follow it, and those lines
+                rsk_tail=$(awk "$RSK_AWK"'seal($0) != "" { h = seal($0); t = ""; n = 0; next }
+                    { t = t $0 "\n"; n++ } END { printf "h=%s %d\n%sx", h, n, t }' "$rsk_jf")
+                rsk_last=${rsk_tail%%"
 "*} rsk_tail=${rsk_tail#*"
 "}
-            rsk_tail=${rsk_tail%x}
-            RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=${rsk_last#* }
-$RSK_BLOCK"
-        fi
+                rsk_tail=${rsk_tail%x}
+                RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=${rsk_last#* }
+$RSK_BLOCK" ;;
+        esac
         rsk_get "$rsk_last" h
         rsk_prev=$RSK_F
     fi
@@ -295,13 +265,6 @@ rsk_evidence_lines() {
     [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
 }
 
-# rsk_evidence PROJECT RID: "IDX JOB PLAN" for every job Slurm or the run markers know for the request, the
-# first a source gives for each index (lib.awk's evidence() reads each line)
-rsk_evidence() {
-    rsk_evidence_lines "$1" "$2" | awk -v n="rsk:$1:$2" "$RSK_AWK"'
-        evidence($0, n) && !(EV_IDX in seen) { seen[EV_IDX] = 1; print EV_IDX, EV_JOB, EV_PLAN }'
-}
-
 # rsk_job_run PROJECT JOB: sets RSK_RID and RSK_RUN (the job's run directory) for a job the project's
 # journal accepted, comparing job ids as whole strings; fails with not-ours otherwise
 rsk_job_run() {
@@ -324,8 +287,7 @@ rsk_active_jobs() {
         "$RSK_AWK"'{ sq($0) } (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE) { print SQ_ID }'
 }
 
-# rsk_held LIST: RSK_HELD, the jobs rsk's ledger holds for the project, "JOB:RID JOB:RID ..." from the
-# client's "JOB:RID,JOB:RID" (docs/protocol.md): the ledger is the authority for what rsk submitted
+# rsk_held LIST: RSK_HELD, "JOB:RID JOB:RID ...", the jobs the ledger (the authority for what rsk submitted) holds
 rsk_held() {
     RSK_HELD=$(printf '%s\n' "$1" | tr ',' '\n' | awk -F: "$RSK_AWK"'NF == 0 { next }
         NF != 2 || !is_job($1) || !is_rid($2) { exit 1 }
@@ -340,13 +302,10 @@ rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on
     [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
 }
 
-# rsk_squeue: the one reader of Slurm's queue. RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT" (lib.awk's
-# sq() reads it) for every job of this user Slurm still knows (array tasks one a line, ended jobs too),
-# and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down when squeue fails. Every part uses this one read
-# until a caller reads it again (after taking the lock, say); a subshell's read stays in that subshell.
-# Two reads, joined by id: Slurm's facts (no text a job can set, so no line a job can forge: a name or a
-# comment may hold a line break), then the restart count, name and comment; of those, an id's first line
-# is its own (a forged one follows it). A job Slurm restarted counts its whole limit as its run time.
+# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT" a job (sq() in
+# lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again. Two
+# reads joined by id (docs/protocol.md, "The prelude"): Slurm's facts, with no text a job can set, so no forged
+# line; then restarts, name, comment, of which an id's first line is its own. A restarted job's run time is its limit.
 rsk_squeue() {
     if rsk_q=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R' 2>/dev/null) \
         && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,Name:|,Comment:|' 2>/dev/null); then
@@ -373,6 +332,22 @@ rsk_need_slurm() { # rsk_need_slurm: a fresh rsk_squeue, or fail: nothing can be
     [ "$RSK_SLURM" = up ] || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: the controller does not answer"
 }
 
+# rsk_sq_job JOB: SQ_STATE and SQ_NAME of the job's line in RSK_SQ (sq() in sh, no fork), or false when Slurm
+# lists no such job
+rsk_sq_job() {
+    case "
+$RSK_SQ" in *"
+$1|"*) ;; *) return 1 ;; esac
+    SQ_STATE="
+$RSK_SQ"
+    SQ_STATE=${SQ_STATE#*"
+$1|"}
+    SQ_STATE=${SQ_STATE%%"
+"*} # STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT
+    SQ_NAME=${SQ_STATE#*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
+    SQ_NAME=${SQ_NAME%%|*}
+}
+
 rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
 
 # rsk_slurm_step STEP NAME: Slurm runs the step JOB.STEP and it carries NAME (squeue -s knows steps only)
@@ -383,11 +358,7 @@ rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
 }
 
 # leases ----------------------------------------------------------------------
-# A lease's state lives in $RSK_ROOT/leases/PROJECT/NAME (docs/leases.md): "lease" (what was opened),
-# "ctl" (what its controller says), the flags "drain" and "closed", and one entry per step: q/SEQ.step
-# (queued), run/SEQ.step + SEQ.at (started by the controller) + SEQ.rc (srun returned), end/SEQ.step
-# (+ SEQ.why when it never ran to its end). A .step file is one line:
-#   seq=SEQ job=STEPID rid=RID idx=I task=KEY plan=HASH gpus=G cpus=C mem=M time=MIN
+# A lease's files are in $RSK_ROOT/leases/PROJECT/NAME (the layout: docs/leases.md); a step moves q/ -> run/ -> end/.
 
 # rsk_lease PROJECT NAME: the one reader of a lease's files. LDIR; L, the lease file's line ("" when there is
 # none) with its job and rid as L_job and L_rid; L_ctl, its controller's line ("" unless it speaks for L_job)
@@ -406,23 +377,12 @@ rsk_lease() {
 rsk_lease_sq() {
     L_sq=''
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    rsk_is_uint "$L_job" || return 0
-    case "
-$RSK_SQ" in *"
-$L_job|"*) ;; *) return 0 ;; esac
-    rsk_r="
-$RSK_SQ"
-    rsk_r=${rsk_r#*"
-$L_job|"}
-    rsk_r=${rsk_r%%"
-"*} # STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT
-    case ${rsk_r#*|*|*|*|} in "rsk:$1:$L_rid|"*) ;; *) return 0 ;; esac
-    ! rsk_is_active "${rsk_r%%|*}" || L_sq=${rsk_r%%|*}
+    rsk_is_uint "$L_job" && rsk_sq_job "$L_job" && [ "$SQ_NAME" = "rsk:$1:$L_rid" ] || return 0
+    ! rsk_is_active "$SQ_STATE" || L_sq=$SQ_STATE
 }
 
-# rsk_lease_state: L_state, the state of the lease rsk_lease read, Slurm's word first (rsk_lease_sq): closed or
-# ended once its job holds no allocation, pending while it waits for one, else what its controller says
-# (starting before it says anything)
+# rsk_lease_state: L_state of the lease rsk_lease read, Slurm's word first (rsk_lease_sq): closed or ended once its
+# job holds no allocation, pending while it waits for one, else what its controller says (starting before that)
 rsk_lease_state() {
     rsk_lease_sq "$1"
     rsk_get "$L_ctl" state
@@ -441,10 +401,9 @@ rsk_unqueue() {
     mv "$1/q/$2.sh" "$1/end/$2.sh" 2>/dev/null || true
 }
 
-# rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS ALLOC" for every
-# step of every lease of the project (WHERE: q, run or end; ALLOC: the lease job that started it; "-" for what
-# is not known). Steps move q/ -> run/ -> end/ while this reads: the directories are listed in that order and
-# an entry gone from where it was listed is read where it went, so no step is ever missed (nor listed twice).
+# rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS ALLOC" for every step of
+# the project's leases (WHERE: q, run or end; ALLOC: the lease job that started it; "-": unknown). Listed q/, run/,
+# end/ in that order, an entry gone from where it was listed read where it went: no step missed nor listed twice.
 rsk_lease_steps() {
     for rsk_d in "$RSK_ROOT/leases/$1"/*/; do
         for rsk_f in "$rsk_d"q/*.step "$rsk_d"run/*.step "$rsk_d"end/*.step; do [ ! -f "$rsk_f" ] || printf '%s\n' "$rsk_f"; done

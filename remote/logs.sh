@@ -1,8 +1,6 @@
 # shellcheck shell=sh
-# rsk logs: a bounded tail of a job's stdout or stderr, for jobs this project launched.
-#   logs PROJECT JOBID STREAM MAXBYTES [LINES]     STREAM is stdout or stderr; at most LINES lines
-#   (all, when 0 or not given) and never more than MAXBYTES bytes
-# Prints @@log (state of the run) and @@chunk lines (base64, at most MAXBYTES in all).
+# rsk logs PROJECT JOBID stdout|stderr MAXBYTES [LINES]: @@log, then @@chunk lines of at most the last LINES lines
+# (all when 0) and MAXBYTES bytes of a job this project launched
 
 main() {
     rsk_start

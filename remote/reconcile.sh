@@ -1,10 +1,7 @@
 # shellcheck shell=sh
-# rsk reconcile: resolve every intent that has no outcome, from Slurm's evidence; never resubmit.
-#   reconcile PROJECT
-# For each task whose last journal event is an intent: a job with its rsk identity (squeue, or the
-# wrapper's started marker) means it was submitted -> "reconciled job=J"; no evidence while the
-# project lock is held means the process died before sbatch -> "abandoned" (safe to launch again). The
-# stage of a job that ended without publishing ($RSK_OUT, out.stage) is set aside as partial/.
+# rsk reconcile PROJECT: every task whose last journal event is an intent is "reconciled job=J" when Slurm, a run
+# marker or a lease's queue knows its job, else "abandoned" (the lock is held: the writer died before sbatch);
+# never resubmits. The stage of a job that ended without publishing (out.stage) is set aside as partial/.
 
 main() {
     rsk_start
@@ -36,7 +33,8 @@ main() {
             [ "$task" != - ] || task=''
             i=$idx
             [ "$i" != - ] || i=0
-            job=$(rsk_evidence "$project" "$rid" | awk -v i="$i" '$1 == i { print $2; exit }')
+            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v i="$i" "$RSK_AWK"'
+                evidence($0, n) && EV_IDX == i { print EV_JOB; exit }')
             if [ -n "$job" ]; then
                 rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
                 results="${results}rid=$rid idx=$i task=$task plan=$plan result=reconciled job=$job

@@ -1,22 +1,13 @@
 # shellcheck shell=sh
-# rsk submit: plan a request, or plan it, wait for rsk's word, and submit that very plan (docs/protocol.md).
-#   submit plan    < FRAME REQUEST   resolve, check policy, sbatch --test-only; @@planline..., @@plan HASH, @@prior
-#   submit launch  < FRAME REQUEST   the same, then @@await; only "go HASH NONCE" naming this plan's hash submits
-#                                    it, with the rest framed by NONCE ("go HASH NONCE replay": reports the
-#                                    request's jobs, submits nothing); anything else submits nothing
-# REQUEST: an optional "held JOB:RID,..." line (the ledger's jobs, counted by id), "rsk-request 2", "KEY VALUE"
-# lines, "end". A single job is a batch of one task (index 0, no key); a batch, one job array per resource
-# shape. A lease (lease_open NAME) is one job whose payload is rsk's controller; a step (lease NAME) is
-# queued into the lease's directory instead of going to sbatch (docs/leases.md).
+# rsk submit: plan a request ("submit plan"), or plan it, wait for rsk's word and submit that very plan ("submit
+# launch"); the request, the answers and the steps after the go: docs/protocol.md, "Requests (submit)".
 
 usage() {
     rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)"
 }
 
-# request -------------------------------------------------------------------
-# The scalar keys are kept as " key=VALUE " words in Q (wire values hold no spaces); env, arg and the
-# task lines are lists.
-SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 '
+# request: the scalar keys as " key=VALUE " words in Q (wire values hold no spaces); env, arg, the task lines: lists
+SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
 
 read_request() {
     IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
@@ -75,9 +66,8 @@ slurm_name() { # slurm_name KEY: sets RSK_V to a partition/account/qos name or "
     case $RSK_V in *[!A-Za-z0-9._-]* | -*) rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 '$RSK_V' is not a valid name" ;; esac
 }
 
-# the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's path), and those that choose
-# which GPUs a job sees (Slurm sets them from what it allocated). The one list on the cluster's side: plan
-# time (env_name_ok) and the job script (rsk_export) both read it; rsk.inputs holds the same list.
+# the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's), those that choose which GPUs a job
+# sees (Slurm sets them). Read by env_name_ok and rsk_export; rsk.request.inputs holds the list word for word.
 RESERVED_ENV='SLURM_* SLURMD_* SBATCH_* SALLOC_* SRUN_* RSK_* rsk_* PATH CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL ZE_AFFINITY_MASK'
 
 env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of RESERVED_ENV
@@ -95,7 +85,7 @@ env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of R
 
 # resolution ----------------------------------------------------------------
 # The cluster's facts: its name, and its partitions and their nodes. A broker keeps them per connection for
-# FACTS_TTL (docs/adr/0037) and sends them back as "facts CLUSTER PARTS" ahead of the request, or asks for them
+# FACTS_TTL (docs/adr/0038) and sends them back as "facts CLUSTER PARTS" ahead of the request, or asks for them
 # with "facts -"; the plan binds what it used (its partition's lines), and Slurm is still asked at every plan
 # (sbatch --test-only) and every submit.
 cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
@@ -192,6 +182,11 @@ resolve() {
     fi
     qdec chain_of; CHAIN_OF=$RSK_V
     num link0 link0 0; LINK0=$RSK_V
+    qdec attempt_of; ATTEMPT_OF=$RSK_V
+    if [ -n "$ATTEMPT_OF" ]; then # `rsk retry`: an attempt B.aN runs again in B's work directory
+        rsk_need_token attempt-of "$ATTEMPT_OF"
+        case $RID in "$ATTEMPT_OF".a[1-9]*) ;; *) rsk_fail "$RSK_E_USAGE" bad-attempt "an attempt of $ATTEMPT_OF is named $ATTEMPT_OF.aN" ;; esac
+    fi
     if [ -n "$CHAIN_OF" ]; then # an extension: its links go on from the chain's, in the chain's work directory
         rsk_need_token chain-of "$CHAIN_OF"
         [ -n "$BUDGET_MIN" ] || rsk_fail "$RSK_E_USAGE" bad-chain "only a chain extends a chain"
@@ -327,11 +322,6 @@ resolve_lease() {
     num drain drain_min 5; DRAIN_MIN=$RSK_V
     qdec overrun; OVERRUN=${RSK_V:-refuse}
     LEASE_JOB='' LDIR=''
-    if [ -z "$LEASE_OPEN" ]; then
-        q drain_min; rsk_d=$RSK_W
-        q overrun
-        [ -z "$rsk_d$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "drain and overrun are settings of a lease being opened"
-    fi
     if [ -n "$LEASE_OPEN" ]; then
         rsk_need_token lease "$LEASE_OPEN"
         # only the submit-lease program carries the controller (a plain launch does not ship it)
@@ -343,6 +333,9 @@ resolve_lease() {
         LDIR=$RSK_ROOT/leases/$PROJECT/$LEASE_OPEN
         return 0
     fi
+    q drain_min; rsk_d=$RSK_W
+    q overrun
+    [ -z "$rsk_d$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "drain and overrun are settings of a lease being opened"
     [ -n "$LEASE" ] || return 0
     rsk_need_token lease "$LEASE"
     rsk_lease "$PROJECT" "$LEASE"
@@ -385,8 +378,8 @@ step_fit() {
     fi
 }
 
-# check_lease: a step's lease must still hold (or wait for) its allocation, as Slurm says now (rsk_squeue was
-# read again) and the lease's job still carries its identity (rsk_lease_sq); a lease name is one live lease
+# check_lease: a step's lease still holds (or waits for) its allocation and carries its identity, as Slurm says
+# now (rsk_lease_sq); a lease name is one live lease
 check_lease() {
     [ -n "$LEASE$LEASE_OPEN" ] || return 0
     rsk_lease "$PROJECT" "$LEASE$LEASE_OPEN"
@@ -400,8 +393,6 @@ check_lease() {
         rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $L_job); close it or use another name"
     fi
 }
-
-shapes() { printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u; } # the distinct task shapes
 
 set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch uses
     NODES=$1 CPUS=$2 MEM_MB=$3 GPUS=$4 TIME_MIN=$5
@@ -425,6 +416,7 @@ build_plan() {
         nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
     [ -z "$BUDGET_MIN" ] || plan_put budget_min "$BUDGET_MIN" signal_s "$SIGNAL_S"
     [ -z "$CHAIN_OF" ] || plan_put chain_of "$CHAIN_OF" link0 "$LINK0"
+    [ -z "$ATTEMPT_OF" ] || plan_put attempt_of "$ATTEMPT_OF"
     if [ -n "$LEASE_OPEN" ]; then
         plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
     elif [ -n "$LEASE" ]; then
@@ -449,12 +441,9 @@ emit_plan() {
     rsk_emit plan "$PLAN_HASH"
 }
 
-# Slurm -----------------------------------------------------------------------
-# run_sbatch MODE [ARGS]: sbatch with the plan's resources, from an empty environment, so that no
-# SBATCH_* variable of the login session can change what Slurm allocates (MODE: test-only | submit;
-# submit reads the job script from JOB). Sets SB_RC, SB_OUT (all output) and SB_JOB.
-# (--no-requeue: a job that requeued itself would run its time limit again and again, and Slurm's run time
-# would count only the last run)
+# run_sbatch test-only|submit [ARGS]: sbatch with the plan's resources (submit: the job script JOB on stdin) from an
+# empty environment, so no SBATCH_* variable of the login session changes the allocation; sets SB_RC, SB_OUT
+# (all output), SB_JOB. --no-requeue: a requeued job would run its limit again, and Slurm count the last run only
 run_sbatch() {
     rsk_mode=$1
     shift
@@ -497,7 +486,7 @@ for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each
         "$1" ${TASKOUT#S * }
         return
     fi
-    for_shapes_list=$(shapes)
+    for_shapes_list=$(printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u) # the distinct shapes
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
         [ -z "$s1" ] || "$1" "$s1" "$s2" "$s3" "$s4" "$s5"
     done <<EOT
@@ -511,9 +500,8 @@ policy_shape() {
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
-# fits: the shape fits what the partition can ever run (Slurm's own limits, read from sinfo: PARTS), or the
-# plan fails with the limit and the value that fits: --test-only accepts a job over the partition's time limit
-# that then pends forever (PartitionTimeLimit), so a human would approve what can never start
+# fits: the shape fits what the partition can ever run (sinfo's PARTS), or the plan fails naming the limit:
+# --test-only accepts a job over the partition's time limit that then pends forever (PartitionTimeLimit)
 fits() {
     rsk_why=$(printf '%s\n' "$PARTS" | awk -F'|' -v part="$PARTITION" -v t="$TIME_MIN" -v c="$CPUS" \
         -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" "$RSK_AWK"'
@@ -555,14 +543,10 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
     fi
 }
 
-# what the request id did before ------------------------------------------------
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
-# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's pending or running rsk jobs: those
-# the ledger holds (RSK_HELD, found by id whatever name a job gave itself) and those named for the project; and,
-# with a request id, STATES: "IDX STATE JOB PLAN" for each task index, STATE one of done (the journal accepted
-# it), found (Slurm or a run marker knows a job the journal does not say; its plan from the job itself), open
-# (an intent with no outcome and no evidence), withdrawn (a workflow cancelled whole when its submission
-# failed), none. Cancel events do not change a state.
+# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's pending or running rsk jobs (as
+# rsk_active_jobs), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
+# docs/protocol.md), withdrawn (a workflow cancelled whole) or none. Cancel events do not change a state.
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
@@ -644,10 +628,8 @@ do_plan() {
     rsk_emit estimate $ESTIMATE
 }
 
-# launch mode: the plan is out, and rsk's ledger decides while this waits. Only "go HASH NONCE" naming
-# this plan's hash goes on, to submit the plan printed (Slurm is not asked again; the policy file is
-# read again, policy_unchanged); its answer is framed by the new NONCE.
-# Anything else, or the end of input, ends it here.
+# launch mode: the plan is out, and rsk's ledger decides while this waits. Only "go HASH NONCE [replay]" goes
+# on (do_submit checks the hash), framed by the new NONCE; anything else, or the end of input, ends it here.
 await_go() {
     rsk_emit await "plan=$PLAN_HASH"
     IFS=' ' read -r rsk_g rsk_h rsk_n rsk_m rsk_x <&3 || true
@@ -662,9 +644,8 @@ await_go() {
     REPLAY=${rsk_m:-} # "go HASH NONCE replay": rsk decided nothing, because the plan showed every job submitted
 }
 
-# policy_unchanged: the policy file is read again after the go; a policy changed since the plan (its
-# digest is bound in the plan) is a mismatch: the go names a plan made under another policy (the same
-# digest is the same file, so the rules read for the plan stand)
+# policy_unchanged: a policy changed since the plan (its digest is bound in the plan) is a mismatch; the same
+# digest is the same file, so the rules read for the plan stand
 policy_unchanged() {
     rsk_digest=$RSK_POLICY_DIGEST
     rsk_policy_digest
@@ -674,9 +655,8 @@ policy_unchanged() {
     }
 }
 
-# after the go ------------------------------------------------------------------
-# job_text IDXS: the job script sbatch reads on stdin for these task indices of the current shape
-# job_text IDXS [STEP]: ... or, with STEP (its step id), the script a lease's controller runs as that step
+# job_text IDXS [STEP]: the job script sbatch reads on stdin for these task indices of the current shape, or,
+# with STEP (its step id), the script a lease's controller runs as that step
 job_text() {
     printf '#!/bin/sh\n# rsk job: project %s, request %s, plan %s\n' "$PROJECT" "$RID" "$PLAN_HASH"
     if [ -n "${2:-}" ]; then
@@ -689,6 +669,8 @@ job_text() {
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
+    # the request's work directory: a chain's links share the chain's, a retry's attempt the batch's
+    printf 'rsk_work=%s\n' "$(rsk_sq "$RSK_ROOT/runs/$PROJECT/${CHAIN_OF:-${ATTEMPT_OF:-$RID}}/work")"
     [ -z "$BUDGET_MIN" ] || printf 'rsk_links=%s\nrsk_budget=%s\nrsk_link0=%s\nrsk_chain=%s\n' "$NT" \
         "$((BUDGET_MIN * 60))" "$LINK0" "$(rsk_sq "$RSK_ROOT/runs/$PROJECT/${CHAIN_OF:-$RID}")"
     printf '%s\n' "$RSK_WRAPPER"
@@ -731,8 +713,7 @@ submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TOD
     submit_idxs "$rsk_idxs" "$@"
 }
 
-# submit_idxs IDXS NODES CPUS MEM GPUS TIME: one sbatch (a job array for a batch) for these tasks, after
-# DEP (Slurm's --dependency) when it is set
+# submit_idxs IDXS NODES CPUS MEM GPUS TIME: one sbatch (a job array for a batch) for these tasks, after DEP if set
 submit_idxs() {
     rsk_idxs=$1
     shift
@@ -759,15 +740,12 @@ submit_idxs() {
         jlines failed "$PLAN_HASH" "$rsk_idxs" '' "rc=$SB_RC" "code=$SB_CODE" "msg=$(rsk_b64 "$(printf '%s' "$SB_OUT" | head -n 20 | cut -c1-400)")"
         FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG="sbatch failed: $SB_OUT"
     fi
-    # Slurm has the job now: a journal that cannot take the outcome loses nothing, because the job
-    # carries its identity (rsk:PROJECT:RID) and the next call finds it (rsk_evidence)
+    # a journal that cannot take the outcome loses nothing: the job carries rsk:PROJECT:RID (rsk_evidence_lines)
     rsk_journal_write "$PROJECT" || true
 }
 
-# submit_dag: a workflow's tasks to do, level by level, each group of tasks alike (shape and needs) one job
-# array after the jobs of what it needs (afterok, afterany). A workflow is submitted whole or not at all:
-# when an sbatch fails, every job of the request is cancelled and journaled withdrawn (request_facts then
-# refuses the request id: a new attempt takes a new one)
+# submit_dag: a workflow's tasks to do, level by level, each group alike (shape and needs) one job array after
+# the jobs it needs. Whole or not at all: when an sbatch fails, every job of the request is cancelled, withdrawn
 submit_dag() {
     rsk_groups=$(printf '%s\n' "$TASKOUT" | awk -v todo=" $TODO " '
         $1 == "S" { shape[$2] = $3 " " $4 " " $5 " " $6 " " $7 }
@@ -775,8 +753,7 @@ submit_dag() {
         END { for (i = 1; i <= n; i++) print o[i] "|" ix[o[i]] }' | sort -t'|' -s -n -k1,1)
     while IFS='|' read -r _ rsk_shape rsk_needs rsk_idxs; do
         if [ -z "$rsk_idxs" ] || [ -n "$FAIL_CODE" ]; then continue; fi
-        # the jobs of what they need; one Slurm lists under another name is not this request's (a journal line
-        # a job forged): refused, so nothing starts early on a job that is not what the plan needs
+        # the jobs they need; one Slurm lists under another name (a journal line a job forged) is refused
         DEP=$({ printf '%s' "$DONE"; echo --; printf '%s\n' "$RSK_SQ"; } | awk -v needs="$rsk_needs" \
             -v me="rsk:$PROJECT:$RID" "$RSK_AWK"'
             $0 == "--" { q = 1; next }
@@ -801,7 +778,8 @@ EOT
     rsk_arrays=''
     while read -r rsk_i rsk_j; do
         [ -n "$rsk_i" ] || continue
-        sq_named "$rsk_j" "rsk:$PROJECT:$RID" || continue # a job the journal wrongly gives this request: not ours
+        # a job Slurm lists under another name (RSK_SQ, read under the lock) is not this request's, whatever the journal says
+        ! rsk_sq_job "$rsk_j" || [ "$SQ_NAME" = "rsk:$PROJECT:$RID" ] || continue
         rsk_arrays="$rsk_arrays ${rsk_j%_*}"
         rsk_jline withdrawn "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_j" code=workflow-incomplete
     done <<EOT
@@ -812,22 +790,8 @@ EOT
     rsk_journal_write "$PROJECT" || true
 }
 
-sq_named() { # sq_named JOB NAME: true unless Slurm lists JOB under another name (RSK_SQ, read under the lock)
-    case "
-$RSK_SQ" in *"
-$1|"*) ;; *) return 0 ;; esac
-    rsk_r="
-$RSK_SQ"
-    rsk_r=${rsk_r#*"
-$1|"}
-    rsk_r=${rsk_r%%"
-"*}
-    case ${rsk_r#*|*|*|*|} in "$2|"*) return 0 ;; esac
-    return 1
-}
-
-# jlines EVENT PLAN "IDXS" JOB [key=value ...]: one journal line per task index, with its task key and,
-# when JOB is given, its job id (ARRAY_IDX for a batch), in one pass
+# jlines EVENT PLAN "IDXS" JOB [key=value ...]: one journal line per task index, with its task key and, when JOB
+# is given, its job id (ARRAY_IDX for a batch)
 jlines() {
     jl_ev=$1 jl_plan=$2 jl_idxs=$3 jl_job=$4
     shift 4
@@ -910,8 +874,7 @@ do_submit() {
 $STATES
 EOT
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
-    # a replay was allowed without a decision, on what the plan showed submitted (files a job can write): if
-    # anything is left to submit now, nobody decided it
+    # a replay was allowed without a decision, on what the plan showed submitted: anything left now, nobody decided
     [ -z "$TODO" ] || [ -z "$REPLAY" ] || rsk_fail "$RSK_E_MISMATCH" replay-changed \
         "the request's jobs no longer all show as submitted; launch it again, and the ledger decides"
     if [ -z "$TODO" ]; then
@@ -920,6 +883,7 @@ EOT
         return 0
     fi
     check_lease
+    clear_markers
     if [ -n "$LEASE" ]; then
         queue_steps
         emit_accepted 0
@@ -933,7 +897,6 @@ EOT
         rsk_journal_write "$PROJECT" || true
         rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
     fi
-    clear_markers
     jlines intent "$PLAN_HASH" "$TODO" ''
     # no intent on disk, no sbatch: what was never journaled must never run
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
@@ -951,7 +914,7 @@ make_dirs() { # the journal's directory and every task's run directory, in one m
     mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
 }
 
-clear_markers() { # the run markers an earlier attempt left in the directories of the tasks to do, in one rm
+clear_markers() { # the markers an earlier attempt left in the run directories of the tasks to do (no job), in one rm
     set --
     for rsk_i in $TODO; do
         for rsk_f in "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; do if [ -e "$rsk_f" ] || [ -h "$rsk_f" ]; then set -- "$@" "$rsk_f"; fi; done
@@ -959,8 +922,8 @@ clear_markers() { # the run markers an earlier attempt left in the directories o
     [ $# -eq 0 ] || rm -f "$@"
 }
 
-# a lease's file says what was opened: the controller's allocation, and what steps may ask of it.
-# A lease opened again under the same name takes over the steps still queued in its directory.
+# write_lease_file: what was opened (the controller's allocation, what steps may ask of it); a lease opened again
+# under the same name takes over the steps still queued in its directory
 write_lease_file() {
     rsk_lj=$(printf '%s\n' "$DONE" | awk 'NF { print $2; exit }')
     mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
@@ -973,11 +936,10 @@ write_lease_file() {
     mv "$LDIR/lease.tmp" "$LDIR/lease"
 }
 
-# queue_steps: each task to do becomes a queue entry of the lease (the project lock is held): the intent
-# in the journal, then its script (q/SEQ.sh), its line (q/SEQ.step, the commit point the controller
-# looks for), then the outcome in the journal
+# queue_steps: each task to do becomes a queue entry of the lease (under the project lock): the intent journaled,
+# its script (q/SEQ.sh), its line (q/SEQ.step, the commit point), the outcome journaled
 queue_steps() {
-    mkdir -p "$RUN_DIR" "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
+    mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
     rsk_block_start
     jlines intent "$PLAN_HASH" "$TODO" ''
     # no intent on disk, no queue entry: what was never journaled must never run
@@ -996,7 +958,6 @@ queue_steps() {
         set -- $(printf '%s\n' "$TASKOUT" | awk -v i="$rsk_i" '$1 == "S" && $2 == i { print $3, $4, $5, $6, $7 }')
         set_shape "$@"
         JOB=$(job_text "$rsk_i" "$rsk_sid")
-        mkdir -p "$RUN_DIR/t$rsk_i" && rm -f "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"
         { printf '%s\n' "$JOB" >"$LDIR/q/$rsk_sn.sh.tmp" && mv "$LDIR/q/$rsk_sn.sh.tmp" "$LDIR/q/$rsk_sn.sh" \
             && printf 'seq=%s job=%s rid=%s idx=%s task=%s plan=%s gpus=%s cpus=%s mem=%s time=%s\n' "$rsk_sn" "$rsk_sid" \
                 "$RID" "$rsk_i" "$(task_key "$rsk_i")" "$PLAN_HASH" "$GPUS" "$CPUS" "$MEM_MB" "$TIME_MIN" >"$LDIR/q/$rsk_sn.step.tmp" \
@@ -1006,8 +967,7 @@ queue_steps() {
         DONE="$DONE$rsk_i $rsk_sid
 "
     done
-    # the queue entries are evidence of their own (rsk_evidence), so a journal that cannot take this
-    # block loses nothing
+    # the queue entries are evidence of their own (rsk_evidence_lines): a journal that cannot take this loses nothing
     rsk_journal_write "$PROJECT" || true
 }
 

@@ -1,15 +1,8 @@
 # shellcheck shell=sh disable=SC2154  # rsk_run, rsk_limit, rsk_plan, rsk_path, rsk_code* are set by the generated header
-# rsk job wrapper body. The job script that sbatch receives on stdin (Slurm keeps its own copy, so no
-# file under the remote root is run) is: a header that sets rsk_run, rsk_limit and rsk_path, this
-# file, then the plan's environment and command as wire words, then `rsk_main "$@"`. The header also
-# sets rsk_plan, which the started marker records, so the job itself says which plan it runs.
-# The job's environment is what the plan binds: Slurm's own variables, HOME USER LOGNAME TMPDIR,
-# PATH from the plan, and the plan's --env values; nothing from the login session (docs/adr/0008).
-# Markers in $rsk_run: "started" (job, node, time; for a lease's step also its Slurm step and GPUs) and
-# "ended" (rc, signal, time; a chain's link also why it stopped). A chain's link (the header sets rsk_links,
-# rsk_budget) tells the command RSK_LINK, RSK_LINKS, RSK_BUDGET, RSK_RUN_TIME and RSK_WORK_DIR, and exits so
-# that Slurm starts the next link (afternotok) only when this one stopped short of success: exit 75, or
-# SIGUSR1 before its limit and a non-zero exit; 0 otherwise, its own code in the marker (docs/long-work.md).
+# rsk job wrapper: the body of every job script, between a header (rsk_run, rsk_limit, rsk_plan, rsk_path, ...) and
+# the plan's environment and command as wire words (docs/protocol.md, "The job script"). The job's environment is
+# what the plan binds, nothing from the login session (ADR 0008). A chain's link (rsk_links set) exits 75 so that
+# Slurm starts the next link (afternotok) only when this one stopped short of success, 0 otherwise (ADR 0033).
 rsk_arg() { # "=LITERAL" is the value itself; anything else is base64
     case $1 in
         "="*) rsk_a=${1#=} ;;
@@ -35,8 +28,6 @@ rsk_script() { # rsk_script TEXT: writes the user's batch script; it runs with i
 }
 rsk_use_code() { # a fresh copy of the approved snapshot, checked against its manifest, becomes the cwd
     [ -n "${rsk_code:-}" ] || return 0
-    rsk_sum=sha256sum
-    command -v sha256sum >/dev/null 2>&1 || rsk_sum='shasum -a 256'
     rm -rf "$rsk_run/work"
     if ! { mkdir -p "$rsk_run/work" && cp -R "$rsk_code/." "$rsk_run/work/" && rm -f "$rsk_run/work/.rsk-manifest" \
         && cd "$rsk_run/work"; }; then
@@ -65,6 +56,8 @@ rsk_main() {
         exit 0
     fi
     rsk_t0=$(rsk_stamp)
+    rsk_sum=sha256sum # the code check's and the result manifest's digest
+    command -v sha256sum >/dev/null 2>&1 || rsk_sum='shasum -a 256'
     rsk_jobid=${SLURM_JOB_ID:-}
     [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
     mkdir -p "$rsk_run"
@@ -75,8 +68,9 @@ rsk_main() {
         printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan"
     fi >"$rsk_run/started.tmp" && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
-    if [ -n "${rsk_links:-}" ]; then rsk_link_env; else RSK_WORK_DIR=${rsk_run%/*}/work; fi
-    mkdir -p "$RSK_WORK_DIR" && export RSK_WORK_DIR # shared by the request's tasks (a chain's: by its links)
+    [ -z "${rsk_links:-}" ] || rsk_link_env
+    RSK_WORK_DIR=$rsk_work # shared by the request's tasks, a chain's links and a batch's attempts
+    mkdir -p "$RSK_WORK_DIR" && export RSK_WORK_DIR
     RSK_OUT=$rsk_run/out.stage # results are written here, published whole by rsk_publish (never a half result)
     rm -rf "$RSK_OUT" && mkdir -p "$RSK_OUT" && export RSK_OUT
     rsk_use_code || rsk_end 2
@@ -95,7 +89,6 @@ rsk_main() {
 rsk_link_env() { # a chain's link: what the command is told; the run time of the links before it, from their
     # markers (its own request's and, extended, the chain's first request's and its extensions')
     RSK_LINK=$((rsk_link0 + rsk_ti + 1)) RSK_LINKS=$((rsk_link0 + rsk_links)) RSK_BUDGET=$rsk_budget
-    RSK_WORK_DIR=$rsk_chain/work
     RSK_RUN_TIME=$(cat "$rsk_chain"/t*/ended "$rsk_chain".a*/t*/ended 2>/dev/null \
         | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^elapsed=[0-9]+$/) s += substr($i, 9) } END { print s + 0 }')
     export RSK_LINK RSK_LINKS RSK_BUDGET RSK_RUN_TIME
@@ -104,8 +97,6 @@ rsk_publish() { # rsk_publish RC: on 0, a manifest (sha256, size, path of every 
     # stage to result/; on anything else the stage stays, as partial/, never a result
     [ -d "${RSK_OUT:-}" ] || return 0
     if [ "$1" -ne 0 ] || [ -e "$rsk_run/result" ]; then mv "$RSK_OUT" "$rsk_run/partial" 2>/dev/null || true; return 0; fi
-    rsk_sum=sha256sum
-    command -v sha256sum >/dev/null 2>&1 || rsk_sum='shasum -a 256'
     # shellcheck disable=SC2016,SC2086  # the inner sh expands its own $1; rsk_sum is a command and its options
     (cd "$RSK_OUT" && find . -type f -exec sh -c 'for f; do printf "%s %s %s\n" "$('"$rsk_sum"' <"$f" | cut -c1-64)" \
         "$(wc -c <"$f" | tr -d " ")" "${f#./}"; done' sh {} +) | sort -k3 >"$rsk_run/manifest.tmp" \

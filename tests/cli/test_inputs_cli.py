@@ -165,3 +165,23 @@ def test_a_journal_anchors_file_of_the_older_form_is_read() -> None:
 
     raw = loads('{"lab": {"line": 12, "seal": "00ff"}}')
     assert Anchors.model_validate({"schema_version": 1, "targets": raw}).targets["lab"].line == 12
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["fetch", "--request-id", "r1", "--result", "--json"], "--request-id"),
+        (["fetch", "--result", "--json"], "JOB"),
+        (["nosuch", "--json"], "nosuch"),
+        (["launch", "--gpus", "many", "--json", "--", "true"], "--gpus"),
+    ],
+)
+def test_a_refused_argv_answers_json_on_stdout_when_asked(
+    args: list[str], says: str, rsk_env: Path, project: str
+) -> None:
+    r = rsk(*args)
+    assert r.rc == Exit.USAGE, (r.rc, r.out, r.err)
+    doc = json.loads(r.out)  # an agent that guessed an option still reads one JSON document
+    assert doc["error"] == "usage" and doc["exit_code"] == Exit.USAGE and says in doc["message"], doc
+    assert "--help" in doc["hint"] and "Traceback" not in r.err
+    assert not (rsk_env / "projects" / project).exists()

@@ -67,15 +67,15 @@ def test_slurmctld_down_during_launch(lab: Lab, project: str, monkeypatch: pytes
     from rsk.wire.protocol import Request
 
     grant(project, "--jobs", "2")
-    real_authorize = launch_mod.authorize
+    real_allow = launch_mod.allow
 
-    def authorize_then_stop(*args, **kwargs):  # type: ignore[no-untyped-def]
-        allowed = real_authorize(*args, **kwargs)
+    def allow_then_stop(*args, **kwargs):  # type: ignore[no-untyped-def]
+        allowed = real_allow(*args, **kwargs)
         subprocess.run(["pkill", "-x", "slurmctld"], check=False)
         time.sleep(1)
         return allowed
 
-    monkeypatch.setattr(launch_mod, "authorize", authorize_then_stop)
+    monkeypatch.setattr(launch_mod, "allow", allow_then_stop)
     try:
         with pytest.raises(UnavailableError) as info:
             launch_mod.launch("lab", Request(project=project, request_id="down", argv=["true"]))
@@ -89,7 +89,7 @@ def test_slurmctld_down_during_launch(lab: Lab, project: str, monkeypatch: pytes
         if events:
             assert "code=slurm-unavailable" in lab.journal(project)[-1]
         # while it is down, planning says so with its own exit code
-        monkeypatch.setattr(launch_mod, "authorize", real_authorize)
+        monkeypatch.setattr(launch_mod, "allow", real_allow)
         r = launch(project, "-r", "while-down")
         assert r.rc == Exit.UNAVAILABLE and "Slurm controller" in r.err
     finally:

@@ -70,14 +70,14 @@ def test_plan_changed_between_plan_and_submit_is_refused(
     import rsk.ops.launch as launch_mod
 
     grant(project, "--jobs", "5")
-    real_authorize = launch_mod.authorize
+    real_allow = launch_mod.allow
 
-    def authorize_then_change_policy(*args, **kwargs):  # type: ignore[no-untyped-def]
-        allowed = real_authorize(*args, **kwargs)
+    def allow_then_change_policy(*args, **kwargs):  # type: ignore[no-untyped-def]
+        allowed = real_allow(*args, **kwargs)
         lab.set_policy("max_gpus = 8\n")
         return allowed
 
-    monkeypatch.setattr(launch_mod, "authorize", authorize_then_change_policy)
+    monkeypatch.setattr(launch_mod, "allow", allow_then_change_policy)
     from rsk.errors import ConflictError
     from rsk.wire.protocol import Request
 
@@ -101,20 +101,20 @@ def test_a_launch_is_one_remote_program_that_submits_only_on_rsks_go(
     from rsk.wire.protocol import Request
 
     grant(project, "--jobs", "5")
-    real_authorize = launch_mod.authorize
+    real_allow = launch_mod.allow
 
-    def authorize_then_die(*args, **kwargs):  # type: ignore[no-untyped-def]
-        real_authorize(*args, **kwargs)
+    def allow_then_die(*args, **kwargs):  # type: ignore[no-untyped-def]
+        real_allow(*args, **kwargs)
         raise KeyboardInterrupt  # the agent's process is killed after the ledger allowed, before the go
 
-    monkeypatch.setattr(launch_mod, "authorize", authorize_then_die)
+    monkeypatch.setattr(launch_mod, "allow", allow_then_die)
     request = Request(project=project, request_id="onego", argv=["true"])
     with pytest.raises(KeyboardInterrupt):
         launch_mod.launch("lab", request)
     assert lab.journal(project) == []
     assert lab.jobs_named(f"rsk:{project}:onego") == []
 
-    monkeypatch.setattr(launch_mod, "authorize", real_authorize)
+    monkeypatch.setattr(launch_mod, "allow", real_allow)
     programs: list[str] = []
     real_open = Connection.open
 

@@ -142,14 +142,14 @@ def test_charge_is_released_when_sbatch_fails(lab: Lab, project: str, monkeypatc
     from rsk.wire.protocol import Request
 
     grant(project, "--jobs", "2")
-    real_authorize = launch_mod.authorize
+    real_allow = launch_mod.allow
 
-    def authorize_then_drain(*args, **kwargs):  # type: ignore[no-untyped-def]
-        allowed = real_authorize(*args, **kwargs)
+    def allow_then_drain(*args, **kwargs):  # type: ignore[no-untyped-def]
+        allowed = real_allow(*args, **kwargs)
         subprocess.run(["scontrol", "update", "PartitionName=gpu", "State=DRAIN"], check=True)
         return allowed
 
-    monkeypatch.setattr(launch_mod, "authorize", authorize_then_drain)
+    monkeypatch.setattr(launch_mod, "allow", allow_then_drain)
     try:
         with pytest.raises(RejectedError):
             launch_mod.launch("lab", Request(project=project, request_id="s1", partition="gpu", argv=["true"]))

@@ -181,3 +181,6 @@ def test_another_os_user_cannot_use_the_page_even_with_its_cookie(
     with socket.create_connection(("127.0.0.1", server.port)) as held:
         forged = {"Cookie": cookie, "X-Forwarded-For": f"127.0.0.1:{held.getsockname()[1]}"}
         assert get(forged, "rskagent").startswith("403")
+    page.goto(f"{server.base}/")  # and the human's own page still serves
+    assert page.locator("h1").inner_text() == "Cards"
+    shot(page, "lab-human-page-after-another-users-refusal")

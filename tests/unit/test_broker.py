@@ -3,6 +3,7 @@ uses a project or a path, the socket directory's checks, and what a client canno
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
     release = threading.Event()
     started = threading.Semaphore(0)
 
-    def runner(argv: list[str], who: object, out: object) -> int:
+    def runner(argv: list[str], who: object) -> int:
         started.release()
         release.wait(10)
         return 0
@@ -351,7 +352,7 @@ def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monk
     started = threading.Semaphore(0)
     peers: list[int] = []  # the uid the kernel would report, connection by connection
 
-    def runner(argv: list[str], who: object, out: object) -> int:
+    def runner(argv: list[str], who: object) -> int:
         started.release()
         release.wait(10)
         return 0
@@ -394,8 +395,9 @@ def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_pat
     looks like, a human act is exit 77 and an owner-only or local command exit 2 for another user."""
     from rsk.cli.broker_cmd import cli_runner
 
-    said: list[str] = []
+    said = io.StringIO()
     for argv, rc in ((["approve", "c-1", "--yes"], 77), (["doctor"], 2), (["init"], 2), (["fetch", "1", "x"], 2),
                      (["broker", "stop"], 2)):  # fmt: skip
-        assert cli_runner(argv, as_caller(tmp_path, other()), lambda _, text: said.append(text)) == rc, said
-    assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER), lambda _, t: said.append(t)) == 77
+        assert cli_runner(argv, as_caller(tmp_path, other(), out=said, err=said)) == rc, said.getvalue()
+    assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER, out=said, err=said)) == 77
+    assert "never runs through the broker" in said.getvalue()  # said on the caller's own stream

@@ -22,8 +22,9 @@ def test_each_link_needs_every_earlier_link_to_have_stopped() -> None:
     assert [t.key for t in links] == ["link1", "link2", "link3"]
     assert [[n.wire for n in t.needs] for t in links] == [[], ["link1:notok"], ["link1:notok", "link2:notok"]]
     assert {t.time_min for t in links} == {1} and links[2].env == ["A=1"]
-    with pytest.raises(UsageError, match="does not fit in a link"):
-        chain_tasks(["x"], [], 3, 1, 60, 10)
+    with pytest.raises(UsageError, match="does not fit in a link") as refused:
+        chain_tasks(["x"], [], 3, 1, 1800, 10)  # a bare `--signal-before 30` is 30 minutes
+    assert "--signal-before 0:30 for links of 1 min" in refused.value.hint  # the margin that fits, written right
 
 
 def test_a_budget_needs_a_time_and_one_command() -> None:

@@ -1,6 +1,6 @@
 """A broker's connection keeps the cluster's facts the plan program printed on it, for FACTS_TTL_S, and sends
 them back ahead of the next submit program's request; a refusal drops them; nothing else is ever sent
-(docs/adr/0037). The connection is a stand-in that answers as the program would: what is sent is the subject."""
+(docs/adr/0038). The connection is a stand-in that answers as the program would: what is sent is the subject."""
 
 from __future__ import annotations
 

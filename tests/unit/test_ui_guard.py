@@ -256,3 +256,34 @@ def test_a_navigation_from_another_site_without_the_cookie_reopens_itself_and_no
     assert client.get("/", headers={**nav, "sec-fetch-site": "same-origin"}).status_code == 403  # no loop
     assert client.get("/").status_code == 403
     assert client.post("/cards/c-1/approve", headers={**nav, **ORIGIN}).status_code == 403  # never an act
+
+
+def test_a_navigation_from_elsewhere_reopens_only_the_pages_own_addresses(project: str) -> None:
+    """`/\\evil.test` (sent as /%5Cevil.test) is `//evil.test` to a browser: a bounce to it would be an open
+    redirect to another site (the meta refresh, in a browser without script)."""
+    _, client = _page()
+    nav = {"sec-fetch-mode": "navigate", "sec-fetch-site": "cross-site"}
+    for path in ("/%5Cevil.test", "/%5C%5Cevil.test/x", "/nope", "/static/../x"):
+        r = client.get(path, headers=nav)
+        assert r.status_code == 403 and "url=" not in r.text and "evil.test" not in r.text, path
+    for path in ("/", "/budgets", "/board", "/gpus", "/logs?project=p&target=t&job=1"):
+        assert 'content="0;url=/' in client.get(path, headers=nav).text, path
+
+
+@pytest.mark.parametrize("uses", ["\u00b2", "\u0663", "9" * 5000, "0", "-1", "1.5"])
+def test_a_bad_number_of_uses_is_refused_with_a_reason_not_a_server_error(project: str, uses: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "uses": uses}
+    r = client.post(f"/cards/{card.id}/approve", data=form, headers=ORIGIN)
+    assert r.status_code == 400 and "uses" in r.text, r.text
+    assert Store(project).load().cards[0].status == "pending"
+
+
+def test_an_expiry_past_the_calendar_is_refused_with_a_reason_not_a_server_error(project: str) -> None:
+    card = file_card(project)
+    _, client = _signed_in()
+    form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "expires": "99999999999d"}
+    r = client.post(f"/cards/{card.id}/approve", data=form, headers=ORIGIN)
+    assert r.status_code == 400 and "neither a duration nor a date" in r.text
+    assert Store(project).load().cards[0].status == "pending"

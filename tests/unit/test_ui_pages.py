@@ -102,6 +102,11 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"chain_of": "run-7<b>"})
     html = pages.card_facts(Store(project).load().cards[0])
     assert "<dt>extends</dt><dd>chain <code>run-7&lt;b&gt;</code>: these links go on after its last" in html
+    # `rsk retry`: the card says which batch the attempt runs again, in that batch's work directory
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"attempt_of": "wf<i>"})
+    html = pages.card_facts(Store(project).load().cards[0])
+    assert "<dt>retries</dt><dd>batch <code>wf&lt;i&gt;</code>: these tasks run again, in its work directory" in html
 
 
 def test_the_board_names_batches_workflows_chains_and_leases_with_their_states() -> None:
@@ -175,3 +180,33 @@ def test_a_slow_source_is_asked_at_most_once_an_interval_however_often_the_page_
     busy.read()
     busy.read()
     assert asked == [100.0, 105.0, 110.0]  # and a second reader starts no second one
+
+
+def test_the_hook_command_gets_the_cards_address_on_the_page(rsk_env: object, project: str, tmp_path: object) -> None:
+    """The human's notification command: $RSK_CARD_PAGE and the summary name the card on the running page."""
+    import json
+    import os
+    import time
+    from pathlib import Path
+
+    from rsk.ledger.notify import PageFile, card_filed, page_file
+    from rsk.local.atomic import write_atomic
+    from rsk.local.paths import config_dir
+
+    seen = Path(str(tmp_path)) / "seen.json"
+    config_dir().mkdir(parents=True, exist_ok=True)
+    (config_dir() / "config.toml").write_text(
+        f"[notify]\ncommand = '''python3 -c \"import json, os; print(json.dumps(dict(os.environ)))\" > {seen}.tmp"
+        f" && mv {seen}.tmp {seen}'''\n"
+    )
+    card = file_card(project)
+    page_file().parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(page_file(), PageFile(address="http://127.0.0.1:4242/", pid=os.getpid()).model_dump_json().encode())
+    card_filed(card, project)
+    deadline = time.monotonic() + 20  # the hook runs detached: wait for what it wrote, not for a time
+    while not seen.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    env = json.loads(seen.read_text())
+    assert env["RSK_CARD_PAGE"] == f"http://127.0.0.1:4242/#card-{card.id}"
+    assert env["RSK_CARD_SUMMARY"].endswith(f"or on the page: http://127.0.0.1:4242/#card-{card.id}")
+    assert env["RSK_CARD_ID"] == card.id

@@ -42,3 +42,11 @@ def test_parse_expiry_durations_and_dates() -> None:
     assert parse_expiry("2026-12-31T18:00") == datetime(2026, 12, 31, 18, 0, tzinfo=UTC)
     with pytest.raises(UsageError):
         parse_expiry("soon")
+
+
+@pytest.mark.parametrize("text", ["99999999999d", "9" * 5000 + "h", "\u0663h", "\u00b2d", "9999-12-31T23:59:59+99:00"])
+def test_an_expiry_past_the_calendar_or_in_other_digits_is_a_usage_error(text: str) -> None:
+    """Typed at `rsk approve --expires` or in the page's form: a usage error, never a traceback."""
+    with pytest.raises(UsageError) as exc:
+        parse_expiry(text, datetime(2026, 1, 1, tzinfo=UTC))
+    assert len(exc.value.message) < 120

@@ -15,7 +15,7 @@ from rsk.wire import answers, bundle
 from rsk.wire.protocol import FRAME, Output, parse
 
 # How long a broker's connection keeps the cluster's facts (its name, its partitions and their nodes) that the
-# plan program printed, and sends them back instead of having scontrol and sinfo read again (docs/adr/0037).
+# plan program printed, and sends them back instead of having scontrol and sinfo read again (docs/adr/0038).
 FACTS_TTL_S = 60.0
 _FACTS_ENTRIES = ("submit", "submit-lease")
 

@@ -119,12 +119,18 @@ class Archive:
     def records(self, kind: Kind, containing: str = "") -> Iterator[Record]:
         """The records of a kind, oldest first; with `containing`, only lines holding that text (a cheap
         scan: the JSON of a line is parsed only when it matches). Damaged lines are skipped."""
+        return self._scan(self._data(), (kind,), containing)
+
+    def _data(self) -> bytes:
         try:
-            data = self.path.read_bytes()
+            return self.path.read_bytes()
         except FileNotFoundError:
-            return
+            return b""
+
+    @staticmethod
+    def _scan(data: bytes, kinds: tuple[Kind, ...], containing: str) -> Iterator[Record]:
         needle = containing.encode()
-        tag = f'"kind":"{kind}"'.encode()
+        tags = [f'"kind":"{kind}"'.encode() for kind in kinds]
         start = 0
         while True:
             hit = data.find(needle, start) if needle else start
@@ -135,11 +141,19 @@ class Archive:
             line_end = len(data) if line_end < 0 else line_end
             line = data[line_start:line_end]
             start = line_end + 1
-            if tag in line:
+            if any(tag in line for tag in tags):
                 try:
                     yield Record.model_validate_json(line)
                 except ValidationError:
                     continue
+
+    def uses(self, containing: str) -> tuple[list[Charge], list[Approval]]:
+        """The charges and approvals whose lines hold `containing`, from one read of the file."""
+        records = list(self._scan(self._data(), ("charge", "approval"), containing))
+        return (
+            list(_latest(Charge, (r for r in records if r.kind == "charge")).values()),
+            list(_latest(Approval, (r for r in records if r.kind == "approval")).values()),
+        )
 
     def approvals(self, containing: str = "") -> list[Approval]:
         return list(_latest(Approval, self.records("approval", containing)).values())

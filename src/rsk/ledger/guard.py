@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.errors import DeniedError, PendingApproval, UsageError
+from rsk.errors import DeniedError, PendingApproval, RskError, UsageError
 from rsk.ledger import attempts
 from rsk.ledger.archive import Archive
 from rsk.ledger.decide import Facts, decide, denial, find_approval
@@ -35,7 +35,7 @@ from rsk.ledger.models import (
 )
 from rsk.ledger.store import Store
 from rsk.local.project import scope
-from rsk.wire.protocol import Plan, Request, is_job_id
+from rsk.wire.protocol import Accepted, Plan, Request, is_job_id
 from rsk.wire.resources import Resources
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         else [],
         budget_min=plan.budget_min,
         chain_of=plan.chain_of,
+        attempt_of=plan.attempt_of,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,
@@ -124,7 +125,7 @@ def submitted_jobs(
     jobs = _jobs_of(ledger.charges, ledger.approvals, request_id, plan_hash, target)
     if not jobs and archive is not None:
         needle = f'"request_id":"{request_id}"'
-        jobs = _jobs_of(archive.charges(needle), archive.approvals(needle), request_id, plan_hash, target)
+        jobs = _jobs_of(*archive.uses(needle), request_id, plan_hash, target)
     return jobs
 
 
@@ -206,74 +207,83 @@ def _entry(store: Store, event: str, plan_hash: str, rid: str, rule: str | None,
                       detail=detail)  # fmt: skip
 
 
-def authorize(
-    store: Store, target: str, plan: Plan, request: Request, planned_at: datetime, code: CodeSnapshot | None = None
-) -> Allowed:
-    """Decide now, under the ledger lock; hold a charge or an approval use; else file or find a card."""
+def allowed_or_raise(verdict: Allowed | RskError) -> Allowed:
+    """What a decision allows; its refusal raised (once the transaction that made it is written)."""
+    if isinstance(verdict, RskError):
+        raise verdict
+    return verdict
+
+
+def authorize_in(
+    store: Store,
+    ledger: Ledger,
+    target: str,
+    plan: Plan,
+    request: Request,
+    planned_at: datetime,
+    code: CodeSnapshot | None = None,
+) -> Allowed | RskError:
+    """The decision, made on the ledger the caller holds under the lock (its transaction writes what changed):
+    a charge or an approval use held, else the error to raise once the ledger is written (a denial, or the
+    card filed or found for a human)."""
     at = now()
     rid = request.request_id
-    # errors are raised after the block: what the decision released must be written first
-    card: Card | None = None
-    new_card = False
-    with store.transaction() as ledger:
-        active = count_active(ledger, target, plan, planned_at, rid)
-        d = decide(ledger, facts(target, plan, rid, active, replaceable(ledger, rid, plan.hash)), at)
-        store.audit(_entry(store, "decision", plan.hash, rid, d.rule, d.kind + (f": {d.reason}" if d.reason else "")))
-        if d.kind == "deny":
-            _release_holds(store, ledger, rid, f"denied by {d.rule}")
-        if d.kind == "approval":
-            approval = find_approval(ledger, plan.hash, at, rid)
-            assert approval is not None
-            _release_holds(store, ledger, rid, "decided again: an approval allows it", keep=approval.id)
-            use = next((u for u in approval.uses if u.request_id == rid and u.state == "held"), None)
-            if use is None:
-                approval.uses_left -= 1
-                use = Use(request_id=rid, target=target)
-                approval.uses.append(use)
-            _hold(use.holders)
-            return Allowed(kind="approval", id=approval.id)
-        if d.kind == "grant":
-            assert d.rule is not None
-            charge = next((c for c in _own_holds(ledger, rid)[0] if c.grant_id == d.rule and c.plan_hash == plan.hash),
-                          None)  # fmt: skip
-            _release_holds(store, ledger, rid, f"decided again: grant {d.rule} allows it",
-                           keep=charge.id if charge else None)  # fmt: skip
-            if charge is None:
-                charge = Charge(grant_id=d.rule, plan_hash=plan.hash, request_id=rid, target=target,
-                                gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
-                ledger.charges.append(charge)
-            _hold(charge.holders)
-            return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
-        if d.kind == "ask":
-            _release_holds(store, ledger, rid, f"decided again: {d.reason}")
-            card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
-            if card is None:
-                card = Card(
-                    plan_hash=plan.hash,
-                    request_id=rid,
-                    requester=request.requester,
-                    target=target,
-                    request=request.model_dump(exclude={"hostkey"}),
-                    plan=card_plan(target, plan, code),
-                    closest_grant=d.closest_grant,
-                    closest_why=d.closest_why,
-                )
-                ledger.cards.append(card)
-                new_card = True
+    active = count_active(ledger, target, plan, planned_at, rid)
+    d = decide(ledger, facts(target, plan, rid, active, replaceable(ledger, rid, plan.hash)), at)
+    store.audit(_entry(store, "decision", plan.hash, rid, d.rule, d.kind + (f": {d.reason}" if d.reason else "")))
     if d.kind == "deny":
-        raise DeniedError(
+        _release_holds(store, ledger, rid, f"denied by {d.rule}")
+        return DeniedError(
             f"denied by {d.rule}: {d.reason}",
             "do not try to get around a denial; tell the human and ask what to do instead",
             details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
         )
-    assert card is not None
+    if d.kind == "approval":
+        approval = find_approval(ledger, plan.hash, at, rid)
+        assert approval is not None
+        _release_holds(store, ledger, rid, "decided again: an approval allows it", keep=approval.id)
+        use = next((u for u in approval.uses if u.request_id == rid and u.state == "held"), None)
+        if use is None:
+            approval.uses_left -= 1
+            use = Use(request_id=rid, target=target)
+            approval.uses.append(use)
+        _hold(use.holders)
+        return Allowed(kind="approval", id=approval.id)
+    if d.kind == "grant":
+        assert d.rule is not None
+        charge = next((c for c in _own_holds(ledger, rid)[0] if c.grant_id == d.rule and c.plan_hash == plan.hash),
+                      None)  # fmt: skip
+        _release_holds(store, ledger, rid, f"decided again: grant {d.rule} allows it",
+                       keep=charge.id if charge else None)  # fmt: skip
+        if charge is None:
+            charge = Charge(grant_id=d.rule, plan_hash=plan.hash, request_id=rid, target=target,
+                            gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
+            ledger.charges.append(charge)
+        _hold(charge.holders)
+        return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
+    # ask: a card for a human, the one pending for this plan or a new one
+    _release_holds(store, ledger, rid, f"decided again: {d.reason}")
+    card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
+    new_card = card is None
+    if card is None:
+        card = Card(
+            plan_hash=plan.hash,
+            request_id=rid,
+            requester=request.requester,
+            target=target,
+            request=request.model_dump(exclude={"hostkey"}),
+            plan=card_plan(target, plan, code),
+            closest_grant=d.closest_grant,
+            closest_why=d.closest_why,
+        )
+        ledger.cards.append(card)
     # what to pass on to the human (addressed to them), and what the agent does next: two fields
     tell_human = (
         f"rsk needs your approval for card {card.id}: `rsk approvals show {card.id}` shows what it runs and "
         f"costs; `rsk approve {card.id}` at your terminal allows it, `rsk deny {card.id} --reason ...` refuses it."
     )
     then = f"rsk wait {card.id}{scope(store.project, None)}"
-    raise PendingApproval(
+    return PendingApproval(
         f"approval needed: card {card.id} waits for a human ({d.reason})",
         f"tell the human: {tell_human} Then run `{then}` "
         f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
@@ -307,21 +317,21 @@ def decide_step(ledger: Ledger, target: str, plan: Plan, request_id: str) -> tup
     return "lease", lease.id, ""
 
 
-def authorize_step(store: Store, target: str, plan: Plan, request: Request) -> Allowed:
+def authorize_step_in(store: Store, ledger: Ledger, target: str, plan: Plan, request: Request) -> Allowed | RskError:
     """A step queued into a lease: the lease paid for its allocation, so the step is allowed by the lease
-    while the ledger holds it open, and only deny rules (and a human's denial of this plan) can stop it."""
+    while the ledger holds it open, and only deny rules (and a human's denial of this plan) can stop it.
+    Decided on the ledger the caller holds under the lock; a refusal is returned, to raise after it."""
     rid = request.request_id
-    with store.transaction() as ledger:
-        kind, rule, reason = decide_step(ledger, target, plan, rid)
-        store.audit(_entry(store, "decision", plan.hash, rid, rule, kind + (f": {reason}" if reason else "")))
+    kind, rule, reason = decide_step(ledger, target, plan, rid)
+    store.audit(_entry(store, "decision", plan.hash, rid, rule, kind + (f": {reason}" if reason else "")))
     if kind == "deny":
-        raise DeniedError(
+        return DeniedError(
             f"denied by {rule}: {reason}",
             "do not try to get around a denial; tell the human and ask what to do instead",
             details={"rule": rule, "reason": reason, "plan_hash": plan.hash},
         )
     if kind == "closed":
-        raise UsageError(
+        return UsageError(
             reason,
             f"`rsk lease status{scope(store.project, target)}` lists the project's leases; a lease is opened "
             "with `rsk lease open NAME` (a human allows it like any launch)",
@@ -335,32 +345,29 @@ def open_lease(ledger: Ledger, target: str, name: str, job_id: str) -> Lease | N
                  and x.closed is None), None)  # fmt: skip
 
 
-def record_lease(store: Store, target: str, plan: Plan, request_id: str, allowed: Allowed, job_id: str) -> Lease:
+def _record_lease(
+    store: Store, ledger: Ledger, target: str, plan: Plan, request_id: str, allowed: Allowed, job_id: str
+) -> None:
     """The cluster accepted a lease's job: the ledger holds it open (once, however often it is replayed)."""
-    with store.transaction() as ledger:
-        found = next((x for x in ledger.leases if x.target == target and x.job_id == job_id and x.name == plan.lease),
-                     None)  # fmt: skip
-        if found is not None:
-            return found
-        lease = Lease(name=plan.lease, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
-                      allowed_by=f"{allowed.kind} {allowed.id}", resources=plan.resources)  # fmt: skip
-        ledger.leases.append(lease)
-        store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
-        return lease
+    if any(x.target == target and x.job_id == job_id and x.name == plan.lease for x in ledger.leases):
+        return
+    lease = Lease(name=plan.lease, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
+                  allowed_by=f"{allowed.kind} {allowed.id}", resources=plan.resources)  # fmt: skip
+    ledger.leases.append(lease)
+    store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
 
 
-def record_steps(store: Store, target: str, plan: Plan, request_id: str, jobs: list[tuple[str, str]]) -> None:
+def _record_steps(ledger: Ledger, target: str, plan: Plan, request_id: str, jobs: list[tuple[str, str]]) -> None:
     """The steps the cluster queued for a request the ledger allowed into a lease ((step id, task) each):
     the lease's record keeps them, once however often they are replayed."""
-    with store.transaction() as ledger:
-        lease = next((x for x in ledger.leases if x.target == target and x.name == plan.lease
-                      and x.job_id == plan.lease_job), None)  # fmt: skip
-        if lease is None or lease.steps is None:
-            return
-        known = {s.job_id for s in lease.steps}
-        for job, task in jobs:
-            if job not in known:
-                lease.steps.append(LeaseStep(job_id=job, request_id=request_id, plan_hash=plan.hash, task=task))
+    lease = next((x for x in ledger.leases if x.target == target and x.name == plan.lease
+                  and x.job_id == plan.lease_job), None)  # fmt: skip
+    if lease is None or lease.steps is None:
+        return
+    known = {s.job_id for s in lease.steps}
+    for job, task in jobs:
+        if job not in known:
+            lease.steps.append(LeaseStep(job_id=job, request_id=request_id, plan_hash=plan.hash, task=task))
 
 
 def undecided_step(ledger: Ledger, target: str, lease: str, job_id: str, request_id: str, starts: int) -> str:
@@ -397,32 +404,57 @@ def _costs(plan: Plan, jobs: dict[int, str]) -> dict[str, JobCost]:
     return out
 
 
-def record_submitted(store: Store, allowed: Allowed, plan: Plan, request_id: str, jobs: dict[int, str]) -> None:
-    """The cluster accepted jobs: the request's charge or approval use is now submitted, for good."""
-    if not jobs or allowed.kind == "replay":
+def record_outcome(
+    store: Store, target: str, allowed: Allowed, plan: Plan, request_id: str, accepted: list[Accepted], failed: str = ""
+) -> None:
+    """What the cluster did with a decided request, in one transaction of the ledger (the decision's was
+    written before the submit, so a crash in between leaves a reservation, never a job nothing counts): the
+    jobs it accepted hold the request's charge or approval use for good, a step joins its lease's record, a
+    lease's job opens the lease; when nothing was accepted and the submit `failed` (why), the request's holds
+    are given back. Nothing to record (a replay, say): the ledger is not touched."""
+    jobs = {a.idx: a.job_id for a in accepted}
+    submits = bool(jobs) and allowed.kind not in ("replay", "lease")  # a step costs the lease nothing new
+    steps = plan.is_step and bool(accepted)  # what a controller starts is compared with these (rsk status)
+    opens = plan.kind == "lease" and bool(accepted)
+    gives_back = bool(failed) and not accepted
+    if not (submits or steps or opens or gives_back):
         return
+    with store.transaction() as ledger:
+        if submits:
+            _record_submitted(store, ledger, allowed, plan, request_id, jobs)
+        if steps:
+            _record_steps(ledger, target, plan, request_id, [(a.job_id, a.task or "") for a in accepted])
+        if opens:
+            _record_lease(store, ledger, target, plan, request_id, allowed, accepted[0].job_id)
+        if gives_back:
+            _let_go(store, ledger, request_id, failed)
+
+
+def _record_submitted(
+    store: Store, ledger: Ledger, allowed: Allowed, plan: Plan, request_id: str, jobs: dict[int, str]
+) -> None:
+    """The cluster accepted jobs: the request's charge or approval use is now submitted, for good."""
     costs = _costs(plan, jobs)
     at = now()
-    with store.transaction() as ledger:
-        for ch in ledger.charges:
-            if ch.id == allowed.charge_id and ch.state in ("reserved", "submitted", "released"):
-                # (released: by a human's hand or an older rsk while this launch was under way; the jobs exist,
-                # so they count)
-                ch.state = "submitted"
-                ch.job_costs = {**costs, **ch.job_costs}
-                ch.submitted_at = ch.submitted_at or at
-                store.audit(_entry(store, "charge-submitted", ch.plan_hash, request_id, ch.grant_id,
-                                   "jobs " + ",".join(costs)))  # fmt: skip
-        for a in ledger.approvals:
-            if a.id != allowed.id:
-                continue
-            for u in a.uses:
-                if u.request_id == request_id and (u.state in ("held", "submitted") or _mine(u)):
-                    if u.state == "released":
-                        a.uses_left -= 1  # given back while this launch was under way: its job ran on it
-                    u.state = "submitted"
-                    u.jobs = {**costs, **u.jobs}
-                    u.submitted_at = u.submitted_at or at
+    for ch in ledger.charges:
+        if ch.id == allowed.charge_id and ch.state in ("reserved", "submitted", "released"):
+            # (released: by a human's hand or an older rsk while this launch was under way; the jobs exist,
+            # so they count)
+            ch.state = "submitted"
+            ch.job_costs = {**costs, **ch.job_costs}
+            ch.submitted_at = ch.submitted_at or at
+            store.audit(_entry(store, "charge-submitted", ch.plan_hash, request_id, ch.grant_id,
+                               "jobs " + ",".join(costs)))  # fmt: skip
+    for a in ledger.approvals:
+        if a.id != allowed.id:
+            continue
+        for u in a.uses:
+            if u.request_id == request_id and (u.state in ("held", "submitted") or _mine(u)):
+                if u.state == "released":
+                    a.uses_left -= 1  # given back while this launch was under way: its job ran on it
+                u.state = "submitted"
+                u.jobs = {**costs, **u.jobs}
+                u.submitted_at = u.submitted_at or at
 
 
 def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
@@ -463,13 +495,17 @@ def release(store: Store, request_id: str, reason: str) -> None:
     """Nothing was submitted (the cluster refused, sbatch failed, the intent was abandoned): this launch
     lets go of the request's reserved charges and held approval uses, and each one no other live launch
     holds is given back. A submitted one is never released."""
-    mine = attempts.current()
     with store.transaction() as ledger:
-        charges, uses = _own_holds(ledger, request_id)
-        for holders in [c.holders for c in charges] + [u.holders for _, u in uses]:
-            if mine in holders:
-                holders.remove(mine)
-        _release_holds(store, ledger, request_id, reason)
+        _let_go(store, ledger, request_id, reason)
+
+
+def _let_go(store: Store, ledger: Ledger, request_id: str, reason: str) -> None:
+    mine = attempts.current()
+    charges, uses = _own_holds(ledger, request_id)
+    for holders in [c.holders for c in charges] + [u.holders for _, u in uses]:
+        if mine in holders:
+            holders.remove(mine)
+    _release_holds(store, ledger, request_id, reason)
 
 
 SlurmRecord = tuple[int, int | None] | None  # Slurm's word on an ended job: (run time s, limit s); None: gone

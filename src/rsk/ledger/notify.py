@@ -89,7 +89,8 @@ def card_filed(card: Card, project: str) -> None:
         return
     data = summary(card, project)
     payload = json.dumps(data).encode()
-    card_env = {"RSK_CARD_ID": card.id, "RSK_CARD_PROJECT": project, "RSK_CARD_SUMMARY": str(data["summary"])}
+    card_env = {"RSK_CARD_ID": card.id, "RSK_CARD_PROJECT": project, "RSK_CARD_SUMMARY": str(data["summary"]),
+                "RSK_CARD_PAGE": str(data["page"] or "")}  # fmt: skip
     runs: list[tuple[list[str], dict[str, str], str | None]] = []
     if cfg.command:  # the human's own command, where the human's rsk runs
         runs.append((["/bin/sh", "-c", cfg.command], {**os.environ, **card_env}, None))

@@ -2,12 +2,18 @@
 
 A ledger that fails validation is refused, never overwritten; the last good version is
 kept as ledger.json.bak; a ledger from a newer rsk is refused with an upgrade hint.
+
+A transaction reads the file once under the lock and writes it at most once. A Store remembers the ledger
+as it last read or wrote it (its exact bytes and their reading): a transaction that finds the file's bytes
+unchanged since uses that reading instead of validating the file again, so a launch's view before it plans,
+its decision, and the record of what the cluster accepted parse the ledger once (ADR 0036).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -23,7 +29,17 @@ from rsk.wire import safejson
 LOCK_TIMEOUT = 60.0
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """The ledger file's exact bytes and the ledger they read as."""
+
+    raw: bytes
+    ledger: Ledger
+
+
 class Store:
+    """One project's ledger, for one command (a Store is not shared between threads)."""
+
     def __init__(self, project: str) -> None:
         self.project = project
         self.dir = project_dir(project)
@@ -32,19 +48,34 @@ class Store:
         self.audit_path = self.dir / "audit.jsonl"
         self.archive = Archive(self.dir / "archive.jsonl")
         self.lock = FileLock(str(self.dir / "ledger.lock"), timeout=LOCK_TIMEOUT)
+        self.last: Snapshot | None = None  # the ledger as this Store last read it for a view or a transaction
 
     def load(self) -> Ledger:
         """Read the ledger (no lock needed for a read-only view: writes are atomic renames)."""
         return read_ledger(self.path, self.project)
 
+    def view(self) -> Ledger:
+        """Read the ledger without the lock, to read only (never change what it returns): a transaction of this
+        Store that finds the file unchanged since uses this reading."""
+        raw = _raw(self.path)
+        ledger = parse_ledger(raw, self.path, self.project)
+        self.last = Snapshot(raw, ledger) if raw is not None else None
+        return ledger
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Ledger]:
         """Lock, read, let the caller change the ledger, write it back if it changed. A write first moves
-        what went cold to the archive (rsk.ledger.archive), appended and synced before the hot file is replaced."""
+        what went cold to the archive (rsk.ledger.archive), appended and synced before the hot file is replaced.
+        One read of the file under the lock; it is parsed only when it changed since this Store last saw it."""
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
             with self.lock:
-                ledger = read_ledger(self.path, self.project)
+                raw = _raw(self.path)
+                last, self.last = self.last, None  # what the block changes is known again only once it is written
+                if raw is not None and last is not None and last.raw == raw:
+                    ledger = last.ledger
+                else:
+                    ledger = parse_ledger(raw, self.path, self.project)
                 before = ledger.model_dump_json()
                 yield ledger
                 after = ledger.model_dump_json()
@@ -53,17 +84,21 @@ class Store:
                     if cold:
                         self.archive.append(cold)
                         after = ledger.model_dump_json()
-                    self._write(after)
+                    self._write(after.encode(), raw)
+                    self.last = Snapshot(after.encode(), ledger)
+                elif raw is not None:
+                    self.last = Snapshot(raw, ledger)
         except Timeout as exc:
             raise StateError(
                 f"the ledger {self.path} stayed locked for {LOCK_TIMEOUT:g}s",
                 "another rsk process is holding it; try again",
             ) from exc
 
-    def _write(self, text: str) -> None:
-        if self.path.exists():
-            write_atomic(self.backup, self.path.read_bytes())
-        write_atomic(self.path, text.encode())
+    def _write(self, data: bytes, previous: bytes | None) -> None:
+        """The new ledger; the one it replaces (as read under the lock) becomes the backup."""
+        if previous is not None:
+            write_atomic(self.backup, previous)
+        write_atomic(self.path, data)
 
     def audit(self, entry: AuditEntry) -> None:
         append_line(self.audit_path, entry.model_dump_json())
@@ -78,13 +113,32 @@ class Store:
         return out
 
 
-def read_ledger(path: Path, project: str) -> Ledger:
-    if not path.exists():
-        return Ledger(project=project)
-    hint = f"fix or remove {path} (the last good version is {path.name}.bak beside it); rsk never overwrites it"
+def _hint(path: Path) -> str:
+    return f"fix or remove {path} (the last good version is {path.name}.bak beside it); rsk never overwrites it"
+
+
+def _raw(path: Path) -> bytes | None:
+    """The ledger file's bytes; None when there is none yet."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateError(f"cannot read the ledger {path}: {exc}", _hint(path)) from exc
+
+
+def read_ledger(path: Path, project: str) -> Ledger:
+    return parse_ledger(_raw(path), path, project)
+
+
+def parse_ledger(raw: bytes | None, path: Path, project: str) -> Ledger:
+    """The ledger the file's bytes hold (None: no file yet, an empty ledger), validated and migrated."""
+    if raw is None:
+        return Ledger(project=project)
+    hint = _hint(path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise StateError(f"cannot read the ledger {path}: {exc}", hint) from exc
     # one reading of JSON (rsk.wire.safejson): a duplicate key or a deep nesting is refused, never read past
     try:

@@ -13,14 +13,12 @@ from rsk.ledger import attempts
 from rsk.ledger.cards import wait_for_card
 from rsk.ledger.guard import (
     Allowed,
-    authorize,
-    authorize_step,
+    allowed_or_raise,
+    authorize_in,
+    authorize_step_in,
     held_jobs,
     held_line,
-    record_lease,
-    record_steps,
-    record_submitted,
-    release,
+    record_outcome,
     submitted_jobs,
 )
 from rsk.ledger.kept import keep
@@ -31,6 +29,7 @@ from rsk.wire.protocol import Accepted, Plan, Request, raise_for_error
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from rsk.ledger.models import Ledger
     from rsk.request.code import CodeSnapshot
 from rsk.cluster.targets import find_target
 from rsk.ledger.store import Store
@@ -126,8 +125,9 @@ def _launch(
     try:
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, say)
-        # the ledger's jobs go first: the cluster counts them by id against its cap (a job can rename itself)
-        payload = _held(store, target.name) + request.encode()
+        # the ledger's jobs go first: the cluster counts them by id against its cap (a job can rename itself);
+        # the decision's transaction uses this same reading of the ledger when nothing changed it since
+        payload = held_line(held_jobs(store.view(), target.name)) + request.encode()
         say(f"planning on {target.name}")
         planned_at = now()
         # one remote program plans, waits while the ledger decides, then submits that very plan (`go`)
@@ -136,20 +136,8 @@ def _launch(
             out = talk.first
             raise_for_error(out)
             plan = answers.plan(out)
-            known = _known_jobs(store, request, plan, target.name)
-            if known:
-                # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
-                # root): report them; submitting again would spend a permission that was already used
-                accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=True)
-                            for j in known]  # fmt: skip
-                result = _result(target.name, request, plan, Allowed(kind="replay", id="ledger"), accepted)
-                result.note = (
-                    "the ledger recorded this request's jobs; the cluster's journal does not show them all: "
-                    "not submitted again"
-                )
-                return result
             try:
-                allowed = _allow(store, target.name, plan, request, planned_at, code)
+                allowed, known = allow(store, target.name, plan, request, planned_at, code)
             except PendingApproval as pending:
                 if wait is None:
                     raise
@@ -159,6 +147,17 @@ def _launch(
                 say(f"waiting for a human to decide card {card_id}")
                 wait_for_card(store, card_id, wait if wait > 0 else None)  # denied: DeniedError
                 return launch(target_name, request, wait=None, progress=progress)  # the code is there now
+            if known:
+                # the ledger recorded this request's jobs, the cluster no longer knows them (a wiped remote
+                # root): report them; submitting again would spend a permission that was already used
+                accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=True)
+                            for j in known]  # fmt: skip
+                result = _result(target.name, request, plan, allowed, accepted)
+                result.note = (
+                    "the ledger recorded this request's jobs; the cluster's journal does not show them all: "
+                    "not submitted again"
+                )
+                return result
             if allowed.kind == "replay":
                 say("already submitted: replaying")
             say(f"submitting (allowed by {allowed.kind} {allowed.id})")
@@ -176,18 +175,16 @@ def _launch(
         accepted = answers.accepted(out)
         if accepted:
             keep(request)  # a batch's tasks, for `rsk retry`
-        if allowed.kind != "lease":  # a step costs the lease nothing new
-            record_submitted(store, allowed, plan, request.request_id, {a.idx: a.job_id for a in accepted})
-        if plan.is_step and accepted:  # what a controller starts is compared with these (rsk status)
-            record_steps(store, target.name, plan, request.request_id, [(a.job_id, a.task or "") for a in accepted])
-        if plan.kind == "lease" and accepted:
-            record_lease(store, target.name, plan, request.request_id, allowed, accepted[0].job_id)
+        failure: RskError | None = None
         try:
             raise_for_error(out)
         except RskError as exc:
-            if not accepted:
-                release(store, request.request_id, f"not submitted: {exc.code}")
-            raise
+            failure = exc
+        # one transaction records what the cluster did: the jobs it accepted, else (on a failure) the holds given back
+        record_outcome(store, target.name, allowed, plan, request.request_id, accepted,
+                       f"not submitted: {failure.code}" if failure is not None else "")  # fmt: skip
+        if failure is not None:
+            raise failure
         return _result(target.name, request, plan, allowed, accepted)
     finally:
         conn.close()
@@ -230,17 +227,18 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         remote = Remote(conn)
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
         planned_at = now()
-        out = remote.call(submit_entry(request), "plan", stdin=_held(store, target.name) + request.encode())
+        ledger = store.view()  # a preview binds nothing: one reading serves the cluster's count and the decision
+        held = held_line(held_jobs(ledger, target.name))
+        out = remote.call(submit_entry(request), "plan", stdin=held + request.encode())
     raise_for_error(out)
     plan = answers.plan(out)
-    ledger = store.load()
     base = {
         "target": target.name, "project": request.project, "request_id": request.request_id,
         "plan_hash": plan.hash, "gpu_hours_worst": round(plan.gpu_hours, 4),
         "cpu_hours_worst": round(plan.cpu_hours, 4), "jobs": plan.jobs, "policy_verdict": plan.verdict,
         "policy_reasons": plan.reasons, "estimate_start": plan.estimate_start, "plan": plan,
     }  # fmt: skip
-    if _replayed(plan) or _known_jobs(store, request, plan, target.name):
+    if _replayed(plan) or _known_jobs(ledger, store, request, plan, target.name):
         return PlanReport(would="replay", reason="this request's jobs were submitted already", **base)
     if plan.is_step:
         from rsk.ledger.guard import decide_step
@@ -254,40 +252,41 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
                       closest_why=d.closest_why, **base)  # fmt: skip
 
 
-def _held(store: Store, target: str) -> bytes:
-    """The ledger's unsettled jobs on the target, as the line the cluster's programs read first."""
-    return held_line(held_jobs(store.load(), target))
-
-
-def _known_jobs(store: Store, request: Request, plan: Plan, target: str) -> list[str]:
+def _known_jobs(ledger: Ledger, store: Store, request: Request, plan: Plan, target: str) -> list[str]:
     """The jobs the ledger recorded for this request, unless the cluster shows every one of them as
     submitted (then the cluster replays them, or submits the rest of a batch). The ledger is the
     authority: whatever the cluster's journal says of a request the ledger holds jobs for (wiped, or
     edited by a job), nothing is submitted in their place."""
-    jobs = submitted_jobs(store.load(), request.request_id, plan.hash, target, store.archive)
+    jobs = submitted_jobs(ledger, request.request_id, plan.hash, target, store.archive)
     seen = {p.job_id for p in plan.prior if p.state in ("done", "found")}
     return [] if set(jobs) <= seen else jobs
 
 
-def _allow(
+def allow(
     store: Store, target: str, plan: Plan, request: Request, planned_at: datetime, code: CodeSnapshot | None = None
-) -> Allowed:
-    """What lets this plan run: a replay, the lease's rules for a step, or the ledger (deny, approval,
-    grant). PendingApproval when a human must decide; a card filed now is announced (rsk.ledger.notify)."""
-    replay = _replayed(plan)
-    if replay is not None:
-        return replay
-    if plan.is_step:
-        return authorize_step(store, target, plan, request)
-    try:
-        return authorize(store, target, plan, request, planned_at, code)
-    except PendingApproval as pending:
-        if pending.details.get("new_card"):
-            from rsk.ledger.cards import find_card
-            from rsk.ledger.notify import card_filed
+) -> tuple[Allowed, list[str]]:
+    """What lets this plan run, decided in one transaction of the ledger (one lock, one read, one write):
+    the jobs the ledger recorded for the request (a replay of them, nothing submitted: they come back too),
+    a replay the cluster shows, the lease's rules for a step, or the decision (deny, approval, grant) and what
+    it holds. PendingApproval when a human must decide; a card filed now is announced (rsk.ledger.notify)."""
+    with store.transaction() as ledger:
+        known = _known_jobs(ledger, store, request, plan, target)
+        if known:
+            return Allowed(kind="replay", id="ledger"), known
+        replay = _replayed(plan)
+        if replay is not None:
+            return replay, []
+        if plan.is_step:
+            verdict = authorize_step_in(store, ledger, target, plan, request)
+        else:
+            verdict = authorize_in(store, ledger, target, plan, request, planned_at, code)
+    # refusals are raised once the transaction is written (what the decision released is given back)
+    if isinstance(verdict, PendingApproval) and verdict.details.get("new_card"):
+        from rsk.ledger.cards import find_card
+        from rsk.ledger.notify import card_filed
 
-            card_filed(find_card(store.load(), str(pending.details["card_id"])), store.project)
-        raise
+        card_filed(find_card(ledger, str(verdict.details["card_id"])), store.project)  # the ledger as written
+    return allowed_or_raise(verdict), []
 
 
 def _replayed(plan: Plan) -> Allowed | None:

@@ -63,7 +63,10 @@ def _hint(jobs: list[JobState], done: bool) -> str:
         )
     retry = ""
     if any(j.task for j in ends):  # a batch or a workflow: what failed is retried, what succeeded is kept
-        retry = f"; once fixed, `rsk retry --batch {attempt_of(first.request_id)[0]} --failed` runs them again"
+        retry = (
+            f"; once fixed, `rsk retry --batch {attempt_of(first.request_id)[0]} --failed` runs them again "
+            "(add --code DIR to run your changed files)"
+        )
     return (
         f"{len(bad)} of {len(ends)} did not succeed; see `rsk logs {first.job_id} --stream stderr` "
         f"(and `rsk status --json` for every state){retry}"

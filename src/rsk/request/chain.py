@@ -31,6 +31,10 @@ def link_minutes(budget_min: int, time_min: int, max_links: int) -> list[int]:
     return links
 
 
+def _m_s(seconds: int) -> str:
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
 def default_signal_s(time_min: int) -> int:
     """SIGUSR1 ten minutes before a link's limit, or half a link for links of under twenty minutes."""
     return min(600, time_min * 30)
@@ -42,7 +46,8 @@ def chain_tasks(argv: list[str], env: list[str], budget_min: int, time_min: int,
     if signal_s < 1 or signal_s >= time_min * 60:
         raise UsageError(
             f"the signal margin of {signal_s} s does not fit in a link of {time_min} min",
-            "give --signal-before shorter than --time (e.g. --time 16:00:00 --signal-before 10:00)",
+            f"give --signal-before shorter than --time, in Slurm's form (0:30 is 30 s, a bare 30 is 30 min), e.g. "
+            f"--signal-before {_m_s(default_signal_s(time_min))} for links of {time_min} min",
         )
     minutes = link_minutes(budget_min, time_min, max_links)
     if signal_s >= minutes[-1] * 60:  # the last, shorter link must still be told before its limit

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from rsk.errors import UsageError
 
 _MEM = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
-_DUR = re.compile(r"^(\d+)([smhdw])$")
+_EXPIRY = re.compile(r"^([0-9]{1,12})([smhdw])$")  # ASCII digits: an expiry may come from a web form
 
 
 def parse_seconds(text: str) -> int:
@@ -65,13 +65,14 @@ def parse_mem(text: str) -> int:
 def parse_expiry(text: str, at: datetime | None = None) -> datetime:
     """A duration from now (30m, 8h, 7d, 2w) or an ISO date/time (UTC when no zone is given)."""
     base = at or datetime.now(UTC)
-    m = _DUR.match(text.strip())
-    if m:
-        n = int(m.group(1))
-        unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
-        return base + timedelta(**{unit: n})
+    m = _EXPIRY.match(text.strip())
     try:
+        if m:
+            unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+            return base + timedelta(**{unit: int(m.group(1))})
         when = datetime.fromisoformat(text.strip())
-    except ValueError as exc:
-        raise UsageError(f"expiry {text!r} is neither a duration nor a date", "use 8h, 7d or 2026-12-31T18:00") from exc
+    except (ValueError, OverflowError) as exc:  # not a date, or past the year 9999
+        raise UsageError(
+            f"expiry {text[:40]!r} is neither a duration nor a date", "use 8h, 7d or 2026-12-31T18:00"
+        ) from exc
     return when if when.tzinfo else when.replace(tzinfo=UTC)

@@ -48,6 +48,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 POLL_MS = 2000  # the page asks for its live part at most this often (and not while hidden)
 CARD_ID = re.compile(r"c-[0-9a-f]{1,32}")
+USES, MAX_USES = re.compile(r"[0-9]{1,4}"), 1000  # ASCII digits only: str.isdigit takes "²", which int() refuses
 DONE = {
     "approved": "Approved card {card}: the agent's `rsk wait {card}` continues.",
     "denied": "Denied card {card}: the agent is told your reason.",
@@ -86,12 +87,16 @@ def _refusal(status: int, title: str, text: str) -> HTMLResponse:
     )
 
 
+PAGES = frozenset({"/", "/budgets", "/board", "/gpus", "/logs"})  # what a link from elsewhere may open
+
+
 def _from_elsewhere(request: Request) -> bool:
-    """A GET navigation that another site started (a link in a chat, the notification's address): the browser
-    left the SameSite=Strict cookie out, and sends it on a navigation this page starts."""
+    """A GET navigation that another site started (a link in a chat, the notification's address) to one of the
+    pages: the browser left the SameSite=Strict cookie out, and sends it on a navigation this page starts."""
     h = request.headers
     return (
         request.method == "GET"
+        and request.url.path in PAGES
         and h.get("sec-fetch-mode") == "navigate"
         and h.get("sec-fetch-site") in ("cross-site", "same-site")
     )
@@ -99,8 +104,9 @@ def _from_elsewhere(request: Request) -> bool:
 
 def _bounce(path: str) -> HTMLResponse:
     """A page with nothing on it that navigates to `path` again, now from this site (ui.js, which keeps the
-    #card-ID; a browser without script follows the meta refresh). No data and no act: a GET only reads."""
-    target = path if path.startswith("/") and not path.startswith("//") else "/"
+    #card-ID; a browser without script follows the meta refresh). No data and no act: a GET only reads. Only a
+    page's own address: `/\\host` is `//host` to a browser, another site."""
+    target = path if path.partition("?")[0] in PAGES else "/"
     return HTMLResponse(
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f'<noscript><meta http-equiv="refresh" content="0;url={esc(target)}"></noscript><title>rsk</title>'
@@ -288,8 +294,11 @@ class Ui:
             by = f"{getpass.getuser()} (via ui, session {session.public}" + (f", from {sender})" if sender else ")")
             if verb == "approve":
                 uses = fields.get("uses", "1").strip() or "1"
-                if not uses.isdigit():
-                    raise UsageError(f"uses {uses!r} is not a number", "give a whole number, 1 or more")
+                if not USES.fullmatch(uses) or not 1 <= int(uses) <= MAX_USES:
+                    raise UsageError(
+                        f"uses {uses[:20]!r} is not a whole number from 1 to {MAX_USES}",
+                        "give the number of launches this approval allows (`rsk approve --uses N` takes more)",
+                    )
                 expires = fields.get("expires", "").strip()
                 ledger_cards.approve(
                     store,

@@ -172,6 +172,7 @@ class Request(BaseModel):
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # `rsk extend`: the chain (its first request id) these links go on from
     link0: int | None = None  # `rsk extend`: how many links the chain had before these
+    attempt_of: str = ""  # `rsk retry`: the batch (its first request id) this attempt runs again, in its work dir
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -181,7 +182,7 @@ class Request(BaseModel):
                 lines.append(f"{key} {enc(str(value))}")
 
         for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
-                    "code", "lease", "lease_open", "overrun", "chain_of"):  # fmt: skip
+                    "code", "lease", "lease_open", "overrun", "chain_of", "attempt_of"):  # fmt: skip
             put(key, getattr(self, key))
         for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s", "link0"):
             put(key, getattr(self, key))
@@ -360,7 +361,7 @@ class Plan(BaseModel):
     path: str
     partition: str
     # what the plan was checked against: the partition's lines of sinfo, "NAME,TIMELIMIT,CPUS,MEMORY,GRES,NODES"
-    # per group of alike nodes, "/" between groups (docs/adr/0037)
+    # per group of alike nodes, "/" between groups (docs/adr/0038)
     facts: str = ""
     account: str
     qos: str
@@ -389,6 +390,7 @@ class Plan(BaseModel):
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # an extension of this chain: its links share its RSK_WORK_DIR and go on numbering it
     link0: int | None = None  # an extension: the links the chain had before
+    attempt_of: str = ""  # a retry: the batch it runs again; its tasks share that batch's RSK_WORK_DIR
 
     @property
     def placement(self) -> Placement:
