@@ -74,11 +74,10 @@ rsk_trust_commands() {
     [ ! -w / ] || return 0 # an account that can write / can write everything: nothing to tell apart
     for rsk_c in $RSK_TRUSTED; do
         rsk_which "$rsk_c" || continue
-        rsk_p=$RSK_P
-        case $rsk_p in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($rsk_p)" ;; esac
-        if [ -w "$rsk_p" ] || [ -w "${rsk_p%/*}/" ]; then
+        case $RSK_P in /*) ;; *) rsk_fail "$RSK_E_MISSING" untrusted-command "'$rsk_c' is not a file on PATH here ($RSK_P)" ;; esac
+        if [ -w "$RSK_P" ] || [ -w "${RSK_P%/*}/" ]; then
             rsk_fail "$RSK_E_MISSING" untrusted-command \
-                "'$rsk_c' resolves to $rsk_p, which this account can write: a job could answer for it"
+                "'$rsk_c' resolves to $RSK_P, which this account can write: a job could answer for it"
         fi
     done
 }
@@ -280,12 +279,10 @@ rsk_job_run() {
     [ -z "$rsk_idx" ] || RSK_RUN="$RSK_RUN/t$rsk_idx"
 }
 
-# rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs: those the ledger holds
-# (RSK_HELD, found by id whatever name a job gave itself) and those named for the project
-rsk_active_jobs() {
+rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
     [ -n "$RSK_SLURM" ] || rsk_squeue
     printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" \
-        "$RSK_AWK"'{ sq($0) } (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE) { print SQ_ID }'
+        "$RSK_AWK"'{ sq($0) } project_active(p, held) { print SQ_ID }'
 }
 
 # rsk_held LIST: RSK_HELD, "JOB:RID JOB:RID ...", the jobs the ledger (the authority for what rsk submitted) holds

@@ -1,13 +1,7 @@
 # shellcheck shell=sh
-# rsk status: the raw facts about every rsk job of a project, in one call (never one call per job).
-#   status PROJECT [AFTER]     with AFTER, also the journal lines after that line (one call for events)
-#   stdin after the frame: an optional "held JOB:RID,..." line, the jobs rsk's ledger holds
-# Joins in one awk pass (status.awk) the journal, squeue, sacct where accounting works, the run markers and
-# the queues of the project's leases. Slurm's facts join by job id: for a held job whatever its
-# name, else only while the job carries rsk:PROJECT:; a held job the journal lost gets a line of its own.
-# Prints @@status, one @@job line per job or step, each with the same fields (docs/protocol.md; sq_* and ac_*
-# are Slurm's word, the rest, a step's st_* included, files a job can write, which never settle a charge),
-# with AFTER @@journal and @@cursor lines. It decides nothing: rsk.wire.states turns facts into a state.
+# rsk status PROJECT [AFTER] (stdin: an optional "held" line): the raw facts of every rsk job and step of a
+# project in one call, joined in one awk pass (status.awk), one @@job line each in one shape, and with AFTER
+# the journal lines after it (docs/protocol.md, "Other entries"). It decides nothing: rsk.wire.states does.
 
 main() {
     rsk_start

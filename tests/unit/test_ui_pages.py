@@ -106,6 +106,11 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"link0": 4, "signal_s": 600})
     html = pages.card_facts(Store(project).load().cards[0])
     assert "go on after its 4 links" in html and "(SIGUSR1, 600 s before its limit)" in html
+    # `rsk retry`: the card says which batch the attempt runs again, in that batch's work directory
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"attempt_of": "wf<i>"})
+    html = pages.card_facts(Store(project).load().cards[0])
+    assert "<dt>retries</dt><dd>batch <code>wf&lt;i&gt;</code>: these tasks run again, in its work directory" in html
 
 
 def test_the_board_names_batches_workflows_chains_and_leases_with_their_states() -> None:

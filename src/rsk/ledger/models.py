@@ -177,6 +177,7 @@ class CardPlan(Model):
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
     link0: int | None = None  # an extension: the links the chain had before
+    attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
     gpu_hours: float
     cpu_hours: float
     jobs: int = 1
