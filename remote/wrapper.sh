@@ -68,8 +68,9 @@ rsk_main() {
         printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan"
     fi >"$rsk_run/started.tmp" && mv "$rsk_run/started.tmp" "$rsk_run/started"
     rsk_sig=''
-    if [ -n "${rsk_links:-}" ]; then rsk_link_env; else RSK_WORK_DIR=${rsk_run%/*}/work; fi
-    mkdir -p "$RSK_WORK_DIR" && export RSK_WORK_DIR # shared by the request's tasks (a chain's: by its links)
+    [ -z "${rsk_links:-}" ] || rsk_link_env
+    RSK_WORK_DIR=$rsk_work # shared by the request's tasks, a chain's links and a batch's attempts
+    mkdir -p "$RSK_WORK_DIR" && export RSK_WORK_DIR
     RSK_OUT=$rsk_run/out.stage # results are written here, published whole by rsk_publish (never a half result)
     rm -rf "$RSK_OUT" && mkdir -p "$RSK_OUT" && export RSK_OUT
     rsk_use_code || rsk_end 2
@@ -88,7 +89,6 @@ rsk_main() {
 rsk_link_env() { # a chain's link: what the command is told; the run time of the links before it, from their
     # markers (its own request's and, extended, the chain's first request's and its extensions')
     RSK_LINK=$((rsk_link0 + rsk_ti + 1)) RSK_LINKS=$((rsk_link0 + rsk_links)) RSK_BUDGET=$rsk_budget
-    RSK_WORK_DIR=$rsk_chain/work
     RSK_RUN_TIME=$(cat "$rsk_chain"/t*/ended "$rsk_chain".a*/t*/ended 2>/dev/null \
         | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^elapsed=[0-9]+$/) s += substr($i, 9) } END { print s + 0 }')
     export RSK_LINK RSK_LINKS RSK_BUDGET RSK_RUN_TIME

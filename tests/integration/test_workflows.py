@@ -166,3 +166,33 @@ exec /usr/bin/sbatch "$@"
     assert any("ev=withdrawn" in line for line in lab.journal(project))
     again = launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf")
     assert again.rc == Exit.USAGE and "new request id" in again.err
+
+
+def test_a_retry_reads_what_the_batch_wrote_and_runs_the_fix_it_is_given(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--gpu-hours", "1", "--cpu-hours", "5")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.sh").write_text('cat "$RSK_WORK_DIR/data"; exit 1\n')  # the bug
+    work = '"$RSK_WORK_DIR"'
+    lines = [
+        {"key": "prep", "argv": ["sh", "-c", f"echo prepared > {work}/data"], "time": 2, "mem": "100M"},
+        {"key": "train", "argv": ["sh", "-c", f"sh train.sh > {work}/trained"], "time": 2, "mem": "100M",
+         "needs": ["prep"]},
+    ]  # fmt: skip
+    text = "".join(json.dumps(t) + "\n" for t in lines)
+    assert launch_tasks(project, text, tmp_path, "--request-id", "wc", "--code", str(code)).rc == 0
+    rc, jobs = wait_batch(project, "wc")
+    assert rc == Exit.UNSUCCESSFUL and jobs["train"]["state"] == "failed", jobs
+    (code / "train.sh").write_text('echo "fixed, $(cat "$RSK_WORK_DIR/data")"\n')  # the fix
+    again = rsk("retry", "--batch", "wc", "--failed", "--code", str(code), "--target", "lab", "--project", project,
+                "--json")  # fmt: skip
+    assert again.rc == 0, again.err
+    assert [t["task"] for t in json.loads(again.out)["tasks"]] == ["train"]
+    rc, jobs = wait_batch(project, "wc")
+    assert rc == 0 and jobs["train"]["attempt"] == 2, jobs
+    # the attempt ran the fix, in the batch's own work directory, and read what prep wrote there
+    got = lab.ssh(f"cat {lab.root_sh}/runs/{project}/wc/work/trained")
+    assert got.stdout.strip() == "fixed, prepared", got
+    assert lab.ssh(f"test -e {lab.root_sh}/runs/{project}/wc.a2/work").returncode != 0

@@ -102,6 +102,11 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"chain_of": "run-7<b>"})
     html = pages.card_facts(Store(project).load().cards[0])
     assert "<dt>extends</dt><dd>chain <code>run-7&lt;b&gt;</code>: these links go on after its last" in html
+    # `rsk retry`: the card says which batch the attempt runs again, in that batch's work directory
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"attempt_of": "wf<i>"})
+    html = pages.card_facts(Store(project).load().cards[0])
+    assert "<dt>retries</dt><dd>batch <code>wf&lt;i&gt;</code>: these tasks run again, in its work directory" in html
 
 
 def test_the_board_names_batches_workflows_chains_and_leases_with_their_states() -> None:

@@ -25,6 +25,26 @@ WaitOpt = Annotated[
         metavar="SECONDS",
     ),
 ]
+CodeOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--code",
+        help="Send a snapshot of this directory (its .gitignore respected; only new or changed files travel); "
+        "the job runs in a checked copy of it, and the plan binds its digest.",
+    ),
+]
+ExcludeOpt = Annotated[
+    list[str] | None, typer.Option("--exclude", help="With --code: leave out files matching this glob (repeatable).")
+]
+
+
+def _snapshot(code: Path | None, exclude: list[str] | None) -> "CodeSnapshot | None":
+    if code is None:
+        return None
+    from rsk.local import caller
+    from rsk.request.code import snapshot
+
+    return snapshot(caller.local_dir(code), list(exclude or []), git=caller.is_owner())
 
 
 def register(app: typer.Typer) -> None:
@@ -55,7 +75,9 @@ def register(app: typer.Typer) -> None:
             "retry",
             "Example: rsk retry --batch pipe-1 --failed. The attempt is its own request (pipe-1.a2, ...), planned "
             "and decided like any launch (a card unless a grant covers it); tasks that succeeded are needs met "
-            "and do not run again. Exit codes as for launch; 2 names a task that cannot be retried.",
+            "and do not run again. The attempt runs in the batch's RSK_WORK_DIR (what earlier tasks wrote is there), "
+            "on the batch's code unless --code sends a fix. Exit codes as for launch; 2 names a task that cannot be "
+            "retried.",
         ),
     )(retry)
     app.command(
@@ -102,18 +124,8 @@ def launch(
         Path | None,
         typer.Option("--script", help="Submit this batch script; its #SBATCH resource lines join the plan."),
     ] = None,
-    code: Annotated[
-        Path | None,
-        typer.Option(
-            "--code",
-            help="Send a snapshot of this directory (its .gitignore respected; only new or changed files travel); "
-            "the job runs in a checked copy of it, and the plan binds its digest.",
-        ),
-    ] = None,
-    exclude: Annotated[
-        list[str] | None,
-        typer.Option("--exclude", help="With --code: leave out files matching this glob (repeatable)."),
-    ] = None,
+    code: CodeOpt = None,
+    exclude: ExcludeOpt = None,
     tasks: Annotated[
         Path | None,
         typer.Option(
@@ -189,11 +201,7 @@ def launch(
     console = err()
     progress = _progress(json_out)
     target_name = resolve_target(target)
-    snap = None
-    if code is not None:
-        from rsk.request.code import snapshot
-
-        snap = snapshot(caller.local_dir(code), list(exclude or []), git=caller.is_owner())
+    snap = _snapshot(code, exclude)
     if ctx.info_name == "plan":
         _print_plan(target_name, request, json_out, snap)
         return
@@ -266,6 +274,15 @@ def retry(
     request_id: Annotated[
         str | None, typer.Option("--request-id", "-r", help="The attempt's own request id. Default: BATCH.aN.")
     ] = None,
+    code: Annotated[
+        Path | None,
+        typer.Option(
+            "--code",
+            help="Run the attempt on a new snapshot of this directory (after a fix). Without it, the attempt runs "
+            "the snapshot the batch was launched with.",
+        ),
+    ] = None,
+    exclude: ExcludeOpt = None,
     target: TargetOpt = None,
     project: ProjectOpt = None,
     wait: WaitOpt = None,
@@ -278,7 +295,7 @@ def retry(
 
     result = do_retry(resolve_target(target), resolve_project(project), batch, named=list(task or []),
                       failed=failed, request_id=request_id, requester=requester(), wait=wait,
-                      progress=_progress(json_out))  # fmt: skip
+                      progress=_progress(json_out), code=_snapshot(code, exclude))  # fmt: skip
     _print_result(result, json_out, verbose)
 
 

@@ -79,6 +79,8 @@ def render_card(card: "Card", full: bool = False) -> str:
             shown = keys if full else keys[:FOLD_TASKS]
             more = f" ... and {len(keys) - len(shown)} more" if len(shown) < len(keys) else ""
             lines.append(f"  level {i:<7} {', '.join(inert(k) for k in shown)}{more}")
+    if p.attempt_of:
+        lines.append(f"  retries       batch {inert(p.attempt_of)}: these tasks run again, in its work directory")
     if p.kind == "argv":
         lines.append(f"  command       {argv(p.argv)}")
     lines += [

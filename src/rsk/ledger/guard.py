@@ -106,6 +106,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         else [],
         budget_min=plan.budget_min,
         chain_of=plan.chain_of,
+        attempt_of=plan.attempt_of,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,

@@ -175,6 +175,7 @@ class CardPlan(Model):
     tasks: list[CardTask] = []  # a batch: every task
     budget_min: int | None = None  # a chain: the run time its links share (its tasks are the links)
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
+    attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
     gpu_hours: float
     cpu_hours: float
     jobs: int = 1

@@ -325,7 +325,8 @@ def build(pin: Pin) -> MCPServer:
     @server.tool(
         description="Launch again the tasks of a batch or workflow that did not succeed: the named tasks, or with "
         "failed every failed, timed-out, cancelled or skipped one, with the tasks they skipped. The attempt is a "
-        "request of its own (BATCH.a2, ...) decided like any launch; tasks that succeeded do not run again.",
+        "request of its own (BATCH.a2, ...) decided like any launch; tasks that succeeded do not run again. It runs "
+        "in the batch's RSK_WORK_DIR, on the batch's code snapshot unless code names a directory to send (a fix).",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
     @_guarded
@@ -334,16 +335,19 @@ def build(pin: Pin) -> MCPServer:
         tasks: Annotated[list[str] | None, Field(description="Task keys to retry.")] = None,
         failed: Annotated[bool, Field(description="Retry every task that ended without success.")] = False,
         request_id: RequestId = None,
+        code: Code = None,
+        exclude: Exclude = None,
     ) -> LaunchReply:
         from rsk.local.paths import check_token
         from rsk.ops.launch import requester
         from rsk.ops.retry import plan_retry
         from rsk.ops.status import status
+        from rsk.request.code import snapshot
 
         check_token("batch", batch)
         jobs = status(pin.target, pin.project).jobs
         request = plan_retry(pin.project, batch, jobs, list(tasks or []), failed, request_id, f"mcp: {requester()}")
-        return _reply(request)
+        return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
 
     @server.tool(
         description="Add links to a chain that stopped short of success (yielded, time limit, budget spent), up to "

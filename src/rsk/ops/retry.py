@@ -14,6 +14,7 @@ from rsk.ledger.kept import kept
 from rsk.ops.launch import LaunchResult, Progress, launch
 from rsk.ops.status import JobState, attempt_of, outcome, status
 from rsk.request.chain import MAX_LINKS, link_minutes
+from rsk.request.code import CodeSnapshot
 from rsk.wire.protocol import Need, Request, TaskSpec
 from rsk.wire.states import FINAL
 
@@ -82,17 +83,19 @@ def plan_retry(
     rid = request_id or next_attempt(base.request_id, [j.request_id for j in mine])
     if attempt_of(rid)[0] != base.request_id or attempt_of(rid)[1] < 2:
         raise UsageError(f"an attempt of {base.request_id} is named {base.request_id}.aN (N from 2), not {rid}")
-    return base.model_copy(update={"request_id": rid, "tasks": tasks, "requester": requester})
+    return base.model_copy(update={"request_id": rid, "tasks": tasks, "requester": requester,
+                                   "attempt_of": base.request_id})  # fmt: skip
 
 
 def retry(
     target: str, project: str, batch: str, *, named: list[str], failed: bool, request_id: str | None,
-    requester: str, wait: float | None = None, progress: Progress | None = None,
+    requester: str, wait: float | None = None, progress: Progress | None = None, code: CodeSnapshot | None = None,
 ) -> LaunchResult:  # fmt: skip
-    """Plan the next attempt from the cluster's word on every attempt so far, then launch it like any launch."""
+    """Plan the next attempt from the cluster's word on every attempt so far, then launch it like any launch:
+    on the batch's own code snapshot, or on `code` (a fix) when given."""
     request = plan_retry(project, batch, status(target, project).jobs, named, failed, request_id, requester)
     try:
-        return launch(target, request, wait=wait, progress=progress)
+        return launch(target, request, wait=wait, progress=progress, code=code)
     except PendingApproval as pending:  # the same retry again files nothing new: it finds the same card
         pending.hint = (pending.hint or "").replace(
             f"launch again with --request-id {request.request_id}", f"run rsk retry --batch {batch} again"

@@ -86,6 +86,9 @@ def card_facts(card: Card) -> Markup:
         rows.append(
             _row("levels", el("ol", {"class": "levels", "start": "0"}, [el("li", {}, _argv(keys)) for keys in tiers]))
         )
+    if p.attempt_of:
+        rows.append(_row("retries", "batch ", el("code", {}, agent(p.attempt_of)),
+                         ": these tasks run again, in its work directory"))  # fmt: skip
     if p.kind == "argv":
         rows.append(_row("command", _argv(p.argv)))
     rows.append(_row("workdir", _code(p.workdir)))

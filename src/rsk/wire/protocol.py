@@ -37,7 +37,7 @@ FRAME = f"rsk-frame {PROTOCOL}"  # the first stdin line of every call, followed 
 # record kinds that appear at most once in an answer: a second one is a protocol error (someone else's)
 SINGLETONS = frozenset(
     {"hello", "plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
-     "mismatch", "error", "await"}
+     "mismatch", "error", "await", "facts"}
 )  # fmt: skip
 POSITIONAL = frozenset({"planline", "journal", "chunk"})  # words, not key=value pairs
 
@@ -172,6 +172,7 @@ class Request(BaseModel):
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # `rsk extend`: the chain (its first request id) these links go on from
     link0: int | None = None  # `rsk extend`: how many links the chain had before these
+    attempt_of: str = ""  # `rsk retry`: the batch (its first request id) this attempt runs again, in its work dir
 
     def encode(self) -> bytes:
         lines = [f"rsk-request {PROTOCOL}"]
@@ -181,7 +182,7 @@ class Request(BaseModel):
                 lines.append(f"{key} {enc(str(value))}")
 
         for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
-                    "code", "lease", "lease_open", "overrun", "chain_of"):  # fmt: skip
+                    "code", "lease", "lease_open", "overrun", "chain_of", "attempt_of"):  # fmt: skip
             put(key, getattr(self, key))
         for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s", "link0"):
             put(key, getattr(self, key))
@@ -359,6 +360,9 @@ class Plan(BaseModel):
     code: str = ""  # the code snapshot's digest ("" without --code)
     path: str
     partition: str
+    # what the plan was checked against: the partition's lines of sinfo, "NAME,TIMELIMIT,CPUS,MEMORY,GRES,NODES"
+    # per group of alike nodes, "/" between groups (docs/adr/0038)
+    facts: str = ""
     account: str
     qos: str
     nodes: int
@@ -386,6 +390,7 @@ class Plan(BaseModel):
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # an extension of this chain: its links share its RSK_WORK_DIR and go on numbering it
     link0: int | None = None  # an extension: the links the chain had before
+    attempt_of: str = ""  # a retry: the batch it runs again; its tasks share that batch's RSK_WORK_DIR
 
     @property
     def placement(self) -> Placement:
