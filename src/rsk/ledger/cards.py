@@ -165,9 +165,15 @@ def deny(store: Store, card_id: str, by: str, reason: str, plan_hash: str | None
 
 
 def withdraw(store: Store, card_id: str, by: str) -> Card:
-    """The agent takes back its own pending card (it no longer needs the work): nothing was spent."""
+    """The agent takes back its own pending card (it no longer needs the work): nothing was spent. Another OS
+    user (through the broker) withdraws only a card it filed itself."""
+    from rsk.local import caller
+
     with store.transaction() as ledger:
         card = find_card(ledger, card_id, store.archive)
+        if not caller.is_owner() and card.filed_by != caller.user():
+            raise UsageError(f"card {card_id} was filed by another user: only they, or the human, withdraw it",
+                             "withdraw the cards your own launches filed (`rsk approvals` lists them)")  # fmt: skip
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}")
         card.status = "withdrawn"

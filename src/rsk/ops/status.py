@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -12,6 +11,7 @@ from rsk.errors import UsageError
 from rsk.ledger import guard
 from rsk.ledger.store import Store
 from rsk.ops.board import BatchView
+from rsk.ops.board import attempt_of as attempt_of  # its one reading, with the views it groups
 from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
@@ -21,15 +21,6 @@ from rsk.wire.states import FINAL, State
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-_ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")
-
-
-def attempt_of(request_id: str) -> tuple[str, int]:
-    """The batch a request id is an attempt of (`rsk retry` names attempts B.a2, B.a3, ...), and its number."""
-    m = _ATTEMPT.fullmatch(request_id)
-    return (m["base"], int(m["n"])) if m else (request_id, 1)
 
 
 class Attempt(Model):
@@ -90,6 +81,16 @@ class JobState(Model):
         if self.state in FINAL:
             return 0.0
         return self.resources.gpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
+
+    @property
+    def cpu_hours_used(self) -> float:
+        return self.resources.cpu_hours_over(self.elapsed_s or 0)
+
+    @property
+    def cpu_hours_reserved(self) -> float:
+        if self.state in FINAL:
+            return 0.0
+        return self.resources.cpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
 
 
 class Status(Model):
