@@ -49,6 +49,8 @@ def test_a_budget_is_rounded_down_and_binds_what_its_links_add_up_to() -> None:
     assert links("5", "2", "0:30") == ([2, 2, 1], 5)
     with pytest.raises(UsageError, match="at least one minute"):
         links("0:30", "1", "0:10")
+    with pytest.raises(UsageError, match="is one link: that is a job, not a chain"):
+        links("1:30", "1", "0:30")  # one whole link: Slurm's order of links is what makes a chain
 
 
 def test_a_link_that_stopped_lets_the_next_go_on_and_one_that_ended_ends_the_chain() -> None:
