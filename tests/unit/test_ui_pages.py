@@ -102,6 +102,10 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"chain_of": "run-7<b>"})
     html = pages.card_facts(Store(project).load().cards[0])
     assert "<dt>extends</dt><dd>chain <code>run-7&lt;b&gt;</code>: these links go on after its last" in html
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"link0": 4, "signal_s": 600})
+    html = pages.card_facts(Store(project).load().cards[0])
+    assert "go on after its 4 links" in html and "(SIGUSR1, 600 s before its limit)" in html
     # `rsk retry`: the card says which batch the attempt runs again, in that batch's work directory
     with Store(project).transaction() as ledger:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"attempt_of": "wf<i>"})

@@ -133,6 +133,10 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
             j.state, j.where = "stopped", "(time-limit)"
         elif id(f) in number and j.state == "stopped":
             j.where = f"({f.stop})"
+            if f.stop in ("time-limit", "budget-spent") and j.exit_code is not None and 0 < j.exit_code < 128 \
+                    and j.exit_code != 75:  # fmt: skip
+                # told, then exited with its own code (not 75, not killed): a crash after the signal reads so too
+                j.where = f"({f.stop}: exit {j.exit_code} after SIGUSR1)"
         if not f.needs or f.cancel:
             continue
         needs = [(other.task or other.job_id, cond, other.state) for i, cond in f.needs
@@ -261,18 +265,27 @@ def status(target: str, project: str) -> Status:
         return status_call(remote, target, project)[0]
 
 
+def ran(j: JobState) -> bool:
+    """Whether a job started: not skipped, and not cancelled before it ran (no run time, no exit code)."""
+    return j.state != "skipped" and not (j.state == "cancelled" and not j.elapsed_s and j.exit_code is None)
+
+
 def outcome(jobs: list[JobState]) -> list[JobState]:
     """The jobs whose states say how the work ended: every job, but of a chain only its last link that ran (its
-    earlier links stopped so that it could go on; the later ones were never needed)."""
+    earlier links stopped so that it could go on; the later ones were never needed). A link cancelled before it
+    started did not run: a chain cancelled mid-way is judged by the link that was running (if none ran, by its
+    first link)."""
+
+    def rank(j: JobState) -> tuple[bool, int]:
+        n = int(j.link.split("/")[0])
+        return ran(j), n if ran(j) else -n
+
     last: dict[str, JobState] = {}
     out: list[JobState] = []
     for j in jobs:
         if not j.link:
             out.append(j)
-        elif j.state != "skipped" and (
-            (base := attempt_of(j.request_id)[0]) not in last
-            or int(j.link.split("/")[0]) > int(last[base].link.split("/")[0])
-        ):
+        elif j.state != "skipped" and ((base := attempt_of(j.request_id)[0]) not in last or rank(j) > rank(last[base])):
             last[base] = j
     return out + list(last.values())
 

@@ -57,6 +57,7 @@ def card_facts(card: Card) -> Markup:
             "requested by",
             agent(card.requester) if card.requester else "(nobody said)",
             el("span", {"class": "muted"}, " the agent's own claim, unverified"),
+            *(["; filed by OS user ", el("code", {}, agent(card.filed_by))] if card.filed_by else []),
         ),
         _row("requested at", _when(card.created), ", request id ", agent(card.request_id)),
         _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
@@ -69,12 +70,12 @@ def card_facts(card: Card) -> Markup:
         rows[-1] = _row(
             "kind",
             f"chain: up to {p.jobs} links of {chain[0].time_min} min (the last {chain[-1].time_min}), at most "
-            f"{run} min of run time in all; a link goes on when the command exits 75 or is signalled before "
-            "its limit",
+            f"{run} min of run time in all; a link goes on when the command exits 75 or is signalled "
+            + (f"(SIGUSR1, {p.signal_s} s before its limit)" if p.signal_s else "before its limit"),
         )
         if p.chain_of:
             rows.append(_row("extends", "chain ", el("code", {}, agent(p.chain_of)),
-                             ": these links go on after its last, in its work directory"))  # fmt: skip
+                             f": these links go on after its {_before(p.link0)}, in its work directory"))  # fmt: skip
         rows.append(_row("command", _argv(chain[0].argv)))
         rows.append(_row("links", el("ol", {"class": "links"}, [el("li", {}, f"{t.time_min} min") for t in chain])))
         graph = {}
@@ -113,7 +114,7 @@ def card_facts(card: Card) -> Markup:
         rows.append(
             _row(
                 "code files",
-                f"{p.code_count} files, {p.code_bytes} bytes",
+                f"{p.code_count} file{'s' if p.code_count != 1 else ''}, {p.code_bytes} bytes",
                 files,
                 el("p", {"class": "muted"}, f"... and {more} more") if more > 0 else None,
             )
@@ -671,3 +672,8 @@ def logs_section(project: str, target: str, job: str, stream: str, tail: LogTail
         lines = tail.text.rstrip("\n").split("\n") if tail.text else []
         parts.append(el("pre", {"class": "script log"}, Markup("\n".join(agent(line) for line in lines))))
     return join(parts)
+
+
+def _before(link0: int | None) -> str:
+    """What an extension's links go on after: the chain's links so far."""
+    return "last" if link0 is None else f"{link0} links"
