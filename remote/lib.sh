@@ -280,11 +280,12 @@ rsk_job_run() {
 }
 
 # rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs: those the ledger holds
-# (RSK_HELD, found by id whatever name a job gave itself) and those named for the project
+# (RSK_HELD, found by id whatever name a job gave itself), those Slurm writes under the project's runs, and those
+# named for the project
 rsk_active_jobs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" \
-        "$RSK_AWK"'{ sq($0) } (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE) { print SQ_ID }'
+    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" -v runs="$RSK_ROOT/runs/$1" "$RSK_AWK"'{ sq($0) }
+        (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":") || sq_under(runs)) && active(SQ_STATE) { print SQ_ID }'
 }
 
 # rsk_held LIST: RSK_HELD, "JOB:RID JOB:RID ...", the jobs the ledger (the authority for what rsk submitted) holds
@@ -302,13 +303,14 @@ rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on
     [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
 }
 
-# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT" a job (sq() in
+# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|OUT|NAME|COMMENT" a job (sq() in
 # lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again. Two
 # reads joined by id (docs/protocol.md, "The prelude"): Slurm's facts, with no text a job can set, so no forged
-# line; then restarts, name, comment, of which an id's first line is its own. A restarted job's run time is its limit.
+# line; then restarts, stdout path (OUT: fixed at sbatch, unchanged once the job runs), name, comment, of which an
+# id's first line is its own. A restarted job's run time is its limit.
 rsk_squeue() {
     if rsk_q=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R' 2>/dev/null) \
-        && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,Name:|,Comment:|' 2>/dev/null); then
+        && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,StdOut:|,Name:|,Comment:|' 2>/dev/null); then
         RSK_SLURM=up
         RSK_SQ=$({ printf '%s\n' "$rsk_q"; echo --; printf '%s\n' "$rsk_x"; } | awk "$RSK_AWK"'
             !part && $0 == "--" { part = 1; next }
@@ -343,8 +345,8 @@ $RSK_SQ"
     SQ_STATE=${SQ_STATE#*"
 $1|"}
     SQ_STATE=${SQ_STATE%%"
-"*} # STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT
-    SQ_NAME=${SQ_STATE#*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
+"*} # STATE|ELAPSED|LIMIT|WHERE|OUT|NAME|COMMENT
+    SQ_NAME=${SQ_STATE#*|*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
     SQ_NAME=${SQ_NAME%%|*}
 }
 

@@ -1,7 +1,7 @@
 # shellcheck shell=sh
-# rsk reconcile PROJECT: every task whose last journal event is an intent is "reconciled job=J" when Slurm, a run
-# marker or a lease's queue knows its job, else "abandoned" (the lock is held: the writer died before sbatch);
-# never resubmits. The stage of a job that ended without publishing (out.stage) is set aside as partial/.
+# rsk reconcile PROJECT: every task whose last journal event is an intent is "reconciled job=J" when Slurm (by the
+# job's name, or by its stdout path under the request's run directory, which a job cannot change), a run marker or
+# a lease's queue knows its job, else "abandoned" (the lock is held: the writer died before sbatch); never resubmits. The stage of a job that ended without publishing (out.stage) is set aside as partial/.
 
 main() {
     rsk_start
@@ -33,8 +33,8 @@ main() {
             [ "$task" != - ] || task=''
             i=$idx
             [ "$i" != - ] || i=0
-            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v i="$i" "$RSK_AWK"'
-                evidence($0, n) && EV_IDX == i { print EV_JOB; exit }')
+            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v d="$RSK_ROOT/runs/$project/$rid" \
+                -v i="$i" "$RSK_AWK"'evidence($0, n, d) && EV_IDX == i { print EV_JOB; exit }')
             if [ -n "$job" ]; then
                 rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
                 results="${results}rid=$rid idx=$i task=$task plan=$plan result=reconciled job=$job

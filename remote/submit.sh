@@ -496,6 +496,7 @@ request_facts() {
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
     rsk_facts=$(if [ -n "$RID" ]; then rsk_evidence_lines "$PROJECT" "$RID"; else printf '%s\n' "$RSK_SQ"; fi \
         | awk -v nt="$NT" -v rid="$RID" -v n="rsk:$PROJECT:$RID" -v p="rsk:$PROJECT:" -v held=" $RSK_HELD" \
+            -v runs="$RSK_ROOT/runs/$PROJECT" \
             -v jf="$rsk_jf" "$RSK_AWK"'
         FILENAME == jf { # the journal, the request'"'"'s lines: compared as whole strings (a request id is never a pattern)
             e = kv($0, "ev")
@@ -508,8 +509,8 @@ request_facts() {
             if (e ~ /^(accepted|reconciled)$/ && kv($0, "job") != "") job[i] = kv($0, "job")
             next
         }
-        /^[0-9]/ { sq($0); if ((index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE)) act = act " " SQ_ID }
-        rid != "" && evidence($0, n) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
+        /^[0-9]/ { sq($0); if ((index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":") || sq_under(runs)) && active(SQ_STATE)) act = act " " SQ_ID }
+        rid != "" && evidence($0, n, runs "/" rid) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
         END {
             print "A" act
             if (rid != "") for (i = 0; i < nt; i++) {

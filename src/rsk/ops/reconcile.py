@@ -31,13 +31,18 @@ class ReconcileReport(Model):
 def reconcile(target: str, project: str) -> ReconcileReport:
     """Resolve intents without outcome on the cluster, then bring the ledger in line: holds of requests
     that have jobs become submitted, those of abandoned intents are released, ended jobs settle."""
+    store = Store(project)
     with remote_for(target) as remote:
         out = remote.call("reconcile", project)
         raise_for_error(out)
         answer = answers.reconcile(out)
+        found: dict[str, list[str]] = {}
+        for r in answer.items:  # found by Slurm's word: held by id from now on, whatever name the job gives itself
+            if r.result == "reconciled" and r.job:
+                found.setdefault(r.rid, []).append(r.job)
+        guard.adopt(store, target, found)
         status_call(remote, target, project)  # adopts and settles what the cluster knows
     items = [ReconcileItem(request_id=r.rid, plan_hash=r.plan, result=r.result, job_id=r.job) for r in answer.items]
-    store = Store(project)
     for item in items:  # the ledger follows what the cluster found
         if item.result == "abandoned":
             guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")
