@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 import shlex
@@ -208,7 +209,7 @@ def bench_ledger_step() -> None:
     holds 10,000 approvals and 1,000 grants: the used and expired ones went to the archive on the
     first write, so the step reads only what can still decide."""
     from rsk.ledger.decide import decide
-    from rsk.ledger.guard import submitted_jobs
+    from rsk.ledger.guard import held_jobs, submitted_jobs
     from rsk.ledger.models import Approval, Charge, Grant, JobCost, Ledger, Use
     from rsk.ledger.store import Store
 
@@ -238,9 +239,10 @@ def bench_ledger_step() -> None:
 
     def step() -> None:
         k = next(n)
-        ledger = store.load()
-        submitted_jobs(ledger, f"new{k}", "nope", "lab", store.archive)  # a fresh request id, as in a launch
-        with store.transaction() as ledger:
+        launch = Store("bench-step")  # each launch has its own, which remembers only what it read itself
+        held_jobs(launch.view(), "lab")  # the held line, read before the cluster plans
+        with launch.transaction() as ledger:  # the view's reading: the bytes are unchanged (ADR 0036)
+            submitted_jobs(ledger, f"new{k}", "nope", "lab", launch.archive)  # a fresh request id, as in a launch
             d = decide(ledger, f, datetime.now(UTC))
             assert d.kind == "grant", d
             ledger.charges.append(Charge(grant_id=d.rule or "", plan_hash=f"new{k}", request_id=f"new{k}",
@@ -260,7 +262,7 @@ def bench_ledger_step() -> None:
     hot.path.write_text(allhot.model_dump_json())
 
     def hot_step() -> None:
-        with hot.transaction() as ledger:
+        with Store("bench-hot").transaction() as ledger:  # a Store of its own: it parses the file
             d = decide(ledger, f, datetime.now(UTC))
             ledger.charges.append(Charge(grant_id=d.rule or "", plan_hash="x", request_id=f"h{next(n)}",
                                          target="lab", gpu_hours=1, cpu_hours=1))  # fmt: skip
@@ -285,6 +287,27 @@ def bench_startup() -> None:
         rows.append((f"rsk {args[0]}", "bin/rsk (as the installed shim)", ms(t), "python -c pass", ms(base)))
         ratios.append((f"startup{args[0].replace('--', '-')}", statistics.median(t) / statistics.median(base),
                        f"absolute {statistics.median(t) * 1000:.0f} ms, target < 150 ms"))  # fmt: skip
+    # the CLI's whole import against the dependencies it cannot do without (what the package layout costs)
+    cli = timed(lambda: run([sys.executable, "-c", "import rsk.cli.app"]), 10)
+    deps = timed(lambda: run([sys.executable, "-c", "import typer"]), 10)
+    rows.append(("import rsk.cli.app", "python -c 'import rsk.cli.app'", ms(cli), "import typer", ms(deps)))
+    ratios.append(("import-cli", statistics.median(cli) / statistics.median(deps),
+                   f"absolute {statistics.median(cli) * 1000:.0f} ms, target <= 1.5"))  # fmt: skip
+    # --version through a warm broker: the client, the socket, the CLI's main in the broker for a caller
+    sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
+    env = {**ENV, "RSK_BROKER": str(sock)}
+    subprocess.run([*RSK, "broker", "start", "--idle", "120", "--socket", str(sock)], env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    try:
+        brokered = timed(lambda: subprocess.run([*RSK, "--version"], env=env, check=True, capture_output=True), 10)
+    finally:
+        subprocess.run([*RSK, "broker", "stop", "--socket", str(sock)], env=env, check=False, capture_output=True)
+    direct = timed(lambda: subprocess.run([*RSK, "--version"], env={**ENV, "RSK_BROKER": "off"}, check=True,
+                                          capture_output=True), 10)  # fmt: skip
+    rows.append(("rsk --version, warm broker", "bin/rsk --version via the broker", ms(brokered),
+                 "bin/rsk --version, no broker", ms(direct)))  # fmt: skip
+    ratios.append(("version-brokered", statistics.median(brokered) / statistics.median(direct),
+                   f"absolute {statistics.median(brokered) * 1000:.0f} ms, target <= 1.5"))  # fmt: skip
 
 
 STAMP = 'date +%s.%N > "$RSK_RUN_DIR/began"'
@@ -507,9 +530,13 @@ def bench_profile() -> None:
     sys.path.insert(0, str(ROOT / "src"))
     from rsk.cli.app import command, main
     from rsk.cluster import transport
+    from rsk.local.caller import Caller, Rights, acting_for, passed_env
 
     command()
-    transport.share_connections()
+    pool = transport.Pool()  # as the broker holds its warm connections: in the caller it acts for
+    acting = contextlib.ExitStack()
+    acting.enter_context(acting_for(Caller(env=passed_env(os.environ), cwd=Path.cwd(), ppid=os.getppid(), pool=pool,
+                                           rights=Rights(uid=os.getuid(), user=getpass.getuser()))))  # fmt: skip
     marks: list[tuple[str, float]] = []
 
     def mark(name: str, fn: Callable[..., object]) -> Callable[..., object]:
@@ -555,7 +582,8 @@ def bench_profile() -> None:
     text = io.StringIO()
     pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(25)
     (WORK.parent / f"rsk-bench-profile-{RUN}.txt").write_text(text.getvalue())
-    transport.drop_shared()
+    acting.close()
+    pool.close()
     broker = statistics.median([p["the whole launch in the broker"] for p in phases])
     rows.append(("warm launch: the whole command", "bin/rsk launch through the broker", ms(whole), "", ""))
     rows.append(("  of which the client's start", "bin/rsk --version (Python -S, entry)", ms(start), "", ""))
@@ -662,7 +690,7 @@ BENCHES = {"single": bench_single, "batch": bench_batch, "dag": bench_dag, "stat
            "ledger": bench_ledger, "startup": bench_startup, "step": bench_step, "broker": bench_broker,
            "profile": bench_profile, "agents": bench_agents,
            "board": bench_board}  # fmt: skip
-LOCAL = {"board"}  # benches that need no lab cluster
+LOCAL = {"board", "startup"}  # benches that need no lab cluster
 
 
 def main() -> None:

@@ -20,8 +20,14 @@ function sq(line,    f) {
     SQ_COMMENT = f[8]
 }
 # the job of line sq() read writes under dir (Slurm's stdout path, "DIR/tN/stdout" or "DIR/t%a/stdout"): Slurm's
-# word of where rsk sent it, which no rename, marker or journal edit of the job changes (docs/adr)
+# word of where rsk sent it, which no rename, marker or journal edit of the job changes (docs/adr/0039)
 function sq_under(dir) { return dir != "" && index(SQ_OUT, dir "/") == 1 }
+# after sq(): the job is one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p), held by
+# the ledger (held: " JOB:RID ...", found by id whatever its name) or written by Slurm under the project's runs, and
+# pending or running
+function project_active(p, held, runs) {
+    return (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":") || sq_under(runs)) && active(SQ_STATE)
+}
 # one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID) whose run directory is d: 1 with EV_IDX,
 # EV_JOB and EV_PLAN set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does
 # not say), else 0. Slurm's job is the request's by its name, or by where Slurm writes its output (sq_under: what a

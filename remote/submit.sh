@@ -10,7 +10,13 @@ usage() {
 SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
 
 read_request() {
-    IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
+    IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
+    FACTS_GIVEN='' FACTS_WANTED=''
+    if [ "$rq_magic" = facts ]; then # a broker's copy of this cluster's facts, or "-": read them, and print them
+        if [ "$rq_version" = - ]; then FACTS_WANTED=1; else facts_given "$rq_version" "$rq_x"; fi
+        IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
+    fi
+    [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_magic' has more than one value"
     if [ "$rq_magic" = held ]; then # the ledger's jobs, counted by id (rsk_active_jobs)
         rsk_held "$rq_version"
         IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
@@ -78,22 +84,33 @@ env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of R
 }
 
 # resolution ----------------------------------------------------------------
-cluster_facts() { # sets CLUSTER (ClusterName) and DEFAULT_PARTITION
-    rsk_out=$(scontrol show config 2>&1) || {
-        rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | cut -c1-400 | head -n 3)"
-    }
-    # "ClusterName = NAME" (read in the shell: no fork for parsing)
-    CLUSTER=''
-    case $rsk_out in *"ClusterName "*)
-        CLUSTER=${rsk_out#*"ClusterName "}
-        CLUSTER=${CLUSTER%%"
+# The cluster's facts: its name, and its partitions and their nodes. A broker keeps them per connection for
+# FACTS_TTL (docs/adr/0038) and sends them back as "facts CLUSTER PARTS" ahead of the request, or asks for them
+# with "facts -"; the plan binds what it used (its partition's lines), and Slurm is still asked at every plan
+# (sbatch --test-only) and every submit.
+cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
+    if [ -z "$FACTS_GIVEN" ]; then
+        rsk_out=$(scontrol show config 2>&1) || {
+            rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | cut -c1-400 | head -n 3)"
+        }
+        # "ClusterName = NAME" (read in the shell: no fork for parsing)
+        CLUSTER=''
+        case $rsk_out in *"ClusterName "*)
+            CLUSTER=${rsk_out#*"ClusterName "}
+            CLUSTER=${CLUSTER%%"
 "*}
-        CLUSTER=${CLUSTER#*= } ;;
-    esac
-    [ -n "$CLUSTER" ] || CLUSTER=unknown
-    # the partitions and their nodes in one read, "PARTITION|TIMELIMIT|CPUS|MEMORY|GRES|NODES" a group of alike nodes
-    # (-e), kept for fits; the default partition is the one sinfo marks with "*" (read in the shell: no fork)
-    PARTS=$(sinfo -h -e -o '%P|%l|%c|%m|%G|%D' 2>/dev/null || true)
+            CLUSTER=${CLUSTER#*= } ;;
+        esac
+        [ -n "$CLUSTER" ] || CLUSTER=unknown
+        # the partitions and their nodes in one read, "PARTITION|TIMELIMIT|CPUS|MEMORY|GRES|NODES" a line for
+        # each group of alike nodes (-e: only nodes whose resources are the same share a line), kept for fits
+        PARTS=$(sinfo -h -e -o '%P|%l|%c|%m|%G|%D' 2>/dev/null || true)
+        if [ -n "$FACTS_WANTED" ] && [ -n "$PARTS" ]; then # (sinfo's silence is never kept)
+            rsk_enc "$CLUSTER"
+            rsk_emit facts "cluster=$RSK_E" "parts=$(rsk_b64 "$PARTS")"
+        fi
+    fi
+    # the default partition is the one sinfo marks with "*" (read in the shell: no fork)
     DEFAULT_PARTITION=''
     case "
 $PARTS" in *"*|"*)
@@ -101,6 +118,45 @@ $PARTS" in *"*|"*)
         DEFAULT_PARTITION=${DEFAULT_PARTITION##*"
 "} ;;
     esac
+}
+
+facts_given() { # facts_given CLUSTER PARTS: the facts a broker kept (wire values), checked for their shape
+    rsk_dec "$1"; CLUSTER=$RSK_V
+    rsk_dec "$2"; PARTS=$RSK_V
+    case $CLUSTER in '' | *[!A-Za-z0-9._-]*) rsk_fail "$RSK_E_USAGE" bad-facts "the cluster's name in the facts is malformed" ;; esac
+    [ -n "$PARTS" ] || rsk_fail "$RSK_E_USAGE" bad-facts "the facts name no partition"
+    rsk_rest="$PARTS
+"
+    while [ -n "$rsk_rest" ]; do
+        rsk_l=${rsk_rest%%"
+"*} rsk_rest=${rsk_rest#*"
+"}
+        case $rsk_l in
+            '' | *"|"*"|"*"|"*"|"*"|"*"|"*) rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed" ;;
+            *"|"*"|"*"|"*"|"*"|"*) ;;
+            *) rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed" ;;
+        esac
+    done
+    FACTS_GIVEN=1
+}
+
+# partition_facts: FACTS_USED, the lines of PARTS for PARTITION as the plan binds them (fields joined by ",",
+# lines by "/", so that they travel as a literal where they can); fits reads the same lines
+partition_facts() {
+    FACTS_USED='' rsk_rest="$PARTS
+"
+    while [ -n "$rsk_rest" ]; do
+        rsk_l=${rsk_rest%%"
+"*} rsk_rest=${rsk_rest#*"
+"}
+        case $rsk_l in
+            "$PARTITION|"* | "$PARTITION*|"*)
+                rsk_w=$PARTITION rsk_l="${rsk_l#*|}|"
+                while [ -n "$rsk_l" ]; do rsk_w="$rsk_w,${rsk_l%%|*}" rsk_l=${rsk_l#*|}; done
+                FACTS_USED="$FACTS_USED/$rsk_w" ;;
+        esac
+    done
+    FACTS_USED=${FACTS_USED#/}
 }
 
 resolve() {
@@ -356,7 +412,7 @@ build_plan() {
     PLAN=''
     plan_put protocol "$RSK_PROTOCOL" cluster "$CLUSTER" user "$USER_NAME" root "$ROOT_REAL" hostkey "$HOSTKEY" \
         scripts "$RSK_SCRIPTS" policy "$RSK_POLICY_DIGEST" project "$PROJECT" name "$NAME" kind "$KIND" \
-        workdir "$WORKDIR" code "$CODE" path "$JOBPATH" partition "$PARTITION" account "$ACCOUNT" qos "$QOS" \
+        workdir "$WORKDIR" code "$CODE" path "$JOBPATH" partition "$PARTITION" facts "$FACTS_USED" account "$ACCOUNT" qos "$QOS" \
         nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
     [ -z "$BUDGET_MIN" ] || plan_put budget_min "$BUDGET_MIN" signal_s "$SIGNAL_S"
     [ -z "$CHAIN_OF" ] || plan_put chain_of "$CHAIN_OF" link0 "$LINK0"
@@ -488,8 +544,8 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 }
 
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
-# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's pending or running rsk jobs (as
-# rsk_active_jobs), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
+# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's active rsk jobs (lib.awk's
+# project_active), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
 # docs/protocol.md), withdrawn (a workflow cancelled whole) or none. Cancel events do not change a state.
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
@@ -509,7 +565,7 @@ request_facts() {
             if (e ~ /^(accepted|reconciled)$/ && kv($0, "job") != "") job[i] = kv($0, "job")
             next
         }
-        /^[0-9]/ { sq($0); if ((index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":") || sq_under(runs)) && active(SQ_STATE)) act = act " " SQ_ID }
+        /^[0-9]/ { sq($0); if (project_active(p, held, runs)) act = act " " SQ_ID }
         rid != "" && evidence($0, n, runs "/" rid) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
         END {
             print "A" act
@@ -935,6 +991,7 @@ main() {
     rsk_policy_load
     cluster_facts
     resolve
+    partition_facts
     build_plan
     case $MODE in
         plan) do_plan ;;

@@ -24,7 +24,7 @@ def test_approving_in_the_page_changes_the_ledger(served: Served, project: str) 
     assert page.get_by_text("No card waits.").is_visible()
     card = file_card(project, "c-a11ce0000001", argv=["python", "train.py", "--epochs", "3"])
     article = page.locator(f"#card-{card.id}")
-    article.wait_for(timeout=6000)  # filed while the page was open: it appears without a reload
+    article.wait_for(timeout=20_000)  # filed while the page was open: it appears without a reload
     page.wait_for_function("document.title === '(1) rsk: Cards'")  # and the tab's title counts it
     served.shot("cards-pending")
     article.locator("input[name=uses]").fill("3")
@@ -71,8 +71,8 @@ def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str)
     task = CardTask(key=key, argv=["echo", "<script>alert(5)</script>"], env=[], nodes=1, cpus=1, mem_mb=1, gpus=0,
                     time_min=1)  # fmt: skip
     file_card(project, "c-0000000000a3", tasks=[task])
-    page.locator("#card-c-0000000000a2").wait_for(timeout=6000)
-    page.locator("#card-c-0000000000a3").wait_for(timeout=6000)
+    page.locator("#card-c-0000000000a2").wait_for(timeout=20_000)
+    page.locator("#card-c-0000000000a3").wait_for(timeout=20_000)
     page.wait_for_timeout(300)
     assert page.title().endswith("rsk: Cards") and "pwned" not in page.title() and ran == []
     assert key in page.locator("#card-c-0000000000a3 table.tasks").inner_text()
@@ -259,4 +259,59 @@ def test_the_live_part_is_asked_at_most_every_2_s_and_not_while_the_tab_is_hidde
         hidden(False)
     assert len(asked) == 3
     shot(page, "board-live")
+    context.close()
+
+
+def test_a_card_withdrawn_above_does_not_move_another_cards_approve_under_the_pointer(
+    served: Served, project: str
+) -> None:
+    """The agent withdraws the card above the one the human reads, the mouse resting on its Approve: the
+    cards below must not move up under it (the click would approve the next card). They wait until the pointer
+    leaves; and after they change, Approve does nothing for a moment (SETTLE_MS), so a click aimed at what was
+    there is not one at what came. On the page's clock, driven by the test."""
+    from rsk.ledger.cards import withdraw
+
+    x = file_card(project, "c-000000000a01", argv=["sh", "-c", "echo x"])
+    a = file_card(project, "c-000000000a02", argv=["sh", "-c", "echo a"])
+    b = file_card(project, "c-000000000a03", argv=["sh", "-c", "echo b"])
+    context = served.page.context.browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies(served.page.context.cookies())
+    page = context.new_page()
+    start = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+    page.clock.install(time=start)
+    page.goto(f"{served.base}/")
+    with page.expect_response("**/?part=1"):
+        page.clock.pause_at(start + timedelta(minutes=1))
+    approve_a = page.locator(f"#card-{a.id}").get_by_role("button", name="Approve")
+    approve_a.scroll_into_view_if_needed()
+    box = approve_a.bounding_box()
+    assert box is not None and approve_a.is_enabled()
+    x_at, y_at = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x_at, y_at)  # the human read card A; the pointer rests on its Approve
+    withdraw(Store(project), x.id, "agent")
+    with page.expect_response("**/?part=1"):  # the page asked, and the answer has card X gone
+        page.clock.run_for(2000)
+    page.locator(f"body.held, body:not(:has(#card-{x.id}.pending))").wait_for()  # held, or moved
+    assert page.locator(f"#card-{x.id}.pending").count() == 1  # held: nothing moved
+    shot(page, "cards-held-under-the-pointer")
+    page.mouse.click(x_at, y_at)
+    page.locator(".notice").wait_for()
+    ledger = Store(project).load()
+    assert {c.id: c.status for c in ledger.cards} == {x.id: "withdrawn", a.id: "approved", b.id: "pending"}
+    # the pointer away, the cards change (a new one comes): for a moment a click at once on them does nothing
+    page.mouse.move(0, 0)
+    page.clock.run_for(2000)  # the page that the approval opened has settled
+    z = file_card(project, "c-000000000a04", argv=["sh", "-c", "echo z"])
+    with page.expect_response("**/?part=1"):
+        page.clock.run_for(2000)
+    approve_z = page.locator(f"#card-{z.id}").get_by_role("button", name="Approve")
+    approve_z.wait_for()
+    assert approve_z.is_disabled()
+    box = approve_z.bounding_box()
+    assert box is not None
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.evaluate("1")
+    assert Store(project).load().cards[-1].status == "pending"
+    page.clock.run_for(1500)
+    assert approve_z.is_enabled()
     context.close()

@@ -494,3 +494,44 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$status" -eq 3 ]
     [ "$(field error code)" = outlives-lease ]
 }
+
+# facts LINE: the request, behind a "facts ..." line as a broker sends it ahead of it
+with_facts() { printf '%s\n' "$1"; shift; request "$@"; }
+planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" && $2 == k { print $3 }')"; }
+
+@test "asked with 'facts -', plan prints the cluster's facts it read; given them back, it plans the same without reading them" {
+    run --separate-stderr remote submit plan < <(with_facts 'facts -' arg=true)
+    [ "$status" -eq 0 ]
+    hash=$(plan_hash)
+    cluster=$(field facts cluster)
+    parts=$(field facts parts)
+    [ "$(dec "$cluster")" = rsklab ]
+    dec "$parts" | grep -q '^cpu\*|'
+    [ "$(planline facts)" = "$(dec "$parts" | awk -F'|' '$1 == "cpu*" { $1 = "cpu"; OFS = ","; $1 = $1; print }' | paste -sd/)" ]
+    run --separate-stderr remote submit plan < <(with_facts "facts $cluster $parts" arg=true)
+    [ "$status" -eq 0 ]
+    [ "$(plan_hash)" = "$hash" ]
+    [ -z "$(field facts cluster)" ] # nothing read, nothing printed
+    # without the facts line, nothing is printed either (a direct command keeps nothing)
+    run --separate-stderr remote submit plan < <(request arg=true)
+    [ "$(plan_hash)" = "$hash" ] && [ -z "$(field facts cluster)" ]
+}
+
+@test "given facts are what the plan uses and binds: another cluster name or default partition is another plan" {
+    run --separate-stderr remote submit plan < <(with_facts 'facts -' arg=true)
+    parts=$(field facts parts)
+    hash=$(plan_hash)
+    run --separate-stderr remote submit plan < <(with_facts "facts =othername $parts" arg=true)
+    [ "$status" -eq 0 ] && [ "$(planline cluster)" = othername ] && [ "$(plan_hash)" != "$hash" ]
+    swapped=$(dec "$parts" | sed 's/^cpu\*|/cpu|/; s/^gpu|/gpu*|/' | base64 -w0)
+    run --separate-stderr remote submit plan < <(with_facts "facts =rsklab $swapped" arg=true)
+    [ "$status" -eq 0 ] && [ "$(planline partition)" = gpu ]
+}
+
+@test "malformed facts are refused before anything is read or planned (rc 2)" {
+    for line in "facts =bad/name =x" "facts =rsklab $(b64 'cpu|1')" "facts =rsklab $(b64 'a|b|c|d|e|f|g')" "facts =rsklab ="; do
+        run --separate-stderr remote submit plan < <(with_facts "$line" arg=true)
+        [ "$status" -eq 2 ]
+        [ "$(field error code)" = bad-facts ]
+    done
+}

@@ -3,6 +3,7 @@ uses a project or a path, the socket directory's checks, and what a client canno
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
@@ -151,7 +152,7 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
     release = threading.Event()
     started = threading.Semaphore(0)
 
-    def runner(argv: list[str], who: object, out: object) -> int:
+    def runner(argv: list[str], who: object) -> int:
         started.release()
         release.wait(10)
         return 0
@@ -351,7 +352,7 @@ def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monk
     started = threading.Semaphore(0)
     peers: list[int] = []  # the uid the kernel would report, connection by connection
 
-    def runner(argv: list[str], who: object, out: object) -> int:
+    def runner(argv: list[str], who: object) -> int:
         started.release()
         release.wait(10)
         return 0
@@ -394,8 +395,51 @@ def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_pat
     looks like, a human act is exit 77 and an owner-only or local command exit 2 for another user."""
     from rsk.cli.broker_cmd import cli_runner
 
-    said: list[str] = []
+    said = io.StringIO()
     for argv, rc in ((["approve", "c-1", "--yes"], 77), (["doctor"], 2), (["init"], 2), (["fetch", "1", "x"], 2),
                      (["broker", "stop"], 2)):  # fmt: skip
-        assert cli_runner(argv, as_caller(tmp_path, other()), lambda _, text: said.append(text)) == rc, said
-    assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER), lambda _, t: said.append(t)) == 77
+        assert cli_runner(argv, as_caller(tmp_path, other(), out=said, err=said)) == rc, said.getvalue()
+    assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER, out=said, err=said)) == 77
+    assert "never runs through the broker" in said.getvalue()  # said on the caller's own stream
+
+
+def test_each_caller_gets_the_brokers_connections_and_its_own_streams(tmp_path: Path) -> None:
+    """The broker builds every Caller with its one connection pool and frame writers to that caller's client:
+    a command's output and its connections come from its context, not from a switch of the process."""
+    import json
+    import socket
+    import sys
+    import threading
+
+    from rsk.broker.server import Broker
+    from rsk.local import caller
+
+    seen: list[object] = []
+
+    def runner(argv: list[str], who: Caller) -> int:
+        from rsk.local.caller import acting_for
+
+        with acting_for(who):
+            seen.append(caller.pool())
+            caller.stdout().write(f"out {argv[0]}\n")
+            caller.stderr().write(f"err {argv[0]}\n")
+        return 3
+
+    broker = Broker(Config(socket=tmp_path / "b.sock"), runner)
+    frames: list[dict[str, object]] = []
+    for word in ("status", "events"):
+        a, b = socket.socketpair()
+        with broker.lock:
+            broker.serving[ME] = broker.serving.get(ME, 0) + 1
+        done = threading.Thread(target=broker._serve_one, args=(b, ME))
+        a.sendall(json.dumps({"v": 2, "op": "run", "argv": [word], "cwd": str(tmp_path), "env": {}}).encode() + b"\n")
+        done.start()
+        with a, a.makefile("rb") as lines:
+            got = [json.loads(line) for line in lines]
+        done.join(10)
+        frames += got
+    assert frames == [{"o": "out status\n"}, {"e": "err status\n"}, {"rc": 3},
+                      {"o": "out events\n"}, {"e": "err events\n"}, {"rc": 3}]  # fmt: skip
+    assert seen == [broker.pool, broker.pool]  # one pool, the broker's, in each caller's context
+    assert broker.own().pool is broker.pool  # its watch of the books too
+    assert caller.pool() is None and caller.stdout() is sys.stdout  # no caller here: the process's

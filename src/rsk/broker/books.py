@@ -11,11 +11,16 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rsk.errors import RskError
 from rsk.ledger import guard
 from rsk.ledger.store import Store
+from rsk.local.caller import acting_for
 from rsk.local.paths import rsk_home
+
+if TYPE_CHECKING:
+    from rsk.local.caller import Caller
 
 INTERVAL_S = 15.0  # under any sensible MinJobAge (Slurm's default is 300 s)
 MOST = 32  # project/target pairs polled a pass
@@ -50,14 +55,16 @@ def watch_once(status: Callable[[str, str], object] | None = None) -> int:
     return polled
 
 
-def watch(stopping: threading.Event, interval: float = INTERVAL_S) -> None:
-    """Poll until `stopping` is set (the broker's thread)."""
-    while not stopping.wait(interval):
-        with contextlib.suppress(Exception):  # a pass that fails must not end the watch
-            watch_once()
+def watch(stopping: threading.Event, who: Caller, interval: float = INTERVAL_S) -> None:
+    """Poll until `stopping` is set (the broker's thread), acting for `who`: the broker's own user, with its
+    warm connections."""
+    with acting_for(who):
+        while not stopping.wait(interval):
+            with contextlib.suppress(Exception):  # a pass that fails must not end the watch
+                watch_once()
 
 
-def start(stopping: threading.Event) -> threading.Thread:
-    thread = threading.Thread(target=watch, args=(stopping,), name="rsk-books", daemon=True)
+def start(stopping: threading.Event, who: Caller) -> threading.Thread:
+    thread = threading.Thread(target=watch, args=(stopping, who), name="rsk-books", daemon=True)
     thread.start()
     return thread

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,8 +44,7 @@ REQUEST_DEADLINE = 10.0  # seconds for the whole request line: a client that dri
 UPLOAD_DEADLINE = 120.0  # seconds for the files the broker asked for (the client reads and packs them first)
 BUSY_ANSWERS = 4  # connections per user told "busy" at once; beyond them a connection is closed unread
 
-Out = Callable[[str, str], None]  # (stream "o" | "e", text)
-Runner = Callable[[list[str], Caller, Out], int]
+Runner = Callable[[list[str], Caller], int]  # runs argv for the caller (its output goes to the caller's streams)
 
 
 def _nothing(argv: list[str], resolve: Callable[[str], Path]) -> Wanted:
@@ -187,9 +186,12 @@ class Broker:
     """The listening socket and its threads."""
 
     def __init__(self, config: Config, runner: Runner, reader: Reader = _nothing) -> None:
+        from rsk.cluster.transport import Pool
+
         self.reader = reader
         self.config = config
         self.runner = runner
+        self.pool = Pool()  # the warm connections: every Caller this broker makes holds it
         self.started = time.time()
         self.last = time.monotonic()
         self.requests = 0
@@ -245,7 +247,7 @@ class Broker:
         threading.Thread(target=self._idle_watch, daemon=True).start()
         from rsk.broker import books
 
-        books.start(self.stopping)  # charges settle on Slurm's word while their jobs run
+        books.start(self.stopping, self.own())  # charges settle on Slurm's word while their jobs run
         try:
             while not self.stopping.is_set():
                 try:
@@ -324,6 +326,12 @@ class Broker:
             with self.lock:
                 self.serving[uid] -= 1
 
+    def own(self) -> Caller:
+        """The broker's own user as a caller (its background work): no client, the broker's connections."""
+        me = os.getuid()
+        rights = Rights(uid=me, user=_user_name(me))
+        return Caller(env={}, cwd=Path("/"), rights=rights, ppid=os.getpid(), pool=self.pool)
+
     def close(self) -> None:
         """Stop listening, remove the socket, let go of the lock (once, whichever thread asks first)."""
         self.stopping.set()
@@ -345,13 +353,11 @@ class Broker:
                 self.stopping.set()
 
     def info(self) -> BrokerInfo:
-        from rsk.cluster.transport import shared_status
-
         allowed = {pwd.getpwuid(uid).pw_name: sorted(p) if p is not None else ["*"]
                    for uid, p in self.config.allowed.items()}  # fmt: skip
         return BrokerInfo(pid=os.getpid(), uid=os.getuid(), socket=str(self.config.socket), started=self.started,
                           idle_exit_s=self.config.idle_exit_s, requests=self.requests, running=self.running,
-                          connections=shared_status(), allowed=allowed)  # fmt: skip
+                          connections=self.pool.status(), allowed=allowed)  # fmt: skip
 
     def _handle(self, conn: socket.socket, uid: int, send: Callable[[dict[str, object]], None]) -> None:
         rights = rights_of(uid, self.config)
@@ -394,8 +400,9 @@ class Broker:
                 files, upload = got
             stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
             who = Caller(env=passed_env(req.env), cwd=cwd, rights=rights, ppid=req.ppid, tty=req.tty,
-                         columns=req.columns, files=files, upload=upload, stdio=stdio)  # fmt: skip
-            rc = self.runner(req.argv, who, lambda stream, text: send({stream: text}))
+                         columns=req.columns, files=files, upload=upload, stdio=stdio,
+                         out=_frames(send, "o"), err=_frames(send, "e"), pool=self.pool)  # fmt: skip
+            rc = self.runner(req.argv, who)
             send({"rc": rc})
         finally:
             if upload is not None:
@@ -518,17 +525,25 @@ def receive_code(conn: socket.socket, size: int) -> Path:
 
 
 class _FrameWriter(io.TextIOBase):
-    """A command's own standard output as frames to its caller (for rsk mcp, which speaks on it)."""
+    """A command's standard output ("o") or error ("e") as frames to its caller."""
 
-    def __init__(self, send: Callable[[dict[str, object]], None]) -> None:
+    encoding = "utf-8"  # what Click checks before it writes to a stream as it is
+    errors = "strict"
+
+    def __init__(self, send: Callable[[dict[str, object]], None], stream: str = "o") -> None:
         self._send = send
+        self._stream = stream
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        self._send({"o": text})
+        self._send({self._stream: text})
         return len(text)
+
+
+def _frames(send: Callable[[dict[str, object]], None], stream: str) -> TextIO:
+    return cast("TextIO", _FrameWriter(send, stream))  # written to as a text stream: write and flush
 
 
 class _BoundedLines(io.TextIOBase):

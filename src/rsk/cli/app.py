@@ -25,7 +25,9 @@ app = typer.Typer(
 
 def _version(ctx: typer.Context, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        sys.stdout.write(f"rsk {__version__}\n")
+        from rsk.local import caller
+
+        caller.stdout().write(f"rsk {__version__}\n")
         raise typer.Exit()
 
 
@@ -94,13 +96,15 @@ def main(argv: list[str] | None = None) -> None:
     from rsk.errors import Exit, RskError
 
     args = sys.argv[1:] if argv is None else argv
+    from rsk.local import caller
+
     if args == ["--version"]:  # the fast path scripts use to probe for rsk
-        sys.stdout.write(f"rsk {__version__}\n")
+        caller.stdout().write(f"rsk {__version__}\n")
         return
     head = args[: args.index("--")] if "--" in args else args  # the job's own argv is never rsk's
     want_json = "--json" in head
     if args and args[0] == "--":
-        sys.stderr.write("error: a command comes first: rsk COMMAND [OPTIONS] [-- JOB ARGV]\nhint: rsk --help\n")
+        caller.stderr().write("error: a command comes first: rsk COMMAND [OPTIONS] [-- JOB ARGV]\nhint: rsk --help\n")
         raise SystemExit(int(Exit.USAGE))
     try:
         # outside standalone mode, Click returns a command's typer.Exit code instead of raising it
@@ -120,12 +124,12 @@ def main(argv: list[str] | None = None) -> None:
             console.print(f"hint: {exc.hint}")
         raise SystemExit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
+        caller.stderr().write("interrupted\n")
         raise SystemExit(int(Exit.INTERRUPTED)) from None
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except typer.Abort:
-        sys.stderr.write("aborted\n")
+        caller.stderr().write("aborted\n")
         raise SystemExit(int(Exit.INTERRUPTED)) from None
     except typer.TyperException as exc:  # usage errors: unknown command, bad option or value (exit 2)
         if want_json:  # an agent that guessed an option reads the refusal where it reads every answer
@@ -134,9 +138,9 @@ def main(argv: list[str] | None = None) -> None:
             print_json(_usage_json(exc))
         show = getattr(exc, "show", None)
         if callable(show):
-            show()
+            show(file=caller.stderr())
         else:
-            sys.stderr.write(f"error: {exc}\n")
+            caller.stderr().write(f"error: {exc}\n")
         raise SystemExit(int(getattr(exc, "exit_code", Exit.USAGE))) from None
 
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -44,12 +41,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(broker_app, name="broker")
 
 
-# routing the CLI's output to the caller that asked ----------------------------------------------------
-_sink: ContextVar[Callable[[str, str], None] | None] = ContextVar("rsk_broker_sink", default=None)
-
-
+# the CLI's output goes to the caller that asked ----------------------------------------------------------
 class _Router(io.TextIOBase):
-    """sys.stdout / sys.stderr in the broker: each thread's writes go to its own caller's socket."""
+    """sys.stdout / sys.stderr in the broker, installed once when it starts: what Click and Typer write there
+    themselves (help, usage errors, prompts) goes to the stream of the caller the thread acts for; rsk's own
+    output goes there directly (rsk.local.caller.stdout). Writes of no caller (the broker's own) go to its log.
+    The one process-wide piece of broker mode, and it switches nothing: ADR 0037."""
 
     encoding = "utf-8"  # what Click checks before it writes to a stream as it is
     errors = "strict"
@@ -58,16 +55,18 @@ class _Router(io.TextIOBase):
         self.base = base
         self.stream = stream
 
+    def _target(self) -> Any:
+        from rsk.local import caller
+
+        c = caller.current()
+        mine = None if c is None else c.out if self.stream == "o" else c.err
+        return mine if mine is not None else self.base
+
     def write(self, text: str) -> int:
-        sink = _sink.get()
-        if sink is None:
-            return self.base.write(text)
-        sink(self.stream, text)
-        return len(text)
+        return int(self._target().write(text))
 
     def flush(self) -> None:
-        if _sink.get() is None:
-            self.base.flush()
+        self._target().flush()
 
     def isatty(self) -> bool:
         from rsk.local import caller
@@ -77,27 +76,20 @@ class _Router(io.TextIOBase):
 
 
 def install_router() -> None:
+    """Once, as the broker starts (before any thread serves a caller)."""
     if not isinstance(sys.stdout, _Router):
         sys.stdout = _Router(sys.stdout, "o")  # type: ignore[arg-type]
         sys.stderr = _Router(sys.stderr, "e")  # type: ignore[arg-type]
 
 
-@contextlib.contextmanager
-def _routed(sink: Callable[[str, str], None]) -> Iterator[None]:
-    token = _sink.set(sink)
-    try:
-        yield
-    finally:
-        _sink.reset(token)
-
-
-def cli_runner(argv: list[str], who: object, send: Callable[[str, str], None]) -> int:
-    """Run one rsk command in this process for a caller: the CLI's own main, its output sent back."""
+def cli_runner(argv: list[str], who: object) -> int:
+    """Run one rsk command in this process for a caller: the CLI's own main, acting for `who`, whose streams
+    take its output."""
     from rsk.cli.app import main
     from rsk.local.caller import Caller, acting_for
 
     assert isinstance(who, Caller)
-    with acting_for(who), _routed(send):
+    with acting_for(who):
         try:
             main(argv)
             return 0
@@ -107,8 +99,11 @@ def cli_runner(argv: list[str], who: object, send: Callable[[str, str], None]) -
             raise
         except Exception:  # a bug: the broker's log gets the traceback, the caller a typed error; the broker goes on
             _log(f"rsk broker: `rsk {argv[0] if argv else ''}` for {who.user} failed:\n{traceback.format_exc()}")
-            send("e", "error: rsk failed on this command (an internal error; the broker's log has the details)\n"
-                      "hint: the human sees it with `rsk broker status` and the log it names\n")  # fmt: skip
+            if who.err is not None:
+                who.err.write(
+                    "error: rsk failed on this command (an internal error; the broker's log has the details)\n"
+                    "hint: the human sees it with `rsk broker status` and the log it names\n"
+                )
             return 1
 
 
@@ -186,7 +181,6 @@ def _serve(config: object) -> None:
     import signal
 
     from rsk.broker.server import Broker, Config
-    from rsk.cluster.transport import drop_shared, share_connections
 
     assert isinstance(config, Config)
     from rsk.cli.argv import wanted
@@ -196,14 +190,13 @@ def _serve(config: object) -> None:
     from rsk.cli.app import command
 
     command()  # every command imported and built once: requests do not pay for it
-    share_connections()
     install_router()
     signal.signal(signal.SIGTERM, lambda *_: broker.stopping.set())
     err().print(f"rsk broker: pid {os.getpid()} listening on {config.socket}")
     try:
         broker.serve()
     finally:
-        drop_shared()
+        broker.pool.close()
         err().print("rsk broker: stopped")
 
 

@@ -1,6 +1,5 @@
 """Commands that read the cluster: journal, logs, targets."""
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -8,6 +7,7 @@ import typer
 
 from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target
 from rsk.commands import help_for
+from rsk.local import caller
 
 
 def register(app: typer.Typer) -> None:
@@ -84,14 +84,13 @@ def logs(
 
     def stream_new(t: LogTail) -> None:
         """With --follow, print what is new since the last poll (the whole tail the first time)."""
+        stdout = caller.stdout()
         if printed["size"] < 0:
-            sys.stdout.write(t.text)
+            stdout.write(t.text)
         elif t.size > printed["size"]:
             new = t.size - printed["size"]
-            sys.stdout.write(
-                t.text.encode()[-new:].decode("utf-8", "replace") if new < len(t.text.encode()) else t.text
-            )
-        sys.stdout.flush()
+            stdout.write(t.text.encode()[-new:].decode("utf-8", "replace") if new < len(t.text.encode()) else t.text)
+        stdout.flush()
         printed["size"] = t.size
 
     result = read_logs(

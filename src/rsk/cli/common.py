@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -47,11 +46,16 @@ class Plain:
 
 
 def out() -> Plain:
-    return Plain(sys.stdout)
+    """The caller's standard output (in the broker, its client's)."""
+    from rsk.local import caller
+
+    return Plain(caller.stdout())
 
 
 def err() -> Plain:
-    return Plain(sys.stderr)
+    from rsk.local import caller
+
+    return Plain(caller.stderr())
 
 
 def rich_out() -> Console:
@@ -62,11 +66,13 @@ def rich_out() -> Console:
 
     # a pipe or file gets wide lines instead of Rich's default of 80 columns; in the broker, the client's
     c = caller.current()
-    tty = c.tty if c is not None else sys.stdout.isatty()
+    stream = caller.stdout()
+    tty = c.tty if c is not None else stream.isatty()
     width: int | None = 200
     if tty:
         width = c.columns if c is not None else None
-    return Console(no_color=bool(caller.getenv("NO_COLOR")), highlight=False, soft_wrap=True, width=width)
+    return Console(file=stream, no_color=bool(caller.getenv("NO_COLOR")), highlight=False, soft_wrap=True,
+                   width=width)  # fmt: skip
 
 
 def print_json(data: Any) -> None:
@@ -78,7 +84,7 @@ def print_json(data: Any) -> None:
         text = "[" + ",".join(d.model_dump_json(indent=2) for d in data) + "]"
     else:
         text = json.dumps(data, indent=2, default=str)
-    sys.stdout.write(text + "\n")
+    out().stream.write(text + "\n")
 
 
 def require_human(action: str, yes: bool) -> None:
@@ -90,7 +96,7 @@ def require_human(action: str, yes: bool) -> None:
         raise NeedsHuman(f"{action} is a human's act: it never runs through the broker", "run it in your own terminal")
     if yes:
         return
-    if not sys.stdin.isatty():
+    if not caller.at_terminal():
         raise NeedsHuman(
             f"{action} needs a human at a terminal",
             "an agent runs as the same user, so rsk asks for a terminal; a human who means it may pass --yes",

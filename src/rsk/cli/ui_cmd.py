@@ -34,7 +34,6 @@ def ui(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    import sys
 
     from rsk.cluster.targets import list_targets
     from rsk.errors import NeedsHuman
@@ -44,7 +43,7 @@ def ui(
 
     if caller.current() is not None:
         raise NeedsHuman("`rsk ui` is a human's page: it never runs through the broker", "run it in your own terminal")
-    if not yes and not sys.stdin.isatty():
+    if not yes and not caller.at_terminal():
         raise NeedsHuman(
             "`rsk ui` serves a page that approves: it needs a human at a terminal",
             "an agent runs as the same user, so rsk asks for a terminal; a human who means it may pass --yes",
@@ -61,7 +60,7 @@ def ui(
         out().print(f"rsk ui on {guard.url()}" + (" (read-only)" if read_only else ""))
         out().print(f"open (works once): {guard.launch_url()}")
         out().print("Ctrl-C stops it")
-    sys.stdout.flush()
+    caller.stdout().flush()
     if not no_open:
         import webbrowser
 

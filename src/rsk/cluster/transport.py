@@ -1,7 +1,7 @@
 """SSH transport: the only module that imports paramiko.
 
-One connection per process (in the broker: one per target, kept open and shared by its threads,
-see `share_connections`); strict host keys from known_hosts (an unknown key is an error,
+One connection per command (in the broker: one per target, kept open in the broker's `Pool`, which each
+caller's context holds); strict host keys from known_hosts (an unknown key is an error,
 never added silently); ~/.ssh/config honoured (HostName, User, Port, IdentityFile,
 ProxyJump, ProxyCommand); each remote command has a deadline and bounded output.
 """
@@ -187,6 +187,8 @@ class Connection:
     def __init__(self, target: Target) -> None:
         self.target = target
         self.shared = False  # a broker's connection: close() leaves it open for the next command
+        # the cluster's facts as the plan program printed them on this connection (rsk.cluster.remote keeps them)
+        self.facts: tuple[float, str, str] | None = None
         self._clients: list[paramiko.SSHClient] = []
         self.client = self._connect(resolve_endpoint(target), sock=None, hops=0)
 
@@ -365,50 +367,55 @@ class Connection:
         self.close()
 
 
-_shared: dict[str, Connection] | None = None
-_shared_lock = threading.Lock()
 KEEPALIVE_S = 15
 
 
-def share_connections() -> None:
-    """From now on `connect` hands out one open connection per target (the broker's warm connections)."""
-    global _shared
-    _shared = {}
+class Pool:
+    """One open connection per target, shared by the commands of the callers that hold this pool (the broker
+    builds one and puts it in every Caller it makes: its warm connections). Without one, `connect` opens a
+    new connection for each command."""
+
+    def __init__(self) -> None:
+        self._conns: dict[str, Connection] = {}
+        self._lock = threading.Lock()
+
+    def get(self, target: Target) -> Connection:
+        """The target's open connection (reconnected when it dropped; a command that was running on a dropped
+        connection fails with ConnectError, exit 75)."""
+        key = target.model_dump_json()
+        with self._lock:
+            conn = self._conns.get(key)
+            if conn is not None and conn.alive:
+                return conn
+            if conn is not None:
+                conn.shut()
+            conn = Connection(target)
+            conn.shared = True
+            transport = conn.client.get_transport()
+            if transport is not None:
+                transport.set_keepalive(KEEPALIVE_S)
+            self._conns[key] = conn
+            return conn
+
+    def status(self) -> dict[str, bool]:
+        """Target name -> whether its connection is up (for `rsk broker status`)."""
+        with self._lock:
+            return {c.target.name: c.alive for c in self._conns.values()}
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._conns.values():
+                conn.shut()
+            self._conns.clear()
 
 
 def connect(target: Target) -> Connection:
-    """A connection to the target: a new one, or in the broker the target's shared one (reconnected when it
-    dropped; a command that was running on a dropped connection fails with ConnectError, exit 75)."""
-    if _shared is None:
-        return Connection(target)
-    key = target.model_dump_json()
-    with _shared_lock:
-        conn = _shared.get(key)
-        if conn is not None and conn.alive:
-            return conn
-        if conn is not None:
-            conn.shut()
-        conn = Connection(target)
-        conn.shared = True
-        transport = conn.client.get_transport()
-        if transport is not None:
-            transport.set_keepalive(KEEPALIVE_S)
-        _shared[key] = conn
-        return conn
+    """A connection to the target: the caller's shared one when its context holds a pool (in the broker),
+    else a new one."""
+    from rsk.local import caller
 
-
-def shared_status() -> dict[str, bool]:
-    """Target name -> whether its shared connection is up (for `rsk broker status`)."""
-    with _shared_lock:
-        return {c.target.name: c.alive for c in (_shared or {}).values()}
-
-
-def drop_shared() -> None:
-    with _shared_lock:
-        for conn in (_shared or {}).values():
-            conn.shut()
-        if _shared is not None:
-            _shared.clear()
+    pool = caller.pool()
+    return pool.get(target) if pool is not None else Connection(target)
 
 
 def remote_path(root: str, *parts: str) -> str:

@@ -180,7 +180,8 @@ def withdraw(store: Store, card_id: str, by: str) -> Card:
 
 def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float = 1.0) -> Card:
     """Block until a human decides the card (or the timeout passes: PendingApproval). A denied card is a
-    DeniedError, with the human's reason."""
+    DeniedError, with the human's reason; a withdrawn one too (exit 3, `card-withdrawn`): nothing is filed or
+    run for it."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         card = find_card(store.load(), card_id, store.archive)
@@ -189,6 +190,13 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
                 f"card {card_id} was denied by {card.decided_by}: {card.reason}",
                 "do not try to get around a denial; tell the human and ask what to do instead",
                 details={"card_id": card_id, "reason": card.reason},
+            )
+        if card.status == "withdrawn":
+            raise DeniedError(
+                f"card {card_id} was withdrawn by {card.decided_by or 'its agent'}: nothing runs for it",
+                f"to run it after all, launch it again (a new card for the human); `rsk approvals show {card_id}` "
+                "shows what it was",
+                details={"card_id": card_id, "code": "card-withdrawn"},
             )
         if card.status != "pending":
             return card

@@ -1,21 +1,27 @@
 """Who runs a command, and from where: this process, or, inside the broker, the client that asked.
 
 Commands read the few things that belong to the caller (RSK_PROJECT, RSK_TARGET, RSK_REQUESTER, the
-agent's own markers, the working directory, the terminal) through here, never from os.environ or the
-process's cwd directly: in the broker, one process serves many callers at once, each in a thread with
-its own Caller. Everything else (RSK_HOME, targets, keys) is the process's own, which in the broker is
-the human's.
+agent's own markers, the working directory, the terminal, the output streams) and use what the caller's
+commands share (the broker's warm connections) through here, never from os.environ, the process's cwd or
+sys.stdout directly, and never through a module-level switch: in the broker, one process serves many
+callers at once, each in a thread with its own Caller, which the broker builds (ADR 0019, ADR 0037).
+Everything else (RSK_HOME, targets, keys) is the process's own, which in the broker is the human's.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from io import TextIOBase
 from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from rsk.cluster.transport import Pool
 
 from rsk.commands import PASSED_ENV, PASSED_PREFIXES  # what a client may pass on to the broker
 
@@ -57,6 +63,9 @@ class Caller:
     files: Mapping[str, str] = field(default_factory=dict)  # --script and --tasks files, as the client read them
     upload: Upload | None = None  # --code's files, as the client read them
     stdio: tuple[TextIOBase, TextIOBase] | None = None  # rsk mcp's input and output: the client's, over the socket
+    out: TextIO | None = None  # the caller's standard output and error: in the broker, frames to its client
+    err: TextIO | None = None
+    pool: Pool | None = None  # the connections the caller's commands share (the broker's warm ones); None: new ones
 
     @property
     def owner(self) -> bool:
@@ -91,6 +100,28 @@ def getenv(name: str) -> str | None:
 def env_names() -> list[str]:
     c = _current.get()
     return list(c.env) if c is not None else list(os.environ)
+
+
+def stdout() -> TextIO:
+    """Where the caller's command prints: its client's output in the broker, else this process's."""
+    c = _current.get()
+    return c.out if c is not None and c.out is not None else sys.stdout
+
+
+def stderr() -> TextIO:
+    c = _current.get()
+    return c.err if c is not None and c.err is not None else sys.stderr
+
+
+def at_terminal() -> bool:
+    """A human may be typing: this process reads a terminal. Never in the broker (its caller is a socket)."""
+    return _current.get() is None and sys.stdin.isatty()
+
+
+def pool() -> Pool | None:
+    """The connections the caller's commands share (the broker's), or None: each command opens its own."""
+    c = _current.get()
+    return c.pool if c is not None else None
 
 
 def cwd() -> Path:

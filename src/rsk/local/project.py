@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import stat
 import tomllib
-from functools import cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -29,7 +28,6 @@ class ProjectFile(BaseModel):
     target: str | None = None
 
 
-@cache
 def _find(start: str, uid: int | None = None) -> tuple[Path, ProjectFile] | None:
     here = Path(start)
     for directory in (here, *here.parents):
@@ -62,16 +60,13 @@ def _own_text(path: Path, uid: int) -> str | None:
 
 
 def find(start: Path | None = None) -> tuple[Path, ProjectFile] | None:
-    """The nearest project file at or above `start` (the caller's working directory), with its contents.
-    Cached per process, except in the broker, which lives long and serves trees that change; there, another
-    user's command reads only a project file that user owns (never one through a link)."""
+    """The nearest project file at or above `start` (the caller's working directory), with its contents, read
+    anew each time (a few stat calls: the broker lives long and serves trees that change). In the broker,
+    another user's command reads only a project file that user owns (never one through a link)."""
     from rsk.local import caller
 
-    where = str((start or caller.cwd()).resolve())
-    if caller.current() is None:
-        return _find(where)
     rights = caller.rights()
-    return _find.__wrapped__(where, None if rights is None or rights.owner else rights.uid)
+    return _find(str((start or caller.cwd()).resolve()), None if rights is None or rights.owner else rights.uid)
 
 
 def read(path: Path, text: str | None = None) -> ProjectFile:
@@ -112,7 +107,6 @@ def write(directory: Path, project: str, target: str | None, force: bool = False
     if target:
         lines.append(f'target = "{check_token("target", target)}"')
     write_atomic(path, ("\n".join(lines) + "\n").encode())
-    _find.cache_clear()
     return path
 
 

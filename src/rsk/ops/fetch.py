@@ -188,6 +188,27 @@ def _manifest(text: str) -> dict[str, tuple[str, int]]:
     return files
 
 
+def _no_result(job: str, what: str) -> UsageError:
+    return UsageError(
+        f"job {job} {what}",
+        "a result is published only when the command exits 0 after writing under $RSK_OUT; "
+        "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
+        details={"code": "no-result"},
+    )
+
+
+def _succeeded(remote: Remote, target_name: str, project: str, job: str) -> None:
+    """A result is a succeeded job's, on rsk's reading of Slurm's word: a job that failed may have written a
+    result/ of its own making (its files are the account's), and it is never handed back as a result."""
+    from rsk.ops.status import status_call
+
+    found = [j for j in status_call(remote, target_name, project)[0].jobs if j.job_id == job]
+    if not found:
+        raise _no_result(job, f"is not a job of project {project}: it")
+    if found[0].state != "succeeded":
+        raise _no_result(job, f"is {found[0].state}: it has no result")
+
+
 def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial: bool = False,
                  max_bytes: int = 1024**3) -> ResultReport:  # fmt: skip
     """A job's published result into DIR (which must not exist yet), every file checked against the manifest,
@@ -195,19 +216,15 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
     root = ".rsk-partial" if partial else ".rsk-result"
     work = to.parent / f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
     with remote_for(target_name) as remote:
+        if not partial:
+            _succeeded(remote, target_name, project, job)
         out = remote.call("fetch", project, job, root, "0", "0")
         try:
             raise_for_error(out)
         except UsageError as exc:
             if exc.details.get("remote_code") != "not-found":
                 raise
-            what = "left no partial stage" if partial else "has no published result"
-            raise UsageError(
-                f"job {job} {what}",
-                "a result is published only when the command exits 0 after writing under $RSK_OUT; "
-                "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
-                details={"code": "no-result"},
-            ) from None
+            raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
         listed = {e.path: e.size for e in answers.fetch(out).entries}
         manifest: dict[str, tuple[str, int]] = {}
         if not partial:

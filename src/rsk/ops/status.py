@@ -184,7 +184,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         gpus=gpus,
         lease=f.lease or None,
         starts=f.starts,
-        result=f.result,
+        result=f.result and state == "succeeded",  # a job that did not succeed has no result, whatever it wrote
     )
     job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
     return job

@@ -148,8 +148,11 @@ def wait_card(card_id: str, project: str | None, timeout: float | None) -> WaitR
             from rsk.ledger.cards import find_card
 
             other = find_card(store.load(), str(new))
+            if other.plan_hash == card.plan_hash:  # the same plan: its approval was spent (or ran out) meanwhile
+                again.message += f"; card {card_id} was approved, but its approval no longer allows this plan"
+                raise
             changed = [k for k, v in card.plan.model_dump().items()
-                       if k != "estimate_start" and other is not None and getattr(other.plan, k) != v]  # fmt: skip
+                       if k != "estimate_start" and getattr(other.plan, k) != v]  # fmt: skip
             what = ", ".join(changed) or "the cluster's policy or rsk's programs"
             again.message += f"; card {card_id} was approved, but the plan changed since ({what}): a human decides anew"
         raise

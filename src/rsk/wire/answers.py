@@ -752,6 +752,21 @@ def plan(out: Output) -> Plan:
         ) from exc
 
 
+_WIRE = re.compile(r"=[A-Za-z0-9._/:@+,-]*|[A-Za-z0-9+/]+=*")
+
+
+def slurm_facts(out: Output) -> tuple[str, str] | None:
+    """`submit`'s @@facts line (printed when rsk asked for them): the cluster's name and its partitions' lines,
+    as the wire values to send back ahead of a later request (rsk.cluster.remote); None without one."""
+    rec = out.first("facts")
+    if rec is None:
+        return None
+    cluster, parts = _text(rec, "cluster"), _text(rec, "parts")
+    if not (_WIRE.fullmatch(cluster) and _WIRE.fullmatch(parts)):
+        raise ProtocolError("the cluster's @@facts line is not two wire values")
+    return cluster, parts
+
+
 def accepted(out: Output) -> list[Accepted]:
     """Every @@accepted line: one for a job, one per task of a batch (possibly none)."""
     return [

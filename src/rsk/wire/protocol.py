@@ -37,7 +37,7 @@ FRAME = f"rsk-frame {PROTOCOL}"  # the first stdin line of every call, followed 
 # record kinds that appear at most once in an answer: a second one is a protocol error (someone else's)
 SINGLETONS = frozenset(
     {"hello", "plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
-     "mismatch", "error", "await"}
+     "mismatch", "error", "await", "facts"}
 )  # fmt: skip
 POSITIONAL = frozenset({"planline", "journal", "chunk"})  # words, not key=value pairs
 
@@ -360,6 +360,9 @@ class Plan(BaseModel):
     code: str = ""  # the code snapshot's digest ("" without --code)
     path: str
     partition: str
+    # what the plan was checked against: the partition's lines of sinfo, "NAME,TIMELIMIT,CPUS,MEMORY,GRES,NODES"
+    # per group of alike nodes, "/" between groups (docs/adr/0038)
+    facts: str = ""
     account: str
     qos: str
     nodes: int

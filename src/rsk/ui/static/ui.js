@@ -1,6 +1,12 @@
 // rsk ui: refreshes the page's live part (#live) from the server, at most every data-every ms and never
 // while the tab is hidden or while the human is filling in a form. The server renders and escapes every
 // part; this script only swaps what it sent. No inline script exists on the page (its CSP forbids it).
+//
+// Cards never move under the human's hand: while the pointer rests on the cards (on a device with a mouse) or
+// a form has the focus or an edit, a change waits (body.held says so); and after any change, and after the
+// page loads, Approve and Deny stay disabled for SETTLE_MS, so a click aimed at what was there a moment ago
+// (a card the agent withdrew moved the others up; a double click on Approve landed on the next page) does
+// nothing.
 "use strict";
 (function () {
   if (document.body && document.body.getAttribute("data-bounce") === "1") {
@@ -25,6 +31,25 @@
   var src = live.getAttribute("data-src");
   var digest = live.getAttribute("data-digest") || "";
   var timer = null;
+  var SETTLE_MS = 1500;
+  var settling = null;
+  var mouse = !!(window.matchMedia && window.matchMedia("(hover: hover)").matches);
+
+  function settle() {
+    var buttons = live.querySelectorAll("form.act button");
+    for (var i = 0; i < buttons.length; i++) {
+      buttons[i].disabled = true;
+    }
+    document.body.classList.add("settling");
+    clearTimeout(settling);
+    settling = setTimeout(function () {
+      var now = live.querySelectorAll("form.act button");
+      for (var j = 0; j < now.length; j++) {
+        now[j].disabled = false;
+      }
+      document.body.classList.remove("settling");
+    }, SETTLE_MS);
+  }
 
   function typing() {
     var active = document.activeElement;
@@ -38,6 +63,14 @@
       }
     }
     return false;
+  }
+
+  function engaged() {
+    // the human is at the cards: typing, a form focused, or (with a mouse) pointing at a card's acts
+    if (typing()) {
+      return true;
+    }
+    return mouse && live.querySelector("form.act") !== null && live.matches(":hover");
   }
 
   function openDetails() {
@@ -72,7 +105,7 @@
   }
 
   function tick() {
-    if (document.hidden || typing()) {
+    if (document.hidden) {
       schedule();
       return;
     }
@@ -87,14 +120,17 @@
           return null;
         }
         return r.text().then(function (html) {
-          if (typing()) {
+          if (engaged()) {
+            document.body.classList.add("held");
             return;
           }
           var open = openDetails();
           live.innerHTML = html;
           restore(open);
+          settle();
           title();
           digest = next;
+          document.body.classList.remove("held");
         });
       })
       .catch(function () {})
@@ -108,6 +144,7 @@
       clearTimeout(timer);
     }
   });
+  settle();
   title();
   schedule();
 })();
