@@ -24,7 +24,7 @@ def test_approving_in_the_page_changes_the_ledger(served: Served, project: str) 
     assert page.get_by_text("No card waits.").is_visible()
     card = file_card(project, "c-a11ce0000001", argv=["python", "train.py", "--epochs", "3"])
     article = page.locator(f"#card-{card.id}")
-    article.wait_for(timeout=20_000)  # filed while the page was open: it appears without a reload
+    article.wait_for(timeout=30_000)  # filed while the page was open: it appears without a reload
     page.wait_for_function("document.title === '(1) rsk: Cards'")  # and the tab's title counts it
     served.shot("cards-pending")
     article.locator("input[name=uses]").fill("3")
@@ -71,8 +71,8 @@ def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str)
     task = CardTask(key=key, argv=["echo", "<script>alert(5)</script>"], env=[], nodes=1, cpus=1, mem_mb=1, gpus=0,
                     time_min=1)  # fmt: skip
     file_card(project, "c-0000000000a3", tasks=[task])
-    page.locator("#card-c-0000000000a2").wait_for(timeout=20_000)
-    page.locator("#card-c-0000000000a3").wait_for(timeout=20_000)
+    page.locator("#card-c-0000000000a2").wait_for(timeout=30_000)
+    page.locator("#card-c-0000000000a3").wait_for(timeout=30_000)
     page.wait_for_timeout(300)
     assert page.title().endswith("rsk: Cards") and "pwned" not in page.title() and ran == []
     assert key in page.locator("#card-c-0000000000a3 table.tasks").inner_text()
@@ -160,7 +160,7 @@ def test_the_browser_opened_on_the_launch_file_is_signed_in(served: Served, proj
         path = write_launch_file(fresh.ui.guard)
         page = served.page.context.browser.new_context().new_page()
         page.goto(path.as_uri())
-        page.wait_for_url(f"{fresh.base}/", timeout=10_000)
+        page.wait_for_url(f"{fresh.base}/", timeout=30_000)
         assert page.locator("#card-c-f11e00000001").is_visible()
         assert not launch_file(fresh.port).exists()  # spent
         shot(page, "signed-in-from-the-launch-file")
@@ -178,8 +178,8 @@ def test_a_link_from_another_site_opens_the_card_signed_in(
     page = served.page
     page.goto(other.replace("127.0.0.1", "evil.test") + "/chat.html")  # another site (resolved to 127.0.0.1)
     page.get_by_role("link", name="your card").click()
-    page.wait_for_url(f"{served.base}/#card-{card.id}", timeout=10_000)  # the fragment kept (ui.js sets it back)
-    page.locator(f"#card-{card.id}").wait_for(timeout=10_000)
+    page.wait_for_url(f"{served.base}/#card-{card.id}", timeout=30_000)  # the fragment kept (ui.js sets it back)
+    page.locator(f"#card-{card.id}").wait_for(timeout=30_000)
     assert page.title() == "(1) rsk: Cards"
     served.shot("opened-from-another-site")
 

@@ -403,6 +403,39 @@ def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_pat
     assert "never runs through the broker" in said.getvalue()  # said on the caller's own stream
 
 
+def test_a_broker_whose_code_changed_on_disk_stops_and_the_command_runs_here(tmp_path: Path) -> None:
+    import threading
+
+    from rsk import broker_client
+    from rsk.broker.server import Broker
+
+    ran: list[list[str]] = []
+
+    def runner(argv: list[str], who: object) -> int:
+        ran.append(argv)
+        return 0
+
+    code = tmp_path / "pkg"
+    code.mkdir()
+    (code / "mod.py").write_text("A = 1\n")
+    sock = Path(f"/tmp/rsk-u-{os.getpid()}-stale") / "b.sock"
+    broker = Broker(Config(socket=sock), runner, sources=[code])
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+    try:
+        assert broker_client._through(str(sock), ["status"]) == 0 and ran == [["status"]]
+        (code / "mod.py").write_text("A = 2\n")  # an upgrade, a checkout: the files the broker loaded changed
+        os.utime(code / "mod.py", ns=(1, 1))
+        broker.checked = 0.0  # the next request looks (at most once a second)
+        assert broker_client._through(str(sock), ["status"]) is None  # not run there: the client runs it
+        assert ran == [["status"]] and broker.stopping.wait(5)
+    finally:
+        broker.stopping.set()
+        broker.close()
+        sock.with_suffix(".lock").unlink(missing_ok=True)
+        sock.parent.rmdir()
+
+
 def test_each_caller_gets_the_brokers_connections_and_its_own_streams(tmp_path: Path) -> None:
     """The broker builds every Caller with its one connection pool and frame writers to that caller's client:
     a command's output and its connections come from its context, not from a switch of the process."""

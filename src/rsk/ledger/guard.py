@@ -105,7 +105,9 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         if plan.kind == "batch"
         else [],
         budget_min=plan.budget_min,
+        signal_s=plan.signal_s,
         chain_of=plan.chain_of,
+        link0=plan.link0,
         attempt_of=plan.attempt_of,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,

@@ -174,7 +174,9 @@ class CardPlan(Model):
     script: str | None = None
     tasks: list[CardTask] = []  # a batch: every task
     budget_min: int | None = None  # a chain: the run time its links share (its tasks are the links)
+    signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
+    link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
     gpu_hours: float
     cpu_hours: float

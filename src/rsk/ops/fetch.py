@@ -188,6 +188,26 @@ def _manifest(text: str) -> dict[str, tuple[str, int]]:
     return files
 
 
+def result_job(target_name: str, project: str, request_id: str) -> str:
+    """The job whose result a request's work is: its one job, or a chain's last link that ran (a chain's
+    extensions included); a batch of several tasks names no one job."""
+    from rsk.local.paths import check_token
+    from rsk.ops.status import of_request, outcome, status
+
+    check_token("request id", request_id)
+    ends = outcome(of_request(status(target_name, project).jobs, request_id))
+    if not ends:
+        raise UsageError(f"no request {request_id!r} with jobs in project {project} on {target_name}",
+                         "`rsk status` lists the project's jobs", details={"code": "not-found"})  # fmt: skip
+    if len(ends) > 1:
+        published = [f"{j.task or j.job_id}: {j.job_id}" for j in ends if j.result]
+        raise UsageError(
+            f"request {request_id} has {len(ends)} jobs: fetch a result by its job id",
+            ("published results: " + ", ".join(published[:10])) if published else "none of them published a result",
+        )
+    return ends[0].job_id
+
+
 def _no_result(job: str, what: str) -> UsageError:
     return UsageError(
         f"job {job} {what}",

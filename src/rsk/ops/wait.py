@@ -56,13 +56,24 @@ def _hint(jobs: list[JobState], done: bool) -> str:
     if not bad:
         return ""
     first = bad[0]
-    if first.link and first.state == "stopped":
+    if first.link:
+        chain = attempt_of(first.request_id)[0]
+        more = f"`rsk extend --request-id {chain} --budget D` (D: a new total run time) goes on from there"
+        if first.state == "stopped":
+            return (
+                f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "
+                f"checkpoints are in its RSK_WORK_DIR; `rsk logs {first.job_id}` shows its last output; {more}"
+            )
+        if first.state == "cancelled":
+            return f"the chain was cancelled at link {first.link}; its checkpoints are in its RSK_WORK_DIR; {more}"
         return (
-            f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "
-            f"checkpoints are in its RSK_WORK_DIR; `rsk logs {first.job_id}` shows its last output"
+            f"the chain ended {first.state} at link {first.link}; see `rsk logs {first.job_id} --stream stderr`; a "
+            "chain is not retried: once fixed, launch a new one (a new --request-id starts a new, empty RSK_WORK_DIR)"
         )
     retry = ""
-    if any(j.task for j in ends):  # a batch or a workflow: what failed is retried, what succeeded is kept
+    if any(
+        j.task and not j.link for j in ends
+    ):  # a batch or a workflow: what failed is retried, what succeeded is kept
         retry = (
             f"; once fixed, `rsk retry --batch {attempt_of(first.request_id)[0]} --failed` runs them again "
             "(add --code DIR to run your changed files)"
