@@ -309,21 +309,24 @@ rsk_since() {
 
 # rsk_script_runs EXCEPT: "JOB DIR" for each active job of the account Slurm took at or after RSK_SINCE (when set)
 # that the ledger does not hold (RSK_HELD) and EXCEPT (" JOB JOB ") does not name: DIR is the run directory its
-# batch script runs in (the rsk_run line submit writes), "-" for a script that is not rsk's, "?" when Slurm does not
-# give the script. The script is Slurm's copy, which no one can change once submitted: a job that renamed itself,
-# moved its output while pending and erased its markers and journal lines is still found by it (ADR 0039).
+# batch script runs in (the rsk_run line submit writes), "-" for a script that is not rsk's or a job with none, "?"
+# when the controller does not answer. The script is Slurm's copy, which no one can change once submitted: a job
+# that renamed itself, moved its output while pending and erased its markers and journal lines is still found by it
+# (ADR 0039).
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
     for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $1 " \
         "$RSK_AWK"'{ sq($0) } active(SQ_STATE) && SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
             && !index(held, " " SQ_ID ":") && !index(except, " " SQ_ID " ") { print SQ_ID }'); do
-        if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>/dev/null); then
+        if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
             printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v tail="'/t\"\$rsk_ti\"" '
                 index($0, "rsk_run='"'"'") == 1 && substr($0, length($0) - length(tail) + 1) == tail {
                     d = substr($0, 10, length($0) - 9 - length(tail)); if (d !~ /['"'"' ]/) { print j, d; f = 1; exit } }
                 END { if (!f) print j, "-" }'
-        else
+        elif rsk_slurm_down "$rsk_s"; then
             printf '%s ?\n' "$rsk_j"
+        else # no batch script (an salloc or srun job: not sbatch's), or gone since the queue was read
+            printf '%s -\n' "$rsk_j"
         fi
     done
 }
@@ -331,8 +334,8 @@ rsk_script_runs() {
 # rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|OUT|NAME|COMMENT" a job
 # (sq() in lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again.
 # Two reads joined by id (docs/protocol.md, "The prelude"): Slurm's facts, with no text a job can set, so no forged
-# line (SUBMIT: the submit time, epoch seconds); then restarts, stdout path (OUT: fixed at sbatch, unchanged once the job runs), name, comment, of which an
-# id's first line is its own. A restarted job's run time is its limit.
+# line (SUBMIT: the submit time, epoch seconds); then restarts, stdout path (OUT: fixed at sbatch, unchanged once
+# the job runs), name, comment, of which an id's first line is its own. A restarted job's run time is its limit.
 rsk_squeue() {
     if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%V' 2>/dev/null) \
         && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,StdOut:|,Name:|,Comment:|' 2>/dev/null); then

@@ -594,8 +594,8 @@ request_facts() {
 # resolve_open: STATES' tasks whose intent has no outcome and no evidence are "found" when an active job of the
 # account Slurm took since the ledger's hold for the request (RSK_SINCE), that no book holds, runs a batch script
 # in the task's run directory (Slurm's copy of the script, which no job can change: a job that renamed itself and
-# erased its markers and journal lines is its job still, ADR 0039); a job whose script Slurm does not give could
-# be it: nothing is decided then (intent-unresolved)
+# erased its markers and journal lines is its job still, ADR 0039); while the controller does not give a job's
+# script, that job could be it: nothing is decided then (intent-unresolved)
 resolve_open() {
     case $STATES in *" open "*) ;; *) return 0 ;; esac
     rsk_scripts=$(rsk_script_runs "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
@@ -607,7 +607,7 @@ resolve_open() {
         { print }')
     case $STATES in *"!"*)
         rsk_u=${STATES#*!}
-        rsk_fail "$RSK_E_MISMATCH" intent-unresolved "request id $RID has an intent with no outcome, and Slurm does not give the batch script of job(s) $rsk_u of this account, submitted since: one may be its job. Wait for them to end or cancel them, then launch again" ;;
+        rsk_fail "$RSK_E_MISMATCH" intent-unresolved "request id $RID has an intent with no outcome, and the controller did not give the batch script of job(s) $rsk_u of this account, submitted since: one may be its job. Try again when Slurm answers, or wait for them to end or cancel them" ;;
     esac
 }
 
