@@ -50,7 +50,8 @@ def render_card(card: "Card", full: bool = False) -> str:
     lines = [
         f"card {card.id}  [{card.status}]  project {inert(str(card.request.get('project', '?')))}  "
         f"target {p.target} ({inert(p.cluster)}, as {inert(p.user)})",
-        f"  requested by  {inert(card.requester) or '(nobody said)'}  (the agent's own claim, unverified)",
+        f"  requested by  {inert(card.requester) or '(nobody said)'}  (the agent's own claim, unverified)"
+        + (f"; filed by OS user {inert(card.filed_by)}" if card.filed_by else ""),
         f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
         f"  kind          {p.kind}" + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
     ]

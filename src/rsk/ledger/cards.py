@@ -67,8 +67,8 @@ def projects() -> list[str]:
 
 
 def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
-    """(project, card) for every project's cards: what a human sees without --project."""
-    from rsk.errors import StateError
+    """(project, card) for every project's cards: what a human sees without --project. A ledger that cannot
+    be read is a StateError (exit 6), never an empty list: its cards may be waiting."""
     from rsk.local.caller import rights
 
     r = rights()
@@ -76,10 +76,7 @@ def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
     for project in projects():
         if r is not None and not r.allows(project):
             continue  # through the broker, another user sees only the projects it may use
-        try:
-            out += [(project, c) for c in list_cards(Store(project), include_decided)]
-        except StateError:
-            continue  # a broken ledger is reported by the commands that use it
+        out += [(project, c) for c in list_cards(Store(project), include_decided)]
     return out
 
 
@@ -165,9 +162,15 @@ def deny(store: Store, card_id: str, by: str, reason: str, plan_hash: str | None
 
 
 def withdraw(store: Store, card_id: str, by: str) -> Card:
-    """The agent takes back its own pending card (it no longer needs the work): nothing was spent."""
+    """The agent takes back its own pending card (it no longer needs the work): nothing was spent. Another OS
+    user (through the broker) withdraws only a card it filed itself."""
+    from rsk.local import caller
+
     with store.transaction() as ledger:
         card = find_card(ledger, card_id, store.archive)
+        if not caller.is_owner() and card.filed_by != caller.user():
+            raise UsageError(f"card {card_id} was filed by another user: only they, or the human, withdraw it",
+                             "withdraw the cards your own launches filed (`rsk approvals` lists them)")  # fmt: skip
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}")
         card.status = "withdrawn"

@@ -34,6 +34,7 @@ from rsk.ledger.models import (
     now,
 )
 from rsk.ledger.store import Store
+from rsk.local import caller
 from rsk.local.project import scope
 from rsk.wire.protocol import Accepted, Plan, Request, is_job_id
 from rsk.wire.resources import Resources
@@ -272,6 +273,7 @@ def authorize_in(
             plan_hash=plan.hash,
             request_id=rid,
             requester=request.requester,
+            filed_by=caller.user(),
             target=target,
             request=request.model_dump(exclude={"hostkey"}),
             plan=card_plan(target, plan, code),

@@ -198,6 +198,7 @@ class Card(Model):
     plan_hash: str
     request_id: str
     requester: str
+    filed_by: str = ""  # the OS user who filed it, as rsk knows it (the broker: the socket's peer); "" before 0.5
     status: Literal["pending", "approved", "denied", "withdrawn"] = "pending"
     created: datetime = Field(default_factory=now)
     target: str

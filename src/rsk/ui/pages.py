@@ -57,6 +57,7 @@ def card_facts(card: Card) -> Markup:
             "requested by",
             agent(card.requester) if card.requester else "(nobody said)",
             el("span", {"class": "muted"}, " the agent's own claim, unverified"),
+            *(["; filed by OS user ", el("code", {}, agent(card.filed_by))] if card.filed_by else []),
         ),
         _row("requested at", _when(card.created), ", request id ", agent(card.request_id)),
         _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
@@ -113,7 +114,7 @@ def card_facts(card: Card) -> Markup:
         rows.append(
             _row(
                 "code files",
-                f"{p.code_count} files, {p.code_bytes} bytes",
+                f"{p.code_count} file{'s' if p.code_count != 1 else ''}, {p.code_bytes} bytes",
                 files,
                 el("p", {"class": "muted"}, f"... and {more} more") if more > 0 else None,
             )
