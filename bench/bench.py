@@ -209,7 +209,7 @@ def bench_ledger_step() -> None:
     holds 10,000 approvals and 1,000 grants: the used and expired ones went to the archive on the
     first write, so the step reads only what can still decide."""
     from rsk.ledger.decide import decide
-    from rsk.ledger.guard import submitted_jobs
+    from rsk.ledger.guard import held_jobs, submitted_jobs
     from rsk.ledger.models import Approval, Charge, Grant, JobCost, Ledger, Use
     from rsk.ledger.store import Store
 
@@ -239,9 +239,10 @@ def bench_ledger_step() -> None:
 
     def step() -> None:
         k = next(n)
-        ledger = store.load()
-        submitted_jobs(ledger, f"new{k}", "nope", "lab", store.archive)  # a fresh request id, as in a launch
-        with store.transaction() as ledger:
+        launch = Store("bench-step")  # each launch has its own, which remembers only what it read itself
+        held_jobs(launch.view(), "lab")  # the held line, read before the cluster plans
+        with launch.transaction() as ledger:  # the view's reading: the bytes are unchanged (ADR 0036)
+            submitted_jobs(ledger, f"new{k}", "nope", "lab", launch.archive)  # a fresh request id, as in a launch
             d = decide(ledger, f, datetime.now(UTC))
             assert d.kind == "grant", d
             ledger.charges.append(Charge(grant_id=d.rule or "", plan_hash=f"new{k}", request_id=f"new{k}",
@@ -261,7 +262,7 @@ def bench_ledger_step() -> None:
     hot.path.write_text(allhot.model_dump_json())
 
     def hot_step() -> None:
-        with hot.transaction() as ledger:
+        with Store("bench-hot").transaction() as ledger:  # a Store of its own: it parses the file
             d = decide(ledger, f, datetime.now(UTC))
             ledger.charges.append(Charge(grant_id=d.rule or "", plan_hash="x", request_id=f"h{next(n)}",
                                          target="lab", gpu_hours=1, cpu_hours=1))  # fmt: skip

@@ -18,6 +18,9 @@ function sq(line,    f) {
     split(line, f, "|")
     SQ_ID = f[1]; SQ_STATE = f[2]; SQ_ELAPSED = f[3]; SQ_LIMIT = f[4]; SQ_WHERE = f[5]; SQ_NAME = f[6]; SQ_COMMENT = f[7]
 }
+# after sq(): the job is one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p) or held by
+# the ledger (held: " JOB:RID ...", found by id whatever its name), and pending or running
+function project_active(p, held) { return (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE) }
 # one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID): 1 with EV_IDX, EV_JOB and EV_PLAN
 # set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does not say), else
 # 0. An array task's id is ARRAY_IDX; a single job (one task, index 0) and a lease's step have a plain id.

@@ -279,12 +279,10 @@ rsk_job_run() {
     [ -z "$rsk_idx" ] || RSK_RUN="$RSK_RUN/t$rsk_idx"
 }
 
-# rsk_active_jobs PROJECT: the job ids of the project's pending or running rsk jobs: those the ledger holds
-# (RSK_HELD, found by id whatever name a job gave itself) and those named for the project
-rsk_active_jobs() {
+rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
     [ -n "$RSK_SLURM" ] || rsk_squeue
     printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" \
-        "$RSK_AWK"'{ sq($0) } (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE) { print SQ_ID }'
+        "$RSK_AWK"'{ sq($0) } project_active(p, held) { print SQ_ID }'
 }
 
 # rsk_held LIST: RSK_HELD, "JOB:RID JOB:RID ...", the jobs the ledger (the authority for what rsk submitted) holds

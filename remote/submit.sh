@@ -544,8 +544,8 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 }
 
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
-# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's pending or running rsk jobs (as
-# rsk_active_jobs), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
+# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's active rsk jobs (lib.awk's
+# project_active), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
 # docs/protocol.md), withdrawn (a workflow cancelled whole) or none. Cancel events do not change a state.
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
@@ -564,7 +564,7 @@ request_facts() {
             if (e ~ /^(accepted|reconciled)$/ && kv($0, "job") != "") job[i] = kv($0, "job")
             next
         }
-        /^[0-9]/ { sq($0); if ((index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE)) act = act " " SQ_ID }
+        /^[0-9]/ { sq($0); if (project_active(p, held)) act = act " " SQ_ID }
         rid != "" && evidence($0, n) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
         END {
             print "A" act

@@ -268,6 +268,11 @@ def _through(path: str, argv: list[str]) -> int | None:
         except _NotSent as exc:
             sys.stderr.write(f"{exc}\n")
             return 2
+        except _Stale:
+            if explicit():
+                sys.stderr.write(f"rsk: the broker on {path} ran an older rsk and has stopped; this command runs "
+                                 "here (`rsk broker start` starts it again with the rsk installed now)\n")  # fmt: skip
+            return None
         except (OSError, ValueError):  # gone, or a frame that is not the broker's JSON
             pass
     finally:
@@ -389,9 +394,15 @@ def _pump(sock: Any) -> int:
             sys.stdout.write(json.dumps(frame["info"]) + "\n")
         elif "want" in frame:
             _send_wanted(sock, frame["want"])
+        elif "stale" in frame:
+            raise _Stale
         elif "rc" in frame:
             return int(frame["rc"])
     raise OSError("the broker closed the socket without an exit code")
+
+
+class _Stale(Exception):
+    """The broker runs older code than is installed now: it has stopped, and the command runs here."""
 
 
 def request(op: str, path: Path | None = None, timeout: float = 5.0) -> dict[str, object] | None:

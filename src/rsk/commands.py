@@ -59,7 +59,7 @@ _TABLE: dict[str, tuple[str, Audience, str]] = {
     "extend": (
         "launch_cmd",
         "agent",
-        "Add links to a chain that stopped short of success, up to a new total budget (the extra is decided).",
+        "Add links to a chain that stopped short of success or was cancelled, up to a new total (the extra decided).",
     ),
     "status": ("ops_cmds", "agent", "State of the project's rsk jobs (one remote call for all of them)."),
     "events": ("ops_cmds", "agent", "What changed since a cursor: journal events and job state changes."),

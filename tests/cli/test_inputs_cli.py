@@ -167,6 +167,18 @@ def test_a_journal_anchors_file_of_the_older_form_is_read() -> None:
     assert Anchors.model_validate({"schema_version": 1, "targets": raw}).targets["lab"].line == 12
 
 
+def test_a_chain_among_other_tasks_or_with_needs_is_refused_with_the_way_to_run_it(
+    rsk_env: Path, project: str, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "t.jsonl"
+    chain = {"key": "train", "argv": ["python", "t.py"], "time": "1:00:00", "budget": "3:00:00"}
+    tasks.write_text(json.dumps(chain) + "\n" + json.dumps({"key": "eval", "argv": ["e"], "needs": ["train"]}) + "\n")
+    err = refused(["launch", "--tasks", str(tasks)], project, rsk_env)
+    assert "is a chain" in err and "rsk wait --request-id" in err
+    tasks.write_text(json.dumps(chain) + "\n")
+    assert "on its line" in refused(["launch", "--tasks", str(tasks), "--budget", "4:00:00"], project, rsk_env)
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

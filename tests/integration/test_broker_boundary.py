@@ -358,3 +358,23 @@ def test_a_forged_upload_with_a_git_directory_runs_nothing_as_the_human(lab: Lab
         assert not marker.exists()
     finally:
         marker.unlink(missing_ok=True)
+
+
+def test_another_user_withdraws_only_its_own_cards_and_its_claim_never_hides_who_filed(
+    lab: Lab, project: str, broker: Path
+) -> None:
+    human = rsk("launch", "-t", "lab", "-p", project, "-r", "mine", "--gpus", "1", "--json", "--", "true")
+    assert human.rc == Exit.PENDING, human.err
+    theirs = json.loads(human.out)["card_id"]
+    w = agent_rsk(broker, "withdraw", theirs, "-p", project)
+    assert w.rc == Exit.USAGE and "filed by another user" in w.err, w.out + w.err
+    cards = {c["id"]: c for c in json.loads(rsk("approvals", "-p", project, "--json").out)}
+    assert cards[theirs]["status"] == "pending"  # the human's card still waits for the human
+    # the agent claims to be the human's terminal: the card still says which OS user filed it
+    own = as_agent(broker, "env", "RSK_REQUESTER=terminal (root, pid 1)", "/usr/bin/python3", "-m", "rsk", "launch",
+                   "-t", "lab", "-p", project, "-r", "its", "--gpus", "2", "--json", "--", "true")  # fmt: skip
+    assert own.rc == Exit.PENDING, own.out + own.err
+    card = json.loads(own.out)["card_id"]
+    shown = rsk("approvals", "show", card, "-p", project)
+    assert "terminal (root, pid 1)" in shown.out and f"filed by OS user {AGENT}" in shown.out, shown.out
+    assert agent_rsk(broker, "withdraw", card, "-p", project).rc == 0  # its own card: it may take it back

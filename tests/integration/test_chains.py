@@ -4,21 +4,47 @@ each link told before its limit (SIGUSR1, 30 s) and going on only when it stoppe
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 from rsk.errors import Exit
-from tests.conftest import Lab, Ran, rsk
+from tests.conftest import ROOT, RSK, Lab, Ran, rsk
 from tests.integration.helpers import grant, grant_view
 
 
+def chain_args(project: str, rid: str, body: str, budget: str = "3") -> list[str]:
+    return ["launch", "--target", "lab", "--project", project, "--json", "--request-id", rid, "--budget", budget,
+            "--time", "1", "--signal-before", "0:30", "--mem", "100M", "--", "sh", "-c", body]  # fmt: skip
+
+
 def chain(project: str, rid: str, body: str, budget: str = "3") -> Ran:
-    return rsk("launch", "--target", "lab", "--project", project, "--json", "--request-id", rid, "--budget", budget,
-               "--time", "1", "--signal-before", "0:30", "--mem", "100M", "--", "sh", "-c", body)  # fmt: skip
+    return rsk(*chain_args(project, rid, body, budget))
+
+
+def until(what: str, check: Any, timeout: float = 120) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"gave up waiting: {what}")
+
+
+def link_states(project: str, rid: str) -> dict[str, str]:
+    r = rsk("status", "--request-id", rid, "--target", "lab", "--project", project, "--json")
+    return {j["task"]: j["state"] for j in json.loads(r.out)["jobs"]} if r.rc == 0 else {}
 
 
 def links(project: str, rid: str) -> tuple[int, dict[str, dict[str, Any]]]:
     r = rsk("wait", "--request-id", rid, "--target", "lab", "--project", project, "--timeout", "240", "--json")
-    return r.rc, {j["task"]: j for j in json.loads(r.out)["jobs"]}
+    doc = json.loads(r.out)
+    assert "jobs" in doc, (r.rc, r.out, r.err)
+    return r.rc, {j["task"]: j for j in doc["jobs"]}
 
 
 def test_a_command_that_yields_runs_in_exactly_its_links_spends_the_budget_and_extends(lab: Lab, project: str) -> None:
@@ -47,20 +73,28 @@ def test_a_command_that_yields_runs_in_exactly_its_links_spends_the_budget_and_e
     assert refused.rc == Exit.USAGE and "already has 5 min" in refused.err
 
 
-def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start(lab: Lab, project: str) -> None:
+def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
     grant(project, "--cpu-hours", "1")
     # link 1 checkpoints, then waits for SIGUSR1 and exits 1; link 2 finds the checkpoint and succeeds
-    body = ('if [ -e "$RSK_WORK_DIR/ckpt" ]; then echo "resumed at $RSK_RUN_TIME"; exit 0; fi; '
+    body = ('if [ -e "$RSK_WORK_DIR/ckpt" ]; then echo "resumed at $RSK_RUN_TIME" | tee "$RSK_OUT/r"; exit 0; fi; '
             'touch "$RSK_WORK_DIR/ckpt"; trap "exit 1" USR1; while :; do sleep 1; done')  # fmt: skip
     assert chain(project, "ck", body).rc == 0
+    held = grant_view(project)["cpu_hours_reserved"]
+    assert abs(held - 3 / 60) < 1e-6, held  # the chain's worst case: every link for its whole limit, one CPU
     rc, got = links(project, "ck")
     assert rc == 0, got  # the chain succeeded: its last link that ran did
-    assert got["link1"]["state"] == "stopped" and got["link1"]["where"] == "(time-limit)"
+    assert got["link1"]["state"] == "stopped" and got["link1"]["where"] == "(time-limit: exit 1 after SIGUSR1)"
     assert got["link2"]["state"] == "succeeded"
     assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(needs link2: succeeded)"
     assert got["link3"]["elapsed_s"] in (0, None)  # removed by Slurm before it allocated anything
     log = rsk("logs", got["link2"]["job_id"], "--target", "lab", "--project", project, "--json")
     assert "resumed at" in json.loads(log.out)["text"]
+    res = rsk("fetch", "-r", "ck", "--result", "--to", str(tmp_path / "res"), "--target", "lab", "--project", project,
+              "--json")  # fmt: skip
+    assert res.rc == 0 and json.loads(res.out)["job_id"] == got["link2"]["job_id"], res.err  # the chain's result
+    assert (tmp_path / "res" / "r").read_text().startswith("resumed at")
     rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
     g = grant_view(project)
     used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
@@ -74,18 +108,55 @@ def test_a_failure_before_the_signal_ends_the_chain_and_cancel_leaves_no_link_qu
     assert rc == Exit.UNSUCCESSFUL
     assert [got[k]["state"] for k in ("link1", "link2", "link3")] == ["failed", "skipped", "skipped"]
     assert got["link1"]["exit_code"] == 3
-    assert chain(project, "c", "sleep 120").rc == 0
+    # mid-chain: link 1 yields at once, link 2 runs; cancel then leaves no link queued and link 3 never starts
+    # (link 2 ignores SIGUSR1: Slurm may send it well before the margin, and link 2 must be running when cancelled)
+    assert chain(project, "c", 'if [ "$RSK_LINK" = 2 ]; then trap "" USR1; sleep 120; fi; exit 75').rc == 0
+    until("link2 running", lambda: link_states(project, "c").get("link2") == "running")
+    time.sleep(2)  # link 2 has run a while
     cancel = rsk("cancel", "--request-id", "c", "--target", "lab", "--project", project, "--json")
     assert cancel.rc == 0, cancel.err
     live = [line for line in lab.jobs_named(f"rsk:{project}:c") if line.split()[2] in ("PENDING", "RUNNING")]
     assert live == []
+    rc, got = links(project, "c")
+    assert rc == Exit.UNSUCCESSFUL and got["link1"]["state"] == "stopped" and got["link2"]["state"] == "cancelled"
+    assert got["link3"]["state"] in ("cancelled", "skipped") and got["link3"]["elapsed_s"] in (0, None), got["link3"]
+    # a cancel is a pause: the hint says so, and extend goes on from the chain's work directory (link 4 of 4)
+    hint = json.loads(rsk("wait", "--request-id", "c", "--target", "lab", "--project", project, "--json").out)["hint"]
+    assert "cancelled at link 2/3" in hint and "rsk extend" in hint, (hint, got)
+    # links 1 and 2 ran (2 min), link 3 never started: a new total of 3 min is one more link
+    more = rsk("extend", "--request-id", "c", "--budget", "3", "--target", "lab", "--project", project, "--json")
+    assert more.rc == 0 and len(json.loads(more.out)["tasks"]) == 1, more.err
+    rc, got = links(project, "c")
+    assert got["link4"]["state"] == "stopped" and got["link4"]["where"] == "(budget-spent)", got["link4"]
 
 
 def test_a_chain_is_one_card_that_says_its_links_and_budget(lab: Lab, project: str) -> None:
-    r = chain(project, "card", "exit 75", budget="2:30")
+    r = chain(project, "card", "exit 75", budget="3:30")  # rounded down: 3 min
     assert r.rc == Exit.PENDING, r.err
     shown = rsk("approvals", "show", json.loads(r.out)["card_id"], "--project", project).out
     assert "chain: up to 3 links of 1 min (the last 1)" in shown and "at most 3 min of run time" in shown
     refused = rsk("launch", "--target", "lab", "--project", project, "--budget", "3", "--", "true")
     assert refused.rc == Exit.USAGE and "needs --time" in refused.err
     assert len(json.loads(rsk("approvals", "--project", project, "--json").out)) == 1
+
+
+def test_a_client_killed_right_after_submit_changes_nothing_the_chain_runs_to_its_end(lab: Lab, project: str) -> None:
+    grant(project, "--cpu-hours", "1")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RSK_BROKER": "off"}  # this process submits, no broker
+    client = subprocess.Popen([*RSK, *chain_args(project, "k", 'echo "$RSK_LINK" >> "$RSK_WORK_DIR/ran"; exit 75',
+                                                 budget="2")],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:  # both links queued by Slurm: the client is killed at once, whatever it was still doing
+        until("both links queued", lambda: len(lab.jobs_named(f"rsk:{project}:k")) == 2, timeout=60)
+    finally:
+        client.send_signal(signal.SIGKILL)
+        client.wait()
+    rc, got = links(project, "k")  # a new client, on the cluster's word alone
+    assert rc == Exit.UNSUCCESSFUL
+    assert [(got[k]["state"], got[k]["where"]) for k in ("link1", "link2")] == [
+        ("stopped", "(yielded)"), ("stopped", "(budget-spent)")]  # fmt: skip
+    assert lab.ssh(f"cat {lab.root_sh}/runs/{project}/k/work/ran").stdout.split() == ["1", "2"]
+    rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
+    g = grant_view(project)
+    used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
+    assert g["cpu_hours_reserved"] == 0 and abs(g["cpu_hours_spent"] - used) < 0.002, (g, used)

@@ -86,6 +86,27 @@ def test_wait_blocks_until_a_human_approves_then_submits(lab: Lab, project: str)
     assert finished_output(project, job)["text"] == "waited\n"
 
 
+def test_waits_at_once_on_an_approved_card_submit_once_and_file_nothing_new(lab: Lab, project: str) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    card = json.loads(launch(project, "-r", "race", command=("echo", "once")).out)["card_id"]
+    assert rsk("approve", card, "-p", project, "--yes").rc == 0
+    with ThreadPoolExecutor(4) as pool:
+        runs = list(pool.map(lambda _: rsk("wait", card, "-p", project, "--json", "--timeout", "90"), range(4)))
+    assert all(r.rc == 0 for r in runs), [(r.rc, r.err) for r in runs]
+    said = sorted(json.loads(r.out)["launch"]["status"] for r in runs)
+    assert said == ["replayed", "replayed", "replayed", "submitted"], said
+    assert len({json.loads(r.out)["launch"]["job_id"] for r in runs}) == 1
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)
+    assert cards == [], cards  # no new card for work that already ran
+    # a second card of the same plan, withdrawn by its agent: waiting on it ends at once, and files nothing
+    other = json.loads(launch(project, "-r", "race-2", command=("echo", "once")).out)["card_id"]
+    assert rsk("withdraw", other, "-p", project).rc == 0
+    w = rsk("wait", other, "-p", project, "--json", "--timeout", "5")
+    assert w.rc == Exit.DENIED and json.loads(w.out)["code"] == "card-withdrawn", w.out
+    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
+
+
 def test_launch_wait_times_out_as_pending(lab: Lab, project: str) -> None:
     r = launch(project, "--wait", "1")
     assert r.rc == Exit.PENDING

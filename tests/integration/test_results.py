@@ -50,11 +50,19 @@ def test_a_job_that_did_not_succeed_publishes_nothing_and_its_stage_comes_back_o
     st = json.loads(rsk("status", job, "--target", "lab", "--project", project, "--json").out)
     assert st["jobs"][0]["result"] is False
     rc, _, err = fetch_result(project, job, tmp_path / "res")
-    assert rc == Exit.USAGE and "has no published result" in err
+    assert rc == Exit.USAGE and "is failed: it has no result" in err
     assert not (tmp_path / "res").exists()
     rc, _, err = fetch_result(project, job, tmp_path / "part", "--partial")
     assert rc == 0, err
     assert (tmp_path / "part" / "model").read_text() == "half\n" and (tmp_path / "part" / ".rsk-partial").is_file()
+    # a result fetch could not bring back whole (a name outside the fetchable set) is never published either
+    odd = run_to_end(project, "odd", 'echo ok > "$RSK_OUT/my results.txt"; echo ok > "$RSK_OUT/plain"')
+    rc, _, err = fetch_result(project, odd, tmp_path / "odd")
+    assert rc == Exit.USAGE and "has no published result" in err and "stderr says" in err, err
+    log = json.loads(rsk("logs", odd, "--stream", "stderr", "--target", "lab", "--project", project, "--json").out)
+    assert "the result is not published (a file name outside" in log["text"]
+    rc, _, err = fetch_result(project, odd, tmp_path / "odd-part", "--partial")
+    assert rc == 0 and (tmp_path / "odd-part" / "plain").is_file(), err  # fetchable names come back with --partial
 
 
 def test_a_changed_file_is_refused_and_a_cut_fetch_leaves_nothing_then_completes(
@@ -90,8 +98,26 @@ def test_a_job_killed_mid_write_leaves_no_result_and_reconcile_sets_its_stage_as
     # the job's batch shell (rsk's wrapper) killed outright, as a node failure would: nothing sets the stage aside
     assert lab.ssh(f"pkill -9 -f 'job0*{job}/slurm_script'").returncode == 0
     rsk("wait", job, "--target", "lab", "--project", project, "--timeout", "60")
-    rc, _, err = fetch_result(project, job, tmp_path / "res")
-    assert rc == Exit.USAGE and "no published result" in err
+    rc, out, err = fetch_result(project, job, tmp_path / "res")
+    assert rc == Exit.USAGE and json.loads(out)["code"] == "no-result", err
     r = rsk("reconcile", "--target", "lab", "--project", project, "--json")
     assert r.rc == 0 and json.loads(r.out)["stale_stages"] == 1, r.out
     assert lab.ssh(f"test -d {run}/partial && test ! -e {run}/out.stage && test ! -e {run}/result").returncode == 0
+
+
+def test_a_failed_job_that_made_its_own_result_and_manifest_hands_back_nothing(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--cpu-hours", "1")
+    forge = (  # the command writes result/ and a manifest that matches it, then fails
+        'mkdir -p "$RSK_RUN_DIR/result" && cd "$RSK_RUN_DIR/result" && echo half > model'
+        ' && printf "%s %s model\\n" "$(sha256sum < model | cut -c1-64)" "$(wc -c < model)" > .rsk-manifest; exit 1'
+    )
+    job = run_to_end(project, "forged", forge)
+    st = json.loads(rsk("status", job, "--target", "lab", "--project", project, "--json").out)
+    assert st["jobs"][0]["state"] == "failed" and st["jobs"][0]["result"] is False
+    rc, out, err = fetch_result(project, job, tmp_path / "res")
+    assert rc == Exit.USAGE and json.loads(out)["code"] == "no-result" and "is failed" in err, (out, err)
+    assert not (tmp_path / "res").exists() and not list(tmp_path.glob(".res.rsk-fetch-*"))
+    rc, _, err = fetch_result(project, "999999", tmp_path / "res")  # not a job of the project: nothing either
+    assert rc == Exit.USAGE and not (tmp_path / "res").exists(), err

@@ -37,6 +37,7 @@ def launch_tasks(project: str, text: str, tmp_path: Path, *options: str) -> Ran:
 
 def wait_batch(project: str, rid: str) -> tuple[int, dict[str, dict[str, Any]]]:
     r = rsk("wait", "--batch", rid, "--target", "lab", "--project", project, "--timeout", "240", "--json")
+    assert "jobs" in json.loads(r.out), (r.rc, r.out, r.err)
     return r.rc, {j["task"]: j for j in json.loads(r.out)["jobs"]}
 
 

@@ -401,3 +401,78 @@ def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_pat
         assert cli_runner(argv, as_caller(tmp_path, other(), out=said, err=said)) == rc, said.getvalue()
     assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER, out=said, err=said)) == 77
     assert "never runs through the broker" in said.getvalue()  # said on the caller's own stream
+
+
+def test_a_broker_whose_code_changed_on_disk_stops_and_the_command_runs_here(tmp_path: Path) -> None:
+    import threading
+
+    from rsk import broker_client
+    from rsk.broker.server import Broker
+
+    ran: list[list[str]] = []
+
+    def runner(argv: list[str], who: object) -> int:
+        ran.append(argv)
+        return 0
+
+    code = tmp_path / "pkg"
+    code.mkdir()
+    (code / "mod.py").write_text("A = 1\n")
+    sock = Path(f"/tmp/rsk-u-{os.getpid()}-stale") / "b.sock"
+    broker = Broker(Config(socket=sock), runner, sources=[code])
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+    try:
+        assert broker_client._through(str(sock), ["status"]) == 0 and ran == [["status"]]
+        (code / "mod.py").write_text("A = 2\n")  # an upgrade, a checkout: the files the broker loaded changed
+        os.utime(code / "mod.py", ns=(1, 1))
+        broker.checked = 0.0  # the next request looks (at most once a second)
+        assert broker_client._through(str(sock), ["status"]) is None  # not run there: the client runs it
+        assert ran == [["status"]] and broker.stopping.wait(5)
+    finally:
+        broker.stopping.set()
+        broker.close()
+        sock.with_suffix(".lock").unlink(missing_ok=True)
+        sock.parent.rmdir()
+
+
+def test_each_caller_gets_the_brokers_connections_and_its_own_streams(tmp_path: Path) -> None:
+    """The broker builds every Caller with its one connection pool and frame writers to that caller's client:
+    a command's output and its connections come from its context, not from a switch of the process."""
+    import json
+    import socket
+    import sys
+    import threading
+
+    from rsk.broker.server import Broker
+    from rsk.local import caller
+
+    seen: list[object] = []
+
+    def runner(argv: list[str], who: Caller) -> int:
+        from rsk.local.caller import acting_for
+
+        with acting_for(who):
+            seen.append(caller.pool())
+            caller.stdout().write(f"out {argv[0]}\n")
+            caller.stderr().write(f"err {argv[0]}\n")
+        return 3
+
+    broker = Broker(Config(socket=tmp_path / "b.sock"), runner)
+    frames: list[dict[str, object]] = []
+    for word in ("status", "events"):
+        a, b = socket.socketpair()
+        with broker.lock:
+            broker.serving[ME] = broker.serving.get(ME, 0) + 1
+        done = threading.Thread(target=broker._serve_one, args=(b, ME))
+        a.sendall(json.dumps({"v": 2, "op": "run", "argv": [word], "cwd": str(tmp_path), "env": {}}).encode() + b"\n")
+        done.start()
+        with a, a.makefile("rb") as lines:
+            got = [json.loads(line) for line in lines]
+        done.join(10)
+        frames += got
+    assert frames == [{"o": "out status\n"}, {"e": "err status\n"}, {"rc": 3},
+                      {"o": "out events\n"}, {"e": "err events\n"}, {"rc": 3}]  # fmt: skip
+    assert seen == [broker.pool, broker.pool]  # one pool, the broker's, in each caller's context
+    assert broker.own().pool is broker.pool  # its watch of the books too
+    assert caller.pool() is None and caller.stdout() is sys.stdout  # no caller here: the process's

@@ -102,6 +102,10 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"chain_of": "run-7<b>"})
     html = pages.card_facts(Store(project).load().cards[0])
     assert "<dt>extends</dt><dd>chain <code>run-7&lt;b&gt;</code>: these links go on after its last" in html
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"link0": 4, "signal_s": 600})
+    html = pages.card_facts(Store(project).load().cards[0])
+    assert "go on after its 4 links" in html and "(SIGUSR1, 600 s before its limit)" in html
     # `rsk retry`: the card says which batch the attempt runs again, in that batch's work directory
     with Store(project).transaction() as ledger:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"attempt_of": "wf<i>"})
@@ -210,3 +214,78 @@ def test_the_hook_command_gets_the_cards_address_on_the_page(rsk_env: object, pr
     assert env["RSK_CARD_PAGE"] == f"http://127.0.0.1:4242/#card-{card.id}"
     assert env["RSK_CARD_SUMMARY"].endswith(f"or on the page: http://127.0.0.1:4242/#card-{card.id}")
     assert env["RSK_CARD_ID"] == card.id
+
+
+def test_the_board_shows_a_request_with_its_attempts_and_a_cancelled_chain_where_it_stopped() -> None:
+    from rsk.ops.status import JobState, Status
+    from rsk.ops.watcher import Snapshot
+
+    def job(rid: str, job_id: str, state: str, elapsed: int | None, limit: int | None, **kw: object) -> JobState:
+        return JobState(request_id=rid, task=kw.pop("task", None), job_id=job_id, state=state, exit_code=None,  # type: ignore[arg-type]
+                        signal=None, elapsed_s=elapsed, limit_s=limit, where="n1", submitted="", nodes=1, cpus=2,
+                        gpus=0, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+    jobs = [
+        # a chain of 3 one-minute links, extended by 2 more (`rsk extend`: request b.a2, links numbered on)
+        job("b", "1", "stopped", 60, 60, task="link1", link="1/3"),
+        job("b", "2", "stopped", 60, 60, task="link2", link="2/3"),
+        job("b", "3", "stopped", 60, 60, task="link3", link="3/3"),
+        job("b.a2", "4", "stopped", 60, 60, task="link4", link="4/5"),
+        job("b.a2", "5", "running", 30, 60, task="link5", link="5/5"),
+        # cancelled during link 2 of 4: links 3 and 4 never started, and Slurm says no limit for them
+        job("g", "6", "stopped", 60, 60, task="link1", link="1/4"),
+        job("g", "7", "cancelled", 32, 60, task="link2", link="2/4"),
+        job("g", "8", "cancelled", 0, None, task="link3", link="3/4"),
+        job("g", "9", "cancelled", None, None, task="link4", link="4/4"),
+        # a workflow and its retry
+        job("wf", "10_0", "succeeded", 5, 60, task="prep"),
+        job("wf", "10_1", "failed", 5, 60, task="train", needs=["prep"]),
+        job("wf.a2", "11_0", "running", 5, 60, task="train", needs=["prep"]),
+    ]
+    snap = Snapshot([Status(target="lab", project="p", slurm="up", at="now", jobs=jobs)], {}, 5.0)
+    html = pages.board_section([("p", snap)], "", 0.0)
+    assert html.count('<details class="batch"') == 3
+    assert "<code>b</code> (with <code>b.a2</code>) p on lab: 5 job(s)" in html
+    assert "link 5/5, run time 0:04:30 / 0:05:00" in html
+    assert "link 2/4, run time 0:01:32 / 0:04:00" in html  # where it was cancelled, of its whole budget
+    assert "<code>wf</code> (with <code>wf.a2</code>)" in html
+    assert "level 1: 1 task(s), 1 running" in html  # the retry's attempt is the task's state now
+    assert "0.15 CPU-h used, 0.02 reserved" in html  # b: 270 s of 2 CPUs, and 30 s still to go
+
+
+def test_budgets_total_what_cards_approved_one_by_one_let_run(project: str) -> None:
+    from rsk.ledger.cards import approve
+    from rsk.ledger.models import JobCost, Use
+    from rsk.ui.feeds import budgets
+
+    a = file_card(project, "c-000000000b01")
+    b = file_card(project, "c-000000000b02", plan_hash="g" * 64)
+    approve(Store(project), a.id, "me", uses=3)
+    approve(Store(project), b.id, "me")
+    with Store(project).transaction() as ledger:
+        first, second = ledger.approvals
+        first.uses = [
+            Use(request_id="r-1", target="lab", state="submitted",  # ended: Slurm's run time
+                jobs={"1": JobCost(gpu_hours_worst=0.17, cpu_hours_worst=0.33, gpu_hours_used=0.05,
+                                   cpu_hours_used=0.1)}),
+            Use(request_id="r-2", target="lab", state="submitted",  # still running: its worst case
+                jobs={"2": JobCost(gpu_hours_worst=0.17, cpu_hours_worst=0.33)}),
+            Use(request_id="r-3", target="lab", state="released"),  # nothing ran
+        ]  # fmt: skip
+        second.uses = [Use(request_id="r-4", target="lab", state="held")]  # may still submit: the card's worst
+    html = pages.budgets_section(budgets([project]))
+    table = html[html.index('<table class="approved">') :]
+    assert "<code>c-000000000b01</code>" in table and "2 used, 3 left" in table
+    assert "<td>0.05 / 0.17</td><td>0.10 / 0.33</td>" in table
+    assert "in all, 2 approval(s)</th><th>0.05 / 0.34</th><th>0.10 / 0.66</th>" in table
+
+
+def test_an_unreadable_ledger_is_said_first_not_under_no_card_waits(project: str) -> None:
+    from rsk.local.paths import rsk_home
+
+    file_card(project)
+    ledger = next((rsk_home() / "projects" / project).glob("ledger.json"))
+    ledger.write_text(ledger.read_text().replace('"plan_hash"', '"plan_hash_x"', 1))
+    html = pages.cards_section(cards([project]), csrf="t")
+    assert html.index(f"The ledger of project {project} cannot be read") < html.index("Waiting for you (0)")
+    assert "No card waits in the ledgers that could be read." in html and 'role="alert"' in html

@@ -28,6 +28,7 @@ from typing import Literal, TextIO, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from rsk import __version__
 from rsk.broker.wanted import Reader, Wanted
 from rsk.broker_client import default_socket, peer_uid
 from rsk.codelist import MAX_BYTES
@@ -110,6 +111,8 @@ class BrokerInfo(BaseModel):
     running: int
     connections: dict[str, bool]  # target -> its warm connection is up
     allowed: dict[str, list[str]]  # other users allowed in, with their projects ("*": any)
+    version: str = ""  # the rsk it runs
+    build: str = ""  # rsk.broker.stamp of its files when it started: it stops once they change
 
 
 def prepare_directory(directory: Path, shared: bool) -> None:
@@ -185,9 +188,15 @@ def refusal(req: Request, rights: Rights | None) -> str | None:
 class Broker:
     """The listening socket and its threads."""
 
-    def __init__(self, config: Config, runner: Runner, reader: Reader = _nothing) -> None:
+    def __init__(
+        self, config: Config, runner: Runner, reader: Reader = _nothing, sources: list[Path] | None = None
+    ) -> None:
+        from rsk.broker.stamp import roots, stamp
         from rsk.cluster.transport import Pool
 
+        self.sources = roots() if sources is None else sources
+        self.build = stamp(self.sources)  # the code this broker runs (rsk.broker.stamp)
+        self.checked = time.monotonic()
         self.reader = reader
         self.config = config
         self.runner = runner
@@ -345,6 +354,17 @@ class Broker:
         if lock_fd is not None:
             os.close(lock_fd)
 
+    def stale(self) -> bool:
+        """Whether the package's or the cluster programs' files changed on disk since this broker started
+        (read at most once a second)."""
+        from rsk.broker.stamp import stamp
+
+        now = time.monotonic()
+        if now - self.checked < 1.0:
+            return False
+        self.checked = now
+        return stamp(self.sources) != self.build
+
     def _idle_watch(self) -> None:
         while not self.stopping.wait(1.0):
             with self.lock:
@@ -357,7 +377,8 @@ class Broker:
                    for uid, p in self.config.allowed.items()}  # fmt: skip
         return BrokerInfo(pid=os.getpid(), uid=os.getuid(), socket=str(self.config.socket), started=self.started,
                           idle_exit_s=self.config.idle_exit_s, requests=self.requests, running=self.running,
-                          connections=self.pool.status(), allowed=allowed)  # fmt: skip
+                          connections=self.pool.status(), allowed=allowed, version=__version__,
+                          build=self.build[:12])  # fmt: skip
 
     def _handle(self, conn: socket.socket, uid: int, send: Callable[[dict[str, object]], None]) -> None:
         rights = rights_of(uid, self.config)
@@ -382,6 +403,13 @@ class Broker:
         if req.op == "stop":
             send({"rc": 0})
             self.stopping.set()
+            return
+        if self.stale():  # the client runs the command itself, with the code installed now; this broker ends
+            self.stopping.set()
+            send({"stale": self.build})
+            send({"e": "error: this broker runs an older rsk than the one installed now, and has stopped\n"
+                       "hint: run the command again\n"})  # fmt: skip
+            send({"rc": 75})
             return
         with self.lock:
             self.requests += 1

@@ -152,8 +152,9 @@ def info(
 
 def fetch(
     job: Annotated[
-        str, typer.Argument(metavar="JOB", help="Job id (as rsk launch printed it); with --batch, the first PATH.")
-    ],
+        str | None,
+        typer.Argument(metavar="JOB", help="Job id (as rsk launch printed it); with --batch, the first PATH."),
+    ] = None,
     paths: Annotated[
         list[str] | None,
         typer.Argument(metavar="PATH...", help="Files or directories, relative to the job's directory."),
@@ -162,6 +163,15 @@ def fetch(
         str | None,
         typer.Option(
             "--batch", "-b", help="Every task of this batch: each task's files into DIR/KEY/..., in one call."
+        ),
+    ] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            "-r",
+            help="With --result, instead of JOB: this request's one job, or a chain's last link that ran "
+            "(rsk fetch -r run-7 --result --to results/run-7).",
         ),
     ] = None,
     to: Annotated[Path, typer.Option("--to", help="Where to put them (default: here).")] = Path(),
@@ -190,11 +200,17 @@ def fetch(
     from rsk.ops.fetch import fetch_batch
 
     where = (resolve_target(target), resolve_project(project))
+    if request_id is not None and not (result or partial):
+        raise UsageError("--request-id goes with --result", "files of a job: rsk fetch JOB PATH...; of a batch: "
+                         "rsk fetch --batch B PATH...")  # fmt: skip
     if result or partial:
-        from rsk.ops.fetch import fetch_result
+        from rsk.ops.fetch import fetch_result, result_job
 
-        if paths or batch is not None or to == Path():
-            raise UsageError("--result takes a JOB and --to DIR (a directory that does not exist yet), no paths")
+        if paths or batch is not None or to == Path() or (job is None) == (request_id is None):
+            raise UsageError("--result takes a JOB (or --request-id R) and --to DIR (a directory that does not "
+                             "exist yet), no paths",
+                             "e.g. rsk fetch -r run-7 --result --to results/run-7; see rsk fetch --help")  # fmt: skip
+        job = job if job is not None else result_job(*where, request_id or "")
         rep = fetch_result(*where, job, caller.path(str(to)), partial=partial, max_bytes=max_bytes)
         if json_out:
             print_json(rep)
@@ -203,6 +219,10 @@ def fetch(
         done = "was already there" if rep.already else f"fetched: {rep.files} file(s), {rep.bytes} bytes, checked"
         out().print(f"job {job}'s {what} in {rep.to}: {done}")
         return
+    if job is None:
+        raise UsageError(
+            "say what to fetch: rsk fetch JOB PATH...", "e.g. rsk fetch 1234 out/metrics.json --to results/"
+        )
     if batch is not None:  # JOB is the first path: `rsk fetch --batch B out/metrics.json logs/`
         report = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(to)), max_bytes)
         if json_out:

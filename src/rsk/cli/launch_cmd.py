@@ -85,7 +85,8 @@ def register(app: typer.Typer) -> None:
         help=help_for(
             "extend",
             "Example: rsk extend --request-id run-7 --budget 5-00:00:00. Only a chain that stopped short of success "
-            "(yielded, time limit, budget spent) goes on; only the extra run time is planned and decided (a card "
+            "(yielded, time limit, budget spent) or was cancelled goes on; only the extra run time is planned and "
+            "decided (a card "
             "unless a grant covers it). The new links share the chain's RSK_WORK_DIR and go on numbering it.",
         ),
     )(extend)
@@ -133,7 +134,9 @@ def launch(
             help='A batch: JSON lines {"key": K, "argv": [...] | "script": S, "env": {...}, "gpus"/"time"/...}. '
             "One plan, one approval, one remote call; each task its own job. A workflow: tasks with "
             '"needs": ["prep"] or [{"task": "train", "on": "ended"}] run after those tasks succeed (or end), '
-            "as Slurm dependencies: no process of yours has to stay alive (docs/workflows.md).",
+            "as Slurm dependencies: no process of yours has to stay alive (docs/workflows.md). A file whose one "
+            'line has "budget" (and "time", optionally "signal_before", "max_links") is a chain, as --budget is; '
+            "a chain is never one task among others (docs/long-work.md).",
         ),
     ] = None,
     lease: Annotated[
@@ -178,7 +181,7 @@ def launch(
     from rsk.ops.launch import launch as do_launch
     from rsk.ops.launch import requester
     from rsk.request.spec import LaunchSpec, build_request
-    from rsk.request.tasks import parse_tasks
+    from rsk.request.tasks import TaskFile, read_tasks
 
     def read(option: str, file: Path) -> str:
         try:
@@ -190,9 +193,10 @@ def launch(
             raise UsageError(f"cannot read {option} {file}: {exc}") from exc
 
     script_text = read("--script", script) if script is not None else None
-    task_specs = parse_tasks(read("--tasks", tasks), str(tasks)) if tasks is not None else []
+    task_file = read_tasks(read("--tasks", tasks), str(tasks)) if tasks is not None else TaskFile([])
     spec = LaunchSpec(
-        argv=list(command or []), script=script_text, tasks=task_specs, request_id=request_id, name=name,
+        argv=list(command or []), script=script_text, tasks=task_file.tasks, chain_line=task_file.chain,
+        request_id=request_id, name=name,
         workdir=workdir, path=path, partition=partition, account=account, qos=qos, nodes=nodes, cpus=cpus,
         gpus=gpus, mem=mem, time=time, env=list(env or []), lease=lease, budget=budget, signal_before=signal_before,
         max_links=max_links,
@@ -316,10 +320,10 @@ def extend(
     from rsk.ops.launch import requester
     from rsk.ops.retry import extend as do_extend
     from rsk.request.chain import MAX_LINKS
-    from rsk.request.units import parse_time
+    from rsk.request.units import parse_seconds
 
     result = do_extend(resolve_target(target), resolve_project(project), check_token("request id", request_id),
-                       budget_min=parse_time(budget), request_id=None, requester=requester(),
+                       budget_min=parse_seconds(budget) // 60, request_id=None, requester=requester(),
                        max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out))  # fmt: skip
     _print_result(result, json_out, verbose)
 

@@ -50,7 +50,8 @@ def render_card(card: "Card", full: bool = False) -> str:
     lines = [
         f"card {card.id}  [{card.status}]  project {inert(str(card.request.get('project', '?')))}  "
         f"target {p.target} ({inert(p.cluster)}, as {inert(p.user)})",
-        f"  requested by  {inert(card.requester) or '(nobody said)'}  (the agent's own claim, unverified)",
+        f"  requested by  {inert(card.requester) or '(nobody said)'}  (the agent's own claim, unverified)"
+        + (f"; filed by OS user {inert(card.filed_by)}" if card.filed_by else ""),
         f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
         f"  kind          {p.kind}" + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
     ]
@@ -61,11 +62,12 @@ def render_card(card: "Card", full: bool = False) -> str:
         lines[-1] = (
             f"  kind          chain: up to {p.jobs} links of {t0.time_min} min (the last {p.tasks[-1].time_min}), "
             f"at most {run} min of run time in all; a link goes on when the command exits 75 or is "
-            "signalled before its limit"
+            + (f"signalled (SIGUSR1, {p.signal_s} s before its limit)" if p.signal_s else "signalled before its limit")
         )
         if p.chain_of:
             lines.append(
-                f"  extends       chain {inert(p.chain_of)}: these links go on after its last, in its work directory"
+                f"  extends       chain {inert(p.chain_of)}: these links go on after its {_before(p.link0)}, in its "
+                "work directory"
             )
         lines.append(f"  command       {argv(t0.argv)}")
         lines += [f"  env           {inert(e)}" for e in t0.env] or ["  env           (none)"]
@@ -87,7 +89,7 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  workdir       {inert(p.workdir)}",
         *([f"  code          snapshot {p.code} (the job runs in a copy checked against it)"] if p.code else []),
         *(
-            [f"  code files    {p.code_count} files, {p.code_bytes} bytes:"]
+            [f"  code files    {p.code_count} file{'s' if p.code_count != 1 else ''}, {p.code_bytes} bytes:"]
             + [f"                {inert(f)}" for f in p.code_files]
             + (
                 [f"                ... and {p.code_count - len(p.code_files)} more"]
@@ -472,3 +474,8 @@ def rule_remove(
         print_json(r)
     else:
         out().print(f"removed deny rule {r.id}")
+
+
+def _before(link0: int | None) -> str:
+    """What an extension's links go on after: the chain's links so far."""
+    return "last" if link0 is None else f"{link0} links"

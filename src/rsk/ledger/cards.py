@@ -67,8 +67,8 @@ def projects() -> list[str]:
 
 
 def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
-    """(project, card) for every project's cards: what a human sees without --project."""
-    from rsk.errors import StateError
+    """(project, card) for every project's cards: what a human sees without --project. A ledger that cannot
+    be read is a StateError (exit 6), never an empty list: its cards may be waiting."""
     from rsk.local.caller import rights
 
     r = rights()
@@ -76,10 +76,7 @@ def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
     for project in projects():
         if r is not None and not r.allows(project):
             continue  # through the broker, another user sees only the projects it may use
-        try:
-            out += [(project, c) for c in list_cards(Store(project), include_decided)]
-        except StateError:
-            continue  # a broken ledger is reported by the commands that use it
+        out += [(project, c) for c in list_cards(Store(project), include_decided)]
     return out
 
 
@@ -165,9 +162,15 @@ def deny(store: Store, card_id: str, by: str, reason: str, plan_hash: str | None
 
 
 def withdraw(store: Store, card_id: str, by: str) -> Card:
-    """The agent takes back its own pending card (it no longer needs the work): nothing was spent."""
+    """The agent takes back its own pending card (it no longer needs the work): nothing was spent. Another OS
+    user (through the broker) withdraws only a card it filed itself."""
+    from rsk.local import caller
+
     with store.transaction() as ledger:
         card = find_card(ledger, card_id, store.archive)
+        if not caller.is_owner() and card.filed_by != caller.user():
+            raise UsageError(f"card {card_id} was filed by another user: only they, or the human, withdraw it",
+                             "withdraw the cards your own launches filed (`rsk approvals` lists them)")  # fmt: skip
         if card.status != "pending":
             raise UsageError(f"card {card_id} is already {card.status}")
         card.status = "withdrawn"
@@ -180,7 +183,8 @@ def withdraw(store: Store, card_id: str, by: str) -> Card:
 
 def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float = 1.0) -> Card:
     """Block until a human decides the card (or the timeout passes: PendingApproval). A denied card is a
-    DeniedError, with the human's reason."""
+    DeniedError, with the human's reason; a withdrawn one too (exit 3, `card-withdrawn`): nothing is filed or
+    run for it."""
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         card = find_card(store.load(), card_id, store.archive)
@@ -189,6 +193,13 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
                 f"card {card_id} was denied by {card.decided_by}: {card.reason}",
                 "do not try to get around a denial; tell the human and ask what to do instead",
                 details={"card_id": card_id, "reason": card.reason},
+            )
+        if card.status == "withdrawn":
+            raise DeniedError(
+                f"card {card_id} was withdrawn by {card.decided_by or 'its agent'}: nothing runs for it",
+                f"to run it after all, launch it again (a new card for the human); `rsk approvals show {card_id}` "
+                "shows what it was",
+                details={"card_id": card_id, "code": "card-withdrawn"},
             )
         if card.status != "pending":
             return card

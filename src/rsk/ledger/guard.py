@@ -34,6 +34,7 @@ from rsk.ledger.models import (
     now,
 )
 from rsk.ledger.store import Store
+from rsk.local import caller
 from rsk.local.project import scope
 from rsk.wire.protocol import Accepted, Plan, Request, is_job_id
 from rsk.wire.resources import Resources
@@ -105,7 +106,9 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         if plan.kind == "batch"
         else [],
         budget_min=plan.budget_min,
+        signal_s=plan.signal_s,
         chain_of=plan.chain_of,
+        link0=plan.link0,
         attempt_of=plan.attempt_of,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
@@ -270,6 +273,7 @@ def authorize_in(
             plan_hash=plan.hash,
             request_id=rid,
             requester=request.requester,
+            filed_by=caller.user(),
             target=target,
             request=request.model_dump(exclude={"hostkey"}),
             plan=card_plan(target, plan, code),

@@ -174,7 +174,9 @@ class CardPlan(Model):
     script: str | None = None
     tasks: list[CardTask] = []  # a batch: every task
     budget_min: int | None = None  # a chain: the run time its links share (its tasks are the links)
+    signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
+    link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
     gpu_hours: float
     cpu_hours: float
@@ -196,6 +198,7 @@ class Card(Model):
     plan_hash: str
     request_id: str
     requester: str
+    filed_by: str = ""  # the OS user who filed it, as rsk knows it (the broker: the socket's peer); "" before 0.5
     status: Literal["pending", "approved", "denied", "withdrawn"] = "pending"
     created: datetime = Field(default_factory=now)
     target: str

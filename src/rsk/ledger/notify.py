@@ -78,8 +78,8 @@ def summary(card: Card, project: str) -> dict[str, object]:
         + (f", or on the page: {url}" if url else "")
     )
     return {"schema_version": 1, "card_id": card.id, "project": project, "target": p.target,
-            "requester_claim": card.requester, "plan_hash": card.plan_hash, "gpu_hours": p.gpu_hours,
-            "cpu_hours": p.cpu_hours, "summary": text, "page": url}  # fmt: skip
+            "requester_claim": card.requester, "filed_by": card.filed_by, "plan_hash": card.plan_hash,
+            "gpu_hours": p.gpu_hours, "cpu_hours": p.cpu_hours, "summary": text, "page": url}  # fmt: skip
 
 
 def card_filed(card: Card, project: str) -> None:

@@ -128,7 +128,11 @@ Command = Annotated[list[str] | None, Field(description='The command and its arg
 Script = Annotated[str | None, Field(description="A batch script's text; its #SBATCH resource lines join the plan.")]
 Tasks = Annotated[
     list[TaskLine] | None,
-    Field(description="A batch: one object per task, {key, argv | script, env, gpus, time, ...}; one plan, one card."),
+    Field(
+        description="A batch: one object per task, {key, argv | script, env, gpus, time, needs, ...}; one plan, "
+        "one card. One item with budget (and time, signal_before, max_links) is a chain, as budget is; a chain "
+        "is never one task among others."
+    ),
 ]
 RequestId = Annotated[str | None, Field(description="Idempotency key: the same id never submits twice. Default: new.")]
 Gpus = Annotated[int | None, Field(ge=0, strict=True, description="GPUs per node.")]  # true is not 1
@@ -179,15 +183,17 @@ def build(pin: Pin) -> MCPServer:
         """A plan's or a launch's arguments (their names are LaunchSpec's) as a checked Request and snapshot."""
         from rsk.ops.launch import requester
         from rsk.request.spec import LaunchSpec, build_request
-        from rsk.request.tasks import parse_tasks
+        from rsk.request.tasks import TaskFile, read_tasks
 
         # locals() of a tool: its arguments, and the closure's names it uses, which are left out here
         a = {k: v for k, v in args.items() if k in LaunchSpec.model_fields or k in ("command", "code", "exclude")}
         code, exclude, command, tasks = a.pop("code"), a.pop("exclude"), a.pop("command"), a.pop("tasks")
-        task_specs = []
+        read = TaskFile([])
         if tasks:
-            task_specs = parse_tasks("\n".join(t.model_dump_json(exclude_none=True) for t in tasks), "tasks")
-        spec = LaunchSpec(argv=list(command or []), tasks=task_specs, env=list(a.pop("env") or []), **a)
+            read = read_tasks("\n".join(t.model_dump_json(exclude_none=True) for t in tasks), "tasks")
+        spec = LaunchSpec(
+            argv=list(command or []), tasks=read.tasks, chain_line=read.chain, env=list(a.pop("env") or []), **a
+        )
         request = build_request(spec, pin.project, f"mcp: {requester()}")
         if code is None:
             return request, None
@@ -350,7 +356,8 @@ def build(pin: Pin) -> MCPServer:
         return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
 
     @server.tool(
-        description="Add links to a chain that stopped short of success (yielded, time limit, budget spent), up to "
+        description="Add links to a chain that stopped short of success (yielded, time limit, budget spent) or was "
+        "cancelled, up to "
         "a new total budget; only the extra is decided, like any launch. The links share the chain's RSK_WORK_DIR.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
@@ -363,10 +370,11 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.launch import requester
         from rsk.ops.retry import plan_extend
         from rsk.ops.status import status
-        from rsk.request.units import parse_time
+        from rsk.request.units import parse_seconds
 
         jobs = status(pin.target, pin.project).jobs
-        request = plan_extend(pin.project, check_token("request id", request_id), jobs, parse_time(budget), None,
+        minutes = parse_seconds(budget) // 60  # a budget never grows: whole minutes, rounded down
+        request = plan_extend(pin.project, check_token("request id", request_id), jobs, minutes, None,
                               f"mcp: {requester()}")  # fmt: skip
         return _reply(request)
 
@@ -504,17 +512,26 @@ def build(pin: Pin) -> MCPServer:
     @server.tool(
         description="Bring back a job's published result (what it wrote under $RSK_OUT and exited 0), every file "
         "checked against its manifest; it appears in `to` (which must not exist) whole, or not at all. partial: "
-        "what a job that did not succeed left, labelled so.",
+        "what a job that did not succeed left, labelled so. Give job, or request_id for a request's one job or a "
+        "chain's last link that ran.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
     @_guarded
     def fetch_result(
-        job: Annotated[str, Field(description="The job id.")],
+        job: Annotated[str | None, Field(description="The job id.")] = None,
         to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here).")] = None,
         partial: Annotated[bool, Field(description="The stage of a job that did not succeed.")] = False,
+        request_id: Annotated[
+            str | None, Field(description="Instead of job: the request's one job, or a chain's last link that ran.")
+        ] = None,
     ) -> ResultReport:
+        from rsk.errors import UsageError
         from rsk.ops.fetch import fetch_result as do_fetch_result
+        from rsk.ops.fetch import result_job
 
+        if (job is None) == (request_id is None):
+            raise UsageError("give job or request_id", "request_id: a chain's result, from its last link that ran")
+        job = job if job is not None else result_job(pin.target, pin.project, request_id or "")
         dest = _own_path("fetch", to or str(Path("rsk-results") / job))
         return do_fetch_result(pin.target, pin.project, job, dest, partial=partial)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -10,11 +11,21 @@ if TYPE_CHECKING:  # names only: the page (rsk.ui) groups jobs without loading s
     from rsk.ops.status import JobState, Status
 
 
+_ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")
+
+
+def attempt_of(request_id: str) -> tuple[str, int]:
+    """The batch a request id is an attempt of (`rsk retry` names attempts B.a2, B.a3, ...), and its number."""
+    m = _ATTEMPT.fullmatch(request_id)
+    return (m["base"], int(m["n"])) if m else (request_id, 1)
+
+
 @dataclass
 class BatchView:
     target: str
     request_id: str
     jobs: list[JobState] = field(default_factory=list)
+    attempts: list[str] = field(default_factory=list)  # with_attempts: the later attempts shown with it
 
     @property
     def kind(self) -> str:
@@ -48,10 +59,13 @@ class BatchView:
         links = [j for j in self.jobs if j.link]
         if not links:
             return ""
-        ran = [j for j in links if j.state != "skipped" and j.state != "pending"] or links[:1]
-        at = max(ran, key=lambda j: int(j.link.split("/")[0]))
+        # a link ran unless it was skipped, still waits, or was cancelled before it started
+        ran = [j for j in links if j.state not in ("skipped", "pending") and (j.elapsed_s or j.state != "cancelled")]
+        at = max(ran or links[:1], key=lambda j: int(j.link.split("/")[0]))
         used = sum(j.elapsed_s or 0 for j in links)
-        budget = sum(j.limit_s or 0 for j in links)
+        # Slurm may not say the limit of a link it removed before it started: count it as a full link
+        full = max((j.limit_s or 0 for j in links), default=0)
+        budget = sum(j.limit_s or full for j in links)
         return f"link {at.link}, run time {duration(used)} / {duration(budget)}"
 
     @property
@@ -67,6 +81,14 @@ class BatchView:
     def gpu_hours_reserved(self) -> float:
         return sum(j.gpu_hours_reserved for j in self.paid)
 
+    @property
+    def cpu_hours_used(self) -> float:
+        return sum(j.cpu_hours_used for j in self.paid)
+
+    @property
+    def cpu_hours_reserved(self) -> float:
+        return sum(j.cpu_hours_reserved for j in self.paid)
+
 
 def batches(statuses: list[Status]) -> list[BatchView]:
     """One view per request (a single job is a batch of one), in submission order; a lease's job and all
@@ -77,6 +99,20 @@ def batches(statuses: list[Status]) -> list[BatchView]:
             key = f"lease {j.lease}" if j.lease else j.request_id
             views.setdefault((st.target, key), BatchView(st.target, key)).jobs.append(j)
     return list(views.values())
+
+
+def with_attempts(views: list[BatchView]) -> list[BatchView]:
+    """Each request together with its later attempts (`rsk retry`'s B.a2, `rsk extend`'s further links), as one
+    view named for the first, in the order of the first: a chain's progress then counts every link. A lease's
+    view stays as it is."""
+    out: dict[tuple[str, str], BatchView] = {}
+    for v in views:
+        base = v.request_id if v.request_id.startswith("lease ") else attempt_of(v.request_id)[0]
+        merged = out.setdefault((v.target, base), BatchView(v.target, base))
+        merged.jobs.extend(v.jobs)
+        if v.request_id != base:
+            merged.attempts.append(v.request_id)
+    return list(out.values())
 
 
 def duration(seconds: int | None) -> str:

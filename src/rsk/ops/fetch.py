@@ -188,6 +188,48 @@ def _manifest(text: str) -> dict[str, tuple[str, int]]:
     return files
 
 
+def result_job(target_name: str, project: str, request_id: str) -> str:
+    """The job whose result a request's work is: its one job, or a chain's last link that ran (a chain's
+    extensions included); a batch of several tasks names no one job."""
+    from rsk.local.paths import check_token
+    from rsk.ops.status import of_request, outcome, status
+
+    check_token("request id", request_id)
+    ends = outcome(of_request(status(target_name, project).jobs, request_id))
+    if not ends:
+        raise UsageError(f"no request {request_id!r} with jobs in project {project} on {target_name}",
+                         "`rsk status` lists the project's jobs", details={"code": "not-found"})  # fmt: skip
+    if len(ends) > 1:
+        published = [f"{j.task or j.job_id}: {j.job_id}" for j in ends if j.result]
+        raise UsageError(
+            f"request {request_id} has {len(ends)} jobs: fetch a result by its job id",
+            ("published results: " + ", ".join(published[:10])) if published else "none of them published a result",
+        )
+    return ends[0].job_id
+
+
+def _no_result(job: str, what: str) -> UsageError:
+    return UsageError(
+        f"job {job} {what}",
+        "a result is published only when the command exits 0 after writing under $RSK_OUT (at most 1000 files, "
+        "names of A-Z a-z 0-9 . _ + @ : , -; the job's stderr says when it was not); "
+        "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
+        details={"code": "no-result"},
+    )
+
+
+def _succeeded(remote: Remote, target_name: str, project: str, job: str) -> None:
+    """A result is a succeeded job's, on rsk's reading of Slurm's word: a job that failed may have written a
+    result/ of its own making (its files are the account's), and it is never handed back as a result."""
+    from rsk.ops.status import status_call
+
+    found = [j for j in status_call(remote, target_name, project)[0].jobs if j.job_id == job]
+    if not found:
+        raise _no_result(job, f"is not a job of project {project}: it")
+    if found[0].state != "succeeded":
+        raise _no_result(job, f"is {found[0].state}: it has no result")
+
+
 def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial: bool = False,
                  max_bytes: int = 1024**3) -> ResultReport:  # fmt: skip
     """A job's published result into DIR (which must not exist yet), every file checked against the manifest,
@@ -195,25 +237,25 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
     root = ".rsk-partial" if partial else ".rsk-result"
     work = to.parent / f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
     with remote_for(target_name) as remote:
+        if not partial:
+            _succeeded(remote, target_name, project, job)
         out = remote.call("fetch", project, job, root, "0", "0")
         try:
             raise_for_error(out)
         except UsageError as exc:
             if exc.details.get("remote_code") != "not-found":
                 raise
-            what = "left no partial stage" if partial else "has no published result"
-            raise UsageError(
-                f"job {job} {what}",
-                "a result is published only when the command exits 0 after writing under $RSK_OUT; "
-                "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
-                details={"code": "no-result"},
-            ) from None
+            raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
         listed = {e.path: e.size for e in answers.fetch(out).entries}
         manifest: dict[str, tuple[str, int]] = {}
         if not partial:
             text = _read_small(remote, project, job, f"{root}/.rsk-manifest")
             manifest = _manifest(text)
             listed.pop(".rsk-manifest", None)
+            if len(manifest) > len(listed) >= 999:  # the cluster lists at most 1,000 files (the manifest one of them)
+                raise StateError(f"job {job}'s result has {len(manifest)} files, more than rsk lists (1000); nothing "
+                                 "was fetched", f"fetch the files you need by path: rsk fetch {job} .rsk-result/PATH "
+                                 "(a job of this rsk keeps such a result partial)")  # fmt: skip
             if set(listed) != set(manifest) or any(listed[p] != manifest[p][1] for p in listed):
                 raise StateError(f"job {job}'s result does not match its manifest: files changed after it was "
                                  "published; nothing was fetched")  # fmt: skip

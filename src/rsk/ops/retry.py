@@ -12,7 +12,7 @@ from __future__ import annotations
 from rsk.errors import PendingApproval, UsageError
 from rsk.ledger.kept import kept
 from rsk.ops.launch import LaunchResult, Progress, launch
-from rsk.ops.status import JobState, attempt_of, outcome, status
+from rsk.ops.status import JobState, attempt_of, outcome, ran, status
 from rsk.request.chain import MAX_LINKS, link_minutes
 from rsk.request.code import CodeSnapshot
 from rsk.wire.protocol import Need, Request, TaskSpec
@@ -115,16 +115,20 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
     if not links or any(j.state not in FINAL for j in links):
         raise UsageError(f"chain {base_id} has not ended", f"rsk wait --request-id {base_id}, then extend it")
     last = outcome(links)[0]
-    if last.state != "stopped":
+    if last.state not in ("stopped", "cancelled"):
         raise UsageError(f"chain {base_id} ended {last.state} at link {last.link}: only a chain that stopped short "
-                         "of success (yielded, time limit, budget spent) goes on")  # fmt: skip
-    planned = sum((j.limit_s or 0) for j in links) // 60
+                         "of success (yielded, time limit, budget spent) or was cancelled goes on",
+                         "a chain that succeeded is done; one that failed is fixed and launched anew (a new "
+                         "--request-id starts a new, empty RSK_WORK_DIR)")  # fmt: skip
+    planned = sum((j.limit_s or 0) for j in links if ran(j)) // 60  # a link cancelled before it ran: nothing
     first = base.tasks[0]
     link = first.time_min or 1
     if budget_min <= planned:
         raise UsageError(f"chain {base_id} already has {planned} min of links; extend it to more than that",
                          f"e.g. rsk extend --request-id {base_id} --budget {planned + link}")  # fmt: skip
     minutes = link_minutes(budget_min - planned, link, max_links)
+    if base.signal_s is not None and base.signal_s >= minutes[-1] * 60:  # a rest too short to be told: left out
+        minutes = minutes[:-1] or minutes
     done = max(int(j.link.split("/")[0]) for j in links)
     keys = [f"link{done + k + 1}" for k in range(len(minutes))]
     tasks = [
@@ -133,7 +137,7 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
     ]
     rid = request_id or next_attempt(base_id, [j.request_id for j in links])
     return base.model_copy(update={"request_id": rid, "tasks": tasks, "requester": requester,
-                                   "budget_min": budget_min - planned, "chain_of": base_id, "link0": done})  # fmt: skip
+                                   "budget_min": sum(minutes), "chain_of": base_id, "link0": done})  # fmt: skip
 
 
 def extend(
@@ -142,4 +146,10 @@ def extend(
 ) -> LaunchResult:  # fmt: skip
     """Plan more links for a chain from the cluster's word on the links so far, then launch them like any launch."""
     request = plan_extend(project, chain, status(target, project).jobs, budget_min, request_id, requester, max_links)
-    return launch(target, request, wait=wait, progress=progress)
+    try:
+        return launch(target, request, wait=wait, progress=progress)
+    except PendingApproval as pending:  # the same extend again files nothing new: it finds the same card
+        pending.hint = (pending.hint or "").replace(
+            f"launch again with --request-id {request.request_id}", "run the same rsk extend again"
+        )
+        raise

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -12,6 +11,7 @@ from rsk.errors import UsageError
 from rsk.ledger import guard
 from rsk.ledger.store import Store
 from rsk.ops.board import BatchView
+from rsk.ops.board import attempt_of as attempt_of  # its one reading, with the views it groups
 from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
@@ -21,15 +21,6 @@ from rsk.wire.states import FINAL, State
 
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-_ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")
-
-
-def attempt_of(request_id: str) -> tuple[str, int]:
-    """The batch a request id is an attempt of (`rsk retry` names attempts B.a2, B.a3, ...), and its number."""
-    m = _ATTEMPT.fullmatch(request_id)
-    return (m["base"], int(m["n"])) if m else (request_id, 1)
 
 
 class Attempt(Model):
@@ -91,6 +82,16 @@ class JobState(Model):
             return 0.0
         return self.resources.gpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
 
+    @property
+    def cpu_hours_used(self) -> float:
+        return self.resources.cpu_hours_over(self.elapsed_s or 0)
+
+    @property
+    def cpu_hours_reserved(self) -> float:
+        if self.state in FINAL:
+            return 0.0
+        return self.resources.cpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
+
 
 class Status(Model):
     schema_version: int = 1
@@ -132,6 +133,10 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
             j.state, j.where = "stopped", "(time-limit)"
         elif id(f) in number and j.state == "stopped":
             j.where = f"({f.stop})"
+            if f.stop in ("time-limit", "budget-spent") and j.exit_code is not None and 0 < j.exit_code < 128 \
+                    and j.exit_code != 75:  # fmt: skip
+                # told, then exited with its own code (not 75, not killed): a crash after the signal reads so too
+                j.where = f"({f.stop}: exit {j.exit_code} after SIGUSR1)"
         if not f.needs or f.cancel:
             continue
         needs = [(other.task or other.job_id, cond, other.state) for i, cond in f.needs
@@ -184,7 +189,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         gpus=gpus,
         lease=f.lease or None,
         starts=f.starts,
-        result=f.result,
+        result=f.result and state == "succeeded",  # a job that did not succeed has no result, whatever it wrote
     )
     job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
     return job
@@ -260,18 +265,27 @@ def status(target: str, project: str) -> Status:
         return status_call(remote, target, project)[0]
 
 
+def ran(j: JobState) -> bool:
+    """Whether a job started: not skipped, and not cancelled before it ran (no run time, no exit code)."""
+    return j.state != "skipped" and not (j.state == "cancelled" and not j.elapsed_s and j.exit_code is None)
+
+
 def outcome(jobs: list[JobState]) -> list[JobState]:
     """The jobs whose states say how the work ended: every job, but of a chain only its last link that ran (its
-    earlier links stopped so that it could go on; the later ones were never needed)."""
+    earlier links stopped so that it could go on; the later ones were never needed). A link cancelled before it
+    started did not run: a chain cancelled mid-way is judged by the link that was running (if none ran, by its
+    first link)."""
+
+    def rank(j: JobState) -> tuple[bool, int]:
+        n = int(j.link.split("/")[0])
+        return ran(j), n if ran(j) else -n
+
     last: dict[str, JobState] = {}
     out: list[JobState] = []
     for j in jobs:
         if not j.link:
             out.append(j)
-        elif j.state != "skipped" and (
-            (base := attempt_of(j.request_id)[0]) not in last
-            or int(j.link.split("/")[0]) > int(last[base].link.split("/")[0])
-        ):
+        elif j.state != "skipped" and ((base := attempt_of(j.request_id)[0]) not in last or rank(j) > rank(last[base])):
             last[base] = j
     return out + list(last.values())
 

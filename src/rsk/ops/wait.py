@@ -56,13 +56,24 @@ def _hint(jobs: list[JobState], done: bool) -> str:
     if not bad:
         return ""
     first = bad[0]
-    if first.link and first.state == "stopped":
+    if first.link:
+        chain = attempt_of(first.request_id)[0]
+        more = f"`rsk extend --request-id {chain} --budget D` (D: a new total run time) goes on from there"
+        if first.state == "stopped":
+            return (
+                f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "
+                f"checkpoints are in its RSK_WORK_DIR; `rsk logs {first.job_id}` shows its last output; {more}"
+            )
+        if first.state == "cancelled":
+            return f"the chain was cancelled at link {first.link}; its checkpoints are in its RSK_WORK_DIR; {more}"
         return (
-            f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "
-            f"checkpoints are in its RSK_WORK_DIR; `rsk logs {first.job_id}` shows its last output"
+            f"the chain ended {first.state} at link {first.link}; see `rsk logs {first.job_id} --stream stderr`; a "
+            "chain is not retried: once fixed, launch a new one (a new --request-id starts a new, empty RSK_WORK_DIR)"
         )
     retry = ""
-    if any(j.task for j in ends):  # a batch or a workflow: what failed is retried, what succeeded is kept
+    if any(
+        j.task and not j.link for j in ends
+    ):  # a batch or a workflow: what failed is retried, what succeeded is kept
         retry = (
             f"; once fixed, `rsk retry --batch {attempt_of(first.request_id)[0]} --failed` runs them again "
             "(add --code DIR to run your changed files)"
@@ -148,8 +159,11 @@ def wait_card(card_id: str, project: str | None, timeout: float | None) -> WaitR
             from rsk.ledger.cards import find_card
 
             other = find_card(store.load(), str(new))
+            if other.plan_hash == card.plan_hash:  # the same plan: its approval was spent (or ran out) meanwhile
+                again.message += f"; card {card_id} was approved, but its approval no longer allows this plan"
+                raise
             changed = [k for k, v in card.plan.model_dump().items()
-                       if k != "estimate_start" and other is not None and getattr(other.plan, k) != v]  # fmt: skip
+                       if k != "estimate_start" and getattr(other.plan, k) != v]  # fmt: skip
             what = ", ".join(changed) or "the cluster's policy or rsk's programs"
             again.message += f"; card {card_id} was approved, but the plan changed since ({what}): a human decides anew"
         raise

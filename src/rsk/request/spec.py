@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, StrictInt
 from rsk.errors import UsageError
 from rsk.local.paths import check_token, new_request_id
 from rsk.request.inputs import check_request
-from rsk.request.tasks import sbatch_directives
+from rsk.request.tasks import TaskLine, sbatch_directives
 from rsk.request.units import parse_mem, parse_seconds, parse_time
 from rsk.wire.protocol import Request, TaskSpec
 
@@ -42,6 +42,7 @@ class LaunchSpec(BaseModel):
     budget: str | None = None  # a chain: the run time of all its links (a Slurm time), each link --time long
     signal_before: str | None = None  # a chain: SIGUSR1 this long before each link's limit
     max_links: StrictInt | None = None  # a chain: refuse a budget that needs more links than this
+    chain_line: TaskLine | None = None  # a --tasks file whose one line has a budget (read_tasks): that chain
 
 
 def _lift_script(spec: LaunchSpec) -> LaunchSpec:
@@ -59,8 +60,37 @@ def _lift_script(spec: LaunchSpec) -> LaunchSpec:
     return spec.model_copy(update=update)
 
 
+def _from_chain_line(spec: LaunchSpec) -> LaunchSpec:
+    """A chain given as a task line: its command, resources and budget, over the options' defaults."""
+    line = spec.chain_line
+    if line is None:
+        return spec
+    if spec.argv or spec.script or spec.tasks:
+        raise UsageError("give exactly one of: a command after --, --script FILE, or --tasks FILE",
+                         "e.g. rsk launch -t lab --tasks chain.jsonl")  # fmt: skip
+    if spec.budget is not None or spec.signal_before is not None or spec.max_links is not None:
+        raise UsageError(f"task {line.key} is a chain: give its budget, signal_before and max_links on its line, "
+                         "not as --budget, --signal-before or --max-links too",
+                         '{"key": "train", "argv": [...], "time": "16:00:00", "budget": "3-00:00:00", '
+                         '"signal_before": "10:00"}')  # fmt: skip
+    update: dict[str, object] = {k: getattr(line, k) for k in ("nodes", "cpus", "gpus", "max_links")}
+    update.update({k: None if getattr(line, k) is None else str(getattr(line, k)) for k in _TEXT})
+    update = {k: v for k, v in update.items() if v is not None}
+    update.update(
+        argv=line.argv if line.argv is not None else ["/bin/sh", "-c", line.script or ""],
+        env=[*spec.env, *(f"{k}={v}" for k, v in line.env.items())],
+        name=spec.name or line.key,
+        chain_line=None,
+    )
+    return spec.model_copy(update=update)
+
+
+_TEXT = ("mem", "time", "budget", "signal_before")  # a task line's numbers for these are text to the spec (minutes)
+
+
 def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
     """The Request for a spec, checked: exactly one of argv, script or tasks; tokens, units and env valid."""
+    spec = _from_chain_line(spec)
     if sum(bool(x) for x in (spec.argv, spec.script, spec.tasks)) != 1:
         raise UsageError(
             "give exactly one of: a command after --, --script FILE, or --tasks FILE",
@@ -110,8 +140,12 @@ def _chain(spec: LaunchSpec) -> dict[str, object]:
         raise UsageError("a budget runs one command as a chain of links: give it after -- (no --script, --tasks "
                          "or --lease)")  # fmt: skip
     if spec.time is None:
-        raise UsageError("a chain needs --time: each link's time limit", "e.g. --budget 3-00:00:00 --time 16:00:00")
-    budget_min, time_min = parse_time(spec.budget or ""), parse_time(spec.time)
+        raise UsageError("a chain needs --time: each link's time limit (a chain's task line: its \"time\")",
+                         "e.g. --budget 3-00:00:00 --time 16:00:00")  # fmt: skip
+    # a budget never grows: rounded down to whole minutes (a link's limit, as any time limit, rounds up)
+    budget_min, time_min = parse_seconds(spec.budget or "") // 60, parse_time(spec.time)
     signal_s = parse_seconds(spec.signal_before) if spec.signal_before else default_signal_s(time_min)
     tasks = chain_tasks(list(spec.argv), list(spec.env), budget_min, time_min, signal_s, spec.max_links or 100)
-    return {"tasks": tasks, "argv": [], "env": [], "time_min": None, "budget_min": budget_min, "signal_s": signal_s}
+    # the plan binds what the links add up to: a rest too short to be told before its limit is left out
+    run = sum(t.time_min or 0 for t in tasks)
+    return {"tasks": tasks, "argv": [], "env": [], "time_min": None, "budget_min": run, "signal_s": signal_s}

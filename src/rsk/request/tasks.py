@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError, model_validator
 
@@ -19,6 +19,10 @@ from rsk.wire.protocol import Need, TaskSpec
 
 MAX_TASKS = 1000  # Slurm's default MaxArraySize allows array indices 0..1000
 _NEEDS_HINT = '"needs": ["prep"] or [{"task": "train", "on": "ended"}] (on: succeeded, the default, or ended)'
+_CHAIN_ALONE_HINT = (
+    "a chain is a request of its own: put its line in a file of its own (or rsk launch --budget ... -- CMD), "
+    "then rsk wait --request-id RID (it judges the chain by its last link that ran) and launch what comes after it"
+)
 
 
 class NeedLine(BaseModel):
@@ -45,6 +49,9 @@ class TaskLine(BaseModel):
     gpus: StrictInt | None = None
     time: StrictStr | StrictInt | None = None
     needs: list[StrictStr | NeedLine] = []
+    budget: StrictStr | StrictInt | None = None  # a chain: its run time in links of `time` (docs/long-work.md)
+    signal_before: StrictStr | StrictInt | None = None  # a chain: SIGUSR1 this long before each link's limit
+    max_links: StrictInt | None = None  # a chain: refuse a budget that needs more links
 
     @model_validator(mode="after")
     def one_command(self) -> TaskLine:
@@ -55,9 +62,30 @@ class TaskLine(BaseModel):
         return self
 
 
+class TaskFile(NamedTuple):
+    """A --tasks file read: its tasks, or, when its one line has a budget, that line as a chain."""
+
+    tasks: list[TaskSpec]
+    chain: TaskLine | None = None
+
+
 def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
+    """The tasks of a batch or workflow file (a chain line is refused here: read_tasks reads one)."""
+    read = read_tasks(text, source)
+    if read.chain is not None:
+        raise UsageError(f"{source}: task {read.chain.key} is a chain (it has a budget)", _CHAIN_ALONE_HINT)
+    return read.tasks
+
+
+def read_tasks(text: str, source: str = "tasks file") -> TaskFile:
+    """A --tasks file: a batch or workflow, or one line with `budget`, a chain (the request is its links).
+
+    A chain is refused beside other tasks and with needs: its budget, link numbering, work directory and card
+    are its request's, and Slurm cannot be told "after this chain succeeded" (a link whose command failed before
+    the signal exits 0 to end the chain), so a task needing it would start after a failed chain."""
     tasks: list[TaskSpec] = []
     seen: set[str] = set()
+    chains: list[tuple[str, TaskLine]] = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -85,6 +113,14 @@ def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
         seen.add(t.key)
         for name, value in t.env.items():
             check_env(f"{name}={value}", f"{where}: env")
+        if t.budget is None and (t.signal_before is not None or t.max_links is not None):
+            raise UsageError(f"{where}: signal_before and max_links are settings of a chain: give budget too",
+                             '{"key": "train", "argv": [...], "budget": "3-00:00:00", "time": "16:00:00"}')  # fmt: skip
+        if t.budget is not None:
+            if t.needs:
+                raise UsageError(f"{where}: task {t.key} is a chain (it has a budget) and cannot have needs",
+                                 _CHAIN_ALONE_HINT)  # fmt: skip
+            chains.append((where, t))
         tasks.append(
             TaskSpec(
                 key=t.key,
@@ -100,9 +136,15 @@ def parse_tasks(text: str, source: str = "tasks file") -> list[TaskSpec]:
         )
     if not tasks:
         raise UsageError(f"{source} has no tasks")
+    if chains:
+        at, chain = chains[0]
+        if len(tasks) > 1:
+            raise UsageError(f"{at}: task {chain.key} is a chain (it has a budget): a chain is the only task of its "
+                             f"file, and {source} has {len(tasks)}", _CHAIN_ALONE_HINT)  # fmt: skip
+        return TaskFile([], chain)
     if len(tasks) > MAX_TASKS:
         raise UsageError(f"{source} has {len(tasks)} tasks; a batch has at most {MAX_TASKS}", "split it into batches")
-    return dag.check(tasks)
+    return TaskFile(dag.check(tasks))
 
 
 # #SBATCH directives that rsk lifts into the plan; every other directive is refused, so that the

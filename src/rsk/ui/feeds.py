@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 
 from rsk.errors import RskError, StateError
 from rsk.ledger.grants import GrantView, list_grants, list_rules
-from rsk.ledger.models import Card, DenyRule
+from rsk.ledger.models import Approval, Card, DenyRule
 from rsk.ledger.store import Store
 
 RECENT = 20  # decided cards shown below the pending ones
@@ -44,11 +44,52 @@ def cards(projects: list[str]) -> CardsView:
 
 
 @dataclass
+class ApprovedView:
+    """What one approval (a card approved on its own, no grant) let run: its uses, and GPU- and CPU-hours
+    spent (jobs that ended: Slurm's run time) and reserved (jobs still running, and uses that may still
+    submit, at their worst case)."""
+
+    approval: Approval
+    card: Card | None
+    taken: int = 0  # uses that submitted or may still
+    gpu_spent: float = 0.0
+    gpu_reserved: float = 0.0
+    cpu_spent: float = 0.0
+    cpu_reserved: float = 0.0
+
+
+def approved(approvals: list[Approval], cards: list[Card]) -> list[ApprovedView]:
+    """Every approval with its card and what its uses cost (pure), newest first."""
+    by_id = {c.id: c for c in cards}
+    out = []
+    for a in approvals:
+        v = ApprovedView(a, by_id.get(a.card_id or ""))
+        for use in a.uses:
+            if use.state == "released":
+                continue
+            v.taken += 1
+            if use.state == "held" and v.card is not None:  # not submitted yet: the plan's worst case
+                v.gpu_reserved += v.card.plan.gpu_hours
+                v.cpu_reserved += v.card.plan.cpu_hours
+            for job in use.jobs.values():
+                if job.gpu_hours_used is None or job.cpu_hours_used is None:
+                    v.gpu_reserved += job.gpu_hours_worst
+                    v.cpu_reserved += job.cpu_hours_worst
+                else:
+                    v.gpu_spent += job.gpu_hours_used
+                    v.cpu_spent += job.cpu_hours_used
+        out.append(v)
+    out.sort(key=lambda v: v.approval.decided_at, reverse=True)
+    return out
+
+
+@dataclass
 class BudgetView:
     project: str
     grants: list[GrantView]
     rules: list[DenyRule]
     error: str = ""
+    approved: list[ApprovedView] = field(default_factory=list)
 
 
 def budgets(projects: list[str]) -> list[BudgetView]:
@@ -56,7 +97,10 @@ def budgets(projects: list[str]) -> list[BudgetView]:
     for project in projects:
         store = Store(project)
         try:
-            out.append(BudgetView(project, list_grants(store), list_rules(store)))
+            ledger = store.load()
+            view = BudgetView(project, list_grants(store), list_rules(store))
+            view.approved = approved(ledger.approvals, ledger.cards)
+            out.append(view)
         except StateError as exc:
             out.append(BudgetView(project, [], [], exc.message))
     return out

@@ -91,6 +91,7 @@ def document(title: str, body: Markup, nav: str = "", version: str = "") -> Mark
                 el("meta", {"name": "color-scheme", "content": "light dark"}),
                 el("title", {}, f"rsk: {title}"),
                 el("link", {"rel": "stylesheet", "href": f"/static/ui.css?v={version}"}),
+                el("link", {"rel": "icon", "href": f"/static/icon.svg?v={version}", "type": "image/svg+xml"}),
                 el("script", {"src": f"/static/ui.js?v={version}", "defer": True}),
             ),
             el("body", {}, menu, el("main", {}, body)),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from rsk.local.inert import inert
-from rsk.ops.board import BatchView, batches, duration
+from rsk.ops.board import BatchView, batches, duration, with_attempts
 from rsk.ui.html import Markup, agent, el, join
 from rsk.wire.states import FINAL
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # names only: the parts are pure and stand low in the import 
     from rsk.ops.gpus import GpuInventory
     from rsk.ops.logs import LogTail
     from rsk.ops.watcher import Snapshot
-    from rsk.ui.feeds import BudgetView, CardsView
+    from rsk.ui.feeds import ApprovedView, BudgetView, CardsView
 
 FOLD_FILES = 50  # a card's code files shown before a <details> folds the rest (every one is in the page)
 FOLD_TASKS = 20  # a batch of more tasks shows them on a click (every one is in the page)
@@ -57,6 +57,7 @@ def card_facts(card: Card) -> Markup:
             "requested by",
             agent(card.requester) if card.requester else "(nobody said)",
             el("span", {"class": "muted"}, " the agent's own claim, unverified"),
+            *(["; filed by OS user ", el("code", {}, agent(card.filed_by))] if card.filed_by else []),
         ),
         _row("requested at", _when(card.created), ", request id ", agent(card.request_id)),
         _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
@@ -69,12 +70,12 @@ def card_facts(card: Card) -> Markup:
         rows[-1] = _row(
             "kind",
             f"chain: up to {p.jobs} links of {chain[0].time_min} min (the last {chain[-1].time_min}), at most "
-            f"{run} min of run time in all; a link goes on when the command exits 75 or is signalled before "
-            "its limit",
+            f"{run} min of run time in all; a link goes on when the command exits 75 or is signalled "
+            + (f"(SIGUSR1, {p.signal_s} s before its limit)" if p.signal_s else "before its limit"),
         )
         if p.chain_of:
             rows.append(_row("extends", "chain ", el("code", {}, agent(p.chain_of)),
-                             ": these links go on after its last, in its work directory"))  # fmt: skip
+                             f": these links go on after its {_before(p.link0)}, in its work directory"))  # fmt: skip
         rows.append(_row("command", _argv(chain[0].argv)))
         rows.append(_row("links", el("ol", {"class": "links"}, [el("li", {}, f"{t.time_min} min") for t in chain])))
         graph = {}
@@ -113,7 +114,7 @@ def card_facts(card: Card) -> Markup:
         rows.append(
             _row(
                 "code files",
-                f"{p.code_count} files, {p.code_bytes} bytes",
+                f"{p.code_count} file{'s' if p.code_count != 1 else ''}, {p.code_bytes} bytes",
                 files,
                 el("p", {"class": "muted"}, f"... and {more} more") if more > 0 else None,
             )
@@ -289,8 +290,18 @@ def card_block(project: str, card: Card, csrf: str | None) -> Markup:
 def cards_section(view: CardsView, csrf: str | None) -> Markup:
     """Pending first (the oldest on top), then recent decisions; csrf None: read-only, no forms."""
     # data-pending: the tab's title counts what waits (ui.js), so a card that arrives shows in a background tab
-    parts: list[object] = [el("h2", {"data-pending": str(len(view.pending))}, f"Waiting for you ({len(view.pending)})")]
-    parts += [card_block(pr, c, csrf) for pr, c in view.pending] or [el("p", {"class": "empty"}, "No card waits.")]
+    # a ledger that cannot be read comes first: its cards are not below, and "no card waits" would be untrue
+    parts: list[object] = [
+        el("section", {"class": "broken", "role": "alert"},
+           el("h2", {}, f"The ledger of project {project} cannot be read"),
+           el("p", {}, why),
+           el("p", {}, "Its cards may wait for you but cannot be shown or answered here, nor by `rsk approve`; "
+                       "nothing was changed. `rsk status -p ", project, "` says the same, with what to do."))
+        for project, why in view.broken.items()
+    ]  # fmt: skip
+    parts.append(el("h2", {"data-pending": str(len(view.pending))}, f"Waiting for you ({len(view.pending)})"))
+    none = "No card waits" + (" in the ledgers that could be read." if view.broken else ".")
+    parts += [card_block(pr, c, csrf) for pr, c in view.pending] or [el("p", {"class": "empty"}, none)]
     if view.decided:
         parts.append(el("h2", {}, "Recent decisions"))
         parts += [
@@ -312,8 +323,6 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
             )
             for pr, c in view.decided
         ]
-    for project, why in view.broken.items():
-        parts.append(el("p", {"class": "error"}, f"project {project}: ", why))
     return join(parts)
 
 
@@ -388,6 +397,45 @@ def _rule(r: DenyRule) -> Markup:
     )
 
 
+def approved_block(views: list[ApprovedView]) -> Markup:
+    """What cards approved one by one (no grant) let run: each approval's uses, spent and reserved, and the
+    total, so that a human who approved ten cards sees what they allowed in all."""
+    head = el("h3", {}, "Approved card by card")
+    if not views:
+        return join([head, el("p", {"class": "empty"}, "No approvals in the ledger's recent history.")])
+    rows = []
+    for v in views:
+        a = v.approval
+        rows.append(
+            el(
+                "tr",
+                {},
+                el("td", {}, el("code", {}, a.card_id or a.id)),
+                el("td", {}, agent(v.card.request_id) if v.card else "-"),
+                el("td", {}, f"{v.taken} used, {a.uses_left} left"),
+                el("td", {}, _when(a.expires) if a.expires else "never"),
+                el("td", {}, f"{v.gpu_spent:.2f} / {v.gpu_reserved:.2f}"),
+                el("td", {}, f"{v.cpu_spent:.2f} / {v.cpu_reserved:.2f}"),
+            )
+        )
+    total = el(
+        "tr",
+        {"class": "total"},
+        el("th", {"colspan": "4"}, f"in all, {len(views)} approval(s)"),
+        el("th", {}, f"{sum(v.gpu_spent for v in views):.2f} / {sum(v.gpu_reserved for v in views):.2f}"),
+        el("th", {}, f"{sum(v.cpu_spent for v in views):.2f} / {sum(v.cpu_reserved for v in views):.2f}"),
+    )
+    heads = ("card", "request", "uses", "expires", "GPU-h spent / reserved", "CPU-h spent / reserved")
+    table = el("table", {"class": "approved"}, el("tr", {}, [el("th", {}, h) for h in heads]), rows, total)
+    note = el(
+        "p",
+        {"class": "muted"},
+        "Spent: jobs that ended, for Slurm's run time; reserved: jobs still running, and uses that may still "
+        "submit, at their worst case.",
+    )
+    return join([head, el("div", {"class": "scroll"}, table), note])
+
+
 def budgets_section(views: list[BudgetView]) -> Markup:
     parts: list[object] = []
     for b in views:
@@ -395,6 +443,7 @@ def budgets_section(views: list[BudgetView]) -> Markup:
         if b.error:
             parts.append(el("p", {"class": "error"}, b.error))
         parts += [grant_block(v) for v in b.grants] or [el("p", {"class": "empty"}, "No grants.")]
+        parts.append(approved_block(b.approved))
         parts.append(el("h3", {}, "Deny rules"))
         parts.append(
             el("ul", {"class": "rules"}, [_rule(r) for r in b.rules])
@@ -448,6 +497,9 @@ def _batch(project: str, view: BatchView) -> Markup:
             el("span", {"class": "kind"}, view.kind),
             " ",
             el("code", {}, agent(view.request_id)),
+            [" (with ", [[", " if i else None, el("code", {}, agent(a))] for i, a in enumerate(view.attempts)], ")"]
+            if view.attempts
+            else None,
             f" {project} on {view.target}: {total} job(s), ",
             counts,
             [", ", view.chain] if view.chain else None,
@@ -456,7 +508,8 @@ def _batch(project: str, view: BatchView) -> Markup:
                 {"class": "bar small", "role": "img", "aria-label": f"{done} of {total} ended"},
                 el("span", {"class": f"spent w{pct}"}),
             ),
-            f" {view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved",
+            f" {view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved; "
+            f"{view.cpu_hours_used:.2f} CPU-h used, {view.cpu_hours_reserved:.2f} reserved",
         ),
         el(  # a workflow: what each level has done
             "ul",
@@ -508,7 +561,7 @@ def board_section(snaps: list[tuple[str, Snapshot]] | None, error: str, wall: fl
             if st.slurm == "down":
                 parts.append(el("p", {"class": "warn"}, f"{st.target}: Slurm controller not answering"))
         parts += [el("p", {"class": "warn"}, f"{t}: STALE: ", why) for t, why in snap.stale.items()]
-        views += [(project, v) for v in batches(snap.statuses)]
+        views += [(project, v) for v in with_attempts(batches(snap.statuses))]
     for _, v in views:
         for s, n in v.counts.items():
             counts[s] = counts.get(s, 0) + n
@@ -619,3 +672,8 @@ def logs_section(project: str, target: str, job: str, stream: str, tail: LogTail
         lines = tail.text.rstrip("\n").split("\n") if tail.text else []
         parts.append(el("pre", {"class": "script log"}, Markup("\n".join(agent(line) for line in lines))))
     return join(parts)
+
+
+def _before(link0: int | None) -> str:
+    """What an extension's links go on after: the chain's links so far."""
+    return "last" if link0 is None else f"{link0} links"

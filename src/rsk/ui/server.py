@@ -71,6 +71,7 @@ def _static() -> dict[str, tuple[bytes, str]]:
     return {
         "ui.css": ((root / "ui.css").read_bytes(), "text/css; charset=utf-8"),
         "ui.js": ((root / "ui.js").read_bytes(), "text/javascript; charset=utf-8"),
+        "icon.svg": ((root / "icon.svg").read_bytes(), "image/svg+xml"),
     }
 
 
