@@ -201,3 +201,18 @@ def test_waiting_on_a_withdrawn_card_ends_at_once_and_files_nothing(rsk_env: Pat
     doc = json.loads(r.out)
     assert doc["code"] == "card-withdrawn" and doc["card_id"] == card.id and "withdrawn" in doc["message"]
     assert json.loads(ledger_path(rsk_env, project).read_text())["cards"] == before  # no new card for the human
+
+
+def test_an_unreadable_ledger_is_exit_6_for_every_reader_never_an_empty_queue(rsk_env: Path, project: str) -> None:
+    from tests.ui_cards import file_card
+
+    card = file_card(project)
+    path = ledger_path(rsk_env, project)
+    path.write_text(path.read_text().replace('"schema_version"', '"surprise": 1, "schema_version"', 1))
+    kept = path.read_text()
+    for argv in (["approvals", "--json"], ["approvals", "--all", "--json"], ["approvals", "show", card.id],
+                 ["wait", card.id, "--timeout", "1", "--json"], ["withdraw", card.id]):  # fmt: skip
+        r = rsk(*argv)
+        assert r.rc == Exit.STATE, (argv, r.rc, r.out, r.err)
+        assert "no card" not in r.err and r.out.strip() != "[]" and "Traceback" not in r.err, (argv, r.out, r.err)
+    assert path.read_text() == kept  # nothing was rewritten

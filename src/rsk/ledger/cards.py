@@ -67,8 +67,8 @@ def projects() -> list[str]:
 
 
 def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
-    """(project, card) for every project's cards: what a human sees without --project."""
-    from rsk.errors import StateError
+    """(project, card) for every project's cards: what a human sees without --project. A ledger that cannot
+    be read is a StateError (exit 6), never an empty list: its cards may be waiting."""
     from rsk.local.caller import rights
 
     r = rights()
@@ -76,10 +76,7 @@ def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
     for project in projects():
         if r is not None and not r.allows(project):
             continue  # through the broker, another user sees only the projects it may use
-        try:
-            out += [(project, c) for c in list_cards(Store(project), include_decided)]
-        except StateError:
-            continue  # a broken ledger is reported by the commands that use it
+        out += [(project, c) for c in list_cards(Store(project), include_decided)]
     return out
 
 
