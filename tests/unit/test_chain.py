@@ -114,3 +114,11 @@ def test_a_chain_cancelled_mid_way_is_judged_by_the_link_that_was_running_and_go
     assert [j.task for j in outcome([_link(k, 2, "cancelled", None) for k in (1, 2)])] == ["link1"]
     failed = _hint([_link(1, 2, "failed", 5), _link(2, 2, "skipped", None)], done=True)
     assert "ended failed at link 1/2" in failed and "not retried" in failed and "rsk retry" not in failed
+
+
+def test_a_chain_whose_links_never_yielded_is_not_sent_to_extend() -> None:
+    killed = [_link(k, 2, "stopped", 60).model_copy(update={"exit_code": 143, "where": "(time-limit)"}) for k in (1, 2)]
+    hint = _hint(killed, done=True)
+    assert "no link yielded (exit 75)" in hint and "rsk extend" not in hint
+    yielded = [j.model_copy(update={"exit_code": 75}) for j in killed]
+    assert "rsk extend --request-id run" in _hint(yielded, done=True)
