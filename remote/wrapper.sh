@@ -94,9 +94,22 @@ rsk_link_env() { # a chain's link: what the command is told; the run time of the
     export RSK_LINK RSK_LINKS RSK_BUDGET RSK_RUN_TIME
 }
 rsk_publish() { # rsk_publish RC: on 0, a manifest (sha256, size, path of every file), then one rename of the
-    # stage to result/; on anything else the stage stays, as partial/, never a result
+    # stage to result/; on anything else the stage stays, as partial/, never a result. Nor is a stage that
+    # `rsk fetch --result` could not bring back whole (its listing: at most 1,000 files, names of A-Z a-z 0-9 . _ + @ : , -)
     [ -d "${RSK_OUT:-}" ] || return 0
-    if [ "$1" -ne 0 ] || [ -e "$rsk_run/result" ]; then mv "$RSK_OUT" "$rsk_run/partial" 2>/dev/null || true; return 0; fi
+    rsk_why=''
+    if [ "$1" -eq 0 ] && [ ! -e "$rsk_run/result" ]; then
+        if [ -n "$(cd "$RSK_OUT" && find . -name '*[!A-Za-z0-9._+@:,-]*' | head -n 1)" ]; then
+            rsk_why='a file name outside A-Z a-z 0-9 . _ + @ : , -'
+        elif [ "$(cd "$RSK_OUT" && find . -type f | head -n 1001 | wc -l)" -gt 1000 ]; then
+            rsk_why='more than 1000 files'
+        fi
+        [ -z "$rsk_why" ] || echo "rsk: the result is not published ($rsk_why): kept as partial" >&2
+    fi
+    if [ "$1" -ne 0 ] || [ -e "$rsk_run/result" ] || [ -n "$rsk_why" ]; then
+        mv "$RSK_OUT" "$rsk_run/partial" 2>/dev/null || true
+        return 0
+    fi
     # shellcheck disable=SC2016,SC2086  # the inner sh expands its own $1; rsk_sum is a command and its options
     (cd "$RSK_OUT" && find . -type f -exec sh -c 'for f; do printf "%s %s %s\n" "$('"$rsk_sum"' <"$f" | cut -c1-64)" \
         "$(wc -c <"$f" | tr -d " ")" "${f#./}"; done' sh {} +) | sort -k3 >"$rsk_run/manifest.tmp" \

@@ -211,7 +211,8 @@ def result_job(target_name: str, project: str, request_id: str) -> str:
 def _no_result(job: str, what: str) -> UsageError:
     return UsageError(
         f"job {job} {what}",
-        "a result is published only when the command exits 0 after writing under $RSK_OUT; "
+        "a result is published only when the command exits 0 after writing under $RSK_OUT (at most 1000 files, "
+        "names of A-Z a-z 0-9 . _ + @ : , -; the job's stderr says when it was not); "
         "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
         details={"code": "no-result"},
     )
@@ -251,6 +252,10 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
             text = _read_small(remote, project, job, f"{root}/.rsk-manifest")
             manifest = _manifest(text)
             listed.pop(".rsk-manifest", None)
+            if len(manifest) > len(listed) >= 999:  # the cluster lists at most 1,000 files (the manifest one of them)
+                raise StateError(f"job {job}'s result has {len(manifest)} files, more than rsk lists (1000); nothing "
+                                 "was fetched", f"fetch the files you need by path: rsk fetch {job} .rsk-result/PATH "
+                                 "(a job of this rsk keeps such a result partial)")  # fmt: skip
             if set(listed) != set(manifest) or any(listed[p] != manifest[p][1] for p in listed):
                 raise StateError(f"job {job}'s result does not match its manifest: files changed after it was "
                                  "published; nothing was fetched")  # fmt: skip

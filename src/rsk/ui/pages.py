@@ -114,7 +114,7 @@ def card_facts(card: Card) -> Markup:
         rows.append(
             _row(
                 "code files",
-                f"{p.code_count} files, {p.code_bytes} bytes",
+                f"{p.code_count} file{'s' if p.code_count != 1 else ''}, {p.code_bytes} bytes",
                 files,
                 el("p", {"class": "muted"}, f"... and {more} more") if more > 0 else None,
             )
