@@ -217,6 +217,15 @@ def allowed_or_raise(verdict: Allowed | RskError) -> Allowed:
     return verdict
 
 
+def _supersede(store: Store, ledger: Ledger, rid: str, plan_hash: str, grant: str) -> None:
+    """This request's own pending card for this plan no longer waits for a human: a grant allows it now."""
+    for card in ledger.cards:
+        if card.status == "pending" and card.request_id == rid and card.plan_hash == plan_hash:
+            card.status, card.decided_at = "withdrawn", now()
+            card.decided_by, card.superseded_by = f"rsk (grant {grant} allows request {rid})", grant
+            store.audit(_entry(store, "withdraw", plan_hash, rid, card.id, f"superseded: grant {grant} allows it"))
+
+
 def authorize_in(
     store: Store,
     ledger: Ledger,
@@ -263,6 +272,7 @@ def authorize_in(
                             gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
             ledger.charges.append(charge)
         _hold(charge.holders)
+        _supersede(store, ledger, rid, plan.hash, d.rule)
         return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
     # ask: a card for a human, the one pending for this plan or a new one
     _release_holds(store, ledger, rid, f"decided again: {d.reason}")
@@ -571,6 +581,27 @@ def held_line(held: dict[str, str]) -> bytes:
     """The "held JOB:RID,..." line the cluster's programs read after the frame (docs/protocol.md)."""
     words = [f"{j}:{r}" for j, r in sorted(held.items()) if is_job_id(j)]
     return ("held " + ",".join(words) + "\n").encode()
+
+
+SINCE_SKEW_S = 300  # the cluster's clock may run behind the ledger's: a wider window only keeps more held
+
+
+def since_line(ledger: Ledger, target: str, request_id: str | None = None) -> bytes:
+    """The "since EPOCH" line the cluster's submit and reconcile read after "held": when the ledger's oldest hold
+    on the target whose outcome it does not know (reserved, no job: a launch that lost its answer after `go`, or
+    one still deciding) was made, less SINCE_SKEW_S; only the request's own with request_id. Empty when there is
+    none. The cluster keeps such an intent open while an active job of the account that Slurm took since then is
+    in no book (docs/adr/0039)."""
+    times = [
+        c.created
+        for c in ledger.charges
+        if c.state == "reserved" and c.target == target and request_id in (None, c.request_id)
+    ]
+    times += [u.at for a in ledger.approvals for u in a.uses
+              if u.state == "held" and u.target == target and request_id in (None, u.request_id)]  # fmt: skip
+    if not times:
+        return b""
+    return f"since {max(int(min(times).timestamp()) - SINCE_SKEW_S, 0)}\n".encode()
 
 
 def _cost_owners(ledger: Ledger, target: str) -> list[tuple[dict[str, JobCost], Charge | Use]]:
