@@ -12,20 +12,30 @@ function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s } # one w
 function dash(v) { return v == "" ? "-" : v } # a word for an empty value, so fields keep their places
 function is_rid(s) { return s ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ } # request ids and task keys
 function is_job(s) { return s ~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ } # a job, an array task, a lease's step
-# one line of rsk_squeue ("ID|STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT"): what a job can set comes last,
-# so no name or comment moves the fields Slurm fills
+# one line of rsk_squeue ("ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|OUT|NAME|COMMENT"): what a job can set comes last,
+# so no name or comment moves the fields Slurm fills (SUBMIT, epoch seconds; OUT, the stdout path sbatch was given,
+# which a running job cannot change)
 function sq(line,    f) {
     split(line, f, "|")
-    SQ_ID = f[1]; SQ_STATE = f[2]; SQ_ELAPSED = f[3]; SQ_LIMIT = f[4]; SQ_WHERE = f[5]; SQ_NAME = f[6]; SQ_COMMENT = f[7]
+    SQ_ID = f[1]; SQ_STATE = f[2]; SQ_ELAPSED = f[3]; SQ_LIMIT = f[4]; SQ_WHERE = f[5]; SQ_SUBMIT = f[6]; SQ_OUT = f[7]
+    SQ_NAME = f[8]; SQ_COMMENT = f[9]
 }
-# after sq(): the job is one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p) or held by
-# the ledger (held: " JOB:RID ...", found by id whatever its name), and pending or running
-function project_active(p, held) { return (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":")) && active(SQ_STATE) }
-# one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID): 1 with EV_IDX, EV_JOB and EV_PLAN
-# set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does not say), else
-# 0. An array task's id is ARRAY_IDX; a single job (one task, index 0) and a lease's step have a plain id.
-function evidence(line, n,    w, p) {
-    if (line ~ /^[0-9]/) { sq(line); if (SQ_NAME != n) return 0; line = "M " SQ_ID " " SQ_COMMENT }
+# the job of line sq() read writes under dir (Slurm's stdout path, "DIR/tN/stdout" or "DIR/t%a/stdout"): Slurm's
+# word of where rsk sent it, which no rename, marker or journal edit of the job changes (docs/adr/0039)
+function sq_under(dir) { return dir != "" && index(SQ_OUT, dir "/") == 1 }
+# after sq(): the job is one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p), held by
+# the ledger (held: " JOB:RID ...", found by id whatever its name) or written by Slurm under the project's runs, and
+# pending or running
+function project_active(p, held, runs) {
+    return (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":") || sq_under(runs)) && active(SQ_STATE)
+}
+# one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID) whose run directory is d: 1 with EV_IDX,
+# EV_JOB and EV_PLAN set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does
+# not say), else 0. Slurm's job is the request's by its name, or by where Slurm writes its output (sq_under: what a
+# job that renamed itself cannot hide). An array task's id is ARRAY_IDX; a single job (one task, index 0) and a
+# lease's step have a plain id.
+function evidence(line, n, d,    w, p) {
+    if (line ~ /^[0-9]/) { sq(line); if (SQ_NAME != n && !sq_under(d)) return 0; line = "M " SQ_ID " " SQ_COMMENT }
     split(line, w, " ")
     if (w[1] == "S") { EV_IDX = w[2] + 0; EV_JOB = w[3]; EV_PLAN = w[4]; return 1 }
     if (w[1] != "M") return 0

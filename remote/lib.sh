@@ -12,6 +12,7 @@ RSK_WRITABLE='
 ' # the directories rsk_need_writable found writable in this call, a line each
 RSK_T=''
 RSK_SQ='' RSK_SLURM='' RSK_HELD='' # rsk_squeue's answer and up|down ("" before it); the ledger's jobs
+RSK_SINCE=''                        # the ledger's oldest hold whose outcome it does not know (rsk_since)
 
 # Exit codes of the remote programs (docs/protocol.md keeps the table).
 RSK_E_USAGE=2        # malformed request or arguments
@@ -281,8 +282,8 @@ rsk_job_run() {
 
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" \
-        "$RSK_AWK"'{ sq($0) } project_active(p, held) { print SQ_ID }'
+    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" -v runs="$RSK_ROOT/runs/$1" \
+        "$RSK_AWK"'{ sq($0) } project_active(p, held, runs) { print SQ_ID }'
 }
 
 # rsk_held LIST: RSK_HELD, "JOB:RID JOB:RID ...", the jobs the ledger (the authority for what rsk submitted) holds
@@ -300,13 +301,44 @@ rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on
     [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
 }
 
-# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT" a job (sq() in
-# lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again. Two
-# reads joined by id (docs/protocol.md, "The prelude"): Slurm's facts, with no text a job can set, so no forged
-# line; then restarts, name, comment, of which an id's first line is its own. A restarted job's run time is its limit.
+# rsk_since EPOCH: RSK_SINCE, when the ledger's oldest hold whose outcome it does not know was made (epoch seconds)
+rsk_since() {
+    if ! rsk_is_uint "$1" || [ "${#1}" -gt 12 ]; then rsk_fail "$RSK_E_USAGE" bad-since "since is a time in epoch seconds"; fi
+    RSK_SINCE=$1
+}
+
+# rsk_script_runs EXCEPT: "JOB DIR" for each active job of the account Slurm took at or after RSK_SINCE (when set)
+# that the ledger does not hold (RSK_HELD) and EXCEPT (" JOB JOB ") does not name: DIR is the run directory its
+# batch script runs in (the rsk_run line submit writes), "-" for a script that is not rsk's or a job with none, "?"
+# when the controller does not answer. The script is Slurm's copy, which no one can change once submitted: a job
+# that renamed itself, moved its output while pending and erased its markers and journal lines is still found by it
+# (ADR 0039).
+rsk_script_runs() {
+    [ -n "$RSK_SLURM" ] || rsk_squeue
+    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $1 " \
+        "$RSK_AWK"'{ sq($0) } active(SQ_STATE) && SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
+            && !index(held, " " SQ_ID ":") && !index(except, " " SQ_ID " ") { print SQ_ID }'); do
+        if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
+            printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v tail="'/t\"\$rsk_ti\"" '
+                index($0, "rsk_run='"'"'") == 1 && substr($0, length($0) - length(tail) + 1) == tail {
+                    d = substr($0, 10, length($0) - 9 - length(tail)); if (d !~ /['"'"' ]/) { print j, d; f = 1; exit } }
+                END { if (!f) print j, "-" }'
+        elif rsk_slurm_down "$rsk_s"; then
+            printf '%s ?\n' "$rsk_j"
+        else # no batch script (an salloc or srun job: not sbatch's), or gone since the queue was read
+            printf '%s -\n' "$rsk_j"
+        fi
+    done
+}
+
+# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|OUT|NAME|COMMENT" a job
+# (sq() in lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again.
+# Two reads joined by id (docs/protocol.md, "The prelude"): Slurm's facts, with no text a job can set, so no forged
+# line (SUBMIT: the submit time, epoch seconds); then restarts, stdout path (OUT: fixed at sbatch, unchanged once
+# the job runs), name, comment, of which an id's first line is its own. A restarted job's run time is its limit.
 rsk_squeue() {
-    if rsk_q=$(squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R' 2>/dev/null) \
-        && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,Name:|,Comment:|' 2>/dev/null); then
+    if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%V' 2>/dev/null) \
+        && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,StdOut:|,Name:|,Comment:|' 2>/dev/null); then
         RSK_SLURM=up
         RSK_SQ=$({ printf '%s\n' "$rsk_q"; echo --; printf '%s\n' "$rsk_x"; } | awk "$RSK_AWK"'
             !part && $0 == "--" { part = 1; next }
@@ -317,7 +349,7 @@ rsk_squeue() {
                     split(q[i], f, "|"); rest = x[f[1]]; restarts = rest; sub(/\|.*/, "", restarts)
                     text = substr(rest, length(restarts) + 2); sub(/\|$/, "", text)
                     if (restarts + 0 > 0) f[3] = f[4]
-                    print f[1] "|" f[2] "|" f[3] "|" f[4] "|" f[5] "|" text
+                    print f[1] "|" f[2] "|" f[3] "|" f[4] "|" f[5] "|" f[6] "|" text
                 }
             }')
     else
@@ -341,8 +373,8 @@ $RSK_SQ"
     SQ_STATE=${SQ_STATE#*"
 $1|"}
     SQ_STATE=${SQ_STATE%%"
-"*} # STATE|ELAPSED|LIMIT|WHERE|NAME|COMMENT
-    SQ_NAME=${SQ_STATE#*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
+"*} # STATE|ELAPSED|LIMIT|WHERE|SUBMIT|OUT|NAME|COMMENT
+    SQ_NAME=${SQ_STATE#*|*|*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
     SQ_NAME=${SQ_NAME%%|*}
 }
 

@@ -1,10 +1,18 @@
 # shellcheck shell=sh
-# rsk reconcile PROJECT: every task whose last journal event is an intent is "reconciled job=J" when Slurm, a run
-# marker or a lease's queue knows its job, else "abandoned" (the lock is held: the writer died before sbatch);
-# never resubmits. The stage of a job that ended without publishing (out.stage) is set aside as partial/.
+# rsk reconcile PROJECT: every task whose last journal event is an intent is "reconciled job=J" when Slurm (by the
+# job's name, or by its stdout path under the request's run directory, which a running job cannot change), a run marker or
+# a lease's queue knows its job, or an active job of the account Slurm took since the ledger's oldest hold with no
+# outcome (stdin: "held LIST" and "since EPOCH") runs a batch script in the request's run directory (Slurm's copy
+# of the script, which no job can change: ADR 0039); else "unresolved unknown=J,..." while Slurm does not give the
+# script of such a job (it could be the intent's: the intent stays open); else "abandoned" (the lock is held: the
+# writer died before sbatch). Never resubmits. The stage of a job that ended
+# without publishing (out.stage) is set aside as partial/.
 
 main() {
     rsk_start
+    rsk_read_held
+    IFS=' ' read -r rsk_w rsk_v || true
+    [ "${rsk_w:-}" != since ] || rsk_since "${rsk_v:-}"
     [ $# -eq 1 ] || rsk_fail "$RSK_E_USAGE" usage "usage: reconcile PROJECT"
     rsk_need_token project "$1"
     project=$1
@@ -25,7 +33,7 @@ main() {
     fi
     count=0
     rsk_block_start
-    results=''
+    results='' found=''
     if [ -n "$open" ]; then
         rsk_need_slurm # one read of the queue: the evidence of every open intent
         while read -r rid idx plan task; do
@@ -33,23 +41,45 @@ main() {
             [ "$task" != - ] || task=''
             i=$idx
             [ "$i" != - ] || i=0
-            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v i="$i" "$RSK_AWK"'
-                evidence($0, n) && EV_IDX == i { print EV_JOB; exit }')
-            if [ -n "$job" ]; then
-                rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
-                results="${results}rid=$rid idx=$i task=$task plan=$plan result=reconciled job=$job
+            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v d="$RSK_ROOT/runs/$project/$rid" \
+                -v i="$i" "$RSK_AWK"'evidence($0, n, d) && EV_IDX == i { print EV_JOB; exit }')
+            found="$found$rid $idx $plan ${task:--} ${job:--}
 "
-            else
-                rsk_jline abandoned "$rid" "$plan" "$idx" "task=$task" code=no-evidence
-                results="${results}rid=$rid idx=$i task=$task plan=$plan result=abandoned job=
-"
-            fi
         done <<EOT
 $open
 EOT
+        # an intent with no evidence: the account's jobs since the ledger's oldest unknown outcome that no book holds,
+        # by the run directory of their batch scripts (Slurm's copy, which no job can change)
+        scripts=''
+        case $found in *" -
+"*) scripts=$(rsk_script_runs "$(printf '%s' "$found" | awk '$5 != "-" { printf "%s ", $5 }')") ;; esac
+        unknown=$(printf '%s\n' "$scripts" | awk '$2 == "?" { printf "%s%s", s, $1; s = "," }')
+        while read -r rid idx plan task job; do
+            [ -n "$rid" ] || continue
+            [ "$task" != - ] || task=''
+            i=$idx
+            [ "$i" != - ] || i=0
+            [ "$job" != - ] || job=$(printf '%s\n' "$scripts" | awk -v d="$RSK_ROOT/runs/$project/$rid" -v i="$i" '
+                $2 == d { k = index($1, "_") ? substr($1, index($1, "_") + 1) + 0 : 0; if (k == i + 0) { print $1; exit } }')
+            [ -n "$job" ] || job=-
+            if [ "$job" != - ]; then
+                rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
+                results="${results}rid=$rid idx=$i task=$task plan=$plan result=reconciled job=$job unknown=
+"
+            elif [ -n "$unknown" ]; then # left open: nothing the cluster shows proves the intent submitted nothing
+                results="${results}rid=$rid idx=$i task=$task plan=$plan result=unresolved job= unknown=$unknown
+"
+            else
+                rsk_jline abandoned "$rid" "$plan" "$idx" "task=$task" code=no-evidence
+                results="${results}rid=$rid idx=$i task=$task plan=$plan result=abandoned job= unknown=
+"
+            fi
+        done <<EOT
+$found
+EOT
     fi
     rsk_journal_write "$project" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
-    printf '%s' "$results" | while read -r a b c d e f; do rsk_emit reconcile "$a" "$b" "$c" "$d" "$e" "$f"; done
+    printf '%s' "$results" | while read -r a b c d e f g; do rsk_emit reconcile "$a" "$b" "$c" "$d" "$e" "$f" "$g"; done
     # stale stages: a job killed before its wrapper could publish or set aside its $RSK_OUT leaves out.stage;
     # once Slurm runs it no more, the stage becomes partial/, never a result (a lease's steps are left alone)
     stale=0

@@ -17,8 +17,13 @@ BEGIN {
 FILENAME != jf && $0 == "-- " (part == "" ? "acct" : part == "acct" ? "markers" : "steps") && part != "steps" { part = substr($0, 4); next }
 FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
     sq($0)
-    if (index(SQ_NAME, prefix) != 1 && !(SQ_ID in h_rid)) next
+    if (index(SQ_NAME, prefix) != 1 && !(SQ_ID in h_rid) && !sq_under(runs)) next
     sq_state[SQ_ID] = SQ_STATE; sq_elapsed[SQ_ID] = secs(SQ_ELAPSED); sq_limit[SQ_ID] = secs(SQ_LIMIT); sq_where[SQ_ID] = clean(SQ_WHERE)
+    # Slurm writes its output under the request's run directory: the request's job, whatever the journal lost
+    if (sq_under(runs)) {
+        o = substr(SQ_OUT, length(runs) + 2); sub(/\/.*/, "", o)
+        if (is_rid(o)) { o_rid[SQ_ID] = o; o_idx[SQ_ID] = SQ_ID ~ /_/ ? substr(SQ_ID, index(SQ_ID, "_") + 1) : "0" }
+    }
     next
 }
 FILENAME != jf && part == "acct" {
@@ -68,7 +73,11 @@ FILENAME != jf { # the steps
 END {
     if (after != "") print "@@" nonce " cursor lines=" nj + 0
     for (i = 1; i <= n; i++) { key = order[i]; listed[job[key]] = 1 }
-    for (j in h_rid) if (!(j in listed)) { key = "held" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = h_rid[j] }
+    for (j in h_rid) if (!(j in listed)) { key = "held" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = h_rid[j]; listed[j] = 1 }
+    for (j in o_rid) if (!(j in listed)) {
+        key = "out" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = o_rid[j]; k_idx[key] = o_idx[j]
+        k_dir[key] = runs "/" o_rid[j] "/t" o_idx[j]
+    }
     for (i = 1; i <= n; i++) {
         key = order[i]; j = job[key]; d = k_dir[key]
         printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s st=%s st_lease=%s st_node=%s st_age=%s st_limit=%s st_why=%s st_ret=%d rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s needs=%s stop=%s result=%d lease=%s held=%d starts=%d\n", \

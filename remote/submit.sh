@@ -21,6 +21,10 @@ read_request() {
         rsk_held "$rq_version"
         IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
     fi
+    if [ "$rq_magic" = since ]; then # the request's oldest hold whose outcome the ledger does not know
+        rsk_since "$rq_version"
+        IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
+    fi
     [ "$rq_magic" = rsk-request ] || rsk_fail "$RSK_E_USAGE" bad-request "not an rsk request"
     [ "$rq_version" = "$RSK_PROTOCOL" ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
         "request protocol $rq_version is not the protocol of this program ($RSK_PROTOCOL)"
@@ -552,6 +556,7 @@ request_facts() {
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
     rsk_facts=$(if [ -n "$RID" ]; then rsk_evidence_lines "$PROJECT" "$RID"; else printf '%s\n' "$RSK_SQ"; fi \
         | awk -v nt="$NT" -v rid="$RID" -v n="rsk:$PROJECT:$RID" -v p="rsk:$PROJECT:" -v held=" $RSK_HELD" \
+            -v runs="$RSK_ROOT/runs/$PROJECT" \
             -v jf="$rsk_jf" "$RSK_AWK"'
         FILENAME == jf { # the journal, the request'"'"'s lines: compared as whole strings (a request id is never a pattern)
             e = kv($0, "ev")
@@ -564,8 +569,8 @@ request_facts() {
             if (e ~ /^(accepted|reconciled)$/ && kv($0, "job") != "") job[i] = kv($0, "job")
             next
         }
-        /^[0-9]/ { sq($0); if (project_active(p, held)) act = act " " SQ_ID }
-        rid != "" && evidence($0, n) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
+        /^[0-9]/ { sq($0); if (project_active(p, held, runs)) act = act " " SQ_ID }
+        rid != "" && evidence($0, n, runs "/" rid) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
         END {
             print "A" act
             if (rid != "") for (i = 0; i < nt; i++) {
@@ -584,6 +589,26 @@ request_facts() {
     case $rsk_facts in *"
 "*) STATES=${rsk_facts#*"
 "} ;; esac
+}
+
+# resolve_open: STATES' tasks whose intent has no outcome and no evidence are "found" when an active job of the
+# account Slurm took since the ledger's hold for the request (RSK_SINCE), that no book holds, runs a batch script
+# in the task's run directory (Slurm's copy of the script, which no job can change: a job that renamed itself and
+# erased its markers and journal lines is its job still, ADR 0039); while the controller does not give a job's
+# script, that job could be it: nothing is decided then (intent-unresolved)
+resolve_open() {
+    case $STATES in *" open "*) ;; *) return 0 ;; esac
+    rsk_scripts=$(rsk_script_runs "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
+    STATES=$({ printf '%s\n--\n' "$rsk_scripts"; printf '%s\n' "$STATES"; } | awk -v d="$RSK_ROOT/runs/$PROJECT/$RID" '
+        !q && $0 == "--" { q = 1; next }
+        !q { if ($2 == "?") u = u " " $1; else if ($2 == d) { k = index($1, "_") ? substr($1, index($1, "_") + 1) + 0 : 0; s[k] = $1 }; next }
+        $2 == "open" && (($1 + 0) in s) { print $1, "found", s[$1 + 0], $4; next }
+        $2 == "open" && u != "" { print "!" substr(u, 2); exit }
+        { print }')
+    case $STATES in *"!"*)
+        rsk_u=${STATES#*!}
+        rsk_fail "$RSK_E_MISMATCH" intent-unresolved "request id $RID has an intent with no outcome, and the controller did not give the batch script of job(s) $rsk_u of this account, submitted since: one may be its job. Try again when Slurm answers, or wait for them to end or cancel them" ;;
+    esac
 }
 
 # check_conflict STATES: a request id that has a job, or an open intent, for another plan is a conflict
@@ -611,6 +636,7 @@ do_plan() {
     for rsk_j in $ACTIVE; do rsk_active="$rsk_active,$rsk_j" rsk_count=$((rsk_count + 1)); done
     rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active#,}"
     if [ -n "$RID" ]; then
+        resolve_open
         check_conflict "$STATES"
         printf '%s\n' "$STATES" | while read -r idx st job plan; do
             [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
@@ -853,6 +879,7 @@ do_submit() {
     rsk_lock "$PROJECT"
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     request_facts
+    resolve_open
     check_conflict "$STATES"
     DONE='' TODO='' rsk_n=0
     rsk_block_start

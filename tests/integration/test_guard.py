@@ -353,6 +353,96 @@ def test_a_forged_journal_does_not_get_a_request_submitted_twice(lab: Lab, proje
     rsk("cancel", job, "-t", "lab", "-p", project)
 
 
+LOST_ANSWER = """
+import sys
+from rsk.cluster import remote
+from rsk.errors import ConnectError
+from rsk.ops.launch import launch
+from rsk.request.spec import LaunchSpec, build_request
+
+reply = remote.Conversation.reply
+
+
+def cut(self, *args, **kwargs):  # `go` reaches the cluster, its answer never comes back
+    reply(self, *args, **kwargs)
+    raise ConnectError("the connection was cut after go")
+
+
+remote.Conversation.reply = cut
+spec = LaunchSpec(argv=["sleep", "300"], request_id=sys.argv[2], cpus=1, time="10")
+try:
+    launch("lab", build_request(spec, sys.argv[1], "agent"))
+except ConnectError:
+    sys.exit(0)
+sys.exit(1)
+"""
+
+
+def test_a_job_that_hides_itself_after_a_lost_answer_is_found_charged_and_not_submitted_again(
+    lab: Lab, project: str
+) -> None:
+    """The launch's answer is lost once `go` reached the cluster; the job then renames itself, removes its
+    started marker and its accepted journal line. Slurm still writes its output under the request's run
+    directory, which a running job cannot change: reconcile finds it (the hold is never released), status
+    shows and charges it, and the same request id replays it instead of submitting a second job."""
+    grant(project, "--jobs", "5", "--cpu-hours", "5")
+    lost = subprocess.run([sys.executable, "-c", LOST_ANSWER, project, "h1"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    [job] = jobs_of(lab, project, "h1")
+    try:
+        assert grant_view(project)["jobs_reserved"] == 1  # the outcome is unknown: the hold stays reserved
+        log = f"{lab.root_sh}/journal/{project}.log"
+        hide = (f"scontrol update JobId={job} JobName=innocent Comment=none && "
+                f"rm -f {lab.root_sh}/runs/{project}/h1/t0/started && "
+                f"grep -v ' ev=accepted rid=h1 ' {log} > {log}.x && cat {log}.x > {log} && rm -f {log}.x")  # fmt: skip
+        assert lab.ssh(hide).returncode == 0
+        assert jobs_of(lab, project, "h1") == [] and not any(" ev=accepted " in line for line in lab.journal(project))
+        rec = json.loads(rsk("reconcile", "-t", "lab", "-p", project, "--json").out)
+        assert [(i["request_id"], i["result"], i["job_id"]) for i in rec["items"]] == [("h1", "reconciled", job)], rec
+        books = grant_view(project)
+        assert books["jobs_reserved"] == 0 and books["jobs_spent"] == 1, books  # charged, never released
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        [seen] = [j for j in st["jobs"] if j["job_id"] == job]
+        assert seen["request_id"] == "h1" and seen["state"] in ("pending", "running"), seen
+        again = launched(launch(project, "-r", "h1", "--cpus", "1", "--time", "10", command=("sleep", "300")))
+        assert again["status"] == "replayed" and again["job_id"] == job, again
+        assert jobs_of(lab, project, "h1") == []  # no second job
+        assert grant_view(project)["jobs_spent"] == 1
+    finally:
+        lab.ssh(f"scancel {job}")
+
+
+def test_a_pending_job_whose_output_was_moved_is_still_found_by_its_batch_script(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    """While the lost launch's job still pends, another job of the account renames it, clears its comment and
+    moves its output (Slurm lets the owner change a pending job's StdOut); the job then erases its accepted
+    line. Its batch script, Slurm's copy, still runs in the request's run directory: reconcile finds it and
+    the ledger holds it, and the same request id replays it."""
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
+    grant(project, "--jobs", "5", "--cpu-hours", "5")
+    lost = subprocess.run([sys.executable, "-c", LOST_ANSWER, project, "p1"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    [job] = jobs_of(lab, project, "p1")
+    try:
+        log = f"{lab.root_sh}/journal/{project}.log"
+        hide = (f"scontrol update JobId={job} JobName=innocent Comment=none StdOut=/tmp/{project}.out && "
+                f"grep -v ' ev=accepted rid=p1 ' {log} > {log}.x && cat {log}.x > {log} && rm -f {log}.x")  # fmt: skip
+        assert lab.ssh(hide).returncode == 0
+        assert f"/tmp/{project}.out" in lab.ssh(f"squeue -h -j {job} -O StdOut").stdout  # moved
+        rec = json.loads(rsk("reconcile", "-t", "lab", "-p", project, "--json").out)
+        assert [(i["request_id"], i["result"], i["job_id"]) for i in rec["items"]] == [("p1", "reconciled", job)], rec
+        books = grant_view(project)
+        assert books["jobs_reserved"] == 0 and books["jobs_spent"] == 1, books  # held by id, never released
+        again = launched(launch(project, "-r", "p1", "--cpus", "1", "--time", "10", command=("sleep", "300")))
+        assert again["status"] == "replayed" and again["job_id"] == job, again
+        assert jobs_of(lab, project, "p1") == []  # no second job
+    finally:
+        lab.ssh(f"scancel {job}; rm -f /tmp/{project}.out")
+
+
 def test_a_running_broker_settles_a_charge_on_slurms_word_without_any_status_read(lab: Lab, project: str) -> None:
     """The broker watches its targets' unsettled jobs: a job's end is captured while Slurm still lists it."""
     sock = Path(f"/tmp/rsk-bw-{uuid.uuid4().hex[:8]}") / "b.sock"

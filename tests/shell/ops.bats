@@ -53,7 +53,10 @@ teardown() { teardown_root; }
     submit ren arg=sleep arg=120
     runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" JobName=innocent
     run remote status "$PROJECT"
-    [ -z "$(jfact ren sq)" ] # by name alone, Slurm's facts are not this project's
+    # Slurm writes its output under the request's run directory, which no rename changes: still this project's
+    case $(jfact ren sq) in PENDING | RUNNING) ;; *) false ;; esac
+    run remote submit plan < <(request request_id=other arg=true)
+    [ "$(field active count)" = 1 ] && [ "$(field active jobs)" = "$JOB" ]
     HELD="$JOB:ren,999999:ghost" run remote status "$PROJECT"
     case $(jfact ren sq) in PENDING | RUNNING) ;; *) false ;; esac
     [ "$(jfact ren held)" = 1 ]

@@ -78,3 +78,29 @@ def test_a_forged_need_shows_a_task_skipped_but_settles_nothing_slurm_still_list
     assert jobs[1].where == "(needs train: failed)" and jobs[2].where == "(needs eval: skipped)"
     assert jobs[1]._slurm_record is None and jobs[1]._slurm_listed  # pending on Slurm's word: not settled
     assert jobs[2]._slurm_record == (0, 600)  # Slurm cancelled it before it ran: settles at nothing
+
+
+def test_since_is_the_oldest_hold_whose_outcome_the_ledger_does_not_know_less_the_skew() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from rsk.ledger.models import Approval, Ledger, Use
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    ledger = Ledger(
+        project="p",
+        charges=[
+            Charge(grant_id="g", plan_hash="h", request_id="a", target="lab", gpu_hours=0, cpu_hours=1,
+                   created=t0 + timedelta(minutes=5)),
+            Charge(grant_id="g", plan_hash="h", request_id="b", target="lab", gpu_hours=0, cpu_hours=1,
+                   created=t0, state="submitted"),  # its outcome is known: not counted
+            Charge(grant_id="g", plan_hash="h", request_id="c", target="other", gpu_hours=0, cpu_hours=1,
+                   created=t0),  # another target
+        ],
+        approvals=[Approval(plan_hash="h", decided_by="human",
+                            uses=[Use(request_id="d", target="lab", at=t0 + timedelta(minutes=2))])],
+    )  # fmt: skip
+    base = int(t0.timestamp()) - guard.SINCE_SKEW_S
+    assert guard.since_line(ledger, "lab") == f"since {base + 120}\n".encode()
+    assert guard.since_line(ledger, "lab", "a") == f"since {base + 300}\n".encode()
+    assert guard.since_line(ledger, "lab", "b") == b""  # nothing whose outcome is unknown: no line
+    assert guard.since_line(ledger, "nowhere") == b""

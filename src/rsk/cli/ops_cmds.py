@@ -93,6 +93,10 @@ def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: Js
     for item in report.items:
         if item.result == "reconciled":
             o.print(f"{item.request_id}: was submitted as job {item.job_id} (recorded now)")
+        elif item.result == "unresolved":
+            jobs = " ".join(item.unknown_jobs)
+            o.print(f"{item.request_id}: outcome unknown, still held: jobs {jobs} of this account are in no book "
+                    "and one may be its job; wait for them to end or cancel them, then reconcile again")  # fmt: skip
         else:
             o.print(f"{item.request_id}: never reached Slurm (abandoned; launching it again is safe)")
 

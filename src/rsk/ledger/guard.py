@@ -573,6 +573,27 @@ def held_line(held: dict[str, str]) -> bytes:
     return ("held " + ",".join(words) + "\n").encode()
 
 
+SINCE_SKEW_S = 300  # the cluster's clock may run behind the ledger's: a wider window only keeps more held
+
+
+def since_line(ledger: Ledger, target: str, request_id: str | None = None) -> bytes:
+    """The "since EPOCH" line the cluster's submit and reconcile read after "held": when the ledger's oldest hold
+    on the target whose outcome it does not know (reserved, no job: a launch that lost its answer after `go`, or
+    one still deciding) was made, less SINCE_SKEW_S; only the request's own with request_id. Empty when there is
+    none. The cluster keeps such an intent open while an active job of the account that Slurm took since then is
+    in no book (docs/adr/0039)."""
+    times = [
+        c.created
+        for c in ledger.charges
+        if c.state == "reserved" and c.target == target and request_id in (None, c.request_id)
+    ]
+    times += [u.at for a in ledger.approvals for u in a.uses
+              if u.state == "held" and u.target == target and request_id in (None, u.request_id)]  # fmt: skip
+    if not times:
+        return b""
+    return f"since {max(int(min(times).timestamp()) - SINCE_SKEW_S, 0)}\n".encode()
+
+
 def _cost_owners(ledger: Ledger, target: str) -> list[tuple[dict[str, JobCost], Charge | Use]]:
     owners: list[tuple[dict[str, JobCost], Charge | Use]] = [
         (ch.job_costs, ch) for ch in ledger.charges if ch.target == target and ch.state == "submitted"

@@ -19,6 +19,7 @@ from rsk.ledger.guard import (
     held_jobs,
     held_line,
     record_outcome,
+    since_line,
     submitted_jobs,
 )
 from rsk.ledger.kept import keep
@@ -127,7 +128,9 @@ def _launch(
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, say)
         # the ledger's jobs go first: the cluster counts them by id against its cap (a job can rename itself);
         # the decision's transaction uses this same reading of the ledger when nothing changed it since
-        payload = held_line(held_jobs(store.view(), target.name)) + request.encode()
+        ledger = store.view()
+        payload = (held_line(held_jobs(ledger, target.name)) + since_line(ledger, target.name, request.request_id)
+                   + request.encode())  # fmt: skip
         say(f"planning on {target.name}")
         planned_at = now()
         # one remote program plans, waits while the ledger decides, then submits that very plan (`go`)
@@ -180,6 +183,8 @@ def _launch(
             raise_for_error(out)
         except RskError as exc:
             failure = exc
+        if failure is not None and failure.code == "intent-unresolved":
+            raise failure  # an earlier launch's outcome is unknown: what the request holds stays held
         # one transaction records what the cluster did: the jobs it accepted, else (on a failure) the holds given back
         record_outcome(store, target.name, allowed, plan, request.request_id, accepted,
                        f"not submitted: {failure.code}" if failure is not None else "")  # fmt: skip
@@ -228,7 +233,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         request = _with_code(remote, request.model_copy(update={"hostkey": remote.host_key}), code, lambda _m: None)
         planned_at = now()
         ledger = store.view()  # a preview binds nothing: one reading serves the cluster's count and the decision
-        held = held_line(held_jobs(ledger, target.name))
+        held = held_line(held_jobs(ledger, target.name)) + since_line(ledger, target.name, request.request_id)
         out = remote.call(submit_entry(request), "plan", stdin=held + request.encode())
     raise_for_error(out)
     plan = answers.plan(out)

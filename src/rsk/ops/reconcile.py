@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from rsk.cluster.remote import remote_for
 from rsk.ledger import guard
 from rsk.ledger.store import Store
@@ -15,8 +17,10 @@ from rsk.wire.protocol import raise_for_error
 class ReconcileItem(Model):
     request_id: str
     plan_hash: str
-    result: Literal["reconciled", "abandoned"]
+    result: Literal["reconciled", "abandoned", "unresolved"]
     job_id: str | None = None
+    # unresolved: the jobs of the account since the hold that no book holds (ADR 0039)
+    unknown_jobs: list[str] = Field(default_factory=list)
 
 
 class ReconcileReport(Model):
@@ -30,14 +34,23 @@ class ReconcileReport(Model):
 
 def reconcile(target: str, project: str) -> ReconcileReport:
     """Resolve intents without outcome on the cluster, then bring the ledger in line: holds of requests
-    that have jobs become submitted, those of abandoned intents are released, ended jobs settle."""
+    that have jobs become submitted, those of abandoned intents are released, ended jobs settle. An intent
+    left unresolved (jobs of the account since the hold that no book holds) keeps its hold."""
+    store = Store(project)
     with remote_for(target) as remote:
-        out = remote.call("reconcile", project)
+        ledger = store.view()
+        held = guard.held_line(guard.held_jobs(ledger, target)) + guard.since_line(ledger, target)
+        out = remote.call("reconcile", project, stdin=held)
         raise_for_error(out)
         answer = answers.reconcile(out)
+        found: dict[str, list[str]] = {}
+        for r in answer.items:  # found by Slurm's word: held by id from now on, whatever name the job gives itself
+            if r.result == "reconciled" and r.job:
+                found.setdefault(r.rid, []).append(r.job)
+        guard.adopt(store, target, found)
         status_call(remote, target, project)  # adopts and settles what the cluster knows
-    items = [ReconcileItem(request_id=r.rid, plan_hash=r.plan, result=r.result, job_id=r.job) for r in answer.items]
-    store = Store(project)
+    items = [ReconcileItem(request_id=r.rid, plan_hash=r.plan, result=r.result, job_id=r.job,
+                           unknown_jobs=r.unknown) for r in answer.items]  # fmt: skip
     for item in items:  # the ledger follows what the cluster found
         if item.result == "abandoned":
             guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")

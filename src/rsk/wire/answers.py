@@ -358,8 +358,9 @@ class ReconcileLine(Answer):
     idx: int
     task: str
     plan: str
-    result: Literal["reconciled", "abandoned"]
-    job: str  # "" for an abandoned intent
+    result: Literal["reconciled", "abandoned", "unresolved"]
+    job: str  # "" for an abandoned or unresolved intent
+    unknown: list[str] = []  # unresolved: the account's jobs since the hold that no book holds
 
 
 class ReconcileAnswer(Answer):
@@ -379,6 +380,7 @@ def reconcile(out: Output) -> ReconcileAnswer:
             plan=_text(r, "plan"),
             result=_text(r, "result"),
             job=_text(r, "job", ""),
+            unknown=_list(r, "unknown", ""),
         )
         for r in out.all("reconcile")
     ]

@@ -290,6 +290,8 @@ _HINTS = {
     "request-conflict": "the request id names another plan: another command, other resources, or other files "
     "under --code (results fetched into the code directory count too). Use a new --request-id for different "
     "work; to repeat the launch, run it on the same files",
+    "intent-unresolved": "an earlier launch of this request id lost its answer and may have submitted one of the jobs "
+    "named: launch again once Slurm answers, or wait for them to end or cancel them (rsk reconcile says the same)",
     "active-cap": "wait for some of the project's jobs to finish (rsk status), then launch again",
     "slurm-unavailable": "the Slurm controller is down or unreachable; try again later",
     "slurm-rejected": "Slurm cannot run the request as asked; check partition, GPUs and time",
