@@ -209,6 +209,18 @@ def card_facts(card: Card) -> Markup:
     return el("dl", {"class": "facts"}, rows)
 
 
+def outdated_notice() -> Markup:
+    """Said on every page once rsk's files changed on disk since the page started (fixed in place: it moves
+    nothing under the pointer)."""
+    return el(
+        "div",
+        {"class": "outdated", "role": "alert"},
+        el("strong", {}, "This page is older than rsk. "),
+        "rsk was updated since `rsk ui` started: this page may misread the ledger and acts no more. Stop it "
+        "(Ctrl-C) and run `rsk ui` again.",
+    )
+
+
 def _hidden(csrf: str, project: str, card: Card) -> Markup:
     return join(
         [
