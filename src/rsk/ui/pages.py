@@ -307,8 +307,9 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
         el("section", {"class": "broken", "role": "alert"},
            el("h2", {}, f"The ledger of project {project} cannot be read"),
            el("p", {}, why),
-           el("p", {}, "Its cards may wait for you but cannot be shown or answered here, nor by `rsk approve`; "
-                       "nothing was changed. `rsk status -p ", project, "` says the same, with what to do."))
+           el("p", {}, "Its cards may wait for you but cannot be shown or answered here; nothing was changed. If "
+                       "`rsk status -p ", project, "` reads it, this page is older than the rsk that wrote it: stop "
+                       "it (Ctrl-C) and run `rsk ui` again. If not, `rsk status` says what to do."))
         for project, why in view.broken.items()
     ]  # fmt: skip
     parts.append(el("h2", {"data-pending": str(len(view.pending))}, f"Waiting for you ({len(view.pending)})"))
