@@ -145,7 +145,9 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
         cause = states.skipped_by(j.state, needs)
         if cause is not None:
             j.state = "skipped"
-            j.where = f"(needs {cause}: {next(st for key, _, st in needs if key == cause)})"
+            ended = next(st for key, _, st in needs if key == cause)
+            # a chain's later link was not needed: the chain ended at that link (it succeeded, or failed)
+            j.where = f"(not needed: {cause} {ended})" if id(f) in number else f"(needs {cause}: {ended})"
         elif j.state in ("pending", "blocked") and (waits := [key for key, _, st in needs if st not in FINAL]):
             j.where = f"(waits for {', '.join(waits)})"
 
