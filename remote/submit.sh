@@ -526,6 +526,7 @@ fits() {
 
 test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuses
     set_shape "$@"
+    fits # first: Slurm's own refusal of a shape no node can hold does not say which resource it is
     run_sbatch test-only
     if [ "$SB_RC" -ne 0 ]; then
         [ "$SB_CODE" = slurm-unavailable ] || SB_CODE=slurm-rejected
@@ -533,7 +534,6 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
         rsk_parts=$(sinfo -h -o '%P (time %l, gres %G)' 2>/dev/null | tr '\n' ',' | sed 's/,$//; s/,/, /g')
         rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400); partitions: $rsk_parts"
     fi
-    fits
     if [ -z "$ESTIMATE" ]; then
         # "sbatch: Job N to start at TIME using C processors on nodes NODES in partition P"
         rsk_start_at='' rsk_nodes=''

@@ -278,6 +278,11 @@ def test_a_request_the_partition_can_never_run_is_refused_before_any_card(lab: L
         assert "over the partition's 1440 min" in json.loads(r.out)["message"]
     big = rsk("launch", "-t", "lab", "-p", project, "--partition", "gpu", "--gpus", "5", "--json", "--", "true")
     assert big.rc == Exit.REJECTED, big.err
+    # what Slurm refuses without saying why is named: the resource, and the most the partition has
+    for ask, says in ((["--mem", "8G"], "8192 MB per node is more than its largest node's 4000 MB"),
+                      (["--nodes", "3"], "3 nodes are more than the partition's 2")):  # fmt: skip
+        r = rsk("plan", "-t", "lab", "-p", project, "--time", "1", *ask, "--json", "--", "true")
+        assert r.rc == Exit.REJECTED and says in json.loads(r.out)["message"], r.out
     assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # no card for the human
     assert lab.journal(project) == []  # nothing submitted
 

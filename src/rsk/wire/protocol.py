@@ -294,7 +294,8 @@ _HINTS = {
     "named: launch again once Slurm answers, or wait for them to end or cancel them (rsk reconcile says the same)",
     "active-cap": "wait for some of the project's jobs to finish (rsk status), then launch again",
     "slurm-unavailable": "the Slurm controller is down or unreachable; try again later",
-    "slurm-rejected": "Slurm cannot run the request as asked; check partition, GPUs and time",
+    "slurm-rejected": "Slurm cannot run the request as asked; `rsk info` shows each partition's nodes, CPUs, "
+    "memory, GPUs and time limit",
     "sbatch-failed": "Slurm refused the job; the charge was released; see the message",
     "replay-changed": "a job of the account changed what the cluster shows of this request: launch it again, and "
     "the ledger decides",
