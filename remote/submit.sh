@@ -328,6 +328,8 @@ resolve_lease() {
     LEASE_JOB='' LDIR=''
     if [ -n "$LEASE_OPEN" ]; then
         rsk_need_token lease "$LEASE_OPEN"
+        [ "$DRAIN_MIN" -lt "$TIME_MIN" ] || rsk_fail "$RSK_E_USAGE" bad-lease \
+            "a lease of $TIME_MIN min that starts no step in its last $DRAIN_MIN min could run no step: give --time longer than --drain (or --drain 0)"
         # only the submit-lease program carries the controller (a plain launch does not ship it)
         [ -n "${RSK_CONTROLLER:-}" ] || rsk_fail "$RSK_E_USAGE" bad-request "opening a lease takes the submit-lease program"
         if [ -n "$LEASE$Q_arg$Q_script$TASKS$CODE" ]; then

@@ -6,7 +6,9 @@ refused; the cards read at 1280x800 and at 390x844. Screenshots go to $RSK_UI_SH
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,36 +230,51 @@ def test_dark_or_light_follows_the_systems_setting(served: Served, project: str)
     assert seen == {"light": "rgb(255, 255, 255)", "dark": "rgb(15, 19, 23)"}
 
 
+def paused(page: Any) -> None:
+    """The page's clock, stopped: it moves only when the test runs it (Playwright's clock), so what the page
+    does every 2 s or after 1.5 s is tested with no sleep and no timing."""
+    start = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
+    page.clock.install(time=start)
+    page.clock.pause_at(start + timedelta(seconds=1))
+
+
+def done(page: Any) -> None:
+    """A round trip through the page's network and main thread: what it did with an answer it had is done."""
+    page.evaluate("() => fetch('/static/icon.svg', {cache: 'no-store'}).then(r => r.status)")
+
+
 def test_the_live_part_is_asked_at_most_every_2_s_and_not_while_the_tab_is_hidden(served: Served, project: str) -> None:
     """The page's own clock, driven by the test (Playwright's clock): no sleeps, no timing."""
     context = served.page.context.browser.new_context(viewport={"width": 1280, "height": 800})
     context.add_cookies(served.page.context.cookies())
     page = context.new_page()
-    start = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
-    page.clock.install(time=start)
-    asked: list[str] = []
-    page.on("request", lambda r: asked.append(r.url) if "part=1" in r.url else None)
+    paused(page)
+    # when (on the page's clock) the page asked for its live part: recorded as it calls fetch
+    page.add_init_script("""(() => { const f = window.fetch; window.rskAsked = [];
+        window.fetch = function (url, opts) { if (String(url).includes('part=1')) window.rskAsked.push(Date.now());
+                                             return f.call(this, url, opts); }; })()""")
     page.goto(f"{served.base}/board")
-    with page.expect_response("**/board?part=1"):  # the clock stops a minute on: the first ask fell due
-        page.clock.pause_at(start + timedelta(minutes=1))
+    loaded = page.evaluate("Date.now()")
 
     def hidden(value: bool) -> None:
         page.evaluate("h => { Object.defineProperty(document, 'hidden', {value: h, configurable: true});"
                       " document.dispatchEvent(new Event('visibilitychange')); }", value)  # fmt: skip
 
-    assert len(asked) == 1
-    page.clock.run_for(1999)  # the next waits 2 s after the answer
-    page.evaluate("1")  # a round trip: any request the page made has been seen
-    assert len(asked) == 1
-    with page.expect_response("**/board?part=1"):
-        page.clock.run_for(1)
+    def run(ms: int) -> list[int]:
+        for _ in range(ms // 100):  # in small steps, each answered before the clock moves on
+            page.clock.run_for(100)
+            done(page)
+        return [t - loaded for t in page.evaluate("window.rskAsked")]
+
+    asked = run(9000)
+    assert asked[0] >= 2000 and len(asked) >= 3  # not at once, and on and on
+    assert all(b - a >= 2000 for a, b in pairwise(asked))  # never more often than 2 s
     hidden(True)
+    before = len(run(0))
     page.clock.run_for(60_000)  # a minute in a hidden tab: nothing asked
-    page.evaluate("1")
-    assert len(asked) == 2
+    assert len(run(100)) == before
     with page.expect_response("**/board?part=1"):  # shown again: asked at once
         hidden(False)
-    assert len(asked) == 3
     shot(page, "board-live")
     context.close()
 
@@ -277,11 +294,9 @@ def test_a_card_withdrawn_above_does_not_move_another_cards_approve_under_the_po
     context = served.page.context.browser.new_context(viewport={"width": 1280, "height": 800})
     context.add_cookies(served.page.context.cookies())
     page = context.new_page()
-    start = datetime(2026, 1, 1, 8, 0, tzinfo=UTC)
-    page.clock.install(time=start)
+    paused(page)
     page.goto(f"{served.base}/")
-    with page.expect_response("**/?part=1"):
-        page.clock.pause_at(start + timedelta(minutes=1))
+    page.clock.run_for(1600)  # the settle time after the load: the buttons work; the first ask is not due
     approve_a = page.locator(f"#card-{a.id}").get_by_role("button", name="Approve")
     approve_a.scroll_into_view_if_needed()
     box = approve_a.bounding_box()
@@ -300,7 +315,8 @@ def test_a_card_withdrawn_above_does_not_move_another_cards_approve_under_the_po
     assert {c.id: c.status for c in ledger.cards} == {x.id: "withdrawn", a.id: "approved", b.id: "pending"}
     # the pointer away, the cards change (a new one comes): for a moment a click at once on them does nothing
     page.mouse.move(0, 0)
-    page.clock.run_for(2000)  # the page that the approval opened has settled
+    page.locator("body.settling").wait_for(state="attached")  # the page the approval opened runs its script
+    page.clock.run_for(1600)  # and has settled
     z = file_card(project, "c-000000000a04", argv=["sh", "-c", "echo z"])
     with page.expect_response("**/?part=1"):
         page.clock.run_for(2000)
@@ -314,4 +330,55 @@ def test_a_card_withdrawn_above_does_not_move_another_cards_approve_under_the_po
     assert Store(project).load().cards[-1].status == "pending"
     page.clock.run_for(1500)
     assert approve_z.is_enabled()
+    context.close()
+
+
+def test_a_card_withdrawn_while_the_pointer_is_away_moves_nothing_until_the_human_asks(
+    served: Served, project: str
+) -> None:
+    """The agent withdraws the card above while the human's pointer is off the cards; it comes back to the same
+    spot and clicks: the card it read is approved, not the one that would have moved there. The card that left
+    is greyed in place until the human asks for the new list. On the page's clock, driven by the test."""
+    from rsk.ledger.cards import withdraw
+
+    x = file_card(project, "c-000000000c01", argv=["sh", "-c", "echo x"])
+    a = file_card(project, "c-000000000c02", argv=["sh", "-c", "echo a"])
+    b = file_card(project, "c-000000000c03", argv=["sh", "-c", "echo b"])
+    context = served.page.context.browser.new_context(viewport={"width": 1280, "height": 800})
+    context.add_cookies(served.page.context.cookies())
+    page = context.new_page()
+    paused(page)
+    page.goto(f"{served.base}/")
+    page.clock.run_for(1600)
+    approve_a = page.locator(f"#card-{a.id}").get_by_role("button", name="Approve")
+    approve_a.scroll_into_view_if_needed()
+    box = approve_a.bounding_box()
+    assert box is not None
+    x_at, y_at = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x_at, y_at)
+    withdraw(Store(project), x.id, "agent")
+    page.mouse.move(10, 10)  # off the cards, to the navigation
+    with page.expect_response("**/?part=1"):
+        page.clock.run_for(2000)
+    page.locator(f"#card-{x.id}.gone").wait_for()
+    with page.expect_response("**/?part=1"):  # another refresh, and the settle time after it: still held
+        page.clock.run_for(2000)
+    done(page)
+    page.clock.run_for(1600)
+    assert page.locator("#changed").is_visible()
+    assert page.locator(f"#card-{x.id}").get_by_role("button", name="Approve").is_disabled()
+    assert approve_a.bounding_box() == box  # nothing moved
+    shot(page, "cards-one-left-nothing-moved")
+    page.mouse.click(x_at, y_at)  # back to the same spot
+    page.locator(".notice").wait_for()
+    ledger = Store(project).load()
+    assert {c.id: c.status for c in ledger.cards} == {x.id: "withdrawn", a.id: "approved", b.id: "pending"}
+    # asked for, the new list shows: the card that left is gone from the waiting ones
+    page.locator("body.settling").wait_for(state="attached")  # the page the approval opened runs its script
+    withdraw(Store(project), b.id, "agent")
+    with page.expect_response("**/?part=1"):
+        page.clock.run_for(2000)
+    page.locator(f"#card-{b.id}.gone").wait_for()
+    page.get_by_role("button", name="Show the cards now").click()
+    assert page.locator("article.card.pending").count() == 0 and page.locator("#changed").is_hidden()
     context.close()

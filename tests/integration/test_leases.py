@@ -271,9 +271,13 @@ def test_a_lease_drains_before_its_end_and_clips_steps_that_would_outlive_it(
 ) -> None:
     grant(project, "--gpu-hours", "5")
     shape = ("--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "2")
-    # "short" clips a step to what is left of it; "late" is in its last 2 minutes from the start
+    # "short" clips a step to what is left of it; "late" drains in its last 2 minutes
     open_lease(project, "short", *shape, "--drain", "0", "--overrun", "clip")
-    open_lease(project, "late", *shape, "--drain", "2")
+    open_lease(project, "late", *shape[:-1], "3", "--drain", "2")  # draining after its first minute
+    # a lease whose drain covers its whole time could run no step: refused before anything is decided
+    useless = rsk("lease", "open", "useless", "--target", "lab", "--project", project, "--partition", "gpu", "--json",
+                  *shape, "--drain", "2")  # fmt: skip
+    assert useless.rc == Exit.USAGE and "could run no step" in useless.err, useless.out + useless.err
     leases += ["short", "late"]
     info = wait_running(project, "short")
     time.sleep(2)

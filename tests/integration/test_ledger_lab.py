@@ -107,6 +107,20 @@ def test_waits_at_once_on_an_approved_card_submit_once_and_file_nothing_new(lab:
     assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
 
 
+def test_a_card_whose_request_a_grant_then_allowed_waits_no_more_and_its_wait_follows_the_job(
+    lab: Lab, project: str
+) -> None:
+    card = json.loads(launch(project, "-r", "sup", command=("echo", "granted")).out)["card_id"]
+    grant(project, "--jobs", "2")
+    job = launched(launch(project, "-r", "sup", command=("echo", "granted")))["job_id"]
+    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # nothing left for the human
+    shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)
+    assert shown["status"] == "withdrawn" and shown["superseded_by"], shown
+    w = rsk("wait", card, "-p", project, "--json", "--timeout", "60")
+    assert w.rc == 0 and json.loads(w.out)["launch"]["status"] == "replayed", w.out + w.err
+    assert json.loads(w.out)["launch"]["job_id"] == job
+
+
 def test_launch_wait_times_out_as_pending(lab: Lab, project: str) -> None:
     r = launch(project, "--wait", "1")
     assert r.rc == Exit.PENDING

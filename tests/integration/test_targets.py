@@ -141,6 +141,29 @@ def test_watch_shows_an_unreachable_target_as_stale(lab: Lab, project: str, clea
     assert "gone" in body["stale"] and [s["target"] for s in body["statuses"]] == ["lab"]
 
 
+def test_watch_without_a_terminal_prints_a_table_per_refresh(lab: Lab, project: str) -> None:
+    """An agent's shell is no terminal: watch still says something at every refresh, as it comes."""
+    from tests.conftest import ROOT, RSK
+
+    grant(project, "--jobs", "1")
+    launched(launch(project, "-r", "piped"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([*RSK, "watch", "-t", "lab", "-p", project, "--interval", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)  # fmt: skip
+    titles: list[str] = []
+    try:
+        assert proc.stdout is not None
+        deadline = time.monotonic() + 60
+        while len(titles) < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if line.startswith(f"rsk watch: project {project} at "):
+                titles.append(line)
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    assert len(titles) == 2, titles  # two refreshes, each printed while watch still runs
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is installed by tests/setup.sh")
 def test_watch_renders_and_updates_in_a_real_terminal(lab: Lab, project: str, rsk_env: Path) -> None:
     import os

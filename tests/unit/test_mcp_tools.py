@@ -48,3 +48,15 @@ def test_every_tool_returns_structured_output() -> None:
     assert all(t["output"] for t in tools.values()), [n for n, t in tools.items() if not t["output"]]
     # a launch's answer names its card and what to tell the human
     assert {"status", "card_id", "tell_human", "launch"} <= set(tools["launch"]["output"]["properties"])
+
+
+def test_an_argument_a_tool_does_not_take_is_refused_never_dropped() -> None:
+    async def run() -> tuple[bool, str]:
+        async with Client(build(Pin(project="p", target="lab"))) as client:
+            got = await client.call_tool("status", {"batch": "wf-2"})  # status has no `batch`: not "every job"
+            return bool(got.is_error), " ".join(getattr(c, "text", "") for c in got.content)
+
+    failed, text = asyncio.run(run())
+    assert failed and "batch" in text and "xtra" in text, text  # pydantic: "Extra inputs are not permitted"
+    schema = listing()["tools"]["status"]["input"]
+    assert schema.get("additionalProperties") is False

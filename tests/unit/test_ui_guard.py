@@ -287,3 +287,26 @@ def test_an_expiry_past_the_calendar_is_refused_with_a_reason_not_a_server_error
     r = client.post(f"/cards/{card.id}/approve", data=form, headers=ORIGIN)
     assert r.status_code == 400 and "neither a duration nor a date" in r.text
     assert Store(project).load().cards[0].status == "pending"
+
+
+def test_a_page_older_than_rsk_on_disk_says_so_on_every_page_and_acts_no_more(project: str, tmp_path: Path) -> None:
+    """`rsk ui` runs for days; an upgrade or a checkout changes rsk's files under it. Its old code may misread
+    the ledger the new CLI writes (a card it cannot read: "No card waits" while one does)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "models.py").write_text("# the ledger's shape\n")
+    now = [0.0]
+    ui = Ui(Guard(port=PORT), Config(targets=[], uid=None, sources=[code]), clock=lambda: now[0])
+    client = TestClient(ui.app(), base_url=BASE, follow_redirects=False)
+    client.get(f"/launch?token={ui.guard.token}")
+    card = file_card(project)
+    assert "older than rsk" not in client.get("/").text
+    (code / "models.py").write_text("# the ledger's shape, and a new field\n")  # the upgrade
+    now[0] += 1.0
+    for path in ("/", "/?part=1", "/budgets?part=1", "/board"):
+        assert "This page is older than rsk" in client.get(path).text, path
+    form = {"csrf": _csrf(client), "project": project, "plan_hash": card.plan_hash, "reason": "no"}
+    for verb in ("approve", "deny"):
+        r = client.post(f"/cards/{card.id}/{verb}", data=form, headers=ORIGIN)
+        assert r.status_code == 503 and "run `rsk ui` again" in r.text
+    assert Store(project).load().cards[0].status == "pending"

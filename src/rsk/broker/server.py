@@ -112,7 +112,7 @@ class BrokerInfo(BaseModel):
     connections: dict[str, bool]  # target -> its warm connection is up
     allowed: dict[str, list[str]]  # other users allowed in, with their projects ("*": any)
     version: str = ""  # the rsk it runs
-    build: str = ""  # rsk.broker.stamp of its files when it started: it stops once they change
+    build: str = ""  # rsk.wire.stamp of its files when it started: it stops once they change
 
 
 def prepare_directory(directory: Path, shared: bool) -> None:
@@ -191,11 +191,11 @@ class Broker:
     def __init__(
         self, config: Config, runner: Runner, reader: Reader = _nothing, sources: list[Path] | None = None
     ) -> None:
-        from rsk.broker.stamp import roots, stamp
         from rsk.cluster.transport import Pool
+        from rsk.wire.stamp import roots, stamp
 
         self.sources = roots() if sources is None else sources
-        self.build = stamp(self.sources)  # the code this broker runs (rsk.broker.stamp)
+        self.build = stamp(self.sources)  # the code this broker runs (rsk.wire.stamp)
         self.checked = time.monotonic()
         self.reader = reader
         self.config = config
@@ -357,7 +357,7 @@ class Broker:
     def stale(self) -> bool:
         """Whether the package's or the cluster programs' files changed on disk since this broker started
         (read at most once a second)."""
-        from rsk.broker.stamp import stamp
+        from rsk.wire.stamp import stamp
 
         now = time.monotonic()
         if now - self.checked < 1.0:

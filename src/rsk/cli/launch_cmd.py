@@ -33,6 +33,9 @@ CodeOpt = Annotated[
         "the job runs in a checked copy of it, and the plan binds its digest.",
     ),
 ]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", help="With --json, also the whole plan (rsk plan --json always prints it).")
+]
 ExcludeOpt = Annotated[
     list[str] | None, typer.Option("--exclude", help="With --code: leave out files matching this glob (repeatable).")
 ]
@@ -170,9 +173,7 @@ def launch(
         int | None, typer.Option("--max-links", min=1, help="A chain: refuse a budget that needs more links.")
     ] = None,
     wait: WaitOpt = None,
-    verbose: Annotated[
-        bool, typer.Option("--verbose", help="With --json, also the whole plan (rsk plan --json always prints it).")
-    ] = False,
+    verbose: VerboseOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
@@ -291,7 +292,7 @@ def retry(
     project: ProjectOpt = None,
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
-    verbose: Annotated[bool, typer.Option("--verbose", help="With --json: the whole plan too.")] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     from rsk.local.project import resolve_project
     from rsk.ops.launch import requester
@@ -313,7 +314,7 @@ def extend(
     project: ProjectOpt = None,
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
-    verbose: Annotated[bool, typer.Option("--verbose", help="With --json: the whole plan too.")] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     from rsk.local.paths import check_token
     from rsk.local.project import resolve_project

@@ -56,6 +56,12 @@ def watch(
         from rich.live import Live
 
         console = rich_out()
+        while not console.is_terminal:  # an agent's shell, a pipe, a file: one table per refresh, as it comes
+            snap = w.poll()
+            stamp = time.strftime("%H:%M:%S")
+            console.print(render_status(snap.statuses, snap.stale, title=f"{title} at {stamp}"))
+            console.file.flush()
+            time.sleep(snap.delay)
         with Live(console=console, auto_refresh=False, screen=False) as live:
             while True:
                 snap = w.poll()

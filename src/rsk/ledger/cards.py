@@ -194,6 +194,8 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
                 "do not try to get around a denial; tell the human and ask what to do instead",
                 details={"card_id": card_id, "reason": card.reason},
             )
+        if card.status == "withdrawn" and card.superseded_by:
+            return card  # a grant allowed its request meanwhile: the launch goes on (a replay once submitted)
         if card.status == "withdrawn":
             raise DeniedError(
                 f"card {card_id} was withdrawn by {card.decided_by or 'its agent'}: nothing runs for it",

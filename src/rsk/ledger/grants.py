@@ -46,9 +46,9 @@ def scope_text(g: Grant) -> str:
 
 def ceilings_text(g: Grant) -> str:
     """A grant's per-job ceilings, in words ("none" without any)."""
-    pairs = (("GPUs", g.max_gpus), ("CPUs", g.max_cpus), ("MB/node", g.max_mem_mb), ("nodes", g.max_nodes),
-             ("min", g.max_time_min))  # fmt: skip
-    return ", ".join(f"{label} {value}" for label, value in pairs if value is not None) or "none"
+    pairs = (("GPUs {}", g.max_gpus), ("CPUs {}", g.max_cpus), ("{} MB/node", g.max_mem_mb), ("nodes {}", g.max_nodes),
+             ("time {} min", g.max_time_min))  # fmt: skip
+    return ", ".join(form.format(value) for form, value in pairs if value is not None) or "none"
 
 
 def view(g: Grant, u: Usage, at: datetime) -> GrantView:

@@ -217,6 +217,15 @@ def allowed_or_raise(verdict: Allowed | RskError) -> Allowed:
     return verdict
 
 
+def _supersede(store: Store, ledger: Ledger, rid: str, plan_hash: str, grant: str) -> None:
+    """This request's own pending card for this plan no longer waits for a human: a grant allows it now."""
+    for card in ledger.cards:
+        if card.status == "pending" and card.request_id == rid and card.plan_hash == plan_hash:
+            card.status, card.decided_at = "withdrawn", now()
+            card.decided_by, card.superseded_by = f"rsk (grant {grant} allows request {rid})", grant
+            store.audit(_entry(store, "withdraw", plan_hash, rid, card.id, f"superseded: grant {grant} allows it"))
+
+
 def authorize_in(
     store: Store,
     ledger: Ledger,
@@ -263,6 +272,7 @@ def authorize_in(
                             gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
             ledger.charges.append(charge)
         _hold(charge.holders)
+        _supersede(store, ledger, rid, plan.hash, d.rule)
         return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
     # ask: a card for a human, the one pending for this plan or a new one
     _release_holds(store, ledger, rid, f"decided again: {d.reason}")

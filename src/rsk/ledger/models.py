@@ -209,6 +209,7 @@ class Card(Model):
     decided_by: str | None = None
     decided_at: datetime | None = None
     reason: str = ""
+    superseded_by: str = ""  # withdrawn by rsk: a grant allowed its request meanwhile (its wait goes on)
 
 
 class LeaseStep(Model):

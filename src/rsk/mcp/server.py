@@ -539,7 +539,19 @@ def build(pin: Pin) -> MCPServer:
     def rules() -> str:
         return (data_dir("skills") / "rsk" / "SKILL.md").read_text(encoding="utf-8")
 
+    _strict(server)
     return server
+
+
+def _strict(server: MCPServer) -> None:
+    """An argument a tool does not take is refused with the names it does take, never dropped: a `status`
+    called with `batch` must not answer for every job as if it had read the batch. The schemas say so too
+    (additionalProperties false)."""
+    for tool in server._tool_manager.list_tools():  # the SDK offers no switch for it
+        model = tool.fn_metadata.arg_model
+        model.model_config["extra"] = "forbid"
+        model.model_rebuild(force=True)
+        tool.parameters = model.model_json_schema(by_alias=True)
 
 
 def serve(pin: Pin, stdio: tuple[TextIOBase, TextIOBase] | None = None) -> None:

@@ -209,6 +209,18 @@ def card_facts(card: Card) -> Markup:
     return el("dl", {"class": "facts"}, rows)
 
 
+def outdated_notice() -> Markup:
+    """Said on every page once rsk's files changed on disk since the page started (fixed in place: it moves
+    nothing under the pointer)."""
+    return el(
+        "div",
+        {"class": "outdated", "role": "alert"},
+        el("strong", {}, "This page is older than rsk. "),
+        "rsk was updated since `rsk ui` started: this page may misread the ledger and acts no more. Stop it "
+        "(Ctrl-C) and run `rsk ui` again.",
+    )
+
+
 def _hidden(csrf: str, project: str, card: Card) -> Markup:
     return join(
         [
@@ -295,8 +307,9 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
         el("section", {"class": "broken", "role": "alert"},
            el("h2", {}, f"The ledger of project {project} cannot be read"),
            el("p", {}, why),
-           el("p", {}, "Its cards may wait for you but cannot be shown or answered here, nor by `rsk approve`; "
-                       "nothing was changed. `rsk status -p ", project, "` says the same, with what to do."))
+           el("p", {}, "Its cards may wait for you but cannot be shown or answered here; nothing was changed. If "
+                       "`rsk status -p ", project, "` reads it, this page is older than the rsk that wrote it: stop "
+                       "it (Ctrl-C) and run `rsk ui` again. If not, `rsk status` says what to do."))
         for project, why in view.broken.items()
     ]  # fmt: skip
     parts.append(el("h2", {"data-pending": str(len(view.pending))}, f"Waiting for you ({len(view.pending)})"))

@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import socket
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -35,7 +36,8 @@ from rsk.ops.watcher import Snapshot, Watcher
 from rsk.request.units import parse_expiry
 from rsk.ui import feeds, pages
 from rsk.ui.guard import SECURITY_HEADERS, Guard, Session, peer_socket, socket_owner
-from rsk.ui.html import Markup, document, el, esc
+from rsk.ui.html import Markup, document, el, esc, join
+from rsk.wire.stamp import roots, stamp
 
 if TYPE_CHECKING:
     import uvicorn
@@ -46,6 +48,11 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+OUTDATED = (
+    "rsk was updated on disk since this page started; this page runs the old code, which may misread the ledger "
+    "the new one writes, and acts no more. Stop it (Ctrl-C where `rsk ui` runs) and run `rsk ui` again; nothing "
+    "was decided."
+)
 POLL_MS = 2000  # the page asks for its live part at most this often (and not while hidden)
 CARD_ID = re.compile(r"c-[0-9a-f]{1,32}")
 USES, MAX_USES = re.compile(r"[0-9]{1,4}"), 1000  # ASCII digits only: str.isdigit takes "²", which int() refuses
@@ -64,6 +71,7 @@ class Config:
     board_every: float = 5.0  # seconds between the board's remote calls, however often the page asks
     gpus_every: float = 10.0
     uid: int | None = field(default_factory=os.getuid)  # the only OS user served; None: no check (in process)
+    sources: list[Path] | None = None  # the code whose change on disk outdates this page (rsk.wire.stamp); None: rsk's
 
 
 def _static() -> dict[str, tuple[bytes, str]]:
@@ -185,10 +193,26 @@ class Ui:
     board: feeds.Fresh[list[tuple[str, Snapshot]]] | None = None
     gpus: feeds.Fresh[tuple[list[GpuInventory], str]] | None = None
     watchers: dict[str, Watcher] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+    sources: list[Path] = field(default_factory=list)
+    build: str = ""  # rsk.wire.stamp of the code this page runs, when it started
+    _checked: float | None = None
+    _outdated: bool = False
 
     def __post_init__(self) -> None:
         self.board = feeds.Fresh(self._poll_board, every=self.config.board_every)
         self.gpus = feeds.Fresh(self._poll_gpus, every=self.config.gpus_every)
+        self.sources = self.config.sources if self.config.sources is not None else roots()
+        self.build = stamp(self.sources)
+
+    def outdated(self) -> bool:
+        """Whether rsk's files changed on disk since this page started (an upgrade, a checkout): its code may no
+        longer read the ledger the CLI writes, and it must not act on it (looked at most once a second)."""
+        now = self.clock()
+        if not self._outdated and (self._checked is None or now - self._checked >= 1.0):
+            self._checked = now
+            self._outdated = stamp(self.sources) != self.build
+        return self._outdated
 
     def _poll_board(self) -> list[tuple[str, Snapshot]]:
         out = []
@@ -213,6 +237,10 @@ class Ui:
     # --- the parts a page polls -------------------------------------------------------------------------
 
     def part(self, name: str, session: Session) -> Markup:
+        notice = pages.outdated_notice() if self.outdated() else None
+        return join([notice, self._part(name, session)])
+
+    def _part(self, name: str, session: Session) -> Markup:
         csrf = None if self.config.read_only else session.csrf
         if name == "cards":
             return pages.cards_section(feeds.cards(ledger_cards.projects()), csrf)
@@ -281,6 +309,8 @@ class Ui:
             return _refusal(403, "Refused", why)
         if self.config.read_only:
             return _refusal(403, "Read-only", "This page was started with --read-only: it offers no acts.")
+        if self.outdated():
+            return _refusal(503, "This page is older than rsk", OUTDATED)
         card_id, verb = request.path_params["card"], request.path_params["verb"]
         try:
             if not CARD_ID.fullmatch(card_id):

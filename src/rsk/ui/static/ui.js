@@ -5,8 +5,9 @@
 // Cards never move under the human's hand: while the pointer rests on the cards (on a device with a mouse) or
 // a form has the focus or an edit, a change waits (body.held says so); and after any change, and after the
 // page loads, Approve and Deny stay disabled for SETTLE_MS, so a click aimed at what was there a moment ago
-// (a card the agent withdrew moved the others up; a double click on Approve landed on the next page) does
-// nothing.
+// (a double click on Approve that lands on the next page) does nothing. A change that would move the cards
+// shown (one left the list: the agent withdrew it, or it was decided elsewhere) never lands by itself: the
+// card that left is greyed in its place and the rest stay put until the human asks for the new list.
 "use strict";
 (function () {
   if (document.body && document.body.getAttribute("data-bounce") === "1") {
@@ -32,6 +33,7 @@
   var digest = live.getAttribute("data-digest") || "";
   var timer = null;
   var SETTLE_MS = 1500;
+  var waiting = null; // a change that would move the cards, until the human asks for it
   var settling = null;
   var mouse = !!(window.matchMedia && window.matchMedia("(hover: hover)").matches);
 
@@ -91,12 +93,91 @@
     }
   }
 
-  function title() {
-    var waiting = live.querySelector("[data-pending]");
+  function title(root) {
+    var waiting = (root || live).querySelector("[data-pending]");
     if (waiting) {
       var n = Number(waiting.getAttribute("data-pending")) || 0;
       document.title = (n ? "(" + n + ") " : "") + document.title.replace(/^\(\d+\) /, "");
     }
+  }
+
+  function apply(html, next) {
+    var open = openDetails();
+    live.innerHTML = html;
+    restore(open);
+    settle();
+    title();
+    digest = next;
+    waiting = null;
+    document.body.classList.remove("held");
+    var notice = document.getElementById("changed");
+    if (notice) {
+      notice.hidden = true;
+    }
+  }
+
+  function pendingIds(root) {
+    var out = [];
+    var all = root.querySelectorAll("article.card.pending");
+    for (var i = 0; i < all.length; i++) {
+      out.push(all[i].id);
+    }
+    return out;
+  }
+
+  function onlyAdded(before, after) {
+    // the cards shown stay where they are: none left, none moved; new ones come after them
+    if (after.length < before.length) {
+      return false;
+    }
+    for (var i = 0; i < before.length; i++) {
+      if (before[i] !== after[i]) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  function stale(before, after, html, next) {
+    // a card left the list (withdrawn, decided elsewhere): the cards below it would move up. Nothing moves
+    // until the human asks; the card that left is greyed where it is and its buttons are off.
+    waiting = { html: html, next: next };
+    for (var i = 0; i < before.length; i++) {
+      if (after.indexOf(before[i]) < 0) {
+        var card = document.getElementById(before[i]);
+        if (card && !card.classList.contains("gone")) {
+          card.classList.add("gone");
+          var buttons = card.querySelectorAll("button");
+          for (var j = 0; j < buttons.length; j++) {
+            buttons[j].disabled = true;
+          }
+          var badge = card.querySelector(".badge");
+          if (badge) {
+            badge.textContent = "no longer waits";
+          }
+        }
+      }
+    }
+    var notice = document.getElementById("changed");
+    if (!notice) {
+      notice = document.createElement("div");
+      notice.id = "changed";
+      notice.setAttribute("role", "status");
+      var text = document.createElement("span");
+      text.textContent = "A card no longer waits (withdrawn or decided elsewhere). The others stay where they are. ";
+      var show = document.createElement("button");
+      show.type = "button";
+      show.textContent = "Show the cards now";
+      show.addEventListener("click", function () {
+        if (waiting) {
+          apply(waiting.html, waiting.next);
+        }
+      });
+      notice.appendChild(text);
+      notice.appendChild(show);
+      document.body.appendChild(notice);
+    }
+    notice.hidden = false;
   }
 
   function schedule() {
@@ -124,13 +205,16 @@
             document.body.classList.add("held");
             return;
           }
-          var open = openDetails();
-          live.innerHTML = html;
-          restore(open);
-          settle();
-          title();
-          digest = next;
-          document.body.classList.remove("held");
+          var incoming = document.createElement("template"); // parsed inert: nothing in it runs or loads
+          incoming.innerHTML = html;
+          var before = pendingIds(live);
+          var after = pendingIds(incoming.content);
+          if (!onlyAdded(before, after)) {
+            stale(before, after, html, next);
+            title(incoming.content);
+            return;
+          }
+          apply(html, next);
         });
       })
       .catch(function () {})

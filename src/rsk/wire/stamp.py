@@ -1,7 +1,8 @@
-"""What code a broker runs: the size and modification time of every file of the package and of the cluster
-programs it ships. A broker serves the code it started with; once these files change on disk (an upgrade, a
-checkout), it must not go on serving the old code beside CLI commands that run the new one: they would
-disagree about the ledger's shape and about the programs (docs/broker.md)."""
+"""What code a long-lived process runs (the broker, the page): the size and modification time of every file of
+the package and of the cluster programs it ships. A broker serves the code it started with; once these files
+change on disk (an upgrade, a checkout), it must not go on serving the old code beside CLI commands that run
+the new one: they would disagree about the ledger's shape and about the programs (docs/broker.md). The page
+(`rsk ui`) says so at the top and asks to be started again (it cannot restart itself: its sign-in would go)."""
 
 from __future__ import annotations
 
