@@ -22,7 +22,9 @@ main() {
     rsk_lock "$project"
     # "job rid idx task plan" for every accepted or held job that matches
     matches=$(awk -v mode="$mode" -v value="$value" -v held="$RSK_HELD" "$RSK_AWK"'
-        function want(j, r) { return (mode == "job" && j == value) || (mode != "job" && r == value) }
+        # a request id takes its attempts too (R.a2, ...: rsk retry and rsk extend), as wait and status follow them
+        function want(j, r) { return (mode == "job" && j == value) || (mode != "job" && (r == value \
+            || (index(r, value ".a") == 1 && substr(r, length(value) + 3) ~ /^[0-9]+$/))) }
         BEGIN { n = split(held, w, " "); for (i = 1; i <= n; i++) { split(w[i], hp, ":"); if (want(hp[1], hp[2])) print hp[1], hp[2], "-", "-", "-" } }
         kv($0, "ev") == "accepted" || kv($0, "ev") == "reconciled" {
             j = kv($0, "job"); r = kv($0, "rid")

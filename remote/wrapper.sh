@@ -99,7 +99,9 @@ rsk_publish() { # rsk_publish RC: on 0, a manifest (sha256, size, path of every 
     [ -d "${RSK_OUT:-}" ] || return 0
     rsk_why=''
     if [ "$1" -eq 0 ] && [ ! -e "$rsk_run/result" ]; then
-        if [ -n "$(cd "$RSK_OUT" && find . -name '*[!A-Za-z0-9._+@:,-]*' | head -n 1)" ]; then
+        if [ -e "$RSK_OUT/.rsk-manifest" ] || [ -e "$RSK_OUT/.rsk-partial" ]; then
+            rsk_why='.rsk-manifest and .rsk-partial are names rsk gives'
+        elif [ -n "$(cd "$RSK_OUT" && find . -name '*[!A-Za-z0-9._+@:,-]*' | head -n 1)" ]; then
             rsk_why='a file name outside A-Z a-z 0-9 . _ + @ : , -'
         elif [ "$(cd "$RSK_OUT" && find . -type f | head -n 1001 | wc -l)" -gt 1000 ]; then
             rsk_why='more than 1000 files'

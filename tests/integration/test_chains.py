@@ -87,7 +87,7 @@ def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start
     assert rc == 0, got  # the chain succeeded: its last link that ran did
     assert got["link1"]["state"] == "stopped" and got["link1"]["where"] == "(time-limit: exit 1 after SIGUSR1)"
     assert got["link2"]["state"] == "succeeded"
-    assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(needs link2: succeeded)"
+    assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(not needed: link2 succeeded)"
     assert got["link3"]["elapsed_s"] in (0, None)  # removed by Slurm before it allocated anything
     log = rsk("logs", got["link2"]["job_id"], "--target", "lab", "--project", project, "--json")
     assert "resumed at" in json.loads(log.out)["text"]

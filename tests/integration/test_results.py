@@ -46,7 +46,9 @@ def test_a_job_that_did_not_succeed_publishes_nothing_and_its_stage_comes_back_o
     lab: Lab, project: str, tmp_path: Path
 ) -> None:
     grant(project, "--cpu-hours", "1")
-    job = run_to_end(project, "bad", 'echo half > "$RSK_OUT/model"; exit 4')
+    # (it also leaves a directory named like rsk's label: the label stays rsk's, that directory does not come back)
+    job = run_to_end(project, "bad", 'echo half > "$RSK_OUT/model"; mkdir "$RSK_OUT/.rsk-partial"; '
+                     'echo x > "$RSK_OUT/.rsk-partial/x"; exit 4')  # fmt: skip
     st = json.loads(rsk("status", job, "--target", "lab", "--project", project, "--json").out)
     assert st["jobs"][0]["result"] is False
     rc, _, err = fetch_result(project, job, tmp_path / "res")

@@ -113,6 +113,23 @@ teardown() { teardown_root; }
     runuser -u "$LAB_USER" -- squeue -h -o %i | grep -qx "$keep"
 }
 
+@test "cancel by request id takes its attempts (R.a2) too, newest first, and no request that only starts alike" {
+    submit run arg=sleep arg=120
+    first=$JOB
+    submit run.a2 arg=sleep arg=121
+    again=$JOB
+    submit run.ab arg=sleep arg=122
+    other=$JOB
+    run remote cancel "$PROJECT" rid run
+    [ "$status" -eq 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c '^@@cancel .*result=cancelled')" -eq 2 ]
+    [ "$(printf '%s\n' "$output" | grep '^@@cancel ' | head -n 1 | grep -c "job=$again ")" -eq 1 ]
+    ! runuser -u "$LAB_USER" -- squeue -h -o %i | grep -qx "$first"
+    runuser -u "$LAB_USER" -- squeue -h -o %i | grep -qx "$other"
+    run remote cancel "$PROJECT" rid run.ab
+    [ "$(field cancel result)" = cancelled ]
+}
+
 @test "cancel leaves a reused job id alone when its name lacks this project's identity" {
     foreign=$(lab_sbatch --wrap 'sleep 120')
     mkdir -p "$ROOT/journal"

@@ -49,6 +49,8 @@ def test_a_budget_is_rounded_down_and_binds_what_its_links_add_up_to() -> None:
     assert links("5", "2", "0:30") == ([2, 2, 1], 5)
     with pytest.raises(UsageError, match="at least one minute"):
         links("0:30", "1", "0:10")
+    with pytest.raises(UsageError, match="is one link: that is a job, not a chain"):
+        links("1:30", "1", "0:30")  # one whole link: Slurm's order of links is what makes a chain
 
 
 def test_a_link_that_stopped_lets_the_next_go_on_and_one_that_ended_ends_the_chain() -> None:
@@ -112,3 +114,11 @@ def test_a_chain_cancelled_mid_way_is_judged_by_the_link_that_was_running_and_go
     assert [j.task for j in outcome([_link(k, 2, "cancelled", None) for k in (1, 2)])] == ["link1"]
     failed = _hint([_link(1, 2, "failed", 5), _link(2, 2, "skipped", None)], done=True)
     assert "ended failed at link 1/2" in failed and "not retried" in failed and "rsk retry" not in failed
+
+
+def test_a_chain_whose_links_never_yielded_is_not_sent_to_extend() -> None:
+    killed = [_link(k, 2, "stopped", 60).model_copy(update={"exit_code": 143, "where": "(time-limit)"}) for k in (1, 2)]
+    hint = _hint(killed, done=True)
+    assert "no link yielded (exit 75)" in hint and "rsk extend" not in hint
+    yielded = [j.model_copy(update={"exit_code": 75}) for j in killed]
+    assert "rsk extend --request-id run" in _hint(yielded, done=True)

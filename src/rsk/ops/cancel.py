@@ -9,7 +9,7 @@ from rsk.errors import UsageError
 from rsk.ledger import guard
 from rsk.ledger.store import Store
 from rsk.local.paths import check_token
-from rsk.ops.status import Model
+from rsk.ops.status import Model, attempt_of
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
 
@@ -39,7 +39,8 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
         check_token("request id", value)
     # the ledger's jobs are found by id, whatever name a job gave itself
     held = guard.held_jobs(Store(project).load(), target)
-    mine = {j: r for j, r in held.items() if (j == value if mode == "job" else r == value)}
+    # a request id takes its attempts too (R.a2, ...: rsk retry and rsk extend), as `rsk wait` follows them
+    mine = {j: r for j, r in held.items() if (j == value if mode == "job" else value in (r, attempt_of(r)[0]))}
     with remote_for(target) as remote:
         out = remote.call("cancel", project, mode, value, stdin=guard.held_line(mine))
     raise_for_error(out)

@@ -247,6 +247,8 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
                 raise
             raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
         listed = {e.path: e.size for e in answers.fetch(out).entries}
+        if partial:  # the label is rsk's: what the job left under that name (or a manifest's) does not come back
+            listed = {p: n for p, n in listed.items() if p.split("/")[0] not in (".rsk-partial", ".rsk-manifest")}
         manifest: dict[str, tuple[str, int]] = {}
         if not partial:
             text = _read_small(remote, project, job, f"{root}/.rsk-manifest")

@@ -112,7 +112,10 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
     if base.budget_min is None or not base.tasks:
         raise UsageError(f"{base_id} is not a chain", "rsk extend adds links to a chain launched with --budget")
     links = [j for j in jobs if attempt_of(j.request_id)[0] == base_id and j.link]
-    if not links or any(j.state not in FINAL for j in links):
+    if not links:
+        raise UsageError(f"no link of chain {base_id} is on the cluster",
+                         f"rsk status --request-id {base_id} --json lists its jobs")  # fmt: skip
+    if any(j.state not in FINAL for j in links):
         raise UsageError(f"chain {base_id} has not ended", f"rsk wait --request-id {base_id}, then extend it")
     last = outcome(links)[0]
     if last.state not in ("stopped", "cancelled"):

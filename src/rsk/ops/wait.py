@@ -59,6 +59,13 @@ def _hint(jobs: list[JobState], done: bool) -> str:
     if first.link:
         chain = attempt_of(first.request_id)[0]
         more = f"`rsk extend --request-id {chain} --budget D` (D: a new total run time) goes on from there"
+        mine = [j for j in jobs if j.link and attempt_of(j.request_id)[0] == chain]
+        if first.state == "stopped" and not any(j.exit_code == 75 for j in mine):
+            return (
+                f"the chain stopped at link {first.link} ({first.where.strip('()')}) and no link yielded (exit 75): "
+                "each was stopped at its limit; before extending, make the program save a checkpoint in "
+                f"RSK_WORK_DIR and exit 75 on SIGUSR1 (`rsk logs {first.job_id}` shows its last output)"
+            )
         if first.state == "stopped":
             return (
                 f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "

@@ -52,6 +52,12 @@ def chain_tasks(argv: list[str], env: list[str], budget_min: int, time_min: int,
     minutes = link_minutes(budget_min, time_min, max_links)
     if signal_s >= minutes[-1] * 60:  # the last, shorter link must still be told before its limit
         minutes = minutes[:-1] or minutes
+    if len(minutes) < 2:  # rsk reads a chain by its links' order: one link is a job with a time limit
+        raise UsageError(
+            f"a budget of {budget_min} min in links of {time_min} min is one link: that is a job, not a chain",
+            f"launch it with --time {time_min} alone, or give a budget of at least two links "
+            f"(--budget {2 * time_min}); rsk extend adds links to a chain later",
+        )
     keys = [f"link{k + 1}" for k in range(len(minutes))]
     tasks = []
     for k, (key, m) in enumerate(zip(keys, minutes, strict=True)):
