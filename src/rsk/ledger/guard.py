@@ -110,6 +110,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         chain_of=plan.chain_of,
         link0=plan.link0,
         attempt_of=plan.attempt_of,
+        **({"lease": plan.lease, "drain_min": plan.drain_min, "overrun": plan.overrun} if plan.kind == "lease" else {}),
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,
