@@ -294,7 +294,14 @@ def grant_add(
     max_time: Annotated[str | None, typer.Option(help="Ceiling: time limit of one job (4:00:00).")] = None,
     gpu_hours: Annotated[float | None, typer.Option(min=0, help="Budget: GPU-hours in all.")] = None,
     cpu_hours: Annotated[float | None, typer.Option(min=0, help="Budget: CPU-hours in all.")] = None,
-    jobs: Annotated[int | None, typer.Option(min=0, help="Budget: number of jobs in all.")] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Budget: number of jobs submitted in all (each chain link and workflow task counts, even one "
+            "that never ran; run time settles to use, submissions do not).",
+        ),
+    ] = None,
     max_active: Annotated[int | None, typer.Option(min=1, help="At most this many active jobs at once.")] = None,
     expires: Annotated[str | None, typer.Option(help="Expiry: 8h, 7d or an ISO date (default: never).")] = None,
     note: Annotated[str, typer.Option(help="A note kept with the grant.")] = "",
