@@ -331,13 +331,14 @@ rsk_script_runs() {
     done
 }
 
-# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|OUT|NAME|COMMENT" a job
-# (sq() in lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again.
+# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|
+# NAME|COMMENT" a job (sq() in lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again.
 # Two reads joined by id (docs/protocol.md, "The prelude"): Slurm's facts, with no text a job can set, so no forged
-# line (SUBMIT: the submit time, epoch seconds); then restarts, stdout path (OUT: fixed at sbatch, unchanged once
+# line (SUBMIT: the submit time, epoch seconds; NODES, CPUS, MEM, GRES: what Slurm holds for the job now, which
+# its owner can raise while it pends); then restarts, stdout path (OUT: fixed at sbatch, unchanged once
 # the job runs), name, comment, of which an id's first line is its own. A restarted job's run time is its limit.
 rsk_squeue() {
-    if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%V' 2>/dev/null) \
+    if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%V|%D|%C|%m|%b' 2>/dev/null) \
         && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,StdOut:|,Name:|,Comment:|' 2>/dev/null); then
         RSK_SLURM=up
         RSK_SQ=$({ printf '%s\n' "$rsk_q"; echo --; printf '%s\n' "$rsk_x"; } | awk "$RSK_AWK"'
@@ -349,7 +350,7 @@ rsk_squeue() {
                     split(q[i], f, "|"); rest = x[f[1]]; restarts = rest; sub(/\|.*/, "", restarts)
                     text = substr(rest, length(restarts) + 2); sub(/\|$/, "", text)
                     if (restarts + 0 > 0) f[3] = f[4]
-                    print f[1] "|" f[2] "|" f[3] "|" f[4] "|" f[5] "|" f[6] "|" text
+                    print f[1] "|" f[2] "|" f[3] "|" f[4] "|" f[5] "|" f[6] "|" f[7] "|" f[8] "|" f[9] "|" f[10] "|" text
                 }
             }')
     else
@@ -373,8 +374,8 @@ $RSK_SQ"
     SQ_STATE=${SQ_STATE#*"
 $1|"}
     SQ_STATE=${SQ_STATE%%"
-"*} # STATE|ELAPSED|LIMIT|WHERE|SUBMIT|OUT|NAME|COMMENT
-    SQ_NAME=${SQ_STATE#*|*|*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
+"*} # STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|NAME|COMMENT
+    SQ_NAME=${SQ_STATE#*|*|*|*|*|*|*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
     SQ_NAME=${SQ_NAME%%|*}
 }
 

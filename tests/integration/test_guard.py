@@ -443,6 +443,32 @@ def test_a_pending_job_whose_output_was_moved_is_still_found_by_its_batch_script
         lab.ssh(f"scancel {job}; rm -f /tmp/{project}.out")
 
 
+def test_a_job_raised_in_slurm_while_it_pended_is_shown_and_charged_for_what_slurm_holds(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    """A job of the account raises a pending job's GPUs and memory (`scontrol update`, allowed for the owner):
+    status says what Slurm holds against the plan, and the grant is charged the GPUs Slurm gave it."""
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
+    grant(project, "--cpu-hours", "1", "--jobs", "3")
+    job = launched(launch(project, "-r", "g1", "--time", "2", command=("sleep", "3")))["job_id"]
+    try:
+        assert grant_view(project)["gpu_hours_reserved"] == 0
+        raise_it = f"scontrol update JobId={job} Gres=gpu:1 && scontrol update JobId={job} MinMemoryNode=1500"
+        assert lab.ssh(raise_it).returncode == 0
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        [seen] = [j for j in st["jobs"] if j["job_id"] == job]
+        assert "1 GPUs a node, its plan 0" in seen["slurm_holds"] and "1500 MB" in seen["slurm_holds"], seen
+        assert any(job in w and "charged for what Slurm holds" in w for w in st["warnings"]), st["warnings"]
+        assert grant_view(project)["gpu_hours_reserved"] > 0  # 1 GPU x its 2 min limit, at worst
+        assert lab.ssh(f"scontrol release {job}").returncode == 0
+        finished_output(project, job)
+        assert rsk("status", "-t", "lab", "-p", project, "--json").rc == 0
+        books = grant_view(project)
+        assert books["gpu_hours_reserved"] == 0 and books["gpu_hours_spent"] > 0, books
+    finally:
+        lab.ssh(f"scancel {job}")
+
+
 def test_a_running_broker_settles_a_charge_on_slurms_word_without_any_status_read(lab: Lab, project: str) -> None:
     """The broker watches its targets' unsettled jobs: a job's end is captured while Slurm still lists it."""
     sock = Path(f"/tmp/rsk-bw-{uuid.uuid4().hex[:8]}") / "b.sock"

@@ -289,3 +289,18 @@ def test_an_unreadable_ledger_is_said_first_not_under_no_card_waits(project: str
     html = pages.cards_section(cards([project]), csrf="t")
     assert html.index(f"The ledger of project {project} cannot be read") < html.index("Waiting for you (0)")
     assert "No card waits in the ledgers that could be read." in html and 'role="alert"' in html
+
+
+def test_a_lease_card_names_the_lease_and_its_terms(project: str) -> None:
+    card = file_card(project)
+    with Store(project).transaction() as ledger:
+        ledger.cards[0].plan = ledger.cards[0].plan.model_copy(
+            update={"kind": "lease", "lease": "dev<b>", "drain_min": 5, "overrun": "clip"}
+        )
+    stored = Store(project).load().cards[0]
+    html = pages.card_facts(stored)
+    assert "<code>dev&lt;b&gt;</code>: its steps share it; none starts in its last 5 min" in html and card.id
+    assert "clipped to what is left" in html
+    from rsk.cli.ledger_cmds import render_card
+
+    assert "lease dev<b>: its steps share it; none starts in its last 5 min" in render_card(stored)

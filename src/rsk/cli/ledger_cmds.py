@@ -53,7 +53,9 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  requested by  {inert(card.requester) or '(nobody said)'}  (the agent's own claim, unverified)"
         + (f"; filed by OS user {inert(card.filed_by)}" if card.filed_by else ""),
         f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
-        f"  kind          {p.kind}" + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
+        f"  kind          {p.kind}"
+        + (f", {p.jobs} tasks" if p.kind == "batch" else "")
+        + (f" {inert(p.lease)}: {p.lease_terms()}" if p.lease_terms() else ""),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
     if p.budget_min is not None and p.tasks:

@@ -110,6 +110,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         chain_of=plan.chain_of,
         link0=plan.link0,
         attempt_of=plan.attempt_of,
+        **({"lease": plan.lease, "drain_min": plan.drain_min, "overrun": plan.overrun} if plan.kind == "lease" else {}),
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,
@@ -533,6 +534,28 @@ def used(cost: JobCost, record: SlurmRecord) -> tuple[float, float]:
         return cost.gpu_hours_worst, cost.cpu_hours_worst
     share = min(max(record[0], 0) / record[1], 1.0)
     return cost.gpu_hours_worst * share, cost.cpu_hours_worst * share
+
+
+def grow(store: Store, target: str, gpu_hours: dict[str, float]) -> int:
+    """Jobs Slurm holds more GPUs for than their plan (job id -> worst case GPU-h at Slurm's shape) are charged
+    that worst case, not the plan's: a job of the account can raise a pending job's GRES. Said in the audit."""
+    ledger = store.load()
+    if not any(c.gpu_hours_worst < gpu_hours[j] for costs, _ in _cost_owners(ledger, target)
+               for j, c in costs.items() if j in gpu_hours and c.gpu_hours_used is None):  # fmt: skip
+        return 0
+    count = 0
+    with store.transaction() as ledger:
+        for costs, owner in _cost_owners(ledger, target):
+            for job, cost in costs.items():
+                if job in gpu_hours and cost.gpu_hours_used is None and cost.gpu_hours_worst < gpu_hours[job]:
+                    detail = f"job {job}: Slurm holds more GPUs than its plan: {gpu_hours[job]:.4f} GPU-h at worst"
+                    cost.gpu_hours_worst = gpu_hours[job]
+                    count += 1
+                    if isinstance(owner, Charge):
+                        owner.gpu_hours = max(owner.gpu_hours, sum(c.gpu_hours_worst for c in costs.values()))
+                        store.audit(_entry(store, "charge-grown", owner.plan_hash, owner.request_id, owner.grant_id,
+                                           detail))  # fmt: skip
+    return count
 
 
 def settle(store: Store, target: str, ended: dict[str, SlurmRecord]) -> int:

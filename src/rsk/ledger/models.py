@@ -178,6 +178,9 @@ class CardPlan(Model):
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
     link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
+    lease: str = ""  # kind lease: the lease it opens
+    drain_min: int | None = None  # kind lease: no step starts in its last minutes
+    overrun: str = ""  # kind lease: a step longer than what is left is refused or clipped
     gpu_hours: float
     cpu_hours: float
     jobs: int = 1
@@ -189,6 +192,13 @@ class CardPlan(Model):
     def resources(self) -> Resources:
         """Per job: the largest task's (the whole plan's worst case is `gpu_hours` and `cpu_hours`, as filed)."""
         return Resources(nodes=self.nodes, cpus=self.cpus, mem_mb=self.mem_mb, gpus=self.gpus, time_min=self.time_min)
+
+    def lease_terms(self) -> str:
+        """A lease card's terms in words (the CLI's card and the page say the same); "" for any other."""
+        if self.kind != "lease" or not self.lease:
+            return ""
+        longer = "clipped to what is left" if self.overrun == "clip" else "refused"
+        return f"its steps share it; none starts in its last {self.drain_min} min; a longer step is {longer}"
 
 
 class Card(Model):

@@ -55,10 +55,12 @@ class JobState(Model):
     result: bool = False  # it published a result ($RSK_OUT, whole): `rsk fetch JOB --result`
     history: list[Attempt] = []  # with --batch: the task's earlier attempts
     undecided: str = ""  # a step the ledger never decided: why ("" for every step it allowed, and every job)
+    slurm_holds: str = ""  # Slurm holds more for it than its plan (raised while it pended): what, and it is charged so
     # Slurm's own record of an ended job (run time s, limit s), None while it runs or once Slurm forgot it:
     # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
     _slurm_record: tuple[int, int | None] | None = PrivateAttr(default=None)
     _slurm_listed: bool = PrivateAttr(default=False)
+    _gpu_hours_held: float | None = PrivateAttr(default=None)  # its worst case at the GPUs Slurm holds, when more
 
     @property
     def placement(self) -> Placement:
@@ -194,7 +196,28 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         result=f.result and state == "succeeded",  # a job that did not succeed has no result, whatever it wrote
     )
     job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
+    _held_shape(job, f)
     return job
+
+
+def _held_shape(job: JobState, f: JobFacts) -> None:
+    """Slurm's word on the job's shape, against its plan's: a job of the account can raise a pending job's GPUs
+    and memory (`scontrol update`), so what Slurm holds is what is shown and charged when it is more."""
+    if len(f.sq_shape) < 4 or not f.res:
+        return
+    nodes, _cpus, mem, gpus = f.sq_shape[:4]
+    more: list[str] = []
+    if gpus is not None and gpus > (job.gpus or 0):
+        more.append(f"{gpus} GPUs a node, its plan {job.gpus or 0}")
+    if mem and job.mem_mb and mem > job.mem_mb:
+        more.append(f"{mem} MB a node, its plan {job.mem_mb}")
+    if nodes and job.nodes and nodes > job.nodes:
+        more.append(f"{nodes} nodes, its plan {job.nodes}")
+    if not more:
+        return
+    job.slurm_holds = "holds " + "; ".join(more)
+    limit_s = job.limit_s or ((f.res[4] or 0) * 60 if len(f.res) > 4 else 0)
+    job._gpu_hours_held = (gpus or 0) * max(nodes or 1, job.nodes or 1) * limit_s / 3600
 
 
 def mark_undecided(st: Status, project: str) -> Status:
@@ -249,11 +272,20 @@ def status_call(remote: Remote, target: str, project: str,
     up = answer.slurm_up
     jobs = [job_state(f, slurm_up=up) for f in answer.jobs]
     _mark_skipped(answer.jobs, jobs)
+    grown = {j.job_id: j._gpu_hours_held for j in jobs if j._gpu_hours_held is not None}
+    if grown:  # charged for what Slurm holds, before anything settles
+        guard.grow(store, target, grown)
     for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
         if j.job_id in held:
             j.request_id = held[j.job_id]
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
                 jobs=jobs)  # fmt: skip
+    for j in jobs:
+        if j.slurm_holds:
+            st.warnings.append(
+                f"job {j.job_id} (request {j.request_id}) {j.slurm_holds}: raised in Slurm after it "
+                "was planned (a job of the account can); it is charged for what Slurm holds"
+            )
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
         by_request.setdefault(j.request_id, []).append(j.job_id)

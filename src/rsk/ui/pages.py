@@ -60,7 +60,11 @@ def card_facts(card: Card) -> Markup:
             *(["; filed by OS user ", el("code", {}, agent(card.filed_by))] if card.filed_by else []),
         ),
         _row("requested at", _when(card.created), ", request id ", agent(card.request_id)),
-        _row("kind", p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else "")),
+        _row(
+            "kind",
+            p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
+            *([" ", el("code", {}, agent(p.lease)), f": {p.lease_terms()}"] if p.lease_terms() else []),
+        ),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
     chain = p.tasks if p.budget_min is not None and p.tasks else []  # a chain: its tasks are its links

@@ -243,6 +243,7 @@ class JobFacts(Answer):
     cancel: bool  # rsk asked to cancel it
     submitted: str
     res: list[int | None]  # the journal's nodes,cpus,mem_mb,gpus,time_min ([] when none)
+    sq_shape: list[int | None] = []  # what Slurm holds: nodes, cpus (all), mem_mb and gpus a node ([] when not listed)
     needs: list[tuple[int, str]]  # a workflow's task: the tasks it needs (index, ok|any|notok), from the journal
     stop: str  # a chain's link: why it stopped short of success (yielded, time-limit, budget-spent), its marker's
     result: bool  # the job published a result (result/.rsk-manifest: the job's own files)
@@ -266,6 +267,7 @@ def _job_facts(r: Record) -> JobFacts:
         return _int(r, key, fact=True)
 
     res = _text(r, "res", "")
+    held_shape = _text(r, "sq_shape", "")
     return _model(
         JobFacts,
         r,
@@ -295,6 +297,7 @@ def _job_facts(r: Record) -> JobFacts:
         cancel=_flag(r, "cancel", optional=True),
         submitted=_text(r, "submitted", ""),
         res=[_number(x, "res", fact=True) for x in res.split(",")] if res else [],
+        sq_shape=[_number(x, "sq_shape", fact=True) for x in held_shape.split(",")] if held_shape else [],
         needs=_needs(_text(r, "needs", "")),
         stop=_text(r, "stop", ""),
         result=_flag(r, "result", optional=True),
