@@ -73,8 +73,9 @@ FILENAME != jf { # the steps
 }
 END {
     if (after != "") print "@@" nonce " cursor lines=" nj + 0
-    for (i = 1; i <= n; i++) { key = order[i]; listed[job[key]] = 1 }
+    for (i = 1; i <= n; i++) { key = order[i]; listed[job[key]] = 1; if (job[key] ~ /_/) listed[substr(job[key], 1, index(job[key], "_") - 1)] = 1 }
     for (j in h_rid) if (!(j in listed)) { key = "held" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = h_rid[j]; listed[j] = 1 }
+    # (an array of one task: squeue may give its task as the array's own id, which the journal lists as A_I)
     for (j in o_rid) if (!(j in listed)) {
         key = "out" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = o_rid[j]; k_idx[key] = o_idx[j]
         k_dir[key] = runs "/" o_rid[j] "/t" o_idx[j]
