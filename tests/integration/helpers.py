@@ -89,11 +89,16 @@ def sbatch_shim(shims: Shims) -> Shims:
     return shims
 
 
+LOCK_WAIT_S = 8  # the slow lock's wait: a plan (before the lock) takes well under CUT_AFTER_S
+CUT_AFTER_S = 3.5
+
+
 @pytest.fixture
 def slow_lock(shims: Shims) -> Path:
-    """flock on this test's cluster PATH that waits 3 s first: a window in which a test cuts the connection
-    or kills the broker while a submit waits for its lock. Unlink the path it yields to end the window."""
-    return shims.add("flock", '#!/bin/sh\nsleep 3\nexec /usr/bin/flock "$@"\n')
+    """flock on this test's cluster PATH that waits LOCK_WAIT_S first: a window in which a test cuts the
+    connection or kills the broker while a submit waits for its lock (CUT_AFTER_S after the command starts,
+    once its plan is done even on a busy machine). Unlink the path it yields to end the window."""
+    return shims.add("flock", f'#!/bin/sh\nsleep {LOCK_WAIT_S}\nexec /usr/bin/flock "$@"\n')
 
 
 def grant_view(project: str) -> dict[str, Any]:

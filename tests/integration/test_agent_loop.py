@@ -119,7 +119,7 @@ def test_info_lists_partitions_policy_and_grants_left(lab: Lab, project: str) ->
     assert body["policy"]["max_gpus"] == "2"
     assert body["grants"][0]["jobs_left"] == 7
     refused = launch(project, "--partition", "gpu", "--gpus", "1", "--nodes", "9")
-    assert refused.rc == Exit.REJECTED and "partitions: cpu" in refused.err
+    assert refused.rc == Exit.REJECTED and "9 nodes are more than the partition's 2" in refused.err
 
 
 def test_honest_answers_withdraw_cancel_logs_events(lab: Lab, project: str) -> None:

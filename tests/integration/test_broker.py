@@ -21,7 +21,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import LAB_DIR, LAB_PORT, ROOT, Lab, Ran, rsk
-from tests.integration.helpers import grant, launch
+from tests.integration.helpers import CUT_AFTER_S, grant, launch
 
 AGENT = "rskagent"
 AGENT_HOME = Path("/home") / AGENT
@@ -281,7 +281,7 @@ def test_a_broker_killed_mid_launch_never_submits_twice(lab: Lab, project: str, 
                                                         own_broker: Path) -> None:  # fmt: skip
     grant(project, "--jobs", "3")
     pid = broker_pid()
-    threading.Timer(1.5, lambda: os.kill(pid, signal.SIGKILL)).start()
+    threading.Timer(CUT_AFTER_S, lambda: os.kill(pid, signal.SIGKILL)).start()
     cut = launch(project, "-r", "once", command=("sleep", "30"))
     assert cut.rc == Exit.CONNECT and "same --request-id" in cut.err, cut.out + cut.err
     slow_lock.unlink()
@@ -297,7 +297,7 @@ def test_a_cut_connection_fails_the_command_in_flight_and_the_next_one_reconnect
 ) -> None:
     grant(project, "--jobs", "3")
     assert rsk("status", "--target", "lab", "--project", project).rc == 0  # the connection is warm now
-    cutter = threading.Timer(1.5, lambda: subprocess.run(["pkill", "-KILL", "-f", "sshd: rsklab"], check=False))
+    cutter = threading.Timer(CUT_AFTER_S, lambda: subprocess.run(["pkill", "-KILL", "-f", "sshd: rsklab"], check=False))
     cutter.start()
     cut = launch(project, "-r", "flight", command=("sleep", "30"))
     cutter.join()

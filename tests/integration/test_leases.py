@@ -19,7 +19,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import Lab, Ran, rsk
-from tests.integration.helpers import finished_output, grant, launch, launched
+from tests.integration.helpers import CUT_AFTER_S, finished_output, grant, launch, launched
 
 # what each step records: one "start" line (appended, so a step started twice would show two), its node
 # and GPUs as Slurm gave them, then one "end" line
@@ -321,7 +321,7 @@ def test_a_connection_cut_during_a_step_submit_replays(
     leases.append("cut")
     wait_running(project, "cut")
     # while the submit waits for the lock, every SSH session of the cluster user is cut
-    killer = threading.Timer(1.5, lambda: subprocess.run(["pkill", "-KILL", "-f", "sshd: rsklab"], check=False))
+    killer = threading.Timer(CUT_AFTER_S, lambda: subprocess.run(["pkill", "-KILL", "-f", "sshd: rsklab"], check=False))
     killer.start()
     cut = step(project, "cut", "-r", "once", "--gpus", "1", "--mem", "100", "--time", "2")
     killer.join()

@@ -476,3 +476,44 @@ def test_each_caller_gets_the_brokers_connections_and_its_own_streams(tmp_path: 
     assert seen == [broker.pool, broker.pool]  # one pool, the broker's, in each caller's context
     assert broker.own().pool is broker.pool  # its watch of the books too
     assert caller.pool() is None and caller.stdout() is sys.stdout  # no caller here: the process's
+
+
+def test_a_stopping_broker_lets_the_commands_in_flight_end(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    from rsk import broker_client
+    from rsk.broker.server import Broker
+
+    started, release = threading.Event(), threading.Event()
+
+    def runner(argv: list[str], who: object) -> int:
+        started.set()
+        release.wait(20)
+        return 0
+
+    sock = Path(f"/tmp/rsk-u-{os.getpid()}-drain") / "b.sock"
+    broker = Broker(Config(socket=sock), runner, sources=[tmp_path])
+    broker.bind()
+    serving = threading.Thread(target=broker.serve, daemon=True)
+    serving.start()
+    got: list[int | None] = []
+    asking = threading.Thread(target=lambda: got.append(broker_client._through(str(sock), ["wait", "1"])))
+    asking.start()
+    try:
+        assert started.wait(10)
+        broker.stopping.set()  # `rsk broker stop`, SIGTERM, or its code changed on disk
+        deadline = time.monotonic() + 10
+        while sock.exists() and time.monotonic() < deadline:  # it stops listening first
+            time.sleep(0.05)
+        assert not sock.exists() and serving.is_alive()  # and lets the command in flight run on
+        release.set()
+        asking.join(20)
+        serving.join(20)
+        assert got == [0] and not serving.is_alive()  # the command ended whole, then the broker
+    finally:
+        release.set()
+        broker.stopping.set()
+        broker.close()
+        sock.with_suffix(".lock").unlink(missing_ok=True)
+        sock.parent.rmdir()

@@ -43,6 +43,7 @@ MAX_UPLOAD = 40 << 20  # the line with the --script and --tasks files the broker
 MAX_DEPTH = 8  # every JSON the broker reads is a flat object of strings and lists: no deep nesting
 REQUEST_DEADLINE = 10.0  # seconds for the whole request line: a client that drips it is cut off
 UPLOAD_DEADLINE = 120.0  # seconds for the files the broker asked for (the client reads and packs them first)
+DRAIN_LIMIT = 900.0  # seconds a stopping broker lets commands in flight run on (`logs --follow` waits 600 s)
 BUSY_ANSWERS = 4  # connections per user told "busy" at once; beyond them a connection is closed unread
 
 Runner = Callable[[list[str], Caller], int]  # runs argv for the caller (its output goes to the caller's streams)
@@ -270,7 +271,19 @@ class Broker:
                     continue
                 self._dispatch(conn)
         finally:
-            self.close()
+            self.close()  # no new command: the socket is gone (and a new broker may start beside this one)
+            self.drain()
+
+    def drain(self, limit_s: float = DRAIN_LIMIT) -> bool:
+        """Let the commands in flight end (each is bounded: a wait, a follow, a launch) before the connections
+        close under them; False when some still ran after limit_s."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.running == 0:
+                    return True
+            time.sleep(0.1)
+        return False
 
     def _dispatch(self, conn: socket.socket) -> None:
         """A thread for the connection: one that serves it, or, past the caps, one that says to retry; past
