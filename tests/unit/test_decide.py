@@ -155,3 +155,14 @@ def test_ended_jobs_count_what_they_used_and_running_ones_their_worst_case() -> 
                     "2": JobCost(gpu_hours_worst=4, cpu_hours_worst=4)})  # fmt: skip
     u = usage_by_grant([ch])[g.id]
     assert (u.gpu_hours_spent, u.gpu_hours_reserved, u.jobs_spent, u.jobs_reserved) == (0.5, 4, 2, 0)
+
+
+def test_a_jobs_cost_is_spent_once_it_ended_and_reserved_until_then() -> None:
+    from rsk.ledger.models import JobCost, tally
+
+    t = tally([
+        JobCost(gpu_hours_worst=2.0, cpu_hours_worst=4.0),  # still running: its worst case stays reserved
+        JobCost(gpu_hours_worst=2.0, cpu_hours_worst=4.0, gpu_hours_used=0.5, cpu_hours_used=1.0),
+        JobCost(gpu_hours_worst=1.0, cpu_hours_worst=1.0, gpu_hours_used=1.0, cpu_hours_used=1.0, at_worst=True),
+    ])  # fmt: skip
+    assert t == (1.5, 2.0, 2.0, 4.0, 1)

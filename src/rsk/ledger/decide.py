@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from rsk.ledger.models import Approval, Card, Charge, DenyRule, Grant, Ledger
+from rsk.ledger.models import Approval, Card, Charge, DenyRule, Grant, Ledger, tally
 from rsk.wire.resources import Resources
 
 
@@ -93,14 +93,12 @@ def usage_by_grant(
             u.jobs_reserved += ch.jobs
             continue
         u.jobs_spent += len(ch.job_costs)
-        for cost in ch.job_costs.values():
-            if cost.gpu_hours_used is None or cost.cpu_hours_used is None:
-                u.gpu_hours_reserved += cost.gpu_hours_worst
-                u.cpu_hours_reserved += cost.cpu_hours_worst
-            else:
-                u.gpu_hours_spent += cost.gpu_hours_used
-                u.cpu_hours_spent += cost.cpu_hours_used
-                u.jobs_at_worst += cost.at_worst
+        t = tally(ch.job_costs.values())
+        u.gpu_hours_spent += t.gpu_spent
+        u.cpu_hours_spent += t.cpu_spent
+        u.gpu_hours_reserved += t.gpu_reserved
+        u.cpu_hours_reserved += t.cpu_reserved
+        u.jobs_at_worst += t.at_worst
     return out
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +53,28 @@ class JobCost(Model):
     gpu_hours_used: float | None = None  # set when the job has ended: Slurm's run time x its worst rate
     cpu_hours_used: float | None = None
     at_worst: bool = False  # settled at its worst case: Slurm's record of the job was gone
+
+
+class CostTally(NamedTuple):
+    """Jobs' costs split as the books read them: what ended is spent, what has not is still reserved."""
+
+    gpu_spent: float
+    cpu_spent: float
+    gpu_reserved: float
+    cpu_reserved: float
+    at_worst: int  # of the spent ones, settled at their worst case
+
+
+def tally(costs: Iterable[JobCost]) -> CostTally:
+    """The one reading of a job's cost for grants' usage and approvals' totals alike."""
+    gs = cs = gr = cr = 0.0
+    worst = 0
+    for c in costs:
+        if c.gpu_hours_used is None or c.cpu_hours_used is None:
+            gr, cr = gr + c.gpu_hours_worst, cr + c.cpu_hours_worst
+        else:
+            gs, cs, worst = gs + c.gpu_hours_used, cs + c.cpu_hours_used, worst + c.at_worst
+    return CostTally(gs, cs, gr, cr, worst)
 
 
 class Use(Model):

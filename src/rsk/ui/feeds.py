@@ -11,7 +11,7 @@ from typing import Generic, TypeVar
 
 from rsk.errors import RskError, StateError
 from rsk.ledger.grants import GrantView, list_grants, list_rules
-from rsk.ledger.models import Approval, Card, DenyRule
+from rsk.ledger.models import Approval, Card, DenyRule, tally
 from rsk.ledger.store import Store
 
 RECENT = 20  # decided cards shown below the pending ones
@@ -71,13 +71,9 @@ def approved(approvals: list[Approval], cards: list[Card]) -> list[ApprovedView]
             if use.state == "held" and v.card is not None:  # not submitted yet: the plan's worst case
                 v.gpu_reserved += v.card.plan.gpu_hours
                 v.cpu_reserved += v.card.plan.cpu_hours
-            for job in use.jobs.values():
-                if job.gpu_hours_used is None or job.cpu_hours_used is None:
-                    v.gpu_reserved += job.gpu_hours_worst
-                    v.cpu_reserved += job.cpu_hours_worst
-                else:
-                    v.gpu_spent += job.gpu_hours_used
-                    v.cpu_spent += job.cpu_hours_used
+            t = tally(use.jobs.values())
+            v.gpu_spent, v.cpu_spent = v.gpu_spent + t.gpu_spent, v.cpu_spent + t.cpu_spent
+            v.gpu_reserved, v.cpu_reserved = v.gpu_reserved + t.gpu_reserved, v.cpu_reserved + t.cpu_reserved
         out.append(v)
     out.sort(key=lambda v: v.approval.decided_at, reverse=True)
     return out
