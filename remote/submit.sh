@@ -385,11 +385,10 @@ step_fit() {
 }
 
 # check_lease: a step's lease still holds (or waits for) its allocation and carries its identity, as Slurm says
-# now (rsk_lease_sq); a lease name is one live lease
+# now (rsk_lease); a lease name is one live lease
 check_lease() {
     [ -n "$LEASE$LEASE_OPEN" ] || return 0
     rsk_lease "$PROJECT" "$LEASE$LEASE_OPEN"
-    rsk_lease_sq "$PROJECT"
     if [ -n "$LEASE" ]; then
         [ -n "$L_sq" ] || L_job=''
         [ "$L_job" = "$LEASE_JOB" ] || rsk_fail "$RSK_E_USAGE" lease-ended \
