@@ -1,4 +1,9 @@
-"""Typed errors and the one table of exit codes (README keeps the same table)."""
+"""Typed errors and the one table of exit codes (README keeps the same table).
+
+An error's JSON document (`--json`, and MCP's tool errors) follows one rule: `error` is the most specific
+reason rsk knows, a stable kebab-case name (`not-found`, `card-withdrawn`, `request-conflict`,
+`approval-pending`, or the class's own name such as `usage` when there is none more specific); `exit_code`
+is its class, the exit-code table's row. There is no second key for the reason."""
 
 from __future__ import annotations
 
@@ -33,23 +38,30 @@ class RskError(Exception):
     exit_code: Exit = Exit.INTERNAL
     code: str = "error"
 
-    def __init__(self, message: str, hint: str | None = None, *, details: dict[str, object] | None = None):
+    def __init__(
+        self, message: str, hint: str | None = None, *, details: dict[str, object] | None = None,
+        code: str | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.details = details or {}
+        if code is not None:  # the specific reason, where the class's name says only the exit code's row
+            self.code = code
 
     retry_after: float | None = None  # seconds: the same call may succeed then (None: do not retry as is)
 
     def to_json(self) -> dict[str, object]:
+        """The error document: the rule in this module's docstring; details never override its keys."""
         return {
+            **self.details,
+            "schema_version": 1,
             "error": self.code,
             "exit_code": int(self.exit_code),
             "message": self.message,
             "hint": self.hint,
             "retryable": self.retry_after is not None,
             "retry_after": self.retry_after,
-            **self.details,
         }
 
 

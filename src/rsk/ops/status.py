@@ -357,7 +357,7 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
         jobs = [j for j in jobs if j.job_id == job]
         if not jobs:
             raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them",
-                             details={"code": "not-found"})  # fmt: skip
+                             code="not-found")  # fmt: skip
     if request_id:
         jobs = of_request(jobs, request_id)
     if active:
