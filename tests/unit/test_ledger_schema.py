@@ -32,6 +32,7 @@ FIXTURES = Path(__file__).parent / "ledgers"
 # fixture vN.json with gen.py, and add its fingerprint here. Never edit a fingerprint that was released.
 SHAPES = {
     8: "4223cbb3c078f66c",
+    9: "3d725248874dd6a5",
 }
 
 
