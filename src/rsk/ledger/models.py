@@ -13,7 +13,7 @@ from rsk.wire.resources import Resources
 
 # The ledger's shape. Every change of it bumps this, with a step in `migrate` and a fixture in tests/unit/ledgers/
 # (tests/unit/test_ledger_schema.py holds each version's fingerprint): a reader refuses a newer ledger whole, so
-# an added field is never read past by an rsk that does not know what it means (docs/adr/0042).
+# an added field is never read past by an rsk that does not know what it means (docs/adr/0044).
 LEDGER_SCHEMA = 9
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
