@@ -587,10 +587,11 @@ def _settle_in(
     for costs, owner in _cost_owners(ledger, target):
         for job, cost in costs.items():
             if job in ended and cost.gpu_hours_used is None:
-                cost.gpu_hours_used, cost.cpu_hours_used = used(cost, ended[job])
-                cost.at_worst = ended[job] is None
-                cost.never_ran = job in never and ended[job] is not None and cost.gpu_hours_used == 0
-                cost.run_s = record[0] if (record := ended[job]) is not None else None
+                record = ended[job]
+                cost.gpu_hours_used, cost.cpu_hours_used = used(cost, record)
+                cost.at_worst = record is None
+                cost.run_s = None if record is None else record[0]
+                cost.never_ran = job in never and cost.run_s == 0  # Slurm's word, never a job's: no run time
                 count += 1
         if (
             isinstance(owner, Charge)
