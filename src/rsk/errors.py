@@ -90,6 +90,23 @@ class StateError(RskError):
     code = "invalid-state"
 
 
+class NewerLedger(StateError):
+    """A ledger (or a line of its archive) written by a newer rsk: refused whole and left as it is, so that
+    nothing the newer rsk recorded is lost or read past (docs/adr/0044)."""
+
+    code = "ledger-newer"
+
+    @classmethod
+    def of(cls, path: str, version: int, understood: int) -> NewerLedger:
+        return cls(
+            f"the ledger {path} was written by a newer rsk (schema_version {version}; this rsk reads {understood} "
+            "and older); it was left as it is",
+            "upgrade rsk here (pip install -U rsk), and on every machine and broker that shares this project: an "
+            "older rsk never reads past what a newer one recorded, and never writes over it",
+            details={"schema_version": version, "understood": understood, "path": path},
+        )
+
+
 class CapReached(RskError):
     exit_code = Exit.CAP
     code = "active-cap"
