@@ -424,7 +424,7 @@ build_plan() {
     [ -z "$CHAIN_OF" ] || plan_put chain_of "$CHAIN_OF" link0 "$LINK0"
     [ -z "$ATTEMPT_OF" ] || plan_put attempt_of "$ATTEMPT_OF"
     if [ -n "$LEASE_OPEN" ]; then
-        plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
+        plan_put lease_open "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
     elif [ -n "$LEASE" ]; then
         plan_put lease "$LEASE" lease_job "$LEASE_JOB"
     fi

@@ -7,11 +7,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from rsk.wire.resources import Resources
 
-LEDGER_SCHEMA = 7
+LEDGER_SCHEMA = 8
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
 
@@ -201,7 +201,8 @@ class CardPlan(Model):
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
     link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
-    lease: str = ""  # kind lease: the lease it opens
+    # kind lease: the lease it opens (cards filed before 0.5.0 name it "lease")
+    lease_open: str = Field("", validation_alias=AliasChoices("lease_open", "lease"))
     drain_min: int | None = None  # kind lease: no step starts in its last minutes
     overrun: str = ""  # kind lease: a step longer than what is left is refused or clipped
     gpu_hours: float
@@ -218,7 +219,7 @@ class CardPlan(Model):
 
     def lease_terms(self) -> str:
         """A lease card's terms in words (the CLI's card and the page say the same); "" for any other."""
-        if self.kind != "lease" or not self.lease:
+        if self.kind != "lease" or not self.lease_open:
             return ""
         longer = "clipped to what is left" if self.overrun == "clip" else "refused"
         return f"its steps share it; none starts in its last {self.drain_min} min; a longer step is {longer}"
@@ -319,18 +320,21 @@ def _nested(lease: dict[str, object]) -> dict[str, object]:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema. 5 -> 6: cards may list their code snapshot's files (older ones
-    do not). 4 -> 5: leases record the steps they allowed (a lease opened
+    """An older ledger as the current schema. 7 -> 8: a lease card's plan names the lease it opens
+    `lease_open` (CardPlan still reads the old key `lease`, of cards in the archive too). 5 -> 6: cards may
+    list their code snapshot's files (older ones do not). 4 -> 5: leases record the steps they allowed (a lease opened
     before says it did not: None), and a job cost says whether it settled at worst case (none did).
     3 -> 4: grants carry what their archived charges spent
     (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
     submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
     for validation to refuse."""
+    if raw.get("schema_version", 1) == 7:
+        return {**raw, "schema_version": 8}
     if raw.get("schema_version", 1) == 6:
         leases = _dicts(raw.get("leases", []))
         if leases is None:
             return raw
-        return {**raw, "schema_version": 7, "leases": [_nested(x) for x in leases]}
+        return migrate({**raw, "schema_version": 7, "leases": [_nested(x) for x in leases]})
     if raw.get("schema_version", 1) == 5:
         return migrate({**raw, "schema_version": 6})
     if raw.get("schema_version", 1) == 4:
