@@ -2,10 +2,6 @@
 # rsk submit: plan a request ("submit plan"), or plan it, wait for rsk's word and submit that very plan ("submit
 # launch"); the request, the answers and the steps after the go: docs/protocol.md, "Requests (submit)".
 
-usage() {
-    rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)"
-}
-
 # request: the scalar keys as " key=VALUE " words in Q (wire values hold no spaces); env, arg, the task lines: lists
 SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
 
@@ -87,10 +83,8 @@ env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of R
 }
 
 # resolution ----------------------------------------------------------------
-# The cluster's facts: its name, and its partitions and their nodes. A broker keeps them per connection for
-# FACTS_TTL (docs/adr/0038) and sends them back as "facts CLUSTER PARTS" ahead of the request, or asks for them
-# with "facts -"; the plan binds what it used (its partition's lines), and Slurm is still asked at every plan
-# (sbatch --test-only) and every submit.
+# The cluster's facts, kept by a broker for a minute ("facts CLUSTER PARTS" or "facts -": docs/protocol.md, ADR 0038);
+# the plan binds the lines it used, and Slurm is still asked at every plan (sbatch --test-only) and every submit.
 cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
     if [ -z "$FACTS_GIVEN" ]; then
         rsk_out=$(scontrol show config 2>&1) || {
@@ -128,38 +122,16 @@ facts_given() { # facts_given CLUSTER PARTS: the facts a broker kept (wire value
     rsk_dec "$2"; PARTS=$RSK_V
     case $CLUSTER in '' | *[!A-Za-z0-9._-]*) rsk_fail "$RSK_E_USAGE" bad-facts "the cluster's name in the facts is malformed" ;; esac
     [ -n "$PARTS" ] || rsk_fail "$RSK_E_USAGE" bad-facts "the facts name no partition"
-    rsk_rest="$PARTS
-"
-    while [ -n "$rsk_rest" ]; do
-        rsk_l=${rsk_rest%%"
-"*} rsk_rest=${rsk_rest#*"
-"}
-        case $rsk_l in
-            '' | *"|"*"|"*"|"*"|"*"|"*"|"*) rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed" ;;
-            *"|"*"|"*"|"*"|"*"|"*) ;;
-            *) rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed" ;;
-        esac
-    done
+    printf '%s\n' "$PARTS" | awk -F'|' 'NF != 6 { exit 1 }' \
+        || rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed"
     FACTS_GIVEN=1
 }
 
 # partition_facts: FACTS_USED, the lines of PARTS for PARTITION as the plan binds them (fields joined by ",",
 # lines by "/", so that they travel as a literal where they can); fits reads the same lines
 partition_facts() {
-    FACTS_USED='' rsk_rest="$PARTS
-"
-    while [ -n "$rsk_rest" ]; do
-        rsk_l=${rsk_rest%%"
-"*} rsk_rest=${rsk_rest#*"
-"}
-        case $rsk_l in
-            "$PARTITION|"* | "$PARTITION*|"*)
-                rsk_w=$PARTITION rsk_l="${rsk_l#*|}|"
-                while [ -n "$rsk_l" ]; do rsk_w="$rsk_w,${rsk_l%%|*}" rsk_l=${rsk_l#*|}; done
-                FACTS_USED="$FACTS_USED/$rsk_w" ;;
-        esac
-    done
-    FACTS_USED=${FACTS_USED#/}
+    FACTS_USED=$(printf '%s\n' "$PARTS" | awk -F'|' -v OFS=, -v p="$PARTITION" \
+        '$1 == p || $1 == p "*" { $1 = p; out = out (out == "" ? "" : "/") $0 } END { print out }')
 }
 
 resolve() {
@@ -241,9 +213,10 @@ resolve() {
         "a lease's steps start as they fit, not after one another: run a workflow or a chain without --lease"
 }
 
-# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, DAG (1 for
-# a workflow or a chain), SHAPES (the distinct "NODES CPUS MEM GPUS TIME", a line each) and TASKOUT: "P <plan line>", "S IDX NODES CPUS MEM GPUS TIME", "W IDX <job-script case line>"
-# and "D IDX LEVEL NEEDS" lines (NEEDS: "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
+# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, DAG (1 for a
+# workflow or a chain), SHAPES (the distinct "NODES CPUS MEM GPUS TIME", a line each) and TASKOUT: "P <plan line>",
+# "S IDX NODES CPUS MEM GPUS TIME", "W IDX <job-script case line>" and "D IDX LEVEL NEEDS" lines (NEEDS:
+# "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
 resolve_tasks() {
     DAG=''
     if [ "$KIND" != batch ]; then
@@ -374,17 +347,11 @@ place() {
     q time_min; STEP_TIME=$RSK_W; [ -n "$RSK_W" ] || [ "$TIME_MIN" -le "$L_time" ] || TIME_MIN=$L_time
 }
 
-# step_fit NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused at plan time
-step_fit() {
+# outlives NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused (fits); with overrun refuse, so is
+# one whose --time would outlive a lease that has started (its controller's ctl file says when it ends)
+outlives() {
     set_shape "$@"
-    rsk_why=''
-    [ "$NODES" -eq 1 ] || rsk_why="$rsk_why; a step runs on one node of its lease (asked $NODES)"
-    [ "$GPUS" -le "$L_gpus" ] || rsk_why="$rsk_why; $GPUS GPUs, the lease has $L_gpus per node"
-    [ "$CPUS" -le "$L_cpus" ] || rsk_why="$rsk_why; $CPUS CPUs, the lease has $L_cpus per node"
-    [ "$MEM_MB" -le "$L_mem" ] || rsk_why="$rsk_why; $MEM_MB MB, the lease has $L_mem MB per node"
-    [ "$TIME_MIN" -le "$L_time" ] || rsk_why="$rsk_why; $TIME_MIN min, the lease holds its allocation for $L_time min"
-    [ -z "$rsk_why" ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE:${rsk_why#;}"
-    # a lease that has started knows when it ends (its controller's ctl file); refuse=never outlive it
+    fits
     rsk_get "$L_ctl" end
     if [ "$L_overrun" = refuse ] && [ -n "$STEP_TIME" ] && rsk_is_uint "$RSK_F"; then
         rsk_left=$((RSK_F - $(awk 'BEGIN { srand(); print srand() }')))
@@ -407,7 +374,7 @@ check_lease() {
     [ -n "$L_sq" ] || L_job=''
     [ "$L_job" = "$LEASE_JOB" ] || rsk_fail "$RSK_E_USAGE" lease-ended \
         "lease $LEASE (job $LEASE_JOB) has ended; open it again (its queued steps carry over) or launch without --lease"
-    for_shapes step_fit
+    for_shapes outlives
 }
 
 set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch uses
@@ -509,22 +476,27 @@ policy_shape() {
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
-# fits: the shape fits what the partition can ever run (sinfo's PARTS), or the plan fails naming the limit:
-# --test-only accepts a job over the partition's time limit that then pends forever (PartitionTimeLimit)
+# fits: the shape fits what its place can ever hold, or the plan fails naming the limit: one node of a step's lease
+# (its file), or the partition (sinfo's PARTS: --test-only accepts a job over the partition's time limit that then
+# pends forever, PartitionTimeLimit)
 fits() {
-    rsk_why=$(printf '%s\n' "$PARTS" | awk -F'|' -v part="$PARTITION" -v t="$TIME_MIN" -v c="$CPUS" \
-        -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" "$RSK_AWK"'
+    rsk_caps=$PARTS rsk_of="the partition's"
+    [ "$PLACE" != step ] || rsk_caps="$PARTITION|$L_time:00|$L_cpus|$L_mem|gpu:$L_gpus|1" rsk_of="the lease's"
+    rsk_why=$(printf '%s\n' "$rsk_caps" | awk -F'|' -v part="$PARTITION" -v t="$TIME_MIN" -v c="$CPUS" \
+        -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" -v of="$rsk_of" "$RSK_AWK"'
         $1 == part || $1 == part "*" { nodes += $6; l = secs($2); if (l != "") lim = l; x = $3 + 0; if (x > cpu) cpu = x
           x = $4 + 0; if (x > mem) mem = x; x = gres_gpus($5); if (x > gpu) gpu = x }
         END {
             if (!nodes) exit
-            if (lim != "" && t * 60 > lim) printf "time limit %d min is over the partition'"'"'s %d min; ", t, lim / 60
-            if (n > nodes) printf "%d nodes are more than the partition'"'"'s %d; ", n, nodes
+            if (lim != "" && t * 60 > lim) printf "time limit %d min is over %s %d min; ", t, of, lim / 60
+            if (n > nodes) printf (of ~ /lease/ ? "a step runs on one node of its lease (asked %d); " : "%d nodes are more than " of " %d; "), n, nodes
             if (c > cpu) printf "%d CPUs per node are more than its largest node'"'"'s %d; ", c, cpu
             if (m > mem) printf "%d MB per node is more than its largest node'"'"'s %d MB; ", m, mem
             if (g > gpu) printf "%d GPUs per node are more than its largest node'"'"'s %d; ", g, gpu
         }')
-    [ -z "$rsk_why" ] || rsk_fail "$RSK_E_SBATCH" slurm-rejected "partition $PARTITION can never run this: ${rsk_why%; }"
+    [ -n "$rsk_why" ] || return 0
+    [ "$PLACE" != step ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE: ${rsk_why%; }"
+    rsk_fail "$RSK_E_SBATCH" slurm-rejected "partition $PARTITION can never run this: ${rsk_why%; }"
 }
 
 test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuses
@@ -555,14 +527,14 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
 # (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's active rsk jobs (lib.awk's
 # project_active), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
-# docs/protocol.md), withdrawn (a workflow cancelled whole) or none. Cancel events do not change a state.
+# docs/protocol.md) or none; cancel events do not change a state. A request withdrawn (a workflow cancelled whole),
+# or with a job or an open intent for another plan, is refused; open intents are then resolved (resolve_open).
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
     rsk_facts=$(if [ -n "$RID" ]; then rsk_evidence_lines "$PROJECT" "$RID"; else printf '%s\n' "$RSK_SQ"; fi \
         | awk -v nt="$NT" -v rid="$RID" -v n="rsk:$PROJECT:$RID" -v p="rsk:$PROJECT:" -v held=" $RSK_HELD" \
-            -v runs="$RSK_ROOT/runs/$PROJECT" \
-            -v jf="$rsk_jf" "$RSK_AWK"'
+            -v runs="$RSK_ROOT/runs/$PROJECT" -v me="$PLAN_HASH" -v jf="$rsk_jf" "$RSK_AWK"'
         FILENAME == jf { # the journal, the request'"'"'s lines: compared as whole strings (a request id is never a pattern)
             e = kv($0, "ev")
             if (kv($0, "rid") != rid || e !~ /^[a-z-]+$/) next
@@ -580,11 +552,13 @@ request_facts() {
             print "A" act
             if (rid != "") for (i = 0; i < nt; i++) {
                 pl = (i in plan) ? plan[i] : "-"
-                if (i in gone) print i, "withdrawn", "-", pl
-                else if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], pl
-                else if (i in ejob) print i, "found", ejob[i], ((i in eplan) ? eplan[i] : pl)
-                else if (st[i] == "intent") print i, "open", "-", pl
-                else print i, "none", "-", pl
+                if (i in gone) { print "!withdrawn"; exit }
+                if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) s = i " done " job[i]
+                else if (i in ejob) { s = i " found " ejob[i]; if (i in eplan) pl = eplan[i] }
+                else if (st[i] == "intent") s = i " open -"
+                else { print i, "none", "-", pl; continue }
+                if (pl != "-" && pl != me) { print "!" pl; exit }
+                print s, pl
             }
         }' - "$rsk_jf")
     ACTIVE=${rsk_facts%%"
@@ -594,6 +568,16 @@ request_facts() {
     case $rsk_facts in *"
 "*) STATES=${rsk_facts#*"
 "} ;; esac
+    case "
+$STATES" in # the awk's last line, "!withdrawn" or "!PLAN" (a value of the journal may hold a "!" too)
+        *"
+!withdrawn") rsk_fail "$RSK_E_USAGE" request-withdrawn \
+            "request id $RID was a workflow withdrawn when its submission failed; launch it again with a new request id" ;;
+        *"
+!"*) rsk_fail "$RSK_E_MISMATCH" request-conflict "request id $RID was already used for another plan (${STATES##*"
+!"})" ;;
+    esac
+    resolve_open
 }
 
 # resolve_open: STATES' tasks whose intent has no outcome and no evidence are "found" when an active job of the
@@ -616,20 +600,6 @@ resolve_open() {
     esac
 }
 
-# check_conflict STATES: a request id that has a job, or an open intent, for another plan is a conflict
-check_conflict() {
-    rsk_other=''
-    case $1 in *" withdrawn "*) rsk_fail "$RSK_E_USAGE" request-withdrawn \
-        "request id $RID was a workflow withdrawn when its submission failed; launch it again with a new request id" ;; esac
-    while read -r _ rsk_st _ rsk_plan; do
-        if [ "$rsk_st" != none ] && [ "$rsk_plan" != - ] && [ "$rsk_plan" != "$PLAN_HASH" ]; then rsk_other=$rsk_plan; break; fi
-    done <<EOT
-$1
-EOT
-    [ -z "$rsk_other" ] || rsk_fail "$RSK_E_MISMATCH" request-conflict \
-        "request id $RID was already used for another plan ($rsk_other)"
-}
-
 # plan mode -------------------------------------------------------------------
 do_plan() {
     rsk_need_slurm # one read of Slurm's queue for the active count and the request's evidence
@@ -640,13 +610,9 @@ do_plan() {
     rsk_active='' rsk_count=0
     for rsk_j in $ACTIVE; do rsk_active="$rsk_active,$rsk_j" rsk_count=$((rsk_count + 1)); done
     rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active#,}"
-    if [ -n "$RID" ]; then
-        resolve_open
-        check_conflict "$STATES"
-        printf '%s\n' "$STATES" | while read -r idx st job plan; do
-            [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
-        done
-    fi
+    printf '%s\n' "$STATES" | while read -r idx st job plan; do
+        [ -z "$st" ] || [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
+    done
     [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
     check_lease
     if [ "$PLACE" = step ]; then
@@ -771,19 +737,20 @@ submit_groups() {
 $rsk_groups
 EOT
     if [ -z "$DAG" ] || [ -z "$FAIL_CODE" ] || [ -z "$DONE" ]; then return 0; fi
-    rsk_block_start
-    rsk_arrays=''
+    rsk_arrays='' rsk_gone=''
     while read -r rsk_i rsk_j; do
         [ -n "$rsk_i" ] || continue
         # a job Slurm lists under another name (RSK_SQ, read under the lock) is not this request's, whatever the journal says
         ! rsk_sq_job "$rsk_j" || [ "$SQ_NAME" = "rsk:$PROJECT:$RID" ] || continue
-        rsk_arrays="$rsk_arrays ${rsk_j%_*}"
-        rsk_jline withdrawn "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_j" code=workflow-incomplete
+        rsk_arrays="$rsk_arrays ${rsk_j%_*}" rsk_gone="$rsk_gone$rsk_i $rsk_j
+"
     done <<EOT
 $DONE
 EOT
     # shellcheck disable=SC2086  # job ids
     scancel $rsk_arrays 2>/dev/null || true
+    rsk_block_start
+    jlines withdrawn '' "$rsk_gone" code=workflow-incomplete
     rsk_journal_write "$PROJECT" || true
 }
 
@@ -841,23 +808,25 @@ queue_idxs() {
 
 # placed IDXS: these tasks have their jobs (rsk_new, "IDX JOB" lines), on Slurm or in a lease: journaled alike
 placed() {
-    jlines accepted "$1" "$rsk_new" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE:+"lease=$LEASE"}
+    jlines accepted '' "$rsk_new" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE:+"lease=$LEASE"}
     DONE="$DONE$rsk_new"
 }
 
 # jlines EVENT "IDXS" JOBS [key=value ...]: one journal line per task index (added to RSK_BLOCK), with its task key,
-# its needs and its job (JOBS: "IDX JOB" lines); a key=value with no value is left out
+# its needs and its job (JOBS: "IDX JOB" lines; IDXS '': those of JOBS); a key=value with no value is left out
 jlines() {
-    [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
     jl_ev=$1 jl_idxs=$2 jl_jobs=$3
     shift 3
+    [ -n "$jl_idxs$jl_jobs" ] || return 0
+    [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
     RSK_BLOCK="$RSK_BLOCK$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | awk -v ev="$jl_ev" -v rid="$RID" \
         -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" '
         $0 == "--" { d = 1; next }
-        d { job[$1] = $2; next }
+        d { job[$1] = $2; ord = ord " " $1; next }
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
         $1 == "D" && $4 != "-" { needs[$2] = $4 }
         END {
+            if (idxs == "") idxs = ord
             k = split(extra, x, " "); for (j = 1; j <= k; j++) if (x[j] !~ /=$/) more = more " " x[j]
             m = split(idxs, ix, " ")
             for (j = 1; j <= m; j++) {
@@ -898,27 +867,24 @@ do_submit() {
     rsk_lock "$PROJECT"
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     request_facts
-    resolve_open
-    check_conflict "$STATES"
-    DONE='' TODO='' rsk_n=0
-    rsk_block_start
-    while read -r rsk_i rsk_st rsk_job rsk_plan; do
+    DONE='' TODO='' rsk_found='' rsk_open='' rsk_n=0
+    while read -r rsk_i rsk_st rsk_job _; do
         case $rsk_st in
-            done) DONE="$DONE$rsk_i $rsk_job
+            done | found) DONE="$DONE$rsk_i $rsk_job
 " ;;
-            found)
-                rsk_jline reconciled "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_job"
-                DONE="$DONE$rsk_i $rsk_job
-" ;;
-            open)
-                # the lock is ours, so the process that wrote the intent is gone, and no job exists
-                rsk_jline abandoned "$RID" "$rsk_plan" "$rsk_i" "task=$(task_key "$rsk_i")" code=no-evidence
-                TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
             *) TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
+        esac
+        case $rsk_st in
+            found) rsk_found="$rsk_found$rsk_i $rsk_job
+" ;;
+            open) rsk_open="$rsk_open $rsk_i" ;; # the lock is ours: the process that wrote the intent is gone, and no job exists
         esac
     done <<EOT
 $STATES
 EOT
+    rsk_block_start
+    jlines reconciled '' "$rsk_found"
+    jlines abandoned "$rsk_open" '' code=no-evidence
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
     # a replay was allowed without a decision, on what the plan showed submitted: anything left now, nobody decided
     [ -z "$TODO" ] || [ -z "$REPLAY" ] || rsk_fail "$RSK_E_MISMATCH" replay-changed \
@@ -956,10 +922,8 @@ make_dirs() { # the journal's directory and every task's run directory, in one m
 
 clear_markers() { # the markers an earlier attempt left in the run directories of the tasks to do (no job), in one rm
     set --
-    for rsk_i in $TODO; do
-        for rsk_f in "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; do if [ -e "$rsk_f" ] || [ -h "$rsk_f" ]; then set -- "$@" "$rsk_f"; fi; done
-    done
-    [ $# -eq 0 ] || rm -f "$@"
+    for rsk_i in $TODO; do set -- "$@" "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; done
+    rm -f "$@"
 }
 
 # write_lease_file: what was opened (the controller's allocation, what steps may ask of it); a lease opened again
@@ -980,9 +944,9 @@ main() {
     rsk_start
     MODE=${1:-}
     EXPECT='' REPLAY=''
-    case $MODE in
-        plan | launch) [ $# -eq 1 ] || usage ;;
-        *) usage ;;
+    case $MODE:$# in
+        plan:1 | launch:1) ;;
+        *) rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)" ;;
     esac
     rsk_need sbatch squeue scontrol sinfo base64 awk
     rsk_which sbatch || rsk_fail "$RSK_E_MISSING" missing-command "the login node has no 'sbatch' on PATH"
