@@ -8,9 +8,7 @@ main() {
     rsk_read_held
     [ $# -eq 3 ] || rsk_fail "$RSK_E_USAGE" usage "usage: cancel PROJECT job|rid|batch VALUE"
     rsk_need_token project "$1"
-    project=$1
-    mode=$2
-    value=$3
+    project=$1 mode=$2 value=$3
     case $mode in
         job) rsk_is_job_id "$value" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (a lease's step: LEASEJOBsSEQ)" ;;
         rid | batch) rsk_need_token request-id "$value" ;;
@@ -20,7 +18,8 @@ main() {
     [ -f "$jf" ] || [ -n "$RSK_HELD" ] || { rsk_emit cancel "job=$value" result=not-ours; return 0; }
     [ -f "$jf" ] || jf=/dev/null
     rsk_lock "$project"
-    # "job rid idx task plan" for every accepted or held job that matches
+    # "job rid idx task plan" for every accepted or held job that matches, one line a job (as the ledger holds
+    # it, else as journaled), newest first: a chain's later link never starts in between
     matches=$(awk -v mode="$mode" -v value="$value" -v held="$RSK_HELD" "$RSK_AWK"'
         # a request id takes its attempts too (R.a2, ...: rsk retry and rsk extend), as wait and status follow them
         function want(j, r) { return (mode == "job" && j == value) || (mode != "job" && (r == value \
@@ -30,13 +29,10 @@ main() {
             j = kv($0, "job"); r = kv($0, "rid")
             if (is_job(j) && is_rid(r) && want(j, r)) print j, r, dash(kv($0, "idx")), dash(kv($0, "task")), dash(kv($0, "plan"))
         }' "$jf" | sort -u | awk -v held=" $RSK_HELD" '
-        { h = index(held, " " $1 ":" $2 " ") > 0 } # one line a job: as the ledger holds it, else as journaled
+        { h = index(held, " " $1 ":" $2 " ") > 0 }
         !($1 in s) || h > hs[$1] || (h == hs[$1] && $5 != "-") { s[$1] = $0; hs[$1] = h }
-        END { for (j in s) print s[j] }' | sort -rn) # newest first: a chain's later link never starts in between
-    if [ -z "$matches" ]; then
-        rsk_emit cancel "job=$value" result=not-ours
-        return 0
-    fi
+        END { for (j in s) print s[j] }' | sort -rn)
+    [ -n "$matches" ] || { rsk_emit cancel "job=$value" result=not-ours; return 0; }
     rsk_need_slurm
     steps=''
     case $matches in *s*) steps=$(rsk_lease_steps "$project") ;; esac
@@ -45,10 +41,7 @@ main() {
     while read -r job rid idx task plan; do
         [ "$task" != - ] || task=''
         [ "$idx" != - ] || idx=''
-        case $job in
-            *s*) cancel_step ;;
-            *) cancel_job ;;
-        esac
+        case $job in *s*) cancel_step ;; *) cancel_job ;; esac
         [ "$result" != cancelled ] || rsk_jline cancelled "$rid" "$plan" "${idx:--}" "job=$job" "task=$task"
         results="${results}job=$job rid=$rid task=$task result=$result
 "
@@ -59,10 +52,10 @@ EOT
     printf '%s' "$results" | while read -r j r t x; do rsk_emit cancel "$j" "$r" "$t" "$x"; done
 }
 
-cancel_job() { # sets result for one Slurm job
+cancel_job() { # sets result for one Slurm job: touched only while it carries rsk:PROJECT:RID or the ledger holds it
     if ! rsk_sq_job "$job" || ! rsk_is_active "$SQ_STATE"; then
         result=finished
-    elif [ "$SQ_NAME" != "rsk:$project:$rid" ] && ! rsk_is_held "$job:$rid"; then
+    elif [ "$SQ_NAME" != "rsk:$project:$rid" ] && case " $RSK_HELD" in *" $job:$rid "*) false ;; esac; then
         result=not-ours
     elif scancel "$job" 2>/dev/null; then
         result=cancelled
@@ -73,26 +66,22 @@ cancel_job() { # sets result for one Slurm job
 
 # cancel_step: a queued step leaves the queue (under the project lock, so the controller either claimed it
 # already or never will); a running one is cancelled as the Slurm step its started marker names, when
-# that step still carries the step's identity
+# that step still carries the step's identity (squeue -s: the one query that lists steps)
 cancel_step() {
     # shellcheck disable=SC2046  # three words
     set -- $(printf '%s\n' "$steps" | awk -v j="$job" '$2 == j { print $1, $6, $7; exit }')
     result=finished
     [ $# -eq 3 ] || return 0
     case $1 in
-        q)
-            ! rsk_unqueue "$RSK_ROOT/leases/$project/$2" "$3" cancelled || result=cancelled ;;
+        q) ! rsk_unqueue "$RSK_ROOT/leases/$project/$2" "$3" cancelled || result=cancelled ;;
         run)
-            rsk_f=$RSK_ROOT/runs/$project/$rid/t${idx:-0}/started
-            slurm_step=''
-            [ ! -f "$rsk_f" ] || IFS= read -r slurm_step <"$rsk_f" || true
-            rsk_get "$slurm_step" slurm; slurm_step=$RSK_F
-            case $slurm_step in
+            f=$RSK_ROOT/runs/$project/$rid/t${idx:-0}/started s=''
+            [ ! -f "$f" ] || IFS= read -r s <"$f" || true
+            rsk_get "$s" slurm
+            case $RSK_F in
                 *[!0-9.]* | '' | .* | *.) result=failed ;; # started but not yet running, or an older marker
-                *)
-                    if rsk_slurm_step "$slurm_step" "rsk:$project:$rid" && scancel "$slurm_step" 2>/dev/null; then
-                        result=cancelled
-                    fi ;;
+                *) if squeue -h -s -j "${RSK_F%%.*}" -o '%i|%j' 2>/dev/null | grep -qxF "$RSK_F|rsk:$project:$rid" \
+                    && scancel "$RSK_F" 2>/dev/null; then result=cancelled; fi ;;
             esac ;;
     esac
 }

@@ -2,10 +2,9 @@
 # rsk lease status|drain|resume|close|gpus PROJECT [NAME]: a project's leases, as their directories and
 # controllers say (docs/protocol.md, "lease"); a lease's job is touched only while it carries rsk:PROJECT:RID.
 
-lease_read() { # lease_read NAME: the lease (rsk_lease, rsk_lease_sq); fails when it does not exist
+lease_read() { # lease_read NAME: the lease (rsk_lease); fails when it does not exist
     rsk_lease "$project" "$1"
     [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $project has no lease $1 on this cluster"
-    rsk_lease_sq "$project"
 }
 
 count() { # count GLOB...: sets K to how many of the files exist
@@ -15,7 +14,6 @@ count() { # count GLOB...: sets K to how many of the files exist
 
 lease_emit() { # lease_emit NAME
     lease_read "$1"
-    rsk_lease_state "$project"
     set -- "name=$1" "job=$L_job" "rid=$L_rid" "state=$L_state"
     for k in nodes gpus cpus mem time partition drain overrun; do rsk_get "$L" "$k"; set -- "$@" "$k=$RSK_F"; done
     for k in hosts:nodes start end; do rsk_get "$L_ctl" "${k#*:}"; set -- "$@" "${k%:*}=$RSK_F"; done
@@ -28,14 +26,9 @@ lease_emit() { # lease_emit NAME
 }
 
 do_status() {
-    if [ -n "$name" ]; then
-        lease_emit "$name"
-        return 0
-    fi
+    [ -z "$name" ] || { lease_emit "$name"; return 0; }
     for f in "$RSK_ROOT/leases/$project"/*/lease; do
-        [ -f "$f" ] || continue
-        d=${f%/lease}
-        lease_emit "${d##*/}"
+        [ ! -f "$f" ] || { f=${f%/lease}; lease_emit "${f##*/}"; }
     done
 }
 
@@ -57,12 +50,11 @@ do_close() {
     done
     result=ended
     if [ -n "$L_sq" ]; then
+        result=failed
         if scancel "$L_job" 2>/dev/null; then
             rsk_get "$L" plan
             rsk_jline cancelled "$L_rid" "$RSK_F" 0 "job=$L_job" code=lease-closed
             result=cancelled
-        else
-            result=failed
         fi
     fi
     rsk_journal_write "$project" || true
@@ -72,11 +64,8 @@ do_close() {
 
 do_flag() { # do_flag drain|resume
     lease_read "$name"
-    if [ "$1" = drain ]; then
-        printf 'drained\n' >"$LDIR/drain" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $LDIR/drain"
-    else
-        rm -f "$LDIR/drain"
-    fi
+    if [ "$1" = resume ]; then rm -f "$LDIR/drain"
+    else printf 'drained\n' >"$LDIR/drain" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $LDIR/drain"; fi
     lease_emit "$name"
 }
 
@@ -106,17 +95,16 @@ do_gpus() {
 
 main() {
     rsk_start
-    if [ $# -lt 2 ] || [ $# -gt 3 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: lease status|drain|resume|close|gpus PROJECT [NAME]"; fi
-    cmd=$1
-    project=$2
-    name=${3:-}
+    usage="usage: lease status|drain|resume|close|gpus PROJECT [NAME]"
+    if [ $# -lt 2 ] || [ $# -gt 3 ]; then rsk_fail "$RSK_E_USAGE" usage "$usage"; fi
+    project=$2 name=${3:-}
     rsk_need_token project "$project"
     [ -z "$name" ] || rsk_need_token lease "$name"
-    case $cmd in
+    case $1 in
         status) do_status ;;
         drain | resume | close | gpus)
-            [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease $cmd needs a lease name"
-            case $cmd in close) do_close ;; gpus) do_gpus ;; *) do_flag "$cmd" ;; esac ;;
-        *) rsk_fail "$RSK_E_USAGE" usage "usage: lease status|drain|resume|close|gpus PROJECT [NAME]" ;;
+            [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease $1 needs a lease name"
+            case $1 in close) do_close ;; gpus) do_gpus ;; *) do_flag "$1" ;; esac ;;
+        *) rsk_fail "$RSK_E_USAGE" usage "$usage" ;;
     esac
 }

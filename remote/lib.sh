@@ -1,38 +1,23 @@
 # shellcheck shell=sh
-# rsk remote library: part of every program rsk.wire.bundle ships (docs/protocol.md: the programs, the frame,
-# values on the wire). Nothing under the remote root is ever executed; every value from a user travels
-# as "=literal" or base64 and is never evaluated.
+# rsk remote library, part of every program (docs/protocol.md: "Programs", "The prelude", "The frame", "Values on
+# the wire"). Nothing under the remote root is ever executed; a value from a user travels as "=literal" or base64.
 
 # shellcheck disable=SC2034  # constants used by the entry scripts
-RSK_PROTOCOL=2
-RSK_RC=0
-RSK_NONCE=''
-RSK_LOCKED=''
+RSK_PROTOCOL=2 RSK_RC=0 RSK_NONCE='' RSK_LOCKED='' RSK_T='' RSK_SINCE=''
 RSK_WRITABLE='
 ' # the directories rsk_need_writable found writable in this call, a line each
-RSK_T=''
 RSK_SQ='' RSK_SLURM='' RSK_HELD='' # rsk_squeue's answer and up|down ("" before it); the ledger's jobs
-RSK_SINCE=''                        # the ledger's oldest hold whose outcome it does not know (rsk_since)
+# exit codes (docs/protocol.md, "Exit codes")
+RSK_E_USAGE=2 RSK_E_POLICY=3 RSK_E_MISMATCH=5 RSK_E_CAP=7 RSK_E_UNAVAILABLE=69 RSK_E_SBATCH=70 RSK_E_ROOT=73 RSK_E_MISSING=78
 
-# Exit codes of the remote programs (docs/protocol.md keeps the table).
-RSK_E_USAGE=2        # malformed request or arguments
-RSK_E_POLICY=3       # the cluster policy refuses the request
-RSK_E_MISMATCH=5     # the plan changed (expect) or a request id is reused with another plan
-RSK_E_CAP=7          # the active-jobs cap of the project is reached
-RSK_E_UNAVAILABLE=69 # the Slurm controller cannot be reached
-RSK_E_SBATCH=70      # sbatch refused or failed
-RSK_E_ROOT=73        # the remote root is not writable (full, permissions)
-RSK_E_MISSING=78     # a command rsk needs on the login node is missing
-
-# @@ lines ------------------------------------------------------------------
-rsk_emit() { # rsk_emit KIND [key=value ...]
+rsk_emit() { # rsk_emit KIND [key=value ...]: one @@ line
     printf '@@%s %s' "$RSK_NONCE" "$1"
     shift
     [ $# -eq 0 ] || printf ' %s' "$@"
     printf '\n'
 }
 
-rsk_finish() { # trap handler: releases a held lock and closes the output with @@NONCE done
+rsk_finish() { # the EXIT trap: releases a held lock and closes the output with @@NONCE done
     rsk_status=$?
     [ "$RSK_RC" -ne 0 ] || RSK_RC=$rsk_status
     [ -z "$RSK_LOCKED" ] || exec 9>&-
@@ -40,7 +25,7 @@ rsk_finish() { # trap handler: releases a held lock and closes the output with @
     exit "$RSK_RC"
 }
 
-rsk_start() { # rsk_start: every entry script's main calls this first; reads the frame line
+rsk_start() { # every entry's main calls this first: reads the frame line
     trap rsk_finish EXIT
     RSK_USER=$(id -un)
     IFS=' ' read -r rsk_m rsk_v rsk_n || true
@@ -93,9 +78,7 @@ rsk_which() { # rsk_which CMD: sets RSK_P to the file CMD runs, searched on PATH
 }
 
 # encoding ------------------------------------------------------------------
-rsk_b64() { # rsk_b64 STRING: base64 on one line
-    printf '%s' "$1" | base64 | tr -d '\n'
-}
+rsk_b64() { printf '%s' "$1" | base64 | tr -d '\n'; } # rsk_b64 STRING: base64 on one line
 
 # a value on the wire: "=LITERAL" (only these characters: no decoding, no fork) or base64, which never starts with "="
 rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; }
@@ -118,9 +101,7 @@ rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines k
 }
 
 rsk_hash() { RSK_H=$(printf '%s' "$1" | rsk_sha256); RSK_H=${RSK_H%% *}; } # RSK_H: the sha256 of STRING
-
-rsk_hash_file() { RSK_H=$(rsk_sha256 <"$1"); RSK_H=${RSK_H%% *}; } # RSK_H: the sha256 of the file's bytes
-
+rsk_hash_file() { RSK_H=$(rsk_sha256 <"$1"); RSK_H=${RSK_H%% *}; }        # RSK_H: the sha256 of the file's bytes
 rsk_sha256() { # the digest of stdin, then other words (sha256sum, else shasum, else openssl; no cut)
     if command -v sha256sum >/dev/null 2>&1; then sha256sum
     elif command -v shasum >/dev/null 2>&1; then shasum -a 256
@@ -138,47 +119,36 @@ rsk_decimal() { # rsk_decimal DIGITS: sets RSK_V to the number in decimal ("08" 
     [ "${#RSK_V}" -le 9 ] || rsk_fail "$RSK_E_USAGE" bad-number "the number $1 is too large"
 }
 
-rsk_is_token() { # names safe in paths and job names: [A-Za-z0-9._-], 1..64, no leading dot or dash
-    case $1 in '' | .* | -* | *[!A-Za-z0-9._-]*) return 1 ;; esac
-    [ "${#1}" -le 64 ]
-}
-
 rsk_need_line() { # rsk_need_line WHAT VALUE: sets RSK_V to VALUE, a line number (read as decimal)
     rsk_is_uint "$2" || rsk_fail "$RSK_E_USAGE" usage "$1 must be a line number"
     rsk_decimal "$2"
 }
 
-rsk_need_token() { # rsk_need_token WHAT VALUE
-    rsk_is_token "$2" || rsk_fail "$RSK_E_USAGE" "bad-$1" \
-        "$1 must be 1-64 characters of A-Z a-z 0-9 . _ - and not start with . or -"
+rsk_need_token() { # rsk_need_token WHAT VALUE: names safe in paths and job names: [A-Za-z0-9._-], 1..64, no leading . or -
+    case $2 in '' | .* | -* | *[!A-Za-z0-9._-]*) ;; *) [ "${#2}" -gt 64 ] || return 0 ;; esac
+    rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be 1-64 characters of A-Z a-z 0-9 . _ - and not start with . or -"
 }
 
-rsk_need_writable() { # rsk_need_writable DIR...: each exists and takes a new file, probed once a call in a subshell
-    # (a failed redirection would end this shell before any error could be reported); one mkdir and one rm
-    rsk_n=$#
+rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
+    case $1 in '' | *[!0-9_s]* | [!0-9]* | *[!0-9]) return 1 ;; *_*_* | *s*s* | *_*s* | *s*_*) return 1 ;; esac
+}
+
+# rsk_need_writable DIR...: each exists and takes a new file, probed once a call, in a subshell (a failed
+# redirection would end this shell before any error could be reported)
+rsk_need_writable() {
     for rsk_dir in "$@"; do
         case $RSK_WRITABLE in *"
 $rsk_dir
-"*) ;; *) set -- "$@" "$rsk_dir" ;; esac
-    done
-    shift "$rsk_n"
-    [ $# -gt 0 ] || return 0
-    for rsk_dir in "$@"; do
-        [ -d "$rsk_dir" ] || { mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $*"; break; }
-    done
-    rsk_n=$#
-    for rsk_dir in "$@"; do
-        rsk_probe="$rsk_dir/.probe.$$"
-        set -- "$@" "$rsk_probe"
-        if ! (printf 'probe\n' >"$rsk_probe") 2>/dev/null; then
-            rm -f "$@" 2>/dev/null || true
+"*) continue ;; esac
+        [ -d "$rsk_dir" ] || mkdir -p "$rsk_dir" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_dir"
+        if ! (printf 'probe\n' >"$rsk_dir/.probe.$$") 2>/dev/null; then
+            rm -f "$rsk_dir/.probe.$$" 2>/dev/null || true
             rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write under $rsk_dir (permissions or a full disk)"
         fi
+        rm -f "$rsk_dir/.probe.$$"
         RSK_WRITABLE="$RSK_WRITABLE$rsk_dir
 "
     done
-    shift "$rsk_n"
-    rm -f "$@"
 }
 
 # rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012)
@@ -190,10 +160,11 @@ rsk_lock() {
     RSK_LOCKED=1
 }
 
-# The journal, $RSK_ROOT/journal/PROJECT.log: one event a line, "v=2 t=TIME ev=EVENT rid=RID plan=HASH idx=N ...",
-# appended in blocks whose last line ends in " h=SEAL", SEAL = sha256(PREVSEAL "\n" BLOCK)[0:16] (docs/protocol.md)
+# The journal, $RSK_ROOT/journal/PROJECT.log: one event a line, appended in sealed blocks (docs/protocol.md,
+# "The attempt journal"). rsk_block_start, then rsk_jline for each line, then rsk_journal_write.
+rsk_block_start() { RSK_BLOCK='' RSK_T=''; } # the block's time is read when its first line is added
 
-rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to RSK_BLOCK
+rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to RSK_BLOCK (empty values left out)
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
     rsk_l="v=2 t=$RSK_T ev=$1 rid=$2 plan=$3 idx=$4"
     shift 4
@@ -203,8 +174,6 @@ rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to R
     RSK_BLOCK="$RSK_BLOCK$rsk_l
 "
 }
-
-rsk_block_start() { RSK_BLOCK='' RSK_T=''; } # the block's time is read when its first line is added
 
 # rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (the project lock is held); returns nonzero
 # (after an @@warning) when the disk refuses: callers decide whether that is fatal
@@ -243,7 +212,38 @@ $rsk_tail$RSK_BLOCK"
     rsk_emit head "seal=$rsk_seal"
 }
 
-# Slurm ---------------------------------------------------------------------
+# rsk_job_run PROJECT JOB: RSK_RID and RSK_RUN (the job's run directory) of a job the project's journal accepted
+# (job ids compared as whole strings), or fail with not-ours
+rsk_job_run() {
+    rsk_is_job_id "$2" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX, or a step's LEASEJOBsSEQ)"
+    rsk_found=$(awk -v job="$2" "$RSK_AWK"'{ e = kv($0, "ev"); r = kv($0, "rid"); i = kv($0, "idx") }
+        (e == "accepted" || e == "reconciled") && kv($0, "job") == job && is_rid(r) && i ~ /^[0-9]*$/ { f = r " " i }
+        END { print f }' "$RSK_ROOT/journal/$1.log" 2>/dev/null || true)
+    [ -n "${rsk_found% }" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
+    RSK_RID=${rsk_found%% *} rsk_idx=${rsk_found#* }
+    RSK_RUN="$RSK_ROOT/runs/$1/$RSK_RID${rsk_idx:+/t$rsk_idx}"
+}
+
+# The ledger's word (docs/protocol.md, "Other entries"): RSK_HELD, " JOB:RID JOB:RID ...", the jobs it holds (the
+# authority for what rsk submitted), and RSK_SINCE, when it made its oldest hold whose outcome it does not know
+rsk_held() { # rsk_held LIST: RSK_HELD from "JOB:RID,..."
+    RSK_HELD=$(printf '%s\n' "$1" | tr ',' '\n' | awk -F: "$RSK_AWK"'NF == 0 { next }
+        NF != 2 || !is_job($1) || !is_rid($2) { exit 1 }
+        { printf "%s ", $0 }') || rsk_fail "$RSK_E_USAGE" bad-held "held jobs are JOB:REQUEST_ID words"
+}
+
+rsk_since() { # rsk_since EPOCH
+    if ! rsk_is_uint "$1" || [ "${#1}" -gt 12 ]; then rsk_fail "$RSK_E_USAGE" bad-since "since is a time in epoch seconds"; fi
+    RSK_SINCE=$1
+}
+
+rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on stdin (after the frame)
+    IFS=' ' read -r rsk_w rsk_l || true
+    RSK_HELD=''
+    [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
+}
+
+# Slurm (docs/protocol.md, "The prelude") -----------------------------------------
 rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is unreachable
     case $1 in
         *"Unable to contact slurm controller"* | *"Socket timed out"* | *"Connection refused"* \
@@ -252,91 +252,11 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
     return 1
 }
 
-# rsk_evidence_lines PROJECT RID: what Slurm and the run markers know of the request's jobs, for lib.awk's
-# evidence(): squeue's lines (RSK_SQ), then "M JOB rsk-plan:HASH" from the started markers (what the job
-# wrote), then "S IDX STEPID PLAN" for the steps queued into a lease (rsk_lease_steps), evidence from the start
-rsk_evidence_lines() {
-    rsk_runs="$RSK_ROOT/runs/$1/$2"
-    [ -n "$RSK_SLURM" ] || rsk_squeue
-    printf '%s\n' "$RSK_SQ"
-    # the started markers: "job=ID node=N t=T plan=HASH" (a glob that matches nothing is skipped)
-    set -- "$1" "$2" "$rsk_runs"/t*/started
-    [ ! -f "$3" ] || awk "$RSK_AWK"'is_job(kv($0, "job")) { print "M", kv($0, "job"), "rsk-plan:" kv($0, "plan") }' \
-        "$rsk_runs"/t*/started 2>/dev/null || true
-    [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
-}
-
-# rsk_job_run PROJECT JOB: sets RSK_RID and RSK_RUN (the job's run directory) for a job the project's
-# journal accepted, comparing job ids as whole strings; fails with not-ours otherwise
-rsk_job_run() {
-    rsk_is_job_id "$2" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX, or a step's LEASEJOBsSEQ)"
-    rsk_found=$(awk -v job="$2" "$RSK_AWK"'{ e = kv($0, "ev"); r = kv($0, "rid"); i = kv($0, "idx") }
-        (e == "accepted" || e == "reconciled") && kv($0, "job") == job && is_rid(r) && i ~ /^[0-9]*$/ { f = r " " i }
-        END { print f }' "$RSK_ROOT/journal/$1.log" 2>/dev/null || true)
-    [ -n "${rsk_found% }" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
-    RSK_RID=${rsk_found%% *}
-    RSK_RUN="$RSK_ROOT/runs/$1/$RSK_RID"
-    rsk_idx=${rsk_found#* }
-    [ -z "$rsk_idx" ] || RSK_RUN="$RSK_RUN/t$rsk_idx"
-}
-
-rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
-    [ -n "$RSK_SLURM" ] || rsk_squeue
-    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" -v runs="$RSK_ROOT/runs/$1" \
-        "$RSK_AWK"'{ sq($0) } project_active(p, held, runs) { print SQ_ID }'
-}
-
-# rsk_held LIST: RSK_HELD, "JOB:RID JOB:RID ...", the jobs the ledger (the authority for what rsk submitted) holds
-rsk_held() {
-    RSK_HELD=$(printf '%s\n' "$1" | tr ',' '\n' | awk -F: "$RSK_AWK"'NF == 0 { next }
-        NF != 2 || !is_job($1) || !is_rid($2) { exit 1 }
-        { printf "%s ", $0 }') || rsk_fail "$RSK_E_USAGE" bad-held "held jobs are JOB:REQUEST_ID words"
-}
-
-rsk_is_held() { case " $RSK_HELD" in *" $1 "*) return 0 ;; esac; return 1; } # rsk_is_held JOB:RID
-
-rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on stdin (after the frame)
-    IFS=' ' read -r rsk_w rsk_l || true
-    RSK_HELD=''
-    [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
-}
-
-# rsk_since EPOCH: RSK_SINCE, when the ledger's oldest hold whose outcome it does not know was made (epoch seconds)
-rsk_since() {
-    if ! rsk_is_uint "$1" || [ "${#1}" -gt 12 ]; then rsk_fail "$RSK_E_USAGE" bad-since "since is a time in epoch seconds"; fi
-    RSK_SINCE=$1
-}
-
-# rsk_script_runs EXCEPT: "JOB DIR" for each active job of the account Slurm took at or after RSK_SINCE (when set)
-# that the ledger does not hold (RSK_HELD) and EXCEPT (" JOB JOB ") does not name: DIR is the run directory its
-# batch script runs in (the rsk_run line submit writes), "-" for a script that is not rsk's or a job with none, "?"
-# when the controller does not answer. The script is Slurm's copy, which no one can change once submitted: a job
-# that renamed itself, moved its output while pending and erased its markers and journal lines is still found by it
-# (ADR 0039).
-rsk_script_runs() {
-    [ -n "$RSK_SLURM" ] || rsk_squeue
-    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $1 " \
-        "$RSK_AWK"'{ sq($0) } active(SQ_STATE) && SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
-            && !index(held, " " SQ_ID ":") && !index(except, " " SQ_ID " ") { print SQ_ID }'); do
-        if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
-            printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v tail="'/t\"\$rsk_ti\"" '
-                index($0, "rsk_run='"'"'") == 1 && substr($0, length($0) - length(tail) + 1) == tail {
-                    d = substr($0, 10, length($0) - 9 - length(tail)); if (d !~ /['"'"' ]/) { print j, d; f = 1; exit } }
-                END { if (!f) print j, "-" }'
-        elif rsk_slurm_down "$rsk_s"; then
-            printf '%s ?\n' "$rsk_j"
-        else # no batch script (an salloc or srun job: not sbatch's), or gone since the queue was read
-            printf '%s -\n' "$rsk_j"
-        fi
-    done
-}
-
-# rsk_squeue: the one reader of Slurm's queue: RSK_SQ, "ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|
-# NAME|COMMENT" a job (sq() in lib.awk, rsk_sq_job) and RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down; used until a caller reads it again.
-# Two reads joined by id (docs/protocol.md, "The prelude"): Slurm's facts, with no text a job can set, so no forged
-# line (SUBMIT: the submit time, epoch seconds; NODES, CPUS, MEM, GRES: what Slurm holds for the job now, which
-# its owner can raise while it pends); then restarts, stdout path (OUT: fixed at sbatch, unchanged once
-# the job runs), name, comment, of which an id's first line is its own. A restarted job's run time is its limit.
+# rsk_squeue: the one reader of Slurm's queue, until a caller reads it again: RSK_SQ, one line a job,
+# "ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|NAME|COMMENT" (sq() in lib.awk, rsk_sq_job) and
+# RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down. Two reads joined by id: Slurm's facts, with no text a job can set
+# (so no forged line), then restarts and the texts (an id's first line is its own). A restarted job's run time is
+# its limit.
 rsk_squeue() {
     if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%V|%D|%C|%m|%b' 2>/dev/null) \
         && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,StdOut:|,Name:|,Comment:|' 2>/dev/null); then
@@ -381,41 +301,65 @@ $1|"}
 
 rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
 
-# rsk_slurm_step STEP NAME: Slurm runs the step JOB.STEP and it carries NAME (squeue -s knows steps only)
-rsk_slurm_step() { squeue -h -s -j "${1%%.*}" -o '%i|%j' 2>/dev/null | grep -qxF "$1|$2"; }
-
-rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
-    case $1 in '' | *[!0-9_s]* | [!0-9]* | *[!0-9]) return 1 ;; *_*_* | *s*s* | *_*s* | *s*_*) return 1 ;; esac
+rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
+    [ -n "$RSK_SLURM" ] || rsk_squeue
+    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" -v runs="$RSK_ROOT/runs/$1" \
+        "$RSK_AWK"'{ sq($0) } project_active(p, held, runs) { print SQ_ID }'
 }
 
-# leases ----------------------------------------------------------------------
-# A lease's files are in $RSK_ROOT/leases/PROJECT/NAME (the layout: docs/leases.md); a step moves q/ -> run/ -> end/.
+# rsk_evidence_lines PROJECT RID: what Slurm and the run markers know of the request's jobs, for lib.awk's
+# evidence(): squeue's lines, then "M JOB rsk-plan:HASH" from the started markers (what the job wrote), then
+# "S IDX STEPID PLAN" for the steps queued into a lease
+rsk_evidence_lines() {
+    rsk_runs="$RSK_ROOT/runs/$1/$2"
+    [ -n "$RSK_SLURM" ] || rsk_squeue
+    printf '%s\n' "$RSK_SQ"
+    set -- "$1" "$2" "$rsk_runs"/t*/started # a glob that matches nothing is skipped
+    [ ! -f "$3" ] || awk "$RSK_AWK"'is_job(kv($0, "job")) { print "M", kv($0, "job"), "rsk-plan:" kv($0, "plan") }' \
+        "$rsk_runs"/t*/started 2>/dev/null || true
+    [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
+}
 
-# rsk_lease PROJECT NAME: the one reader of a lease's files. LDIR; L, the lease file's line ("" when there is
-# none) with its job and rid as L_job and L_rid; L_ctl, its controller's line ("" unless it speaks for L_job)
+# rsk_script_runs EXCEPT: "JOB DIR" for each active job of the account Slurm took at or after RSK_SINCE (when set)
+# that the ledger does not hold and EXCEPT (" JOB JOB ") does not name: DIR is the run directory its batch script
+# runs in (the rsk_run line submit writes), "-" for a script that is not rsk's or a job with none, "?" when the
+# controller does not answer. Slurm's copy of the script, which no one can change once submitted (ADR 0039).
+rsk_script_runs() {
+    [ -n "$RSK_SLURM" ] || rsk_squeue
+    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $1 " \
+        "$RSK_AWK"'{ sq($0) } active(SQ_STATE) && SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
+            && !index(held, " " SQ_ID ":") && !index(except, " " SQ_ID " ") { print SQ_ID }'); do
+        if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
+            printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v tail="'/t\"\$rsk_ti\"" '
+                index($0, "rsk_run='"'"'") == 1 && substr($0, length($0) - length(tail) + 1) == tail {
+                    d = substr($0, 10, length($0) - 9 - length(tail)); if (d !~ /['"'"' ]/) { print j, d; f = 1; exit } }
+                END { if (!f) print j, "-" }'
+        elif rsk_slurm_down "$rsk_s"; then
+            printf '%s ?\n' "$rsk_j"
+        else # no batch script (an salloc or srun job: not sbatch's), or gone since the queue was read
+            printf '%s -\n' "$rsk_j"
+        fi
+    done
+}
+
+# leases (docs/leases.md, "On the cluster") ------------------------------------------
+# rsk_lease PROJECT NAME: the one reader of a lease. LDIR; L, the lease file's line ("" when there is none), with
+# L_job and L_rid; L_ctl, its controller's line ("" unless it speaks for L_job); L_sq, the state of L_job while it
+# is active AND carries the lease's identity rsk:PROJECT:RID in its name, else "" (a reused job id is never taken
+# for the lease); L_state: closed or ended once the job holds no allocation, pending while it waits for one, else
+# what its controller says (starting before that)
 rsk_lease() {
-    LDIR=$RSK_ROOT/leases/$1/$2 L='' L_ctl=''
+    LDIR=$RSK_ROOT/leases/$1/$2 L='' L_ctl='' L_sq=''
     [ ! -f "$LDIR/lease" ] || IFS= read -r L <"$LDIR/lease" || true
     [ ! -f "$LDIR/ctl" ] || IFS= read -r L_ctl <"$LDIR/ctl" || true
     rsk_get "$L" rid; L_rid=$RSK_F
     rsk_get "$L" job; L_job=$RSK_F
     rsk_get "$L_ctl" job
     [ "$RSK_F" = "$L_job" ] || L_ctl=''
-}
-
-# rsk_lease_sq PROJECT: L_sq, the Slurm state of the lease's job (rsk_lease) while it is active AND carries
-# the lease's identity rsk:PROJECT:RID in its name, else "": a reused job id is never taken for the lease
-rsk_lease_sq() {
-    L_sq=''
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    rsk_is_uint "$L_job" && rsk_sq_job "$L_job" && [ "$SQ_NAME" = "rsk:$1:$L_rid" ] || return 0
-    ! rsk_is_active "$SQ_STATE" || L_sq=$SQ_STATE
-}
-
-# rsk_lease_state: L_state of the lease rsk_lease read, Slurm's word first (rsk_lease_sq): closed or ended once its
-# job holds no allocation, pending while it waits for one, else what its controller says (starting before that)
-rsk_lease_state() {
-    rsk_lease_sq "$1"
+    if rsk_is_uint "$L_job" && rsk_sq_job "$L_job" && [ "$SQ_NAME" = "rsk:$1:$L_rid" ] && rsk_is_active "$SQ_STATE"; then
+        L_sq=$SQ_STATE
+    fi
     rsk_get "$L_ctl" state
     case $L_sq in
         '') if [ -f "$LDIR/closed" ]; then L_state=closed; else L_state=ended; fi ;;

@@ -1,44 +1,42 @@
 # shellcheck shell=sh
 # rsk cluster policy: the rules the cluster enforces whatever the local ledger says, from $RSK_ROOT/policy.conf
-# ("key = value" lines, "#" comments; the keys, their meanings and defaults: docs/protocol.md, "The cluster
-# policy"). Part of the submit, doctor and info programs; on its own (the "policy" program) it prints the
-# effective policy. Its digest is bound into every plan, so a changed policy changes every plan hash.
+# (docs/protocol.md, "The cluster policy": its keys, meanings and defaults). Part of the submit, doctor and info
+# programs; on its own (the "policy" program) it prints the effective policy. Its digest is bound into every plan,
+# so a changed policy changes every plan hash.
+RSK_POLICY_KEYS='partitions accounts qos max_gpus max_cpus max_mem_mb max_nodes max_time_min max_active_jobs default_time_min default_mem_mb'
 
 rsk_policy_digest() { # sets RSK_POLICY_DIGEST and RSK_POLICY_SOURCE: the policy file's sha256, or default-1
-    rsk_pf=$RSK_ROOT/policy.conf
     RSK_POLICY_DIGEST='default-1' RSK_POLICY_SOURCE=default
-    [ -f "$rsk_pf" ] || return 0
-    rsk_hash_file "$rsk_pf"
+    [ -f "$RSK_ROOT/policy.conf" ] || return 0
+    rsk_hash_file "$RSK_ROOT/policy.conf"
     RSK_POLICY_DIGEST=$RSK_H RSK_POLICY_SOURCE=file
 }
 
-rsk_policy_load() { # sets P_KEY for each key, and RSK_POLICY_DIGEST
-    P_partitions='*' P_accounts='*' P_qos='*' P_max_gpus='' P_max_cpus='' P_max_mem_mb='' P_max_nodes=''
-    P_max_time_min='' P_max_active_jobs=100 P_default_time_min=60 P_default_mem_mb=1024
+rsk_policy_load() { # sets P_KEY for each key, RSK_POLICY_DIGEST, and RSK_PL: the values in the keys' order, "|" between
     rsk_policy_digest
-    [ "$RSK_POLICY_SOURCE" = file ] || return 0
-    # one pass: "KEY VALUE" a line (numbers in decimal), or "! MESSAGE" for the first bad line
-    rsk_pl=$(awk '{ sub(/#.*/, "") } !index($0, "=") { next } {
-        k = substr($0, 1, index($0, "=") - 1); v = substr($0, index($0, "=") + 1)
-        gsub(/[ \t]/, "", k); gsub(/^[ \t]+|[ \t]+$/, "", v)
-        if (k !~ /^(partitions|accounts|qos|max_(gpus|cpus|mem_mb|nodes|time_min|active_jobs)|default_(time_min|mem_mb))$/) {
-            print "! unknown key '"'"'" k "'"'"'"; exit }
-        if (k ~ /^(max|default)_/ && v != "") {
-            if (v !~ /^[0-9]+$/) { print "! " k " must be a whole number, not '"'"'" v "'"'"'"; exit }
-            sub(/^0+/, "", v); if (v == "") v = 0
-            if (length(v) > 9) { print "! " k " is too large"; exit } }
-        print k, v }' "$rsk_pf")
-    while IFS=' ' read -r rsk_pk rsk_pv; do
-        [ "$rsk_pk" != ! ] || rsk_fail "$RSK_E_POLICY" bad-policy "policy.conf: $rsk_pv"
-        case $rsk_pk in
-            partitions) P_partitions=$rsk_pv ;; accounts) P_accounts=$rsk_pv ;; qos) P_qos=$rsk_pv ;;
-            max_gpus) P_max_gpus=$rsk_pv ;; max_cpus) P_max_cpus=$rsk_pv ;; max_mem_mb) P_max_mem_mb=$rsk_pv ;;
-            max_nodes) P_max_nodes=$rsk_pv ;; max_time_min) P_max_time_min=$rsk_pv ;;
-            max_active_jobs) P_max_active_jobs=$rsk_pv ;; default_time_min) P_default_time_min=$rsk_pv ;;
-            default_mem_mb) P_default_mem_mb=$rsk_pv ;;
-        esac
-    done <<EOT
-$rsk_pl
+    rsk_pf=$RSK_ROOT/policy.conf
+    [ "$RSK_POLICY_SOURCE" = file ] || rsk_pf=/dev/null
+    # one pass over the defaults and the file (numbers in decimal), or "!MESSAGE" for its first bad line
+    RSK_PL=$(awk -v keys="$RSK_POLICY_KEYS" -v defaults='*|*|*||||||100|60|1024' '
+        BEGIN { n = split(keys, k, " "); split(defaults, d, "|"); for (i = 1; i <= n; i++) v[k[i]] = d[i] }
+        { sub(/#.*/, "") } !index($0, "=") { next }
+        {
+            key = substr($0, 1, index($0, "=") - 1); val = substr($0, index($0, "=") + 1)
+            gsub(/[ \t]/, "", key); gsub(/^[ \t]+|[ \t]+$/, "", val)
+            if (!(key in v)) { bad = "unknown key '"'"'" key "'"'"'"; exit }
+            if (index(val, "|")) { bad = key " holds a |"; exit }
+            if (key ~ /^(max|default)_/ && val != "") {
+                if (val !~ /^[0-9]+$/) { bad = key " must be a whole number, not '"'"'" val "'"'"'"; exit }
+                sub(/^0+/, "", val); if (val == "") val = 0
+                if (length(val) > 9) { bad = key " is too large"; exit }
+            }
+            v[key] = val
+        }
+        END { if (bad != "") { print "!" bad; exit } for (i = 1; i <= n; i++) printf "%s%s", v[k[i]], (i < n ? "|" : "\n") }' "$rsk_pf")
+    case $RSK_PL in "!"*) rsk_fail "$RSK_E_POLICY" bad-policy "policy.conf: ${RSK_PL#!}" ;; esac
+    IFS='|' read -r P_partitions P_accounts P_qos P_max_gpus P_max_cpus P_max_mem_mb P_max_nodes P_max_time_min \
+        P_max_active_jobs P_default_time_min P_default_mem_mb <<EOT
+$RSK_PL
 EOT
 }
 
@@ -50,10 +48,8 @@ rsk_allow() { # rsk_allow WHAT VALUE LIST: a reason unless LIST (space separated
 }
 
 rsk_ceiling() { # rsk_ceiling WHAT VALUE MAX: a reason when VALUE passes MAX
-    if [ -n "$3" ] && [ "$2" -gt "$3" ]; then
-        RSK_REASONS="$RSK_REASONS$1 $2 exceeds the ceiling $3
+    [ -z "$3" ] || [ "$2" -le "$3" ] || RSK_REASONS="$RSK_REASONS$1 $2 exceeds the ceiling $3
 "
-    fi
 }
 
 # rsk_policy_check PARTITION ACCOUNT NODES CPUS MEM_MB GPUS TIME_MIN QOS: RSK_REASONS, one reason a line (an
@@ -81,18 +77,16 @@ rsk_policy_emit() { # @@policy lines: the verdict and each reason
 
 rsk_policy_show() {
     rsk_policy_load
-    for rsk_kv in "partitions=$P_partitions" "accounts=$P_accounts" "qos=$P_qos" "max_gpus=$P_max_gpus" \
-        "max_cpus=$P_max_cpus" "max_mem_mb=$P_max_mem_mb" "max_nodes=$P_max_nodes" "max_time_min=$P_max_time_min" \
-        "max_active_jobs=$P_max_active_jobs" "default_time_min=$P_default_time_min" "default_mem_mb=$P_default_mem_mb"; do
-        rsk_emit policy-rule "key=${rsk_kv%%=*}" "value=$(rsk_b64 "${rsk_kv#*=}")"
+    rsk_v="$RSK_PL|"
+    for rsk_k in $RSK_POLICY_KEYS; do
+        rsk_emit policy-rule "key=$rsk_k" "value=$(rsk_b64 "${rsk_v%%|*}")"
+        rsk_v=${rsk_v#*|}
     done
     rsk_emit policy "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST"
 }
 
 policy_main() { # the "policy" program's entry
     rsk_start
-    case ${1:-show} in
-        show) rsk_policy_show ;;
-        *) rsk_fail "$RSK_E_USAGE" usage "usage: policy show" ;;
-    esac
+    [ "${1:-show}" = show ] || rsk_fail "$RSK_E_USAGE" usage "usage: policy show"
+    rsk_policy_show
 }

@@ -1,79 +1,68 @@
 # shellcheck shell=sh
-# rsk reconcile PROJECT: every task whose last journal event is an intent is "reconciled job=J" when Slurm (by the
-# job's name, or by its stdout path under the request's run directory, which a running job cannot change), a run marker or
-# a lease's queue knows its job, or an active job of the account Slurm took since the ledger's oldest hold with no
-# outcome (stdin: "held LIST" and "since EPOCH") runs a batch script in the request's run directory (Slurm's copy
-# of the script, which no job can change: ADR 0039); else "unresolved unknown=J,..." while Slurm does not give the
-# script of such a job (it could be the intent's: the intent stays open); else "abandoned" (the lock is held: the
-# writer died before sbatch). Never resubmits. The stage of a job that ended
-# without publishing (out.stage) is set aside as partial/.
+# rsk reconcile PROJECT (stdin: optional "held" and "since" lines): every task whose last journal event is an intent
+# is reconciled when Slurm, a run marker or a lease's queue knows its job (rsk_evidence_lines), or when an active job
+# of the account Slurm took since the ledger's oldest open hold runs a batch script in the request's run directory
+# (rsk_script_runs, ADR 0039); left unresolved while Slurm does not give the script of such a job (it could be the
+# intent's); else abandoned (the lock is held: the writer died before sbatch). Never resubmits (docs/protocol.md,
+# "Other entries").
 
 main() {
     rsk_start
     rsk_read_held
-    IFS=' ' read -r rsk_w rsk_v || true
-    [ "${rsk_w:-}" != since ] || rsk_since "${rsk_v:-}"
+    IFS=' ' read -r w v || true
+    [ "${w:-}" != since ] || rsk_since "${v:-}"
     [ $# -eq 1 ] || rsk_fail "$RSK_E_USAGE" usage "usage: reconcile PROJECT"
     rsk_need_token project "$1"
-    project=$1
-    jf=$RSK_ROOT/journal/$project.log
-    open=''
+    project=$1 runs=$RSK_ROOT/runs/$1 jf=$RSK_ROOT/journal/$1.log
+    open='' found='' results='' count=0
+    rsk_block_start
     if [ -f "$jf" ]; then
         rsk_lock "$project"
-        # "rid idx plan task" of every task whose last event is an intent (exact fields, never patterns)
+        # "rid idx i plan task" of every task whose last event is an intent (exact fields, never patterns; i: idx or 0)
         open=$(awk "$RSK_AWK"'
             {
                 r = kv($0, "rid"); e = kv($0, "ev"); i = dash(kv($0, "idx"))
                 if (!is_rid(r) || e !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
                 k = r " " i
                 if (!(k in last)) order[++n] = k
-                last[k] = e; plan[k] = kv($0, "plan"); task[k] = kv($0, "task")
+                last[k] = e; plan[k] = kv($0, "plan"); task[k] = kv($0, "task"); num[k] = i == "-" ? 0 : i
             }
-            END { for (x = 1; x <= n; x++) { k = order[x]; if (last[k] == "intent") print k, plan[k], dash(task[k]) } }' "$jf")
+            END { for (x = 1; x <= n; x++) { k = order[x]; if (last[k] == "intent") print k, num[k], plan[k], dash(task[k]) } }' "$jf")
     fi
-    count=0
-    rsk_block_start
-    results='' found=''
     if [ -n "$open" ]; then
         rsk_need_slurm # one read of the queue: the evidence of every open intent
-        while read -r rid idx plan task; do
+        while read -r rid idx i plan task; do
             count=$((count + 1))
-            [ "$task" != - ] || task=''
-            i=$idx
-            [ "$i" != - ] || i=0
-            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v d="$RSK_ROOT/runs/$project/$rid" \
-                -v i="$i" "$RSK_AWK"'evidence($0, n, d) && EV_IDX == i { print EV_JOB; exit }')
-            found="$found$rid $idx $plan ${task:--} ${job:--}
+            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v d="$runs/$rid" -v i="$i" \
+                "$RSK_AWK"'evidence($0, n, d) && EV_IDX == i { print EV_JOB; exit }')
+            found="$found$rid $idx $i $plan $task ${job:--}
 "
         done <<EOT
 $open
 EOT
-        # an intent with no evidence: the account's jobs since the ledger's oldest unknown outcome that no book holds,
-        # by the run directory of their batch scripts (Slurm's copy, which no job can change)
+        # an intent with no evidence: the account's jobs since the ledger's oldest unknown outcome that no book holds
         scripts=''
         case $found in *" -
-"*) scripts=$(rsk_script_runs "$(printf '%s' "$found" | awk '$5 != "-" { printf "%s ", $5 }')") ;; esac
+"*) scripts=$(rsk_script_runs "$(printf '%s' "$found" | awk '$6 != "-" { printf "%s ", $6 }')") ;; esac
         unknown=$(printf '%s\n' "$scripts" | awk '$2 == "?" { printf "%s%s", s, $1; s = "," }')
-        while read -r rid idx plan task job; do
+        while read -r rid idx i plan task job; do
             [ -n "$rid" ] || continue
             [ "$task" != - ] || task=''
-            i=$idx
-            [ "$i" != - ] || i=0
-            [ "$job" != - ] || job=$(printf '%s\n' "$scripts" | awk -v d="$RSK_ROOT/runs/$project/$rid" -v i="$i" '
+            [ "$job" != - ] || job=$(printf '%s\n' "$scripts" | awk -v d="$runs/$rid" -v i="$i" '
                 $2 == d { k = index($1, "_") ? substr($1, index($1, "_") + 1) + 0 : 0; if (k == i + 0) { print $1; exit } }')
-            [ -n "$job" ] || job=-
-            if [ "$job" != - ]; then
+            result=abandoned
+            if [ -n "${job#-}" ]; then
+                result=reconciled
                 rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
-                results="${results}rid=$rid idx=$i task=$task plan=$plan result=reconciled job=$job unknown=
-"
             elif [ -n "$unknown" ]; then # left open: nothing the cluster shows proves the intent submitted nothing
-                results="${results}rid=$rid idx=$i task=$task plan=$plan result=unresolved job= unknown=$unknown
-"
+                result=unresolved
             else
                 rsk_jline abandoned "$rid" "$plan" "$idx" "task=$task" code=no-evidence
-                results="${results}rid=$rid idx=$i task=$task plan=$plan result=abandoned job= unknown=
-"
             fi
+            u=''
+            [ "$result" != unresolved ] || u=$unknown
+            results="${results}rid=$rid idx=$i task=$task plan=$plan result=$result job=${job#-} unknown=$u
+"
         done <<EOT
 $found
 EOT
@@ -86,7 +75,7 @@ EOT
     [ -n "$RSK_SLURM" ] || rsk_squeue
     if [ "$RSK_SLURM" = up ]; then
         active=" $(rsk_active_jobs "$project" | tr '\n' ' ') "
-        for st in "$RSK_ROOT/runs/$project"/*/t*/out.stage; do
+        for st in "$runs"/*/t*/out.stage; do
             d=${st%/out.stage}
             if [ ! -d "$st" ] || [ ! -f "$d/started" ]; then continue; fi
             IFS= read -r m <"$d/started" || true

@@ -37,7 +37,6 @@ main() {
                 [ -f "$lf" ] || continue
                 lf=${lf%/lease}
                 rsk_lease "$project" "${lf##*/}"
-                rsk_lease_state "$project"
                 [ ! -f "$LDIR/drain" ] || case $L_state in running | draining) L_state=drained ;; esac
                 printf 'L %s %s %s\n' "${lf##*/}" "$L_state" "${L_job:--}"
             done

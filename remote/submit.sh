@@ -295,7 +295,7 @@ P tneeds "*) DAG=1 ;; esac
 }
 
 # placement ------------------------------------------------------------------
-# place: where the request's jobs run, decided here only (docs/leases.md, ADR 0042). PLACE is slurm (jobs of their
+# place: where the request's jobs run, decided here only (docs/leases.md, ADR 0043). PLACE is slurm (jobs of their
 # own), open (the job of the lease LEASE it opens, which runs its controller) or step (queued into the lease LEASE,
 # bound to its job LEASE_JOB, the lease file's facts as L_*)
 place() {
@@ -318,8 +318,8 @@ place() {
     fi
     [ -n "$LEASE" ] || return 0
     rsk_need_token lease "$LEASE"
-    rsk_lease "$PROJECT" "$LEASE"
     if [ "$PLACE" = open ]; then
+        LDIR=$RSK_ROOT/leases/$PROJECT/$LEASE
         [ "$DRAIN_MIN" -lt "$TIME_MIN" ] || rsk_fail "$RSK_E_USAGE" bad-lease \
             "a lease of $TIME_MIN min that starts no step in its last $DRAIN_MIN min could run no step: give --time longer than --drain (or --drain 0)"
         # only the submit-lease program carries the controller (a plain launch does not ship it)
@@ -327,6 +327,7 @@ place() {
         case $OVERRUN in refuse | clip) ;; *) rsk_fail "$RSK_E_USAGE" bad-overrun "overrun is refuse or clip" ;; esac
         return 0
     fi
+    rsk_lease "$PROJECT" "$LEASE"
     [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $PROJECT has no lease $LEASE on this cluster (rsk lease open $LEASE)"
     LEASE_JOB=$L_job
     rsk_get "$L" partition; L_partition=$RSK_F; rsk_get "$L" account; L_account=$RSK_F; rsk_get "$L" qos; L_qos=$RSK_F
@@ -361,11 +362,10 @@ outlives() {
 }
 
 # check_lease: the lease holds (or waits for) its allocation and carries its identity, as Slurm says now
-# (rsk_lease_sq): a step's is still the job its plan bound, and can hold the step; a lease name is one live lease
+# (rsk_lease): a step's is still the job its plan bound, and can hold the step; a lease name is one live lease
 check_lease() {
     [ "$PLACE" != slurm ] || return 0
     rsk_lease "$PROJECT" "$LEASE"
-    rsk_lease_sq "$PROJECT"
     if [ "$PLACE" = open ]; then
         [ "$L_rid" = "$RID" ] || [ -z "$L_sq" ] || rsk_fail "$RSK_E_USAGE" lease-exists \
             "project $PROJECT already holds a live lease $LEASE (job $L_job); close it or use another name"

@@ -64,8 +64,11 @@ write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$R
 }
 
 @test "a malformed policy file is refused, naming the key" {
-    write_policy "max_gpus = lots"
-    run remote submit plan < <(request arg=true)
-    [ "$status" -eq 3 ]
-    [ "$(field error code)" = bad-policy ]
+    for line in "max_gpus = lots" "partitions = cpu|gpu" "colour = blue"; do
+        write_policy "$line"
+        run remote submit plan < <(request arg=true)
+        [ "$status" -eq 3 ]
+        [ "$(field error code)" = bad-policy ]
+        [[ "$(dec "$(field error msg)")" == *"${line%% *}"* ]]
+    done
 }

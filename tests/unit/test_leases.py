@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 
 from rsk.errors import ProtocolError
+from rsk.ledger.archive import Record
 from rsk.ledger.guard import card_plan, decide_step
-from rsk.ledger.models import DenyRule, Lease, Ledger, migrate, now
+from rsk.ledger.models import LEDGER_SCHEMA, Card, DenyRule, Lease, Ledger, migrate, now
 from rsk.ops.leases import LeaseSpec, open_request
 from rsk.wire import answers
 from rsk.wire.protocol import Placement, Plan, Request, b64, is_job_id
@@ -63,8 +64,9 @@ def test_step_ids_are_job_ids() -> None:
 
 
 def test_an_older_ledger_gains_an_empty_list_of_leases() -> None:
-    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 8, "project": "p", "leases": []}
-    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 8
+    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": LEDGER_SCHEMA, "project": "p",
+                                                              "leases": []}  # fmt: skip
+    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == LEDGER_SCHEMA
     assert Ledger.model_validate(migrate({"schema_version": 2, "project": "p"})).leases == []
 
 
@@ -149,7 +151,7 @@ def test_a_schema_6_ledger_loads_and_keeps_its_numbers() -> None:
            "cards": [{"id": "c-1", "plan_hash": "h", "request_id": "r", "requester": "me", "target": "lab",
                       "request": {}, "plan": card_plan}]}  # fmt: skip
     ledger = Ledger.model_validate(migrate(raw))
-    assert ledger.schema_version == 8
+    assert ledger.schema_version == LEDGER_SCHEMA
     shape = ledger.leases[0].resources
     assert (shape.nodes, shape.gpus, shape.cpus, shape.mem_mb, shape.time_min) == (2, 4, 3, 500, 90)
     assert shape.gpu_hours == 12.0  # 2 nodes x 4 GPUs x 1.5 h
@@ -160,18 +162,20 @@ def test_a_schema_6_ledger_loads_and_keeps_its_numbers() -> None:
 
 
 def test_a_lease_card_filed_before_0_5_names_the_lease_it_opens() -> None:
-    """Schema 7 cards' plans named the lease a lease card opens `lease`: they load, as `lease_open`."""
+    """Cards' plans of schema < 9 named the lease a lease card opens `lease`: they load, as `lease_open`, from the
+    ledger and from the archive."""
     plan = {"target": "lab", "cluster": "c", "user": "u", "command": "lease dev", "argv": [], "kind": "lease",
             "workdir": "/", "partition": "gpu", "account": "", "qos": "", "nodes": 2, "cpus": 3, "mem_mb": 500,
             "gpus": 4, "time_min": 90, "gpu_hours": 12.0, "cpu_hours": 9.0, "estimate_start": "now",
             "policy_verdict": "allow", "policy_reasons": [], "lease": "dev", "drain_min": 5,
             "overrun": "clip"}  # fmt: skip
-    raw = {"schema_version": 7, "project": "p",
-           "cards": [{"id": "c-1", "plan_hash": "h", "request_id": "r", "requester": "me", "target": "lab",
-                      "request": {}, "plan": plan}]}  # fmt: skip
-    ledger = Ledger.model_validate(migrate(raw))
+    old_card = {"id": "c-1", "plan_hash": "h", "request_id": "r", "requester": "me", "target": "lab", "request": {},
+                "plan": plan}  # fmt: skip
+    ledger = Ledger.model_validate(migrate({"schema_version": 8, "project": "p", "cards": [old_card]}))
     card = ledger.cards[0].plan
-    assert ledger.schema_version == 8 and card.lease_open == "dev"
+    assert ledger.schema_version == 9 and card.lease_open == "dev"
+    archived = Record(kind="card", ledger_schema=8, entry=old_card).current()
+    assert Card.model_validate(archived).plan.lease_open == "dev"
     assert card.lease_terms() == "its steps share it; none starts in its last 5 min; a longer step is clipped to " \
         "what is left"  # fmt: skip
     written = ledger.model_dump(mode="json")["cards"][0]["plan"]

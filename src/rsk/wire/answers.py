@@ -239,7 +239,7 @@ class JobFacts(Answer):
     ac_elapsed: int | None
     ac_limit: int | None
     # a lease's step, from its lease's files (a job can write them; "" and None for a job): where it is in the
-    # lease's queue (q, run, end), its lease's state (rsk_lease_state), the node it started on, seconds since
+    # lease's queue (q, run, end), its lease's state (rsk_lease's L_state), the node it started on, seconds since
     # it started, its time limit, why it left the queue without running to its end, and whether srun returned
     st: Literal["", "q", "run", "end"]
     st_lease: str

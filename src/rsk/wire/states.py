@@ -67,7 +67,7 @@ def slurm_ended(state: str) -> bool:
     return state in _ENDED
 
 
-# the states of a lease (remote/lib.sh, rsk_lease_state) in which it holds its allocation: a step it started runs
+# the states of a lease (remote/lib.sh, rsk_lease's L_state) in which it holds its allocation: a step it started runs
 LEASE_LIVE: frozenset[str] = frozenset({"starting", "running", "draining", "drained"})
 # why a step left its lease's queue without running: what cancelled it, and what refused it
 _STEP_CANCELLED = frozenset({"lease-closed", "cancelled"})
