@@ -783,7 +783,6 @@ sbatch_idxs() {
 # queue_idxs IDXS: each of these tasks becomes a queue entry of the lease, a step (under the project lock): its script
 # (q/SEQ.sh), then its line (q/SEQ.step, the commit point); the controller starts it when it fits
 queue_idxs() {
-    mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
     rsk_seq=$(cat "$LDIR/seq" 2>/dev/null || echo 0)
     rsk_is_uint "$rsk_seq" || rsk_seq=0
     rsk_decimal "$rsk_seq"; rsk_seq=$RSK_V
@@ -913,8 +912,9 @@ EOT
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 
-make_dirs() { # the journal's directory and every task's run directory, in one mkdir (those of tasks done are there)
+make_dirs() { # the journal's directory, every task's run directory and a step's lease queue, in one mkdir
     set -- "$RSK_ROOT/journal"
+    [ "$PLACE" != step ] || set -- "$@" "$LDIR/q" "$LDIR/run" "$LDIR/end"
     rsk_i=0
     while [ "$rsk_i" -lt "$NT" ]; do set -- "$@" "$RUN_DIR/t$rsk_i"; rsk_i=$((rsk_i + 1)); done
     mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
