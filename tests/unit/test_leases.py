@@ -162,7 +162,7 @@ def test_a_schema_6_ledger_loads_and_keeps_its_numbers() -> None:
 
 
 def test_a_lease_card_filed_before_0_5_names_the_lease_it_opens() -> None:
-    """Cards' plans of schema < 9 named the lease a lease card opens `lease`: they load, as `lease_open`, from the
+    """Cards' plans of schema < 10 named the lease a lease card opens `lease`: they load, as `lease_open`, from the
     ledger and from the archive."""
     plan = {"target": "lab", "cluster": "c", "user": "u", "command": "lease dev", "argv": [], "kind": "lease",
             "workdir": "/", "partition": "gpu", "account": "", "qos": "", "nodes": 2, "cpus": 3, "mem_mb": 500,
@@ -171,10 +171,10 @@ def test_a_lease_card_filed_before_0_5_names_the_lease_it_opens() -> None:
             "overrun": "clip"}  # fmt: skip
     old_card = {"id": "c-1", "plan_hash": "h", "request_id": "r", "requester": "me", "target": "lab", "request": {},
                 "plan": plan}  # fmt: skip
-    ledger = Ledger.model_validate(migrate({"schema_version": 8, "project": "p", "cards": [old_card]}))
+    ledger = Ledger.model_validate(migrate({"schema_version": 9, "project": "p", "cards": [old_card]}))
     card = ledger.cards[0].plan
-    assert ledger.schema_version == 9 and card.lease_open == "dev"
-    archived = Record(kind="card", ledger_schema=8, entry=old_card).current()
+    assert ledger.schema_version == 10 and card.lease_open == "dev"
+    archived = Record(kind="card", ledger_schema=9, entry=old_card).current()
     assert Card.model_validate(archived).plan.lease_open == "dev"
     assert card.lease_terms() == "its steps share it; none starts in its last 5 min; a longer step is clipped to " \
         "what is left"  # fmt: skip

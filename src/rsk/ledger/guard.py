@@ -9,6 +9,7 @@ that skips the decision is a replay: the cluster or the ledger shows the request
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -570,26 +571,32 @@ def _grow_in(store: Store, ledger: Ledger, target: str, gpu_hours: dict[str, flo
     return count
 
 
-def settle(store: Store, target: str, ended: dict[str, SlurmRecord]) -> int:
+def settle(store: Store, target: str, ended: dict[str, SlurmRecord], never: Collection[str] = ()) -> int:
     """Jobs that ended (job id -> Slurm's record of it, None when Slurm's record was gone) count what Slurm
-    says they used, or their worst case. Returns how many job costs were settled."""
+    says they used, or their worst case; those in `never` Slurm says ended without ever starting, and count no
+    job. Returns how many job costs were settled."""
     if not _settles(store.view(), target, ended):
         return 0  # the common case: no lock, no write
     with store.transaction() as ledger:
-        return _settle_in(store, ledger, target, ended)
+        return _settle_in(store, ledger, target, ended, never)
 
 
 def _settles(ledger: Ledger, target: str, ended: dict[str, SlurmRecord]) -> bool:
     return any(j in ended for j in _open_jobs(ledger, target))
 
 
-def _settle_in(store: Store, ledger: Ledger, target: str, ended: dict[str, SlurmRecord]) -> int:
+def _settle_in(
+    store: Store, ledger: Ledger, target: str, ended: dict[str, SlurmRecord], never: Collection[str] = ()
+) -> int:
     count = 0
     for costs, owner in _cost_owners(ledger, target):
         for job, cost in costs.items():
             if job in ended and cost.gpu_hours_used is None:
-                cost.gpu_hours_used, cost.cpu_hours_used = used(cost, ended[job])
-                cost.at_worst = ended[job] is None
+                record = ended[job]
+                cost.gpu_hours_used, cost.cpu_hours_used = used(cost, record)
+                cost.at_worst = record is None
+                cost.run_s = None if record is None else record[0]
+                cost.never_ran = job in never and cost.run_s == 0  # Slurm's word, never a job's: no run time
                 count += 1
         if (
             isinstance(owner, Charge)
@@ -601,6 +608,8 @@ def _settle_in(store: Store, ledger: Ledger, target: str, ended: dict[str, Slurm
             detail = f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"
             if worst:
                 detail += f"; {worst} job(s) settled at worst case: Slurm's record was gone"
+            if none := sum(c.never_ran for c in costs.values()):
+                detail += f"; {none} job(s) never started on Slurm's word: not counted against the jobs budget"
             store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id, detail))
     return count
 
@@ -612,17 +621,19 @@ def keep_books(
     grown: dict[str, float],
     found: dict[str, list[str]],
     ended: dict[str, SlurmRecord],
+    never: Collection[str] = (),
 ) -> Ledger:
     """What one status read learned, recorded in one transaction, in this order: holds whose jobs the cluster
     shows were submitted (adopt), jobs Slurm holds more GPUs for are charged so (grow), ended jobs settle on
-    Slurm's word (settle). `ledger` is the caller's reading of the file (its Store's view): when it shows
-    nothing to record, nothing is locked, read or written. Returns the ledger as it now is."""
+    Slurm's word (settle; those in `never` Slurm says never started). `ledger` is the caller's reading of the
+    file (its Store's view): when it shows nothing to record, nothing is locked, read or written. Returns the
+    ledger as it now is."""
     if not (any(_holds_for(ledger, target, found)) or _grows(ledger, target, grown) or _settles(ledger, target, ended)):
         return ledger
     with store.transaction() as ledger:
         _adopt_in(store, ledger, target, found)
         _grow_in(store, ledger, target, grown)
-        _settle_in(store, ledger, target, ended)
+        _settle_in(store, ledger, target, ended, never)
     return ledger
 
 

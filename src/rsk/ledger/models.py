@@ -13,8 +13,8 @@ from rsk.wire.resources import Resources
 
 # The ledger's shape. Every change of it bumps this, with a step in `migrate` and a fixture in tests/unit/ledgers/
 # (tests/unit/test_ledger_schema.py holds each version's fingerprint): a reader refuses a newer ledger whole, so
-# an added field is never read past by an rsk that does not know what it means (docs/adr/0042).
-LEDGER_SCHEMA = 9
+# an added field is never read past by an rsk that does not know what it means (docs/adr/0044).
+LEDGER_SCHEMA = 10
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
 
@@ -56,6 +56,8 @@ class JobCost(Model):
     gpu_hours_used: float | None = None  # set when the job has ended: Slurm's run time x its worst rate
     cpu_hours_used: float | None = None
     at_worst: bool = False  # settled at its worst case: Slurm's record of the job was gone
+    never_ran: bool = False  # Slurm says it ended without ever starting (cancelled while pending): no job counts
+    run_s: int | None = None  # its run time as Slurm reported it when it settled (None: Slurm's record was gone)
 
 
 class CostTally(NamedTuple):
@@ -204,7 +206,7 @@ class CardPlan(Model):
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
     link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
-    lease_open: str = ""  # kind lease: the lease it opens (`lease` before schema 9)
+    lease_open: str = ""  # kind lease: the lease it opens (`lease` before schema 10)
     drain_min: int | None = None  # kind lease: no step starts in its last minutes
     overrun: str = ""  # kind lease: a step longer than what is left is refused or clipped
     gpu_hours: float
@@ -322,7 +324,7 @@ def _nested(lease: dict[str, object]) -> dict[str, object]:
 
 
 def _lease_open(card: dict[str, object]) -> dict[str, object]:
-    """A card of schema < 9: its plan's `lease` (the lease a lease card opens) becomes `lease_open`."""
+    """A card of schema < 10: its plan's `lease` (the lease a lease card opens) becomes `lease_open`."""
     plan = card.get("plan")
     if not isinstance(plan, dict) or "lease" not in plan:
         return card
@@ -330,20 +332,23 @@ def _lease_open(card: dict[str, object]) -> dict[str, object]:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema, one version at a time. 8 -> 9: a lease card's plan names the lease
-    it opens `lease_open` (it was `lease`). 7 -> 8: nothing moves (a version-7 ledger
-    may hold fields added while 7 was current: cards' `filed_by` and `superseded_by`, a chain's and a lease's
-    terms; from 8 on, every change of shape has its own version). 6 -> 7: a lease's shape nests as its
-    `resources`. 5 -> 6: cards may list their code snapshot's files (older ones do not). 4 -> 5: leases record
-    the steps they allowed (a lease opened before says it did not: None), and a job cost says whether it
-    settled at worst case (none did). 3 -> 4: grants carry what their archived charges spent (nothing yet).
-    2 -> 3 adds leases (none). 1 -> 2: spent charges become submitted, approvals' used_by become uses, cards
-    show env values. Anything malformed is left as it is for validation to refuse."""
-    if raw.get("schema_version", 1) == 8:
+    """An older ledger as the current schema, one version at a time. 9 -> 10: a lease card's plan names the
+    lease it opens `lease_open` (it was `lease`). 8 -> 9: a job cost says whether Slurm said it
+    never started (none settled so far did) and its run time (not known for those). 7 -> 8: nothing moves (a
+    version-7 ledger may hold fields added while 7 was current: cards' `filed_by` and `superseded_by`, a chain's and
+    a lease's terms; from 8 on, every change of shape has its own version). 6 -> 7: a lease's shape nests as its
+    `resources`. 5 -> 6: cards may list their code snapshot's files (older ones do not). 4 -> 5: leases record the
+    steps they allowed (a lease opened before says it did not: None), and a job cost says whether it settled at
+    worst case (none did). 3 -> 4: grants carry what their archived charges spent (nothing yet). 2 -> 3 adds leases
+    (none). 1 -> 2: spent charges become submitted, approvals' used_by become uses, cards show env values. Anything
+    malformed is left as it is for validation to refuse."""
+    if raw.get("schema_version", 1) == 9:
         cards = _dicts(raw.get("cards", []))
         if cards is None:
             return raw
-        return {**raw, "schema_version": 9, **({"cards": [_lease_open(c) for c in cards]} if cards else {})}
+        return {**raw, "schema_version": 10, **({"cards": [_lease_open(c) for c in cards]} if cards else {})}
+    if raw.get("schema_version", 1) == 8:
+        return migrate({**raw, "schema_version": 9})
     if raw.get("schema_version", 1) == 7:
         return migrate({**raw, "schema_version": 8})
     if raw.get("schema_version", 1) == 6:

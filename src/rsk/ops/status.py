@@ -62,6 +62,7 @@ class JobState(Model):
     _slurm_record: tuple[int, int | None] | None = PrivateAttr(default=None)
     _slurm_listed: bool = PrivateAttr(default=False)
     _gpu_hours_held: float | None = PrivateAttr(default=None)  # its worst case at the GPUs Slurm holds, when more
+    _never_started: bool = PrivateAttr(default=False)  # Slurm says it ended without starting: it counts no job
 
     @property
     def placement(self) -> Placement:
@@ -197,6 +198,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         result=f.result and state == "succeeded",  # a job that did not succeed has no result, whatever it wrote
     )
     job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
+    job._never_started = states.never_started(f.sq, f.sq_elapsed, f.where)
     _held_shape(job, f)
     return job
 
@@ -290,7 +292,8 @@ def status_call(remote: Remote, target: str, project: str,
         by_request.setdefault(j.request_id, []).append(j.job_id)
     # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
     grown = {j.job_id: j._gpu_hours_held for j in jobs if j._gpu_hours_held is not None}
-    ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs))
+    never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
+    ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs), never)
     return mark_undecided(st, ledger), answer
 
 
