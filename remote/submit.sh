@@ -348,10 +348,9 @@ place() {
     q time_min; STEP_TIME=$RSK_W; [ -n "$RSK_W" ] || [ "$TIME_MIN" -le "$L_time" ] || TIME_MIN=$L_time
 }
 
-# outlives NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused (fits); with overrun refuse, so is
-# one whose --time would outlive a lease that has started (its controller's ctl file says when it ends)
+# outlives: a step that can never fit its lease is refused (fits); with overrun refuse, so is one whose --time
+# would outlive a lease that has started (its controller's ctl file says when it ends)
 outlives() {
-    set_shape "$@"
     fits
     rsk_get "$L_ctl" end
     if [ "$L_overrun" = refuse ] && [ -n "$STEP_TIME" ] && rsk_is_uint "$RSK_F"; then
@@ -462,16 +461,15 @@ policy_all() { # RSK_VERDICT and RSK_REASONS over every task shape
 "; fi
 }
 
-for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each distinct shape (SHAPES)
+for_shapes() { # for_shapes FUNCTION: FUNCTION for each distinct shape (SHAPES), the shape set (set_shape)
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
-        [ -z "$s1" ] || "$1" "$s1" "$s2" "$s3" "$s4" "$s5"
+        [ -z "$s1" ] || { set_shape "$s1" "$s2" "$s3" "$s4" "$s5" && "$1"; }
     done <<EOT
 $SHAPES
 EOT
 }
 
 policy_shape() {
-    set_shape "$@"
     rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" "$QOS"
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
@@ -500,7 +498,6 @@ fits() {
 }
 
 test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuses
-    set_shape "$@"
     fits # first: Slurm's own refusal of a shape no node can hold does not say which resource it is
     run_sbatch test-only
     if [ "$SB_RC" -ne 0 ]; then
@@ -524,11 +521,9 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
     fi
 }
 
-# request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
-# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's active rsk jobs (lib.awk's
-# project_active), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
-# docs/protocol.md) or none; cancel events do not change a state. A request withdrawn (a workflow cancelled whole),
-# or with a job or an open intent for another plan, is refused; open intents are then resolved (resolve_open).
+# request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence and its journal
+# lines. ACTIVE: the project's active rsk jobs (lib.awk's project_active); STATES: "IDX STATE JOB PLAN" a task (STATE
+# as @@prior, or none). A request withdrawn, or with a job or open intent of another plan, is refused (resolve_open).
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
@@ -700,10 +695,9 @@ job_text() {
 }
 
 # after the go: submit -----------------------------------------------------------
-# submit_groups: the tasks to do, in groups alike (shape, and a workflow's level and needs), level by level; each
-# group is placed at this one point: one sbatch (a job array for a batch) after the jobs it needs, or, for a step,
-# one queue entry a task in its lease. A workflow is whole or not at all: when an sbatch fails, every job of the
-# request is cancelled, withdrawn
+# submit_groups: the tasks to do in groups alike (shape; a workflow's level, needs), each placed here: one sbatch (a
+# job array for a batch) after the jobs it needs, or a step's queue entries. A workflow is whole or not at all: when
+# an sbatch fails, every job of the request is cancelled, withdrawn
 submit_groups() {
     rsk_groups=$(printf '%s\n' "$TASKOUT" | awk -v todo=" $TODO " '
         $1 == "S" { shape[$2] = $3 " " $4 " " $5 " " $6 " " $7; lvl[$2] = 0; nd[$2] = "-"; if (index(todo, " " $2 " ")) o[++n] = $2 }
