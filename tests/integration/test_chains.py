@@ -87,10 +87,23 @@ def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start
     assert rc == 0, got  # the chain succeeded: its last link that ran did
     assert got["link1"]["state"] == "stopped" and got["link1"]["where"] == "(time-limit: exit 1 after SIGUSR1)"
     assert got["link2"]["state"] == "succeeded"
-    assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(not needed: link2 succeeded)"
+    assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(not needed: link2 finished the work)"
     assert got["link3"]["elapsed_s"] in (0, None)  # removed by Slurm before it allocated anything
     log = rsk("logs", got["link2"]["job_id"], "--target", "lab", "--project", project, "--json")
     assert "resumed at" in json.loads(log.out)["text"]
+    # how far it got, in numbers, wherever its jobs are answered
+    where = ["--target", "lab", "--project", project]
+    c = json.loads(rsk("wait", "-r", "ck", *where, "--timeout", "30", "--json").out)["chain"]
+    assert (c["request_id"], c["link"], c["links"], c["budget_s"]) == ("ck", 2, 3, 180), c
+    assert c["left_s"] == 180 - c["run_time_s"] and c["run_time_s"] > 0 and c["text"].startswith("link 2/3, ")
+    assert json.loads(rsk("status", "-r", "ck", *where, "--json").out)["chains"] == [c]
+    # each link's output, in order, labelled; a link that never ran says so
+    every = json.loads(rsk("logs", "-r", "ck", *where, "--json").out)
+    assert [(t["task"], t["state"]) for t in every["logs"]] == [("link1", "stopped"), ("link2", "succeeded"),
+                                                               ("link3", "skipped")]  # fmt: skip
+    assert "resumed at" in every["logs"][1]["text"] and every["logs"][2]["note"].startswith("never ran")
+    shown = rsk("logs", "-r", "ck", *where).out
+    assert shown.index("==> link1: job") < shown.index("==> link2: job") < shown.index("resumed at"), shown
     res = rsk("fetch", "-r", "ck", "--result", "--to", str(tmp_path / "res"), "--target", "lab", "--project", project,
               "--json")  # fmt: skip
     assert res.rc == 0 and json.loads(res.out)["job_id"] == got["link2"]["job_id"], res.err  # the chain's result

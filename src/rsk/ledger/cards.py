@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from rsk.errors import ConflictError, DeniedError, PendingApproval, UsageError
 from rsk.ledger.archive import Archive
 from rsk.ledger.models import Approval, AuditEntry, Card, JobCost, Ledger, now, tally
+from rsk.ledger.models import tell_human as tell_human  # its one wording, with the card
 from rsk.ledger.store import Store
 from rsk.local.paths import attempt_of
 

@@ -296,10 +296,9 @@ def authorize_in(
         )
         ledger.cards.append(card)
     # what to pass on to the human (addressed to them), and what the agent does next: two fields
-    tell_human = (
-        f"rsk needs your approval for card {card.id}: `rsk approvals show {card.id}` shows what it runs and "
-        f"costs; `rsk approve {card.id}` at your terminal allows it, `rsk deny {card.id} --reason ...` refuses it."
-    )
+    from rsk.ledger.models import tell_human as sentence
+
+    tell_human = sentence(card.id)
     then = f"rsk wait {card.id}{scope(store.project, None)}"
     return PendingApproval(
         f"approval needed: card {card.id} waits for a human ({d.reason})",

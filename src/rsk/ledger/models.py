@@ -229,6 +229,14 @@ class CardPlan(Model):
         return f"its steps share it; none starts in its last {self.drain_min} min; a longer step is {longer}"
 
 
+def tell_human(card_id: str) -> str:
+    """The sentence an agent passes on to the human, word for word, when a card waits for them."""
+    return (
+        f"rsk needs your approval for card {card_id}: `rsk approvals show {card_id}` shows what it runs and "
+        f"costs; `rsk approve {card_id}` at your terminal allows it, `rsk deny {card_id} --reason ...` refuses it."
+    )
+
+
 class Card(Model):
     """A pending question for a human: may this exact plan run?"""
 

@@ -15,6 +15,16 @@ if TYPE_CHECKING:  # names only: the page (rsk.ui) groups jobs without loading s
     from rsk.ops.status import JobState, Status
 
 
+@dataclass(frozen=True)
+class ChainFacts:
+    """How far a chain got: the last link that ran (K) of all its links (N), and run time used of its budget."""
+
+    link: int
+    links: int
+    run_time_s: int
+    budget_s: int
+
+
 @dataclass
 class BatchView:
     target: str
@@ -49,11 +59,12 @@ class BatchView:
         return [Counter(state[k] for k in keys) for keys in tiers]
 
     @property
-    def chain(self) -> str:
-        """A chain's progress: the last link that ran of how many, and its run time of its budget; "" otherwise."""
+    def chain_facts(self) -> ChainFacts | None:
+        """A chain's progress in numbers (None for anything else): the last link that ran of how many, and its
+        run time of its budget, in seconds."""
         links = [j for j in self.jobs if j.link]
         if not links:
-            return ""
+            return None
         # a link ran unless it was skipped, still waits, or was cancelled before it started
         ran = [j for j in links if j.state not in ("skipped", "pending") and (j.elapsed_s or j.state != "cancelled")]
         at = max(ran or links[:1], key=lambda j: int(j.link.split("/")[0]))
@@ -61,7 +72,16 @@ class BatchView:
         # Slurm may not say the limit of a link it removed before it started: count it as a full link
         full = max((j.limit_s or 0 for j in links), default=0)
         budget = sum(j.limit_s or full for j in links)
-        return f"link {at.link}, run time {duration(used)} / {duration(budget)}"
+        link, total = (int(x) for x in at.link.split("/"))
+        return ChainFacts(link=link, links=total, run_time_s=used, budget_s=budget)
+
+    @property
+    def chain(self) -> str:
+        """A chain's progress as the table says it: "link K/N, run time T / BUDGET"; "" otherwise."""
+        c = self.chain_facts
+        if c is None:
+            return ""
+        return f"link {c.link}/{c.links}, run time {duration(c.run_time_s)} / {duration(c.budget_s)}"
 
     @property
     def paid(self) -> list[JobState]:
