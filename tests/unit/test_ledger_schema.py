@@ -33,6 +33,7 @@ FIXTURES = Path(__file__).parent / "ledgers"
 SHAPES = {
     8: "4223cbb3c078f66c",
     9: "3d725248874dd6a5",
+    10: "907aee167142f337",
 }
 
 

@@ -295,7 +295,7 @@ def test_a_lease_card_names_the_lease_and_its_terms(project: str) -> None:
     card = file_card(project)
     with Store(project).transaction() as ledger:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(
-            update={"kind": "lease", "lease": "dev<b>", "drain_min": 5, "overrun": "clip"}
+            update={"kind": "lease", "lease_open": "dev<b>", "drain_min": 5, "overrun": "clip"}
         )
     stored = Store(project).load().cards[0]
     html = pages.card_facts(stored)

@@ -246,7 +246,7 @@ def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None
         if len(result.tasks) > 10:
             o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)")
     elif result.plan is not None and result.plan.is_step:
-        o.print(f"{verb} step {result.job_id} into lease {result.plan.lease} on {result.target}")
+        o.print(f"{verb} step {result.job_id} into lease {result.plan.placement.lease} on {result.target}")
     else:
         o.print(f"{verb} job {result.job_id} on {result.target}")
     o.print(f"  project     {result.project}")

@@ -57,7 +57,7 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
         f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
         f"  kind          {p.kind}"
         + (f", {p.jobs} tasks" if p.kind == "batch" else "")
-        + (f" {inert(p.lease)}: {p.lease_terms()}" if p.lease_terms() else ""),
+        + (f" {inert(p.lease_open)}: {p.lease_terms()}" if p.lease_terms() else ""),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
     if p.budget_min is not None and p.tasks:

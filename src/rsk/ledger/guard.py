@@ -37,7 +37,7 @@ from rsk.ledger.models import (
 from rsk.ledger.store import Store
 from rsk.local import caller
 from rsk.local.project import scope
-from rsk.wire.protocol import Accepted, Plan, Request, is_job_id
+from rsk.wire.protocol import Accepted, Placement, Plan, Request, is_job_id
 from rsk.wire.resources import Resources
 
 if TYPE_CHECKING:
@@ -111,7 +111,9 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         chain_of=plan.chain_of,
         link0=plan.link0,
         attempt_of=plan.attempt_of,
-        **({"lease": plan.lease, "drain_min": plan.drain_min, "overrun": plan.overrun} if plan.kind == "lease" else {}),
+        lease_open=plan.lease_open,
+        drain_min=plan.drain_min,
+        overrun=plan.overrun,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,
@@ -327,13 +329,10 @@ def decide_step(ledger: Ledger, target: str, plan: Plan, request_id: str) -> tup
     denied = denial(ledger, facts(target, plan, request_id, 0), now())
     if denied is not None:
         return "deny", denied.rule, denied.reason
-    lease = open_lease(ledger, target, plan.lease, plan.lease_job)
+    at = plan.placement
+    lease = open_lease(ledger, target, at)
     if lease is None:
-        return (
-            "closed",
-            None,
-            f"lease {plan.lease} (job {plan.lease_job}) is not open in this project's ledger on {target}",
-        )
+        return "closed", None, f"lease {at.lease} (job {at.job}) is not open in this project's ledger on {target}"
     return "lease", lease.id, ""
 
 
@@ -360,28 +359,34 @@ def authorize_step_in(store: Store, ledger: Ledger, target: str, plan: Plan, req
     return Allowed(kind="lease", id=rule)
 
 
-def open_lease(ledger: Ledger, target: str, name: str, job_id: str) -> Lease | None:
-    return next((x for x in ledger.leases if x.name == name and x.target == target and x.job_id == job_id
-                 and x.closed is None), None)  # fmt: skip
+def held_lease(ledger: Ledger, target: str, at: Placement) -> Lease | None:
+    """The ledger's lease a step's placement names (open or closed); None for a job on Slurm."""
+    if at.kind != "lease":
+        return None
+    return next((x for x in ledger.leases if x.target == target and x.name == at.lease and x.job_id == at.job), None)
+
+
+def open_lease(ledger: Ledger, target: str, at: Placement) -> Lease | None:
+    lease = held_lease(ledger, target, at)
+    return lease if lease is not None and lease.closed is None else None
 
 
 def _record_lease(
     store: Store, ledger: Ledger, target: str, plan: Plan, request_id: str, allowed: Allowed, job_id: str
 ) -> None:
     """The cluster accepted a lease's job: the ledger holds it open (once, however often it is replayed)."""
-    if any(x.target == target and x.job_id == job_id and x.name == plan.lease for x in ledger.leases):
+    if any(x.target == target and x.job_id == job_id and x.name == plan.lease_open for x in ledger.leases):
         return
-    lease = Lease(name=plan.lease, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
+    lease = Lease(name=plan.lease_open, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
                   allowed_by=f"{allowed.kind} {allowed.id}", resources=plan.resources)  # fmt: skip
     ledger.leases.append(lease)
-    store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
+    store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease_open} job {job_id}"))
 
 
 def _record_steps(ledger: Ledger, target: str, plan: Plan, request_id: str, jobs: list[tuple[str, str]]) -> None:
     """The steps the cluster queued for a request the ledger allowed into a lease ((step id, task) each):
     the lease's record keeps them, once however often they are replayed."""
-    lease = next((x for x in ledger.leases if x.target == target and x.name == plan.lease
-                  and x.job_id == plan.lease_job), None)  # fmt: skip
+    lease = held_lease(ledger, target, plan.placement)
     if lease is None or lease.steps is None:
         return
     known = {s.job_id for s in lease.steps}

@@ -65,7 +65,7 @@ def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
         _row(
             "kind",
             p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
-            *([" ", el("code", {}, agent(p.lease)), f": {p.lease_terms()}"] if p.lease_terms() else []),
+            *([" ", el("code", {}, agent(p.lease_open)), f": {p.lease_terms()}"] if p.lease_terms() else []),
         ),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
