@@ -305,7 +305,9 @@ def authorize_in(
     tell_human = sentence(card.id)
     then = f"rsk wait {card.id}{scope(store.project, None)}"
     return PendingApproval(
-        f"approval needed: card {card.id} waits for a human ({d.reason})",
+        f"approval needed: card {card.id} waits for a human ({d.reason}"
+        + (f"; closest grant {d.closest_grant}: {'; '.join(d.closest_why)}" if d.closest_grant else "")
+        + ")",
         f"tell the human: {tell_human} Then run `{then}` "
         f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
         details={
@@ -315,6 +317,9 @@ def authorize_in(
             "new_card": new_card,
             "tell_human": tell_human,
             "next": then,
+            # what no grant covers, as `rsk plan` says it: an agent may offer a smaller ask, or wait (active jobs)
+            "closest_grant": d.closest_grant,
+            "closest_why": list(d.closest_why),
         },
     )
 
