@@ -251,7 +251,7 @@ def build(pin: Pin) -> MCPServer:
 
         spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                          request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
-        request = open_request(spec, pin.project, f"mcp: {requester()}")
+        request = open_request(spec, pin.project, f"mcp: {requester()}", pin.target)
         return _reply(request)
 
     @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
