@@ -13,8 +13,9 @@ import os
 import subprocess
 
 MAX_BYTES = 256 * 1024 * 1024  # the most a snapshot may hold
+RESULTS_DIR = "rsk-results"  # where fetched files land by default (rsk.ops.fetch): never part of a snapshot
 DEFAULT_EXCLUDES = (".git", ".rsk.toml", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", ".mypy_cache",
-                    ".pytest_cache", ".ruff_cache", "*.rsk-part")  # fmt: skip
+                    ".pytest_cache", ".ruff_cache", "*.rsk-part", RESULTS_DIR)  # fmt: skip
 
 
 def listed(root: str, git: bool = True) -> list[str]:

@@ -1,4 +1,9 @@
-"""Typed errors and the one table of exit codes (README keeps the same table)."""
+"""Typed errors and the one table of exit codes (README keeps the same table).
+
+An error's JSON document (`--json`, and MCP's tool errors) follows one rule: `error` is the most specific
+reason rsk knows, a stable kebab-case name (`not-found`, `card-withdrawn`, `request-conflict`,
+`approval-pending`, or the class's own name such as `usage` when there is none more specific); `exit_code`
+is its class, the exit-code table's row. There is no second key for the reason."""
 
 from __future__ import annotations
 
@@ -33,23 +38,30 @@ class RskError(Exception):
     exit_code: Exit = Exit.INTERNAL
     code: str = "error"
 
-    def __init__(self, message: str, hint: str | None = None, *, details: dict[str, object] | None = None):
+    def __init__(
+        self, message: str, hint: str | None = None, *, details: dict[str, object] | None = None,
+        code: str | None = None,
+    ) -> None:  # fmt: skip
         super().__init__(message)
         self.message = message
         self.hint = hint
         self.details = details or {}
+        if code is not None:  # the specific reason, where the class's name says only the exit code's row
+            self.code = code
 
     retry_after: float | None = None  # seconds: the same call may succeed then (None: do not retry as is)
 
     def to_json(self) -> dict[str, object]:
+        """The error document: the rule in this module's docstring; details never override its keys."""
         return {
+            **self.details,
+            "schema_version": 1,
             "error": self.code,
             "exit_code": int(self.exit_code),
             "message": self.message,
             "hint": self.hint,
             "retryable": self.retry_after is not None,
             "retry_after": self.retry_after,
-            **self.details,
         }
 
 
@@ -76,6 +88,23 @@ class ConflictError(RskError):
 class StateError(RskError):
     exit_code = Exit.STATE
     code = "invalid-state"
+
+
+class NewerLedger(StateError):
+    """A ledger (or a line of its archive) written by a newer rsk: refused whole and left as it is, so that
+    nothing the newer rsk recorded is lost or read past (docs/adr/0042)."""
+
+    code = "ledger-newer"
+
+    @classmethod
+    def of(cls, path: str, version: int, understood: int) -> NewerLedger:
+        return cls(
+            f"the ledger {path} was written by a newer rsk (schema_version {version}; this rsk reads {understood} "
+            "and older); it was left as it is",
+            "upgrade rsk here (pip install -U rsk), and on every machine and broker that shares this project: an "
+            "older rsk never reads past what a newer one recorded, and never writes over it",
+            details={"schema_version": version, "understood": understood, "path": path},
+        )
 
 
 class CapReached(RskError):

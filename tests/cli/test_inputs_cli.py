@@ -182,7 +182,7 @@ def test_a_chain_among_other_tasks_or_with_needs_is_refused_with_the_way_to_run_
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["fetch", "--request-id", "r1", "--result", "--json"], "--request-id"),
+        (["fetch", "--request-id", "r1", "--json"], "--request-id"),
         (["fetch", "--result", "--json"], "JOB"),
         (["nosuch", "--json"], "nosuch"),
         (["launch", "--gpus", "many", "--json", "--", "true"], "--gpus"),

@@ -21,9 +21,11 @@ def test_grant_add_list_show_revoke(rsk_env: Path, project: str) -> None:
     gid = view["grant"]["id"]
     assert view["jobs_left"] == 3 and view["gpu_hours_left"] == 2.5 and view["status"] == "active"
     listed = json.loads(rsk("grant", "list", "-p", project, "--json").out)
-    assert [v["grant"]["id"] for v in listed] == [gid]
+    assert listed["schema_version"] == 1 and listed["project"] == project
+    assert [v["grant"]["id"] for v in listed["grants"]] == [gid]
     assert json.loads(rsk("grant", "show", gid, "-p", project, "--json").out)["grant"]["max_gpus"] == 1
-    assert rsk("grant", "revoke", gid, "-p", project, "--yes").rc == 0
+    revoked = json.loads(rsk("grant", "revoke", gid, "-p", project, "--yes", "--json").out)
+    assert revoked["schema_version"] == 1 and revoked["grant"]["id"] == gid and revoked["status"] == "revoked"
     assert json.loads(rsk("grant", "show", gid, "-p", project, "--json").out)["status"] == "revoked"
     again = rsk("grant", "revoke", gid, "-p", project, "--yes")
     assert again.rc == Exit.USAGE and "already revoked" in again.err
@@ -47,8 +49,8 @@ def test_an_ended_grant_and_its_settled_charges_move_to_the_archive_and_list_all
     new = json.loads(rsk("grant", "add", "-p", project, "--jobs", "1", "--yes", "--json").out)["grant"]["id"]
     hot = json.loads(path.read_text())
     assert [g["id"] for g in hot["grants"]] == [new] and hot["charges"] == []
-    assert [v["grant"]["id"] for v in json.loads(rsk("grant", "list", "-p", project, "--json").out)] == [new]
-    every = json.loads(rsk("grant", "list", "-p", project, "--all", "--json").out)
+    assert [v["grant"]["id"] for v in json.loads(rsk("grant", "list", "-p", project, "--json").out)["grants"]] == [new]
+    every = json.loads(rsk("grant", "list", "-p", project, "--all", "--json").out)["grants"]
     archived = next(v for v in every if v["grant"]["id"] == old.id)
     assert archived["status"] == "revoked" and archived["jobs_spent"] == 2 and archived["gpu_hours_spent"] == 0.5
     assert json.loads(rsk("grant", "show", old.id, "-p", project, "--json").out)["jobs_spent"] == 2
@@ -130,11 +132,14 @@ def test_newer_schema_is_refused_with_an_upgrade_hint(rsk_env: Path, project: st
 
 def test_deny_rules_add_list_remove(rsk_env: Path, project: str) -> None:
     r = rsk("deny-rule", "add", "-p", project, "--reason", "no big jobs", "--gpus-at-least", "8", "--yes", "--json")
-    rule = json.loads(r.out)
-    assert rule["gpus_at_least"] == 8
+    added = json.loads(r.out)
+    assert added["status"] == "added" and added["rule"]["gpus_at_least"] == 8
+    rule = added["rule"]
     assert "no big jobs" in rsk("deny-rule", "list", "-p", project).out
-    assert rsk("deny-rule", "remove", rule["id"], "-p", project, "--yes").rc == 0
-    assert json.loads(rsk("deny-rule", "list", "-p", project, "--json").out) == []
+    assert [x["id"] for x in json.loads(rsk("deny-rule", "list", "-p", project, "--json").out)["rules"]] == [rule["id"]]
+    removed = json.loads(rsk("deny-rule", "remove", rule["id"], "-p", project, "--yes", "--json").out)
+    assert removed["status"] == "removed" and removed["rule"]["id"] == rule["id"]
+    assert json.loads(rsk("deny-rule", "list", "-p", project, "--json").out)["rules"] == []
 
 
 def test_bad_project_name_is_a_usage_error(rsk_env: Path) -> None:
@@ -199,7 +204,7 @@ def test_waiting_on_a_withdrawn_card_ends_at_once_and_files_nothing(rsk_env: Pat
     r = rsk("wait", card.id, "-p", project, "--timeout", "5", "--json")
     assert r.rc == Exit.DENIED, (r.out, r.err)
     doc = json.loads(r.out)
-    assert doc["code"] == "card-withdrawn" and doc["card_id"] == card.id and "withdrawn" in doc["message"]
+    assert doc["error"] == "card-withdrawn" and doc["card_id"] == card.id and "withdrawn" in doc["message"]
     assert json.loads(ledger_path(rsk_env, project).read_text())["cards"] == before  # no new card for the human
 
 

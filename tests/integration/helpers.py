@@ -102,7 +102,7 @@ def slow_lock(shims: Shims) -> Path:
 
 
 def grant_view(project: str) -> dict[str, Any]:
-    return dict(json.loads(rsk("grant", "list", "--project", project, "--json").out)[0])
+    return dict(json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"][0])
 
 
 def grant(project: str, *options: str) -> dict[str, Any]:

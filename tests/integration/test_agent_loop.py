@@ -42,7 +42,7 @@ def test_a_project_that_sticks_and_hints_that_carry_it(lab: Lab, project: str, t
 
 def test_card_ids_are_found_in_any_project(lab: Lab, project: str) -> None:
     card = json.loads(launch(project, "-r", "c1", command=("echo", "x")).out)["card_id"]
-    listed = json.loads(rsk("approvals", "--json").out)  # no --project: every project's pending cards
+    listed = json.loads(rsk("approvals", "--json").out)["cards"]  # no --project: every project's pending cards
     assert card in [c["id"] for c in listed]
     assert rsk("approvals", "show", card).rc == 0
     assert rsk("approve", card, "--yes").rc == 0  # no --project: the card says where it belongs
@@ -57,7 +57,7 @@ def test_plan_says_what_would_happen_and_files_nothing(lab: Lab, project: str) -
     assert r.rc == 0, r.err
     body = json.loads(r.out)
     assert body["would"] == "ask" and body["gpu_hours_worst"] == 0.5 and body["estimate_start"] != "unknown"
-    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # no card
+    assert json.loads(rsk("approvals", "-p", project, "--json").out)["cards"] == []  # no card
     assert lab.journal(project) == []  # nothing submitted
     g = grant(project, "--jobs", "1", "--max-gpus", "1")
     covered = json.loads(rsk("plan", "-t", "lab", "-p", project, "--json", "--", "true").out)
@@ -74,7 +74,7 @@ def test_a_reused_request_id_is_a_conflict_before_any_card(lab: Lab, project: st
     for verb in ("plan", "launch"):
         r = rsk(verb, "-t", "lab", "-p", project, "-r", "same", "--json", "--", "echo", "b")
         assert r.rc == Exit.CONFLICT, (verb, r.err)
-    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
+    assert json.loads(rsk("approvals", "-p", project, "--json").out)["cards"] == []
 
 
 def test_wait_for_a_job_a_request_or_a_batch(lab: Lab, project: str, tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_info_lists_partitions_policy_and_grants_left(lab: Lab, project: str) ->
 def test_honest_answers_withdraw_cancel_logs_events(lab: Lab, project: str) -> None:
     card = json.loads(launch(project, "-r", "w1").out)["card_id"]
     assert rsk("withdraw", card, "-p", project).rc == 0
-    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
+    assert json.loads(rsk("approvals", "-p", project, "--json").out)["cards"] == []
     grant(project, "--jobs", "5")
     assert rsk("cancel", "999999", "-t", "lab", "-p", project).rc == Exit.USAGE  # not this project's job
     first = json.loads(rsk("events", "-t", "lab", "-p", project, "--json").out)
@@ -283,7 +283,7 @@ def test_a_request_the_partition_can_never_run_is_refused_before_any_card(lab: L
                       (["--nodes", "3"], "3 nodes are more than the partition's 2")):  # fmt: skip
         r = rsk("plan", "-t", "lab", "-p", project, "--time", "1", *ask, "--json", "--", "true")
         assert r.rc == Exit.REJECTED and says in json.loads(r.out)["message"], r.out
-    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # no card for the human
+    assert json.loads(rsk("approvals", "-p", project, "--json").out)["cards"] == []  # no card for the human
     assert lab.journal(project) == []  # nothing submitted
 
 
@@ -309,7 +309,7 @@ def test_the_card_lists_the_code_snapshots_files(lab: Lab, project: str, tmp_pat
     )
     assert r.rc == Exit.PENDING, r.err
     card = json.loads(r.out)["card_id"]
-    shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)
+    shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)["card"]
     assert sorted(shown["plan"]["code_files"]) == ["pkg/model.py", "train.py"] and shown["plan"]["code_bytes"] == 18
     text = rsk("approvals", "show", card, "-p", project).out
     assert "2 files, 18 bytes" in text and "pkg/model.py" in text and shown["plan"]["code_count"] == 2

@@ -79,7 +79,7 @@ def test_an_agent_of_another_user_gets_only_what_the_ledger_allows(
     assert outside.rc == Exit.PENDING, outside.out + outside.err
     card = json.loads(outside.out)["card_id"]
     # the card says which account asked: the broker took it from the socket, not from the agent
-    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)["cards"]
     assert any(c["id"] == card and f"({AGENT}," in c["requester"] for c in cards), cards
     ledger = rsk_env / "projects" / project / "ledger.json"
     before = ledger.read_bytes()
@@ -114,7 +114,7 @@ def test_an_agent_of_another_user_gets_only_what_the_ledger_allows(
     assert agent_rsk(broker, "fetch", body["job_id"], "x", "-t", "lab", "-p", project).rc == Exit.USAGE
 
     assert ledger.read_bytes() == before  # nothing the agent did changed the human's ledger
-    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)["cards"]
     assert [c["status"] for c in cards if c["id"] == card] == ["pending"]
     # the human approves (in their own terminal); the agent's wait then launches it
     assert rsk("approve", card, "--project", project, "--yes").rc == 0
@@ -244,7 +244,7 @@ def test_an_agents_mcp_server_runs_in_the_broker_and_gets_what_its_cli_gets(
     # one session, one request: the broker served it; the agent's python3 could not have run it itself
     assert int(json.loads(rsk("broker", "status", "--json").out)["requests"]) == requests + 1
     assert as_agent(broker, "/usr/bin/python3", "-c", "import mcp").rc != 0
-    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)["cards"]
     assert [c["request_id"] for c in cards if c["status"] == "pending"] == ["mcp-out"], cards
 
 

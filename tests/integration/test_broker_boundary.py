@@ -71,7 +71,7 @@ def test_a_double_dash_lists_and_withdraws_no_card_of_another_project(
     w = agent_rsk(broker, "withdraw", card, "-p", project, "-p", "--", "-p", "")
     assert w.rc == Exit.USAGE and card in w.err, w.out + w.err
     refused(agent_rsk(broker, "withdraw", card, "-p", "--", "-p", other), other)
-    cards = json.loads(rsk("approvals", "-p", other, "--json").out)
+    cards = json.loads(rsk("approvals", "-p", other, "--json").out)["cards"]
     assert [c["status"] for c in cards if c["id"] == card] == ["pending"]
 
 
@@ -368,7 +368,7 @@ def test_another_user_withdraws_only_its_own_cards_and_its_claim_never_hides_who
     theirs = json.loads(human.out)["card_id"]
     w = agent_rsk(broker, "withdraw", theirs, "-p", project)
     assert w.rc == Exit.USAGE and "filed by another user" in w.err, w.out + w.err
-    cards = {c["id"]: c for c in json.loads(rsk("approvals", "-p", project, "--json").out)}
+    cards = {c["id"]: c for c in json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]}
     assert cards[theirs]["status"] == "pending"  # the human's card still waits for the human
     # the agent claims to be the human's terminal: the card still says which OS user filed it
     own = as_agent(broker, "env", "RSK_REQUESTER=terminal (root, pid 1)", "/usr/bin/python3", "-m", "rsk", "launch",

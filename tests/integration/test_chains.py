@@ -137,7 +137,7 @@ def test_a_chain_is_one_card_that_says_its_links_and_budget(lab: Lab, project: s
     assert "chain: up to 3 links of 1 min (the last 1)" in shown and "at most 3 min of run time" in shown
     refused = rsk("launch", "--target", "lab", "--project", project, "--budget", "3", "--", "true")
     assert refused.rc == Exit.USAGE and "needs --time" in refused.err
-    assert len(json.loads(rsk("approvals", "--project", project, "--json").out)) == 1
+    assert len(json.loads(rsk("approvals", "--project", project, "--json").out)["cards"]) == 1
 
 
 def test_a_client_killed_right_after_submit_changes_nothing_the_chain_runs_to_its_end(lab: Lab, project: str) -> None:

@@ -37,7 +37,7 @@ def test_batch_is_one_plan_one_card_each_task_its_own_job(lab: Lab, project: str
     pending = rsk(*args)
     assert pending.rc == Exit.PENDING
     card = json.loads(pending.out)["card_id"]
-    cards = json.loads(rsk("approvals", "-p", project, "--json").out)
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
     assert len(cards) == 1 and cards[0]["plan"]["jobs"] == 6
     assert rsk("approve", card, "-p", project, "--yes").rc == 0
     result = json.loads(rsk(*args).out)
@@ -66,7 +66,7 @@ def test_batch_grant_charges_every_task(lab: Lab, project: str, tmp_path: Path) 
     assert r.rc == Exit.PENDING  # 4 jobs do not fit a budget of 3
     tasks.write_text("\n".join(json.dumps({"key": f"t{i}", "argv": ["true"]}) for i in range(3)))
     assert rsk("launch", "-t", "lab", "-p", project, "--tasks", str(tasks), "--json").rc == 0
-    view = json.loads(rsk("grant", "list", "-p", project, "--json").out)[0]
+    view = json.loads(rsk("grant", "list", "-p", project, "--json").out)["grants"][0]
     assert view["jobs_spent"] == 3 and view["jobs_left"] == 0
 
 
@@ -91,7 +91,7 @@ def test_script_sbatch_resources_join_the_plan(lab: Lab, project: str, tmp_path:
                       'echo "bash=${BASH_VERSION:+yes} gpus=$CUDA_VISIBLE_DEVICES"\n')  # fmt: skip
     r = rsk("launch", "-t", "lab", "-p", project, "--script", str(script), "--json")
     assert r.rc == Exit.PENDING  # 2 GPUs from the script exceed the grant's ceiling of 1
-    cards = json.loads(rsk("approvals", "-p", project, "--json").out)
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
     assert cards[0]["plan"]["gpus"] == 2 and cards[0]["plan"]["time_min"] == 5
     assert "GPUs 2 > ceiling 1" in cards[0]["closest_why"][0]
     script.write_text(script.read_text().replace("gpu:2", "gpu:1"))

@@ -91,7 +91,7 @@ def test_a_slurm_command_a_job_could_rewrite_answers_nothing(lab: Lab, project: 
     grant(project, "--jobs", "5")
     job = launched(launch(project, "-r", "real", command=("sleep", "60")))["job_id"]
     lab.ssh("mkdir -p ~/evil && printf '#!/bin/sh\\nexit 0\\n' > ~/evil/squeue && chmod +x ~/evil/squeue")
-    before = json.loads(rsk("grant", "list", "--project", project, "--json").out)
+    before = json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"]
     try:
         with bashrc(lab, 'export PATH="$HOME/evil:$PATH"'):
             st = rsk("status", "-t", "lab", "-p", project, "--json")
@@ -102,7 +102,7 @@ def test_a_slurm_command_a_job_could_rewrite_answers_nothing(lab: Lab, project: 
         assert r.rc == Exit.CONFIG, r.err
         assert "untrusted-command" in r.out and "evil/squeue" in r.err
     assert lab.jobs_named(f"rsk:{project}:second") == []
-    assert json.loads(rsk("grant", "list", "--project", project, "--json").out) == before  # nothing settled
+    assert json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"] == before  # nothing settled
     st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
     assert [(j["job_id"], j["state"]) for j in st["jobs"]] == [(job, "running")]
     rsk("cancel", job, "-t", "lab", "-p", project)
@@ -131,7 +131,7 @@ def test_a_targets_path_into_a_directory_the_account_can_write_answers_nothing(
         assert r.rc == Exit.CONFIG, r.err
         assert "untrusted-command" in r.out and f"{evil}/squeue" in r.err
     assert lab.jobs_named(f"rsk:{project}:pathed") == []
-    view = json.loads(rsk("grant", "list", "--project", project, "--json").out)[0]
+    view = json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"][0]
     assert view["jobs_reserved"] == 0 and view["jobs_spent"] == 0
 
 

@@ -34,7 +34,7 @@ def jobs_of(lab: Lab, project: str, rid: str) -> list[str]:
 def deny_rule(project: str, *options: str) -> str:
     r = rsk("deny-rule", "add", "-p", project, "--yes", "--json", *options)
     assert r.rc == 0, r.err
-    return str(json.loads(r.out)["id"])
+    return str(json.loads(r.out)["rule"]["id"])
 
 
 # 1. continuing a request passes the whole decision again -------------------------------------------
@@ -159,12 +159,12 @@ def test_after_a_wipe_and_slurm_forgetting_the_ledger_and_its_archive_still_refu
             again = launched(launch(p, "-r", rid, command=("true",)))
             assert again["status"] == "replayed" and again["job_id"] == first["job_id"] and again["note"], p
             assert lab.journal(p) == []  # nothing was submitted, nothing journaled
-        spent = json.loads(rsk("grant", "list", "-p", cold, "--json").out)[0]
+        spent = json.loads(rsk("grant", "list", "-p", cold, "--json").out)["grants"][0]
         assert spent["jobs_spent"] == 1 and spent["jobs_left"] == 4
         # Slurm's record is gone; the markers never lower a charge: the job counts its worst case
         st = json.loads(rsk("status", "-t", "labf", "-p", forged, "--json").out)
         assert [j["state"] for j in st["jobs"]] == ["succeeded"]  # the markers still describe the outcome
-        books = json.loads(rsk("grant", "list", "-p", forged, "--json").out)[0]
+        books = json.loads(rsk("grant", "list", "-p", forged, "--json").out)["grants"][0]
         held = round(2 * 6 / 3600, 4)  # 2 CPUs for its 6 s, as the grant's view rounds it
         assert books["cpu_hours_reserved"] == 0 and books["cpu_hours_spent"] >= held, books
         if not BROKER_MODE:  # a broker's watch sees the job end while Slurm lists it: Slurm's word, not the worst
@@ -513,7 +513,7 @@ def test_human_acts_record_terminal_and_parent_chain(lab: Lab, project: str, rsk
     card = card_of(launch(project))
     gate = rsk("approve", card, "-p", project, stdin="")
     assert gate.rc == Exit.HUMAN  # no terminal, no --yes: refused, and the card still waits
-    assert [c["status"] for c in json.loads(rsk("approvals", "-p", project, "--json").out)] == ["pending"]
+    assert [c["status"] for c in json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]] == ["pending"]
     assert rsk("approve", card, "-p", project, "--yes").rc == 0
     audit = [json.loads(line) for line in (rsk_env / "projects" / project / "audit.jsonl").read_text().splitlines()]
     act = next(a for a in audit if a["event"] == "approve")
@@ -528,7 +528,10 @@ def test_plan_binds_resolved_workdir_and_qos(lab: Lab, project: str) -> None:
     assert r["plan"]["workdir"].endswith("/real") and r["plan"]["qos"] == "normal"
     other = launch(project, "--qos", "high")
     assert other.rc == Exit.PENDING
-    assert "qos high not in normal" in json.loads(rsk("approvals", "-p", project, "--json").out)[0]["closest_why"][0]
+    assert (
+        "qos high not in normal"
+        in json.loads(rsk("approvals", "-p", project, "--json").out)["cards"][0]["closest_why"][0]
+    )
     lab.set_policy("qos = normal\n")
     assert launch(project, "--qos", "high").rc == Exit.DENIED
 

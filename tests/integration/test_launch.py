@@ -88,7 +88,7 @@ def test_plan_changed_between_plan_and_submit_is_refused(
     assert lab.jobs_named(f"rsk:{project}:") == []
     # the charge was released: the grant has all its jobs left
     r = rsk("grant", "list", "--project", project, "--json")
-    assert json.loads(r.out)[0]["jobs_left"] == 5
+    assert json.loads(r.out)["grants"][0]["jobs_left"] == 5
 
 
 def test_a_launch_is_one_remote_program_that_submits_only_on_rsks_go(
@@ -139,7 +139,7 @@ def test_same_request_id_never_submits_twice(lab: Lab, project: str) -> None:
     assert len(lab.jobs_named(f"rsk:{project}:once")) <= 1
     assert [line.split(" ")[2] for line in lab.journal(project)] == ["ev=intent", "ev=accepted"]
     r = rsk("grant", "list", "--project", project, "--json")
-    assert json.loads(r.out)[0]["jobs_spent"] == 1
+    assert json.loads(r.out)["grants"][0]["jobs_spent"] == 1
 
 
 def test_hostile_arguments_and_environment_reach_the_job_byte_for_byte(lab: Lab, project: str) -> None:
@@ -184,9 +184,9 @@ def test_gpu_visibility_and_nul_bytes_are_refused_before_the_cluster_plans(
               rsk("launch", "--target", "lab", "--project", project, "--script", str(script))):  # fmt: skip
         assert r.rc == Exit.USAGE and "hint:" in r.err, r.out + r.err
     assert lab.journal(project) == [] and lab.jobs_named(f"rsk:{project}:") == []
-    grants = json.loads(rsk("grant", "list", "--project", project, "--json").out)
+    grants = json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"]
     assert grants[0]["jobs_spent"] == 0 and grants[0]["jobs_reserved"] == 0
-    assert json.loads(rsk("approvals", "--project", project, "--json").out) == []
+    assert json.loads(rsk("approvals", "--project", project, "--json").out)["cards"] == []
     # straight to the cluster's planner, past the client's check: the same list refuses it there
     bare = Request(project=project, request_id="bare", argv=["true"], env=["GPU_DEVICE_ORDINAL=0"], requester="t")
     with remote_for("lab") as remote:

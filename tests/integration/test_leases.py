@@ -97,7 +97,7 @@ def test_twenty_one_gpu_steps_share_two_nodes_of_four_gpus(
     assert lease["allowed_by"]["kind"] == "grant" and lease["plan"]["kind"] == "lease"
     assert lease["plan"]["gpus"] == 4 and lease["plan"]["nodes"] == 2
     # charged at worst case for the whole allocation: 2 nodes x 4 GPUs x 15 min
-    reserved = json.loads(rsk("grant", "list", "--project", project, "--json").out)[0]["gpu_hours_reserved"]
+    reserved = json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"][0]["gpu_hours_reserved"]
     assert abs(reserved - 2.0) < 1e-6
     wait_running(project, "pool")
     tasks = tmp_path / "tasks.jsonl"
@@ -132,7 +132,7 @@ def test_twenty_one_gpu_steps_share_two_nodes_of_four_gpus(
     report = close(project, "pool")
     leases.remove("pool")
     assert report["result"] == "cancelled" and report["settled"]
-    g = json.loads(rsk("grant", "list", "--project", project, "--json").out)[0]
+    g = json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"][0]
     assert g["gpu_hours_reserved"] == 0 and 0 < g["gpu_hours_spent"] < 2.0
     assert g["jobs_spent"] == 1  # the lease; its twenty steps cost no jobs of the grant
 

@@ -35,7 +35,7 @@ def test_approval_of_exact_plan_allows_once_then_asks_again(lab: Lab, project: s
     card = json.loads(first.out)["card_id"]
     same = launch(project, "-r", "x1", command=("echo", "approved"))
     assert json.loads(same.out)["card_id"] == card  # the same plan finds the same card
-    cards = json.loads(rsk("approvals", "-p", project, "--json").out)
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
     assert [c["id"] for c in cards] == [card]
     assert cards[0]["plan"]["command"] == "echo approved"
     assert rsk("approve", card, "-p", project, "--yes").rc == 0
@@ -97,14 +97,14 @@ def test_waits_at_once_on_an_approved_card_submit_once_and_file_nothing_new(lab:
     said = sorted(json.loads(r.out)["launch"]["status"] for r in runs)
     assert said == ["replayed", "replayed", "replayed", "submitted"], said
     assert len({json.loads(r.out)["launch"]["job_id"] for r in runs}) == 1
-    cards = json.loads(rsk("approvals", "-p", project, "--json").out)
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
     assert cards == [], cards  # no new card for work that already ran
     # a second card of the same plan, withdrawn by its agent: waiting on it ends at once, and files nothing
     other = json.loads(launch(project, "-r", "race-2", command=("echo", "once")).out)["card_id"]
     assert rsk("withdraw", other, "-p", project).rc == 0
     w = rsk("wait", other, "-p", project, "--json", "--timeout", "5")
-    assert w.rc == Exit.DENIED and json.loads(w.out)["code"] == "card-withdrawn", w.out
-    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
+    assert w.rc == Exit.DENIED and json.loads(w.out)["error"] == "card-withdrawn", w.out
+    assert json.loads(rsk("approvals", "-p", project, "--json").out)["cards"] == []
 
 
 def test_a_card_whose_request_a_grant_then_allowed_waits_no_more_and_its_wait_follows_the_job(
@@ -113,8 +113,8 @@ def test_a_card_whose_request_a_grant_then_allowed_waits_no_more_and_its_wait_fo
     card = json.loads(launch(project, "-r", "sup", command=("echo", "granted")).out)["card_id"]
     grant(project, "--jobs", "2")
     job = launched(launch(project, "-r", "sup", command=("echo", "granted")))["job_id"]
-    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []  # nothing left for the human
-    shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)
+    assert json.loads(rsk("approvals", "-p", project, "--json").out)["cards"] == []  # nothing left for the human
+    shown = json.loads(rsk("approvals", "show", card, "-p", project, "--json").out)["card"]
     assert shown["status"] == "withdrawn" and shown["superseded_by"], shown
     w = rsk("wait", card, "-p", project, "--json", "--timeout", "60")
     assert w.rc == 0 and json.loads(w.out)["launch"]["status"] == "replayed", w.out + w.err
@@ -132,7 +132,7 @@ def test_expired_grant_does_not_cover(lab: Lab, project: str) -> None:
     time.sleep(2.5)
     r = launch(project)
     assert r.rc == Exit.PENDING
-    cards = json.loads(rsk("approvals", "-p", project, "--json").out)
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
     assert cards[0]["closest_why"][0].startswith("expired")
 
 
@@ -152,7 +152,7 @@ def test_budget_exhaustion_gpu_hours_and_jobs(lab: Lab, project: str) -> None:
     assert launch(project, *gpu, "-r", "g2").rc == 0  # 1.0 GPU-h
     third = launch(project, *gpu, "-r", "g3")
     assert third.rc == Exit.PENDING
-    cards = json.loads(rsk("approvals", "-p", project, "--json").out)
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
     assert "needs 0.50 GPU-h, 0.00 left" in cards[0]["closest_why"][0]
     view = grant_view(project)  # both jobs still pending or running: their worst case is reserved
     assert view["gpu_hours_reserved"] == 1.0 and view["gpu_hours_left"] == 0.0 and view["jobs_spent"] == 2
@@ -203,7 +203,7 @@ def test_policy_refusal_is_a_denial_with_reasons_and_files_no_card(lab: Lab, pro
     r = launch(project, "--partition", "gpu", "--gpus", "2")
     assert r.rc == Exit.DENIED
     assert "gpus per node 2 exceeds the ceiling 1" in r.err
-    assert json.loads(rsk("approvals", "-p", project, "--json").out) == []
+    assert json.loads(rsk("approvals", "-p", project, "--json").out)["cards"] == []
 
 
 DRIVER = """

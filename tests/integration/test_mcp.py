@@ -141,7 +141,7 @@ def test_a_pending_launch_names_its_card_and_no_tool_decides_it(lab: Lab, projec
 
     card = asyncio.run(go())
     assert lab.journal(project) == []  # nothing reached Slurm
-    ledger = json.loads(rsk("grant", "list", "--project", project, "--json").out)
+    ledger = json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"]
     assert ledger == []  # no grant appeared
     # the human approves in a terminal; the agent's wait then launches it
     assert rsk("approve", card, "--project", project, "--yes").rc == 0
@@ -170,7 +170,7 @@ def test_cancel_and_errors_are_the_clis(lab: Lab, project: str) -> None:
             bad = error(await c.call_tool("launch", {"command": ["true"], "env": ["PATH=/tmp"]}))
             assert bad["error"] == "usage" and bad["exit_code"] == 2 and bad["hint"]
             none = error(await c.call_tool("wait", {"job": "999999999"}))
-            assert none["code"] == "not-found"
+            assert none["error"] == "not-found"
             both = error(await c.call_tool("launch", {"command": ["true"], "script": "#!/bin/sh\ntrue\n"}))
             assert "exactly one" in both["message"]
 

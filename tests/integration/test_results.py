@@ -101,7 +101,7 @@ def test_a_job_killed_mid_write_leaves_no_result_and_reconcile_sets_its_stage_as
     assert lab.ssh(f"pkill -9 -f 'job0*{job}/slurm_script'").returncode == 0
     rsk("wait", job, "--target", "lab", "--project", project, "--timeout", "60")
     rc, out, err = fetch_result(project, job, tmp_path / "res")
-    assert rc == Exit.USAGE and json.loads(out)["code"] == "no-result", err
+    assert rc == Exit.USAGE and json.loads(out)["error"] == "no-result", err
     r = rsk("reconcile", "--target", "lab", "--project", project, "--json")
     assert r.rc == 0 and json.loads(r.out)["stale_stages"] == 1, r.out
     assert lab.ssh(f"test -d {run}/partial && test ! -e {run}/out.stage && test ! -e {run}/result").returncode == 0
@@ -119,7 +119,7 @@ def test_a_failed_job_that_made_its_own_result_and_manifest_hands_back_nothing(
     st = json.loads(rsk("status", job, "--target", "lab", "--project", project, "--json").out)
     assert st["jobs"][0]["state"] == "failed" and st["jobs"][0]["result"] is False
     rc, out, err = fetch_result(project, job, tmp_path / "res")
-    assert rc == Exit.USAGE and json.loads(out)["code"] == "no-result" and "is failed" in err, (out, err)
+    assert rc == Exit.USAGE and json.loads(out)["error"] == "no-result" and "is failed" in err, (out, err)
     assert not (tmp_path / "res").exists() and not list(tmp_path.glob(".res.rsk-fetch-*"))
     rc, _, err = fetch_result(project, "999999", tmp_path / "res")  # not a job of the project: nothing either
     assert rc == Exit.USAGE and not (tmp_path / "res").exists(), err

@@ -122,7 +122,7 @@ def test_refused_and_timeout_are_distinct(lab: Lab, project: str, cleanup_target
 
 def test_targets_lists_what_it_finds(lab: Lab, cleanup_targets: None) -> None:
     target(lab, "second")
-    names = [t["name"] for t in json.loads(rsk("targets", "--json").out)]
+    names = [t["name"] for t in json.loads(rsk("targets", "--json").out)["targets"]]
     assert "lab" in names and "second" in names
     (lab.targets_dir / "broken.toml").write_text("host = [")
     r = rsk("launch", "-t", "broken", "-p", "x", "--", "true")

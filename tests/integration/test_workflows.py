@@ -60,7 +60,7 @@ def test_a_workflow_is_one_card_and_runs_in_dependency_order(lab: Lab, project: 
     shown = rsk("approvals", "show", card, "--project", project)
     assert "workflow, 8 tasks in 4 levels" in shown.out
     assert "level 1       train0, train1, train2" in shown.out and "needs eval0, eval1, eval2" in shown.out
-    cards = json.loads(rsk("approvals", "--project", project, "--json").out)
+    cards = json.loads(rsk("approvals", "--project", project, "--json").out)["cards"]
     assert len(cards) == 1  # one card for the whole DAG
     assert rsk("approve", card, "--project", project, "--yes").rc == 0
     sub = json.loads(launch_tasks(project, example(stamp), tmp_path, "--request-id", "wf").out)
@@ -125,7 +125,7 @@ def test_a_bad_graph_is_refused_before_anything_is_planned(lab: Lab, project: st
     unknown = json.dumps({"key": "a", "argv": ["true"], "needs": ["nope", "a"]}) + "\n"
     r = launch_tasks(project, unknown, tmp_path)
     assert r.rc == Exit.USAGE and "a needs nope" in r.err and "a needs itself" in r.err
-    assert json.loads(rsk("approvals", "--project", project, "--json").out) == []  # no card
+    assert json.loads(rsk("approvals", "--project", project, "--json").out)["cards"] == []  # no card
     assert lab.journal(project) == []  # nothing sent
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from rsk.ledger.guard import decide_step
-from rsk.ledger.models import DenyRule, Lease, Ledger, migrate, now
+from rsk.ledger.models import LEDGER_SCHEMA, DenyRule, Lease, Ledger, migrate, now
 from rsk.ops.leases import LeaseSpec, open_request
 from rsk.wire import answers
 from rsk.wire.protocol import Plan, Request, b64, is_job_id
@@ -53,8 +53,9 @@ def test_step_ids_are_job_ids() -> None:
 
 
 def test_an_older_ledger_gains_an_empty_list_of_leases() -> None:
-    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": 7, "project": "p", "leases": []}
-    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == 7
+    assert migrate({"schema_version": 2, "project": "p"}) == {"schema_version": LEDGER_SCHEMA, "project": "p",
+                                                              "leases": []}  # fmt: skip
+    assert migrate({"schema_version": 1, "project": "p"})["schema_version"] == LEDGER_SCHEMA
     assert Ledger.model_validate(migrate({"schema_version": 2, "project": "p"})).leases == []
 
 
@@ -139,7 +140,7 @@ def test_a_schema_6_ledger_loads_and_keeps_its_numbers() -> None:
            "cards": [{"id": "c-1", "plan_hash": "h", "request_id": "r", "requester": "me", "target": "lab",
                       "request": {}, "plan": card_plan}]}  # fmt: skip
     ledger = Ledger.model_validate(migrate(raw))
-    assert ledger.schema_version == 7
+    assert ledger.schema_version == LEDGER_SCHEMA
     shape = ledger.leases[0].resources
     assert (shape.nodes, shape.gpus, shape.cpus, shape.mem_mb, shape.time_min) == (2, 4, 3, 500, 90)
     assert shape.gpu_hours == 12.0  # 2 nodes x 4 GPUs x 1.5 h

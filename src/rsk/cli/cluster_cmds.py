@@ -174,13 +174,21 @@ def fetch(
             "(rsk fetch -r run-7 --result --to results/run-7).",
         ),
     ] = None,
-    to: Annotated[Path, typer.Option("--to", help="Where to put them (default: here).")] = Path(),
+    to: Annotated[
+        Path | None,
+        typer.Option(
+            "--to",
+            help="Where to put them (default: rsk-results/JOB, or rsk-results/BATCH, under this directory: "
+            "snapshots leave rsk-results out, so --code . sends the same files after a fetch).",
+        ),
+    ] = None,
     result: Annotated[
         bool,
         typer.Option(
             "--result",
             help="The job's published result (what it wrote under $RSK_OUT and exited 0), checked file by file "
-            "against its manifest; it appears in --to DIR (which must not exist) whole, or not at all.",
+            "against its manifest; it appears in --to DIR (which must not exist; default rsk-results/JOB) whole, "
+            "or not at all.",
         ),
     ] = False,
     partial: Annotated[
@@ -196,22 +204,23 @@ def fetch(
     from rsk.errors import UsageError
     from rsk.local import caller
     from rsk.local.project import resolve_project
+    from rsk.ops.fetch import default_dest, fetch_batch
     from rsk.ops.fetch import fetch as do_fetch
-    from rsk.ops.fetch import fetch_batch
 
     where = (resolve_target(target), resolve_project(project))
     if request_id is not None and not (result or partial):
         raise UsageError("--request-id goes with --result", "files of a job: rsk fetch JOB PATH...; of a batch: "
-                         "rsk fetch --batch B PATH...")  # fmt: skip
+                         "rsk fetch --batch B PATH...; see rsk fetch --help")  # fmt: skip
     if result or partial:
         from rsk.ops.fetch import fetch_result, result_job
 
-        if paths or batch is not None or to == Path() or (job is None) == (request_id is None):
-            raise UsageError("--result takes a JOB (or --request-id R) and --to DIR (a directory that does not "
-                             "exist yet), no paths",
+        if paths or batch is not None or (job is None) == (request_id is None):
+            raise UsageError("--result takes a JOB (or --request-id R), no paths; --to DIR is a directory that does "
+                             "not exist yet (default rsk-results/JOB)",
                              "e.g. rsk fetch -r run-7 --result --to results/run-7; see rsk fetch --help")  # fmt: skip
         job = job if job is not None else result_job(*where, request_id or "")
-        rep = fetch_result(*where, job, caller.path(str(to)), partial=partial, max_bytes=max_bytes)
+        dest = to if to is not None else default_dest(job)
+        rep = fetch_result(*where, job, caller.path(str(dest)), partial=partial, max_bytes=max_bytes)
         if json_out:
             print_json(rep)
             return
@@ -224,20 +233,22 @@ def fetch(
             "say what to fetch: rsk fetch JOB PATH...", "e.g. rsk fetch 1234 out/metrics.json --to results/"
         )
     if batch is not None:  # JOB is the first path: `rsk fetch --batch B out/metrics.json logs/`
-        report = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(to)), max_bytes)
+        dest = to if to is not None else default_dest(batch)
+        report = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(dest)), max_bytes)
         if json_out:
             print_json(report)
             return
         for t in report.tasks:
             lack = f"; missing: {', '.join(t.missing)}" if t.missing else ""
             out().print(f"{t.task:<24} job {t.job_id} ({t.state}): {len(t.files)} file(s){lack}")
-        out().print(f"fetched {report.bytes} bytes from {len(report.tasks)} task(s) of batch {batch} into {to}/KEY/")
+        out().print(f"fetched {report.bytes} bytes from {len(report.tasks)} task(s) of batch {batch} into {dest}/KEY/")
         return
     if not paths:
         raise UsageError(
             "say what to fetch: rsk fetch JOB PATH...", "e.g. rsk fetch 1234 out/metrics.json --to results/"
         )
-    report1 = do_fetch(*where, job, list(paths), caller.path(str(to)), max_bytes)
+    dest = to if to is not None else default_dest(job)
+    report1 = do_fetch(*where, job, list(paths), caller.path(str(dest)), max_bytes)
     if json_out:
         print_json(report1)
         return
@@ -247,11 +258,16 @@ def fetch(
 
 
 def targets(json_out: JsonOpt = False) -> None:
-    from rsk.cluster.targets import list_targets, search_dirs
+    from rsk.cluster.targets import TargetList, list_targets, search_dirs
+    from rsk.errors import UsageError
 
     found = list_targets()
     if json_out:
-        print_json(found)
+        try:
+            pinned: str | None = resolve_target(None)
+        except UsageError:  # several targets and none chosen
+            pinned = None
+        print_json(TargetList(pinned=pinned, targets=found))
         return
     if not found:
         out().print("no targets; see INSTALL.md to add one")

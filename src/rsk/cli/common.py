@@ -10,6 +10,7 @@ import typer
 from rsk.errors import NeedsHuman, UsageError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
     from rich.console import Console
 
 ProjectOpt = Annotated[
@@ -75,15 +76,18 @@ def rich_out() -> Console:
                    width=width)  # fmt: skip
 
 
-def print_json(data: Any) -> None:
+def print_json(data: BaseModel | dict[str, Any]) -> None:
+    """One JSON document: always an object with its schema_version (a list goes in a named field)."""
     from pydantic import BaseModel
 
     if isinstance(data, BaseModel):
         text = data.model_dump_json(indent=2)
-    elif isinstance(data, list) and all(isinstance(d, BaseModel) for d in data):
-        text = "[" + ",".join(d.model_dump_json(indent=2) for d in data) + "]"
+        keys = set(type(data).model_fields)
     else:
         text = json.dumps(data, indent=2, default=str)
+        keys = set(data)
+    if "schema_version" not in keys:
+        raise AssertionError(f"a --json answer without schema_version: {type(data).__name__}")
     out().stream.write(text + "\n")
 
 

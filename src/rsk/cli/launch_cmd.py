@@ -176,9 +176,9 @@ def launch(
     verbose: VerboseOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.errors import UsageError
+    from rsk.errors import PendingApproval, UsageError
     from rsk.local import caller
-    from rsk.local.project import resolve_project
+    from rsk.local.project import resolve_project, shared_warning
     from rsk.ops.launch import launch as do_launch
     from rsk.ops.launch import requester
     from rsk.request.spec import LaunchSpec, build_request
@@ -203,20 +203,22 @@ def launch(
         max_links=max_links,
     )  # fmt: skip
     request = build_request(spec, resolve_project(project), requester())
-    console = err()
     progress = _progress(json_out)
     target_name = resolve_target(target)
     snap = _snapshot(code, exclude)
+    warnings = [w] if (w := shared_warning(project, request.project)) else []
+    for line in warnings:  # stderr for a human; the JSON answer carries them in `warnings`
+        err().print(f"rsk: warning: {line}")
     if ctx.info_name == "plan":
-        _print_plan(target_name, request, json_out, snap)
+        _print_plan(target_name, request, json_out, snap, warnings)
         return
-    if request.project == "default" and not json_out:
-        console.print(
-            "rsk: warning: launching into the shared project 'default'; "
-            "`rsk init --project NAME` in your working tree gives your work its own ledger and journal"
-        )
-    result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
-    _print_result(result, json_out, verbose)
+    try:
+        result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
+    except PendingApproval as pending:
+        if warnings:
+            pending.details["warnings"] = warnings
+        raise
+    _print_result(result.model_copy(update={"warnings": warnings}) if warnings else result, json_out, verbose)
 
 
 def _progress(json_out: bool) -> "Callable[[str], None] | None":
@@ -329,11 +331,15 @@ def extend(
     _print_result(result, json_out, verbose)
 
 
-def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None") -> None:
+def _print_plan(
+    target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None", warnings: list[str]
+) -> None:
     from rsk.local.inert import inert
     from rsk.ops.launch import preview
 
     report = preview(target, request, code)
+    if warnings:
+        report = report.model_copy(update={"warnings": warnings})
     if json_out:
         print_json(report)
         return

@@ -109,11 +109,12 @@ def status(
 
 def _flag(name: str, target: str | None, project: str | None, json_out: bool, drain: bool) -> None:
     from rsk.local.project import resolve_project
-    from rsk.ops.leases import describe, set_drain
+    from rsk.ops.leases import LeaseList, describe, set_drain
 
-    info = set_drain(resolve_target(target), resolve_project(project), name, drain)
-    if json_out:
-        print_json(info)
+    where = (resolve_target(target), resolve_project(project))
+    info = set_drain(*where, name, drain)
+    if json_out:  # as `rsk lease status NAME --json` answers
+        print_json(LeaseList(target=where[0], project=where[1], leases=[info]))
         return
     out().print(describe(info))
 

@@ -156,7 +156,7 @@ def approvals(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.ledger.cards import cards_everywhere, find_card, list_cards, store_of_card
+    from rsk.ledger.cards import CardAnswer, CardList, cards_everywhere, find_card, list_cards, store_of_card
 
     if action is not None:
         if action != "show" or card_id is None:
@@ -164,7 +164,7 @@ def approvals(
         owner = store_of_card(card_id, project)
         found = find_card(owner.load(), card_id, owner.archive)
         if json_out:
-            print_json(found)
+            print_json(CardAnswer(project=owner.project, card=found))
         else:
             out().print(render_card(found, full=True))
         return
@@ -174,7 +174,7 @@ def approvals(
     else:
         cards = [c for _, c in cards_everywhere(include_decided=all_cards)]
     if json_out:
-        print_json(cards)
+        print_json(CardList(project=_store(project).project if project else None, cards=cards))
         return
     o = out()
     if not cards:
@@ -194,8 +194,8 @@ def approve(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk.ledger.cards import Decision, find_card, store_of_card, who
     from rsk.ledger.cards import approve as do_approve
-    from rsk.ledger.cards import find_card, store_of_card, who
     from rsk.request.units import parse_expiry
 
     store = store_of_card(card, project)
@@ -213,7 +213,8 @@ def approve(
         plan_hash=found.plan_hash,  # the plan just shown: a card that changed meanwhile is refused
     )
     if json_out:
-        print_json(approval)
+        decided = find_card(store.load(), card, store.archive)
+        print_json(Decision.of(store.project, decided, approval))
         return
     out().print(f"approved card {card} as {approval.id} ({uses} use(s))")
     out().print(f"next: the agent continues with `rsk wait {card}`")
@@ -226,14 +227,14 @@ def deny(
     yes: YesOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk.ledger.cards import Decision, store_of_card, who
     from rsk.ledger.cards import deny as do_deny
-    from rsk.ledger.cards import store_of_card, who
 
     store = store_of_card(card, project)
     require_human(f"deny card {card}", yes)
     decided = do_deny(store, card, who(yes), reason)
     if json_out:
-        print_json(decided)
+        print_json(Decision.of(store.project, decided))
         return
     out().print(f"denied card {card}: {reason}")
 
@@ -243,13 +244,14 @@ def withdraw(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.ledger.cards import store_of_card
+    from rsk.ledger.cards import Decision, store_of_card
     from rsk.ledger.cards import withdraw as do_withdraw
     from rsk.ops.launch import requester
 
-    withdrawn = do_withdraw(store_of_card(card, project), card, requester())
+    store = store_of_card(card, project)
+    withdrawn = do_withdraw(store, card, requester())
     if json_out:
-        print_json(withdrawn)
+        print_json(Decision.of(store.project, withdrawn))
         return
     out().print(f"withdrew card {card}: it no longer waits for a human")
 
@@ -354,11 +356,12 @@ def grant_list(
     all_grants: Annotated[bool, typer.Option("--all", help="Include archived grants.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.ledger.grants import list_grants
+    from rsk.ledger.grants import GrantList, list_grants
 
-    views = list_grants(_store(project), archived=all_grants)
+    store = _store(project)
+    views = list_grants(store, archived=all_grants)
     if json_out:
-        print_json(views)
+        print_json(GrantList(project=store.project, grants=views))
         return
     if not views:
         out().print("no grants")
@@ -389,13 +392,13 @@ def grant_revoke(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.ledger.cards import who
-    from rsk.ledger.grants import revoke_grant
+    from rsk.ledger.grants import revoke_grant, show_grant
 
     store = _store(project)
     require_human(f"revoke grant {grant_id}", yes)
     g = revoke_grant(store, grant_id, who(yes))
     if json_out:
-        print_json(g)
+        print_json(show_grant(store, g.id))
     else:
         out().print(f"revoked grant {g.id}")
 
@@ -421,7 +424,7 @@ def rule_add(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.ledger.cards import who
-    from rsk.ledger.grants import add_rule
+    from rsk.ledger.grants import RuleAnswer, add_rule
     from rsk.ledger.models import DenyRule
     from rsk.request.units import parse_expiry, parse_time
 
@@ -445,18 +448,19 @@ def rule_add(
         who(yes),
     )
     if json_out:
-        print_json(rule)
+        print_json(RuleAnswer(project=store.project, status="added", rule=rule))
     else:
         out().print(f"added deny rule {rule.id}: {rule.reason}")
 
 
 @rule_app.command("list", help="List deny rules.")
 def rule_list(project: ProjectOpt = None, json_out: JsonOpt = False) -> None:
-    from rsk.ledger.grants import list_rules
+    from rsk.ledger.grants import RuleList, list_rules
 
-    rules = list_rules(_store(project))
+    store = _store(project)
+    rules = list_rules(store)
     if json_out:
-        print_json(rules)
+        print_json(RuleList(project=store.project, rules=rules))
         return
     if not rules:
         out().print("no deny rules")
@@ -474,13 +478,13 @@ def rule_remove(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.ledger.cards import who
-    from rsk.ledger.grants import remove_rule
+    from rsk.ledger.grants import RuleAnswer, remove_rule
 
     store = _store(project)
     require_human(f"remove deny rule {rule_id}", yes)
     r = remove_rule(store, rule_id, who(yes))
     if json_out:
-        print_json(r)
+        print_json(RuleAnswer(project=store.project, status="removed", rule=r))
     else:
         out().print(f"removed deny rule {r.id}")
 

@@ -45,5 +45,9 @@ def mcp(
     from rsk.local import caller
 
     pin = Pin(project=resolve_project(project), target=find_target(resolve_target(target)).name, max_wait=max_wait)
+    from rsk.local.project import shared_warning
+
+    if warning := shared_warning(project, pin.project):  # stderr: stdout is the protocol's
+        caller.stderr().write(f"rsk mcp: warning: {warning}\n")
     c = caller.current()
     serve(pin, c.stdio if c is not None else None)  # in the broker: the client's stdin and stdout

@@ -48,6 +48,16 @@ class Target(BaseModel):
     source: str = ""
 
 
+class TargetList(BaseModel):
+    """`rsk targets --json` and MCP's targets: every target rsk knows, and the one commands use by default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    pinned: str | None  # the target used when none is named (MCP: the server's); None when none is chosen
+    targets: list[Target]
+
+
 def search_dirs() -> list[Path]:
     """RSK_TARGETS_PATH (colon separated), ./targets, then the user's config directory. In the broker,
     ./targets is the caller's, and only for the broker's own user: a target file names the host, user and

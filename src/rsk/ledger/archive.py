@@ -25,9 +25,11 @@ from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rsk.ledger.models import Approval, Card, Charge, Grant, Ledger, now
+from rsk.errors import NewerLedger
+from rsk.ledger.models import LEDGER_SCHEMA, Approval, Card, Charge, Grant, Ledger, migrate, now
+from rsk.wire import safejson
 
-ARCHIVE_SCHEMA = 1
+ARCHIVE_SCHEMA = 2  # 2: a record says the ledger schema of its entry (1: entries of ledger schema 4 to 7)
 GRACE = timedelta(days=1)  # an expired grant or approval, or a decided card, stays hot this long: it explains itself
 
 Kind = Literal["charge", "approval", "grant", "card"]
@@ -41,7 +43,17 @@ class Record(BaseModel):
     schema_version: int = ARCHIVE_SCHEMA
     kind: Kind
     archived: datetime = Field(default_factory=now)
+    ledger_schema: int = LEDGER_SCHEMA  # the shape of `entry` (a record of archive schema 1 holds one of 4 to 7)
     entry: dict[str, object]
+
+    def current(self) -> dict[str, object]:
+        """The entry in the current ledger schema: migrated as the hot ledger is (rsk.ledger.models.migrate)."""
+        version = self.ledger_schema if self.schema_version >= 2 else 4
+        if version == LEDGER_SCHEMA:
+            return self.entry
+        key = f"{self.kind}s"
+        moved = migrate({"schema_version": version, "project": "", key: [self.entry]}).get(key)
+        return moved[0] if isinstance(moved, list) and moved and isinstance(moved[0], dict) else self.entry
 
 
 def _old(t: datetime | None, at: datetime) -> bool:
@@ -118,7 +130,8 @@ class Archive:
 
     def records(self, kind: Kind, containing: str = "") -> Iterator[Record]:
         """The records of a kind, oldest first; with `containing`, only lines holding that text (a cheap
-        scan: the JSON of a line is parsed only when it matches). Damaged lines are skipped."""
+        scan: the JSON of a line is parsed only when it matches). Damaged lines are skipped; a line a newer rsk
+        wrote is refused (NewerLedger): what it records could decide, so it is never read past."""
         return self._scan(self._data(), (kind,), containing)
 
     def _data(self) -> bytes:
@@ -127,8 +140,7 @@ class Archive:
         except FileNotFoundError:
             return b""
 
-    @staticmethod
-    def _scan(data: bytes, kinds: tuple[Kind, ...], containing: str) -> Iterator[Record]:
+    def _scan(self, data: bytes, kinds: tuple[Kind, ...], containing: str) -> Iterator[Record]:
         needle = containing.encode()
         tags = [f'"kind":"{kind}"'.encode() for kind in kinds]
         start = 0
@@ -143,9 +155,17 @@ class Archive:
             start = line_end + 1
             if any(tag in line for tag in tags):
                 try:
-                    yield Record.model_validate_json(line)
+                    record = Record.model_validate_json(line)
                 except ValidationError:
+                    self._newer(_version(line), ARCHIVE_SCHEMA)  # a record of a newer shape, else damaged
                     continue
+                self._newer(record.schema_version, ARCHIVE_SCHEMA)
+                self._newer(record.ledger_schema, LEDGER_SCHEMA)
+                yield record
+
+    def _newer(self, version: int, understood: int) -> None:
+        if version > understood:
+            raise NewerLedger.of(str(self.path), version, understood)
 
     def uses(self, containing: str) -> tuple[list[Charge], list[Approval]]:
         """The charges and approvals whose lines hold `containing`, from one read of the file."""
@@ -171,12 +191,22 @@ class Archive:
 M = TypeVar("M", Approval, Charge, Grant, Card)
 
 
+def _version(line: bytes) -> int:
+    """The schema_version a line that is not a record of this rsk claims (0: none, or not JSON)."""
+    try:
+        doc = safejson.loads(line.decode("utf-8"))
+    except (safejson.BadJson, UnicodeDecodeError):
+        return 0
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    return version if isinstance(version, int) and not isinstance(version, bool) else 0
+
+
 def _latest(model: type[M], records: Iterator[Record]) -> dict[str, M]:
     """Entries by id, the last line of an id winning (a crash may have archived one twice)."""
     out: dict[str, M] = {}
     for r in records:
         try:
-            entry = model.model_validate(r.entry)
+            entry = model.model_validate(r.current())
         except ValidationError:
             continue
         out[entry.id] = entry

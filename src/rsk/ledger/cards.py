@@ -5,11 +5,57 @@ from __future__ import annotations
 import getpass
 import time
 from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
 
 from rsk.errors import ConflictError, DeniedError, PendingApproval, UsageError
 from rsk.ledger.archive import Archive
 from rsk.ledger.models import Approval, AuditEntry, Card, Ledger, now
 from rsk.ledger.store import Store
+
+
+class CardList(BaseModel):
+    """`rsk approvals --json` and MCP's approvals: the cards of one project (project None: of every project)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    project: str | None
+    cards: list[Card]
+
+
+class CardAnswer(BaseModel):
+    """`rsk approvals show CARD --json`: one card in full."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    project: str
+    card: Card
+
+
+class Decision(BaseModel):
+    """What approving, denying or withdrawing a card did (`rsk approve|deny|withdraw --json`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    project: str
+    card_id: str
+    request_id: str
+    target: str
+    status: Literal["approved", "denied", "withdrawn"]
+    by: str
+    reason: str = ""  # a denial's reason, an approval's note
+    approval: Approval | None = None  # approved: the approval it made (its uses and expiry)
+
+    @classmethod
+    def of(cls, project: str, card: Card, approval: Approval | None = None) -> Decision:
+        status: Literal["approved", "denied", "withdrawn"]
+        status = "approved" if card.status == "approved" else "denied" if card.status == "denied" else "withdrawn"
+        return cls(project=project, card_id=card.id, request_id=card.request_id, target=card.target, status=status,
+                   by=card.decided_by or "", reason=card.reason or "", approval=approval)  # fmt: skip
 
 
 def who(yes: bool) -> str:
@@ -201,7 +247,8 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
                 f"card {card_id} was withdrawn by {card.decided_by or 'its agent'}: nothing runs for it",
                 f"to run it after all, launch it again (a new card for the human); `rsk approvals show {card_id}` "
                 "shows what it was",
-                details={"card_id": card_id, "code": "card-withdrawn"},
+                details={"card_id": card_id},
+                code="card-withdrawn",
             )
         if card.status != "pending":
             return card

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -18,6 +19,7 @@ class GrantView(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    schema_version: int = 1
     grant: Grant
     status: str
     jobs_spent: int
@@ -31,6 +33,37 @@ class GrantView(BaseModel):
     cpu_hours_left: float | None
     jobs_at_worst: int = 0  # ended jobs charged their worst case
     note: str = ""
+
+
+class GrantList(BaseModel):
+    """`rsk grant list --json`: a project's grants, each with what it spent, reserved and has left."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    project: str
+    grants: list[GrantView]
+
+
+class RuleList(BaseModel):
+    """`rsk deny-rule list --json`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    project: str
+    rules: list[DenyRule]
+
+
+class RuleAnswer(BaseModel):
+    """`rsk deny-rule add|remove --json`: the rule, and what was done with it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    project: str
+    status: Literal["added", "removed"]
+    rule: DenyRule
 
 
 def scope_text(g: Grant) -> str:

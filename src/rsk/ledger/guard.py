@@ -475,23 +475,23 @@ def _record_submitted(
 def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
     """Holds whose request the cluster shows jobs for (request id -> job ids) were submitted after all
     (the answer was lost on the way back): record them, so they are never released or reused."""
-    ledger = store.load()
-    charges, uses = _holds_for(ledger, target, jobs)
-    if not charges and not uses:
+    if not any(_holds_for(store.view(), target, jobs)):
         return 0
     with store.transaction() as ledger:
-        charges, uses = _holds_for(ledger, target, jobs)
-        for ch in charges:
-            n = max(ch.jobs, 1)
-            ch.job_costs = {j: JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
-                            for j in jobs[ch.request_id]}  # fmt: skip
-            ch.state, ch.submitted_at = "submitted", now()
-            store.audit(
-                _entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, "found on the cluster")
-            )
-        for use in uses:
-            use.jobs = {j: JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0) for j in jobs[use.request_id]}
-            use.state, use.submitted_at = "submitted", now()
+        return _adopt_in(store, ledger, target, jobs)
+
+
+def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> int:
+    charges, uses = _holds_for(ledger, target, jobs)
+    for ch in charges:
+        n = max(ch.jobs, 1)
+        ch.job_costs = {j: JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
+                        for j in jobs[ch.request_id]}  # fmt: skip
+        ch.state, ch.submitted_at = "submitted", now()
+        store.audit(_entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, "found on the cluster"))
+    for use in uses:
+        use.jobs = {j: JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0) for j in jobs[use.request_id]}
+        use.state, use.submitted_at = "submitted", now()
     return len(charges) + len(uses)
 
 
@@ -539,51 +539,86 @@ def used(cost: JobCost, record: SlurmRecord) -> tuple[float, float]:
 def grow(store: Store, target: str, gpu_hours: dict[str, float]) -> int:
     """Jobs Slurm holds more GPUs for than their plan (job id -> worst case GPU-h at Slurm's shape) are charged
     that worst case, not the plan's: a job of the account can raise a pending job's GRES. Said in the audit."""
-    ledger = store.load()
-    if not any(c.gpu_hours_worst < gpu_hours[j] for costs, _ in _cost_owners(ledger, target)
-               for j, c in costs.items() if j in gpu_hours and c.gpu_hours_used is None):  # fmt: skip
+    if not _grows(store.view(), target, gpu_hours):
         return 0
-    count = 0
     with store.transaction() as ledger:
-        for costs, owner in _cost_owners(ledger, target):
-            for job, cost in costs.items():
-                if job in gpu_hours and cost.gpu_hours_used is None and cost.gpu_hours_worst < gpu_hours[job]:
-                    detail = f"job {job}: Slurm holds more GPUs than its plan: {gpu_hours[job]:.4f} GPU-h at worst"
-                    cost.gpu_hours_worst = gpu_hours[job]
-                    count += 1
-                    if isinstance(owner, Charge):
-                        owner.gpu_hours = max(owner.gpu_hours, sum(c.gpu_hours_worst for c in costs.values()))
-                        store.audit(_entry(store, "charge-grown", owner.plan_hash, owner.request_id, owner.grant_id,
-                                           detail))  # fmt: skip
+        return _grow_in(store, ledger, target, gpu_hours)
+
+
+def _grows(ledger: Ledger, target: str, gpu_hours: dict[str, float]) -> bool:
+    return any(c.gpu_hours_worst < gpu_hours[j] for costs, _ in _cost_owners(ledger, target)
+               for j, c in costs.items() if j in gpu_hours and c.gpu_hours_used is None)  # fmt: skip
+
+
+def _grow_in(store: Store, ledger: Ledger, target: str, gpu_hours: dict[str, float]) -> int:
+    count = 0
+    for costs, owner in _cost_owners(ledger, target):
+        for job, cost in costs.items():
+            if job in gpu_hours and cost.gpu_hours_used is None and cost.gpu_hours_worst < gpu_hours[job]:
+                detail = f"job {job}: Slurm holds more GPUs than its plan: {gpu_hours[job]:.4f} GPU-h at worst"
+                cost.gpu_hours_worst = gpu_hours[job]
+                count += 1
+                if isinstance(owner, Charge):
+                    owner.gpu_hours = max(owner.gpu_hours, sum(c.gpu_hours_worst for c in costs.values()))
+                    store.audit(_entry(store, "charge-grown", owner.plan_hash, owner.request_id, owner.grant_id,
+                                       detail))  # fmt: skip
     return count
 
 
 def settle(store: Store, target: str, ended: dict[str, SlurmRecord]) -> int:
     """Jobs that ended (job id -> Slurm's record of it, None when Slurm's record was gone) count what Slurm
     says they used, or their worst case. Returns how many job costs were settled."""
-    ledger = store.load()
-    if not any(j in ended for j in _open_jobs(ledger, target)):
+    if not _settles(store.view(), target, ended):
         return 0  # the common case: no lock, no write
-    count = 0
     with store.transaction() as ledger:
-        for costs, owner in _cost_owners(ledger, target):
-            for job, cost in costs.items():
-                if job in ended and cost.gpu_hours_used is None:
-                    cost.gpu_hours_used, cost.cpu_hours_used = used(cost, ended[job])
-                    cost.at_worst = ended[job] is None
-                    count += 1
-            if (
-                isinstance(owner, Charge)
-                and owner.state == "submitted"
-                and all(c.gpu_hours_used is not None for c in owner.job_costs.values())
-            ):
-                owner.state = "settled"
-                worst = sum(c.at_worst for c in costs.values())
-                detail = f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"
-                if worst:
-                    detail += f"; {worst} job(s) settled at worst case: Slurm's record was gone"
-                store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id, detail))
+        return _settle_in(store, ledger, target, ended)
+
+
+def _settles(ledger: Ledger, target: str, ended: dict[str, SlurmRecord]) -> bool:
+    return any(j in ended for j in _open_jobs(ledger, target))
+
+
+def _settle_in(store: Store, ledger: Ledger, target: str, ended: dict[str, SlurmRecord]) -> int:
+    count = 0
+    for costs, owner in _cost_owners(ledger, target):
+        for job, cost in costs.items():
+            if job in ended and cost.gpu_hours_used is None:
+                cost.gpu_hours_used, cost.cpu_hours_used = used(cost, ended[job])
+                cost.at_worst = ended[job] is None
+                count += 1
+        if (
+            isinstance(owner, Charge)
+            and owner.state == "submitted"
+            and all(c.gpu_hours_used is not None for c in owner.job_costs.values())
+        ):
+            owner.state = "settled"
+            worst = sum(c.at_worst for c in costs.values())
+            detail = f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"
+            if worst:
+                detail += f"; {worst} job(s) settled at worst case: Slurm's record was gone"
+            store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id, detail))
     return count
+
+
+def keep_books(
+    store: Store,
+    ledger: Ledger,
+    target: str,
+    grown: dict[str, float],
+    found: dict[str, list[str]],
+    ended: dict[str, SlurmRecord],
+) -> Ledger:
+    """What one status read learned, recorded in one transaction, in this order: holds whose jobs the cluster
+    shows were submitted (adopt), jobs Slurm holds more GPUs for are charged so (grow), ended jobs settle on
+    Slurm's word (settle). `ledger` is the caller's reading of the file (its Store's view): when it shows
+    nothing to record, nothing is locked, read or written. Returns the ledger as it now is."""
+    if not (any(_holds_for(ledger, target, found)) or _grows(ledger, target, grown) or _settles(ledger, target, ended)):
+        return ledger
+    with store.transaction() as ledger:
+        _adopt_in(store, ledger, target, found)
+        _grow_in(store, ledger, target, grown)
+        _settle_in(store, ledger, target, ended)
+    return ledger
 
 
 def held_jobs(ledger: Ledger, target: str) -> dict[str, str]:

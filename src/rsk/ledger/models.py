@@ -11,7 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rsk.wire.resources import Resources
 
-LEDGER_SCHEMA = 7
+# The ledger's shape. Every change of it bumps this, with a step in `migrate` and a fixture in tests/unit/ledgers/
+# (tests/unit/test_ledger_schema.py holds each version's fingerprint): a reader refuses a newer ledger whole, so
+# an added field is never read past by an rsk that does not know what it means (docs/adr/0042).
+LEDGER_SCHEMA = 8
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
 
@@ -319,18 +322,21 @@ def _nested(lease: dict[str, object]) -> dict[str, object]:
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema. 5 -> 6: cards may list their code snapshot's files (older ones
-    do not). 4 -> 5: leases record the steps they allowed (a lease opened
-    before says it did not: None), and a job cost says whether it settled at worst case (none did).
-    3 -> 4: grants carry what their archived charges spent
-    (nothing yet). 2 -> 3 adds leases (none). 1 -> 2: spent charges become
-    submitted, approvals' used_by become uses, cards show env values. Anything malformed is left as it is
-    for validation to refuse."""
+    """An older ledger as the current schema, one version at a time. 7 -> 8: nothing moves (a version-7 ledger
+    may hold fields added while 7 was current: cards' `filed_by` and `superseded_by`, a chain's and a lease's
+    terms; from 8 on, every change of shape has its own version). 6 -> 7: a lease's shape nests as its
+    `resources`. 5 -> 6: cards may list their code snapshot's files (older ones do not). 4 -> 5: leases record
+    the steps they allowed (a lease opened before says it did not: None), and a job cost says whether it
+    settled at worst case (none did). 3 -> 4: grants carry what their archived charges spent (nothing yet).
+    2 -> 3 adds leases (none). 1 -> 2: spent charges become submitted, approvals' used_by become uses, cards
+    show env values. Anything malformed is left as it is for validation to refuse."""
+    if raw.get("schema_version", 1) == 7:
+        return {**raw, "schema_version": 8}
     if raw.get("schema_version", 1) == 6:
         leases = _dicts(raw.get("leases", []))
         if leases is None:
             return raw
-        return {**raw, "schema_version": 7, "leases": [_nested(x) for x in leases]}
+        return migrate({**raw, "schema_version": 7, "leases": [_nested(x) for x in leases]})
     if raw.get("schema_version", 1) == 5:
         return migrate({**raw, "schema_version": 6})
     if raw.get("schema_version", 1) == 4:

@@ -1,7 +1,8 @@
 """The ledger on disk: one JSON file per project under RSK_HOME, locked, written atomically.
 
 A ledger that fails validation is refused, never overwritten; the last good version is
-kept as ledger.json.bak; a ledger from a newer rsk is refused with an upgrade hint.
+kept as ledger.json.bak; a ledger from a newer rsk is refused whole (NewerLedger, exit 6) and left as it is,
+and an older one is migrated on read and written at the current schema by its next change (docs/adr/0042).
 
 A transaction reads the file once under the lock and writes it at most once. A Store remembers the ledger
 as it last read or wrote it (its exact bytes and their reading): a transaction that finds the file's bytes
@@ -19,7 +20,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from pydantic import ValidationError
 
-from rsk.errors import StateError
+from rsk.errors import NewerLedger, StateError
 from rsk.ledger.archive import Archive, compact
 from rsk.ledger.models import LEDGER_SCHEMA, AuditEntry, Ledger, migrate, now
 from rsk.local.atomic import append_line, write_atomic
@@ -151,10 +152,7 @@ def parse_ledger(raw: bytes | None, path: Path, project: str) -> Ledger:
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise StateError(f"the ledger {path} has no valid schema_version ({version!r})", hint)
     if version > LEDGER_SCHEMA:
-        raise StateError(
-            f"the ledger {path} has schema_version {version}; this rsk understands {LEDGER_SCHEMA}",
-            "upgrade rsk to read it (pip install -U rsk)",
-        )
+        raise NewerLedger.of(str(path), version, LEDGER_SCHEMA)
     try:
         ledger = Ledger.model_validate(migrate(raw))
     except ValidationError as exc:

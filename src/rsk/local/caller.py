@@ -172,7 +172,7 @@ def check_project(project: str) -> str:
         raise UsageError(
             f"project {project} is not one this user may use (allowed: {allowed})",
             "name one of your own projects with --project; docs/broker.md says who may do what",
-            details={"code": "not-allowed"},
+            code="not-allowed",
         )
     return project
 

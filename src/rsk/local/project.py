@@ -139,6 +139,17 @@ def resolve_project(option: str | None) -> str:
     return check_project(check_token("project", env_or_file("RSK_PROJECT", "project") or DEFAULT_PROJECT))
 
 
+def shared_warning(option: str | None, project: str) -> str | None:
+    """The warning for work that lands in the shared project `default` because nothing chose a project (no
+    --project, no RSK_PROJECT, no project file); None when something did."""
+    if project != DEFAULT_PROJECT or option or env_or_file("RSK_PROJECT", "project"):
+        return None
+    return (
+        f"no project chosen: this goes to the shared project '{DEFAULT_PROJECT}' (its ledger, grants and journal "
+        "are everyone's who did not choose); `rsk init --project NAME` in your working tree gives your work its own"
+    )
+
+
 def scope(project: str, target: str | None = None) -> str:
     """The options a hint needs to reach the same project and target: empty when the defaults do."""
     parts = []

@@ -20,10 +20,10 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from rsk import __version__
-from rsk.cluster.targets import Target
+from rsk.cluster.targets import TargetList
 from rsk.commands import HUMAN_ACTS
 from rsk.errors import PendingApproval, RskError, UsageError
-from rsk.ledger.models import Card
+from rsk.ledger.cards import CardList
 from rsk.ops.cancel import CancelReport
 from rsk.ops.events import Events
 from rsk.ops.fetch import FetchReport, ResultReport
@@ -54,22 +54,6 @@ class Pin:
     project: str
     target: str
     max_wait: float = DEFAULT_MAX_WAIT
-
-
-class TargetList(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = 1
-    pinned: str  # the target every other tool uses
-    targets: list[Target]
-
-
-class CardList(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: int = 1
-    project: str
-    cards: list[Card]
 
 
 class LaunchReply(BaseModel):
@@ -501,12 +485,14 @@ def build(pin: Pin) -> MCPServer:
     def fetch(
         job: Annotated[str, Field(description="The job id.")],
         paths: Annotated[list[str], Field(min_length=1, description="Paths relative to the job's directory.")],
-        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here).")] = None,
+        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here, which code "
+                                        "snapshots leave out).")] = None,
         max_bytes: Annotated[int, Field(ge=1, description="Stop after this many bytes.")] = 1024**3,
-    ) -> FetchReport:
+    ) -> FetchReport:  # fmt: skip
+        from rsk.ops.fetch import default_dest
         from rsk.ops.fetch import fetch as do_fetch
 
-        dest = _own_path("fetch", to or str(Path("rsk-results") / job))
+        dest = _own_path("fetch", to or str(default_dest(job)))
         return do_fetch(pin.target, pin.project, job, paths, dest, max_bytes=max_bytes)
 
     @server.tool(
@@ -526,13 +512,13 @@ def build(pin: Pin) -> MCPServer:
         ] = None,
     ) -> ResultReport:
         from rsk.errors import UsageError
+        from rsk.ops.fetch import default_dest, result_job
         from rsk.ops.fetch import fetch_result as do_fetch_result
-        from rsk.ops.fetch import result_job
 
         if (job is None) == (request_id is None):
             raise UsageError("give job or request_id", "request_id: a chain's result, from its last link that ran")
         job = job if job is not None else result_job(pin.target, pin.project, request_id or "")
-        dest = _own_path("fetch", to or str(Path("rsk-results") / job))
+        dest = _own_path("fetch", to or str(default_dest(job)))
         return do_fetch_result(pin.target, pin.project, job, dest, partial=partial)
 
     @server.prompt(name="rsk-rules", description="The rules for running work through rsk (the rsk skill).")

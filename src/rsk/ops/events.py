@@ -83,7 +83,7 @@ def _load_snapshot(project: str, target: str, cursor: str) -> tuple[int, dict[st
         snapshot = {str(k): str(v) for k, v in dict(data["states"]).items()}
     except (OSError, ValueError, TypeError, KeyError, safejson.BadJson) as exc:
         raise UsageError(f"cursor {cursor!r} is unknown or expired", "start again without --after",
-                         details={"code": "cursor-expired"}) from exc  # fmt: skip
+                         code="cursor-expired") from exc  # fmt: skip
     return int(lines_s), snapshot
 
 
@@ -101,7 +101,7 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
     try:
         lines, snap = _load_snapshot(project, target, after) if after else (0, {})
     except UsageError as exc:
-        if not (reset_expired and exc.details.get("code") == "cursor-expired"):
+        if not (reset_expired and exc.code == "cursor-expired"):
             raise
         after, lines, snap, reset = None, 0, {}, True
     first = after is None

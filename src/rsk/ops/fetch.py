@@ -10,12 +10,22 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import Remote, remote_for
+from rsk.codelist import RESULTS_DIR
 from rsk.errors import StateError, UsageError
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
 
 FETCH_CHUNK = 4 * 1024 * 1024  # per remote call; a multiple of 65536, as the cluster side requires
 _FETCH_PATH = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
+
+
+def default_dest(name: str) -> Path:
+    """Where fetched files go when no destination is named: rsk-results/NAME (a job id or a batch), relative to
+    the caller's directory. rsk's snapshots leave rsk-results out (rsk.codelist), so fetching into the code
+    directory never changes the next launch's plan."""
+    from rsk.local.paths import check_token
+
+    return Path(RESULTS_DIR) / check_token("job id", name)
 
 
 class FetchedFile(BaseModel):
@@ -88,7 +98,7 @@ def _fetch_paths(
         try:
             raise_for_error(out)
         except UsageError as exc:
-            if missing is None or exc.details.get("remote_code") != "not-found":
+            if missing is None or exc.code != "not-found":
                 raise
             missing.append(p)
             continue
@@ -149,7 +159,7 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
         members = [j for j in of_request(st.jobs, batch) if j.task]  # each task's latest attempt (rsk retry)
         if not members:
             raise UsageError(f"no batch {batch!r} with tasks in project {project} on {target_name}",
-                             "`rsk status` lists the project's jobs", details={"code": "not-found"})  # fmt: skip
+                             "`rsk status` lists the project's jobs", code="not-found")  # fmt: skip
         for j in members:
             assert j.task is not None
             missing: list[str] = []
@@ -198,7 +208,7 @@ def result_job(target_name: str, project: str, request_id: str) -> str:
     ends = outcome(of_request(status(target_name, project).jobs, request_id))
     if not ends:
         raise UsageError(f"no request {request_id!r} with jobs in project {project} on {target_name}",
-                         "`rsk status` lists the project's jobs", details={"code": "not-found"})  # fmt: skip
+                         "`rsk status` lists the project's jobs", code="not-found")  # fmt: skip
     if len(ends) > 1:
         published = [f"{j.task or j.job_id}: {j.job_id}" for j in ends if j.result]
         raise UsageError(
@@ -214,7 +224,7 @@ def _no_result(job: str, what: str) -> UsageError:
         "a result is published only when the command exits 0 after writing under $RSK_OUT (at most 1000 files, "
         "names of A-Z a-z 0-9 . _ + @ : , -; the job's stderr says when it was not); "
         "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
-        details={"code": "no-result"},
+        code="no-result",
     )
 
 
@@ -243,7 +253,7 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
         try:
             raise_for_error(out)
         except UsageError as exc:
-            if exc.details.get("remote_code") != "not-found":
+            if exc.code != "not-found":
                 raise
             raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
         listed = {e.path: e.size for e in answers.fetch(out).entries}

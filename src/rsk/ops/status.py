@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from rsk.cluster.remote import Remote, remote_for
 from rsk.errors import UsageError
 from rsk.ledger import guard
+from rsk.ledger.models import Ledger
 from rsk.ledger.store import Store
 from rsk.ops.board import BatchView
 from rsk.ops.board import attempt_of as attempt_of  # its one reading, with the views it groups
@@ -220,10 +221,9 @@ def _held_shape(job: JobState, f: JobFacts) -> None:
     job._gpu_hours_held = (gpus or 0) * max(nodes or 1, job.nodes or 1) * limit_s / 3600
 
 
-def mark_undecided(st: Status, project: str) -> Status:
+def mark_undecided(st: Status, ledger: Ledger) -> Status:
     """Every step a lease's controller started is compared with the steps the ledger allowed: one it never
     decided (a job of the cluster account can write into a lease's queue) is marked, with a warning."""
-    ledger = Store(project).load()
     for j in st.jobs:
         if j.lease:
             j.undecided = guard.undecided_step(ledger, st.target, j.lease, j.job_id, j.request_id, j.starts)
@@ -248,33 +248,32 @@ def _slurm_record(f: JobFacts) -> tuple[int, int | None] | None:
     return None
 
 
-def settle_ended(target: str, project: str, jobs: list[JobState]) -> int:
-    """Charges and approval uses of ended jobs count what Slurm says they used; a job Slurm no longer
-    lists (forgotten, MinJobAge) whose end nobody captured counts its worst case."""
+def ended_records(jobs: list[JobState]) -> dict[str, guard.SlurmRecord]:
+    """The ended jobs and Slurm's record of each: what Slurm says they used, or None when Slurm no longer lists
+    a job (forgotten, MinJobAge) whose end nobody captured: it counts its worst case."""
     ended: dict[str, guard.SlurmRecord] = {}
     for j in jobs:
         if j._slurm_record is not None:
             ended[j.job_id] = j._slurm_record
         elif j.state in FINAL and not j._slurm_listed:
             ended[j.job_id] = None
-    return guard.settle(Store(project), target, ended) if ended else 0
+    return ended
 
 
 def status_call(remote: Remote, target: str, project: str,
                 after: int | None = None) -> tuple[Status, answers.StatusAnswer]:  # fmt: skip
-    """The project's jobs: those the journal lists, and every job the ledger holds, found by id."""
+    """The project's jobs: those the journal lists, and every job the ledger holds, found by id. The ledger is
+    read once (and written once, when Slurm said something the books must record)."""
     args = [project] if after is None else [project, str(after)]
     store = Store(project)
-    held = guard.held_jobs(store.load(), target)
+    ledger = store.view()
+    held = guard.held_jobs(ledger, target)
     out = remote.call("status", *args, stdin=guard.held_line(held))
     raise_for_error(out)
     answer = answers.status(out)
     up = answer.slurm_up
     jobs = [job_state(f, slurm_up=up) for f in answer.jobs]
     _mark_skipped(answer.jobs, jobs)
-    grown = {j.job_id: j._gpu_hours_held for j in jobs if j._gpu_hours_held is not None}
-    if grown:  # charged for what Slurm holds, before anything settles
-        guard.grow(store, target, grown)
     for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
         if j.job_id in held:
             j.request_id = held[j.job_id]
@@ -289,9 +288,10 @@ def status_call(remote: Remote, target: str, project: str,
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
         by_request.setdefault(j.request_id, []).append(j.job_id)
-    guard.adopt(store, target, by_request)
-    settle_ended(target, project, st.jobs)
-    return mark_undecided(st, project), answer
+    # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
+    grown = {j.job_id: j._gpu_hours_held for j in jobs if j._gpu_hours_held is not None}
+    ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs))
+    return mark_undecided(st, ledger), answer
 
 
 def status(target: str, project: str) -> Status:
@@ -354,7 +354,7 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
         jobs = [j for j in jobs if j.job_id == job]
         if not jobs:
             raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them",
-                             details={"code": "not-found"})  # fmt: skip
+                             code="not-found")  # fmt: skip
     if request_id:
         jobs = of_request(jobs, request_id)
     if active:

@@ -115,7 +115,7 @@ def wait_jobs(
                 raise UsageError(
                     f"no rsk {what} in project {project} on {target}",
                     "`rsk status` lists the project's jobs; a pending launch has a card id instead",
-                    details={"code": "not-found"},
+                    code="not-found",
                 )
             done = all(j.state in FINAL for j in chosen)
             blocked = not done and all(j.state in FINAL or j.state == "blocked" for j in chosen)
@@ -150,11 +150,15 @@ def wait_card(card_id: str, project: str | None, timeout: float | None) -> WaitR
     try:
         card = wait_for_card(store, card_id, timeout)
     except PendingApproval as exc:
+        from rsk.ledger.cards import find_card
+
+        filed = find_card(store.load(), card_id, store.archive)  # what the card binds: its target and request
         return WaitResult(
             status="pending",
-            target=None,
+            target=filed.target,
             project=store.project,
             card_id=card_id,
+            request_id=filed.request_id,
             waited_s=round(time.monotonic() - t0, 1),
             hint=exc.hint or "",
         )

@@ -318,9 +318,7 @@ def raise_for_error(out: Output) -> None:
     if reasons:
         message += ": " + "; ".join(reasons)
     cls = _REMOTE_ERRORS.get(out.rc, ProtocolError)
-    error = cls(message, _HINTS.get(code), details={"remote_code": code})
-    error.code = code
-    raise error
+    raise cls(message, _HINTS.get(code), code=code)
 
 
 class TaskPlan(Resources, BaseModel):  # (BaseModel named too: a linter sees a pydantic model)

@@ -1,0 +1,80 @@
+"""The answers an agent reads, on the lab: every read command's --json is one object with its schema_version;
+work that falls to the shared project says so; fetched files land where a code snapshot never looks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from rsk.errors import Exit
+from tests.conftest import ROOT, RSK, Lab, rsk
+from tests.integration.helpers import grant, launch, launched
+
+
+def _doc(out: str) -> dict[str, object]:
+    doc = json.loads(out)
+    assert isinstance(doc, dict) and doc.get("schema_version") == 1, out
+    return doc
+
+
+def test_every_read_command_answers_one_object_with_its_schema_version(lab: Lab, project: str) -> None:
+    grant(project, "--cpu-hours", "1")
+    job = str(launched(launch(project, "-r", "one", "--mem", "100M", "--time", "2", command=("echo", "hi")))["job_id"])
+    where = ["--target", "lab", "--project", project]
+    reads = [
+        ["status"], ["status", job], ["status", "-r", "one"], ["events"], ["journal"], ["info", "lab"], ["gpus"],
+        ["lease", "status"], ["watch", "--once"], ["wait", job, "--timeout", "60"], ["logs", job], ["targets"],
+        ["approvals"], ["grant", "list"], ["deny-rule", "list"], ["reconcile"],
+    ]  # fmt: skip
+    for argv in reads:
+        ledger = argv[0] in ("approvals", "grant", "deny-rule", "info")
+        extra = [] if argv[0] == "targets" else ["--project", project] if ledger else where
+        r = rsk(*argv, *extra, "--json", timeout=120)
+        assert r.rc == 0, (argv, r.rc, r.out, r.err)
+        _doc(r.out)
+    d = rsk("doctor", "lab", "--json", timeout=120)
+    assert d.rc in (0, Exit.CHECKS) and "checks" in _doc(d.out)
+
+
+def _in(cwd: Path, *args: str, lab: Lab) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RSK_TARGETS_PATH": str(lab.targets_dir)}
+    return subprocess.run([*RSK, *args], cwd=cwd, capture_output=True, text=True, env=env, check=False, timeout=300)
+
+
+def test_plan_and_launch_into_the_unchosen_shared_project_warn_on_stderr_and_in_json(lab: Lab, tmp_path: Path) -> None:
+    plan = _in(tmp_path, "plan", "--target", "lab", "-r", "shared-1", "--time", "1", "--json", "--", "true", lab=lab)
+    assert plan.returncode == 0, plan.stderr
+    doc = _doc(plan.stdout)
+    assert doc["project"] == "default" and "shared project 'default'" in doc["warnings"][0]
+    assert "warning: no project chosen" in plan.stderr
+    pending = _in(tmp_path, "launch", "--target", "lab", "-r", "shared-1", "--time", "1", "--json", "--", "true",
+                  lab=lab)  # fmt: skip
+    assert pending.returncode == Exit.PENDING, pending.stderr
+    err = _doc(pending.stdout)
+    assert err["error"] == "approval-pending" and "shared project 'default'" in err["warnings"][0]
+    assert rsk("withdraw", str(err["card_id"]), "--project", "default").rc == 0
+    named = _in(tmp_path, "plan", "--target", "lab", "-p", "default", "-r", "shared-1", "--time", "1", "--json", "--",
+                "true", lab=lab)  # fmt: skip
+    assert named.returncode == 0 and _doc(named.stdout)["warnings"] == [] and "warning" not in named.stderr
+
+
+def test_fetch_lands_in_rsk_results_which_the_next_snapshot_leaves_out(lab: Lab, project: str, tmp_path: Path) -> None:
+    grant(project, "--cpu-hours", "1")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "run.sh").write_text("echo 0.9 > metrics.txt\n")
+    args = ["launch", "--target", "lab", "--project", project, "-r", "fx", "--code", ".", "--mem", "100M", "--time",
+            "2", "--json", "--", "sh", "run.sh"]  # fmt: skip
+    first = _in(code, *args, lab=lab)
+    assert first.returncode == 0, first.stderr
+    job = json.loads(first.stdout)["job_id"]
+    w = rsk("wait", job, "--target", "lab", "--project", project, "--timeout", "120", "--json")
+    assert w.rc == 0, w.out
+    got = _in(code, "fetch", job, "metrics.txt", "--target", "lab", "--project", project, "--json", lab=lab)
+    assert got.returncode == 0, got.stderr
+    assert (code / "rsk-results" / job / "metrics.txt").read_text() == "0.9\n"
+    again = _in(code, *args, lab=lab)  # the same files: the same plan, a replay, not a request conflict
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert json.loads(again.stdout)["status"] == "replayed"
