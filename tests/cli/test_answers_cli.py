@@ -16,7 +16,7 @@ from tests.conftest import rsk
 
 def _doc(out: str) -> dict[str, object]:
     doc = json.loads(out)
-    assert isinstance(doc, dict) and doc.get("schema_version") == 1, out
+    assert isinstance(doc, dict) and isinstance(doc.get("schema_version"), int), out
     return doc
 
 
@@ -222,3 +222,8 @@ def test_withdraw_takes_back_only_the_project_in_forces_cards(rsk_env: Path, pro
     listed = _doc(rsk("approvals", "-p", f"{project}-other", "--json").out)["cards"]
     assert [(c["id"], c["status"]) for c in listed] == [(theirs.id, "pending")]  # still waits for the human
     assert rsk("withdraw", theirs.id, "-p", f"{project}-other", "--json").rc == 0
+
+
+def test_approvals_show_without_a_card_says_it_needs_one(rsk_env: Path, project: str) -> None:
+    r = rsk("approvals", "show", "-p", project, "--json")
+    assert r.rc == Exit.USAGE and "needs a CARD" in _doc(r.out)["message"], r.out
