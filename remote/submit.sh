@@ -2,10 +2,6 @@
 # rsk submit: plan a request ("submit plan"), or plan it, wait for rsk's word and submit that very plan ("submit
 # launch"); the request, the answers and the steps after the go: docs/protocol.md, "Requests (submit)".
 
-usage() {
-    rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)"
-}
-
 # request: the scalar keys as " key=VALUE " words in Q (wire values hold no spaces); env, arg, the task lines: lists
 SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
 
@@ -17,14 +13,13 @@ read_request() {
         IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
     fi
     [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_magic' has more than one value"
-    if [ "$rq_magic" = held ]; then # the ledger's jobs, counted by id (rsk_active_jobs)
-        rsk_held "$rq_version"
+    # "held": the ledger's jobs, counted by id (rsk_active_jobs); "since": the request's oldest hold whose outcome
+    # the ledger does not know (rsk_since); each at most once, in this order
+    for rq_k in held since; do
+        [ "$rq_magic" = "$rq_k" ] || continue
+        "rsk_$rq_k" "$rq_version"
         IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
-    fi
-    if [ "$rq_magic" = since ]; then # the request's oldest hold whose outcome the ledger does not know
-        rsk_since "$rq_version"
-        IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
-    fi
+    done
     [ "$rq_magic" = rsk-request ] || rsk_fail "$RSK_E_USAGE" bad-request "not an rsk request"
     [ "$rq_version" = "$RSK_PROTOCOL" ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
         "request protocol $rq_version is not the protocol of this program ($RSK_PROTOCOL)"
@@ -88,10 +83,8 @@ env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of R
 }
 
 # resolution ----------------------------------------------------------------
-# The cluster's facts: its name, and its partitions and their nodes. A broker keeps them per connection for
-# FACTS_TTL (docs/adr/0038) and sends them back as "facts CLUSTER PARTS" ahead of the request, or asks for them
-# with "facts -"; the plan binds what it used (its partition's lines), and Slurm is still asked at every plan
-# (sbatch --test-only) and every submit.
+# The cluster's facts, kept by a broker for a minute ("facts CLUSTER PARTS" or "facts -": docs/protocol.md, ADR 0038);
+# the plan binds the lines it used, and Slurm is still asked at every plan (sbatch --test-only) and every submit.
 cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
     if [ -z "$FACTS_GIVEN" ]; then
         rsk_out=$(scontrol show config 2>&1) || {
@@ -129,38 +122,16 @@ facts_given() { # facts_given CLUSTER PARTS: the facts a broker kept (wire value
     rsk_dec "$2"; PARTS=$RSK_V
     case $CLUSTER in '' | *[!A-Za-z0-9._-]*) rsk_fail "$RSK_E_USAGE" bad-facts "the cluster's name in the facts is malformed" ;; esac
     [ -n "$PARTS" ] || rsk_fail "$RSK_E_USAGE" bad-facts "the facts name no partition"
-    rsk_rest="$PARTS
-"
-    while [ -n "$rsk_rest" ]; do
-        rsk_l=${rsk_rest%%"
-"*} rsk_rest=${rsk_rest#*"
-"}
-        case $rsk_l in
-            '' | *"|"*"|"*"|"*"|"*"|"*"|"*) rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed" ;;
-            *"|"*"|"*"|"*"|"*"|"*) ;;
-            *) rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed" ;;
-        esac
-    done
+    printf '%s\n' "$PARTS" | awk -F'|' 'NF != 6 { exit 1 }' \
+        || rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed"
     FACTS_GIVEN=1
 }
 
 # partition_facts: FACTS_USED, the lines of PARTS for PARTITION as the plan binds them (fields joined by ",",
 # lines by "/", so that they travel as a literal where they can); fits reads the same lines
 partition_facts() {
-    FACTS_USED='' rsk_rest="$PARTS
-"
-    while [ -n "$rsk_rest" ]; do
-        rsk_l=${rsk_rest%%"
-"*} rsk_rest=${rsk_rest#*"
-"}
-        case $rsk_l in
-            "$PARTITION|"* | "$PARTITION*|"*)
-                rsk_w=$PARTITION rsk_l="${rsk_l#*|}|"
-                while [ -n "$rsk_l" ]; do rsk_w="$rsk_w,${rsk_l%%|*}" rsk_l=${rsk_l#*|}; done
-                FACTS_USED="$FACTS_USED/$rsk_w" ;;
-        esac
-    done
-    FACTS_USED=${FACTS_USED#/}
+    FACTS_USED=$(printf '%s\n' "$PARTS" | awk -F'|' -v OFS=, -v p="$PARTITION" \
+        '$1 == p || $1 == p "*" { $1 = p; out = out (out == "" ? "" : "/") $0 } END { print out }')
 }
 
 resolve() {
@@ -224,8 +195,8 @@ resolve() {
     WORKDIR=$(cd "$WORKDIR" 2>/dev/null && pwd -P) \
         || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $rsk_wd does not exist on the cluster"
     for rsk_e in $Q_env; do rsk_dec "$rsk_e"; env_name_ok "$RSK_V"; done
-    resolve_lease
-    if [ -n "$LEASE_OPEN" ]; then
+    place
+    if [ "$PLACE" = open ]; then
         KIND='lease'
     elif [ -n "$TASKS" ]; then
         KIND='batch'
@@ -237,16 +208,20 @@ resolve() {
     else rsk_fail "$RSK_E_USAGE" no-command "the request has no command"; fi
     [ -z "$BUDGET_MIN" ] || [ "$KIND" = batch ] || rsk_fail "$RSK_E_USAGE" bad-chain "a chain's links are its tasks"
     resolve_tasks
+    # a lease starts each step as soon as it fits: it would run a workflow's or a chain's tasks ignoring their needs
+    [ -z "$DAG" ] || [ "$PLACE" != step ] || rsk_fail "$RSK_E_USAGE" bad-request \
+        "a lease's steps start as they fit, not after one another: run a workflow or a chain without --lease"
 }
 
-# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, DAG (1 for
-# a workflow), and TASKOUT: "P <plan line>", "S IDX NODES CPUS MEM GPUS TIME", "W IDX <job-script case line>"
-# and "D IDX LEVEL NEEDS" lines (NEEDS: "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
+# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, DAG (1 for a
+# workflow or a chain), SHAPES (the distinct "NODES CPUS MEM GPUS TIME", a line each) and TASKOUT: "P <plan line>",
+# "S IDX NODES CPUS MEM GPUS TIME", "W IDX <job-script case line>" and "D IDX LEVEL NEEDS" lines (NEEDS:
+# "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
 resolve_tasks() {
     DAG=''
     if [ "$KIND" != batch ]; then
-        NT=1
-        TASKOUT="S 0 $NODES $CPUS $MEM_MB $GPUS $TIME_MIN"
+        NT=1 SHAPES="$NODES $CPUS $MEM_MB $GPUS $TIME_MIN"
+        TASKOUT="S 0 $SHAPES"
         return 0
     fi
     TASKOUT=$(printf '%s' "$TASKS" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" \
@@ -314,36 +289,44 @@ E "*) # a fault found at any task (its line ends the output, after the earlier t
         rsk_fail "$RSK_E_USAGE" "${rsk_e%% *}" "${rsk_e#* }" ;;
     esac
     NT=$(printf '%s\n' "$TASKOUT" | grep -c '^S ')
+    SHAPES=$(printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u)
     case $TASKOUT in *"
 P tneeds "*) DAG=1 ;; esac
 }
 
-# leases ----------------------------------------------------------------------
-# resolve_lease: LEASE_OPEN (open a lease), or LEASE (a step into one: the lease's facts as L_*)
-resolve_lease() {
-    qdec lease_open; LEASE_OPEN=$RSK_V
-    qdec lease; LEASE=$RSK_V
+# placement ------------------------------------------------------------------
+# place: where the request's jobs run, decided here only (docs/leases.md, ADR 0043). PLACE is slurm (jobs of their
+# own), open (the job of the lease LEASE it opens, which runs its controller) or step (queued into the lease LEASE,
+# bound to its job LEASE_JOB, the lease file's facts as L_*)
+place() {
+    qdec lease; LEASE=$RSK_V PLACE=step
+    qdec lease_open
+    if [ -n "$RSK_V" ]; then
+        if [ -n "$LEASE$Q_arg$Q_script$TASKS$CODE" ]; then
+            rsk_fail "$RSK_E_USAGE" bad-request "a lease runs rsk's controller: no command, script, tasks, code or lease of its own"
+        fi
+        LEASE=$RSK_V PLACE=open
+    fi
+    [ -n "$LEASE" ] || PLACE=slurm
     num drain drain_min 5; DRAIN_MIN=$RSK_V
     qdec overrun; OVERRUN=${RSK_V:-refuse}
     LEASE_JOB='' LDIR=''
-    if [ -n "$LEASE_OPEN" ]; then
-        rsk_need_token lease "$LEASE_OPEN"
+    if [ "$PLACE" != open ]; then
+        q drain_min; rsk_d=$RSK_W
+        q overrun
+        [ -z "$rsk_d$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "drain and overrun are settings of a lease being opened"
+    fi
+    [ -n "$LEASE" ] || return 0
+    rsk_need_token lease "$LEASE"
+    if [ "$PLACE" = open ]; then
+        LDIR=$RSK_ROOT/leases/$PROJECT/$LEASE
         [ "$DRAIN_MIN" -lt "$TIME_MIN" ] || rsk_fail "$RSK_E_USAGE" bad-lease \
             "a lease of $TIME_MIN min that starts no step in its last $DRAIN_MIN min could run no step: give --time longer than --drain (or --drain 0)"
         # only the submit-lease program carries the controller (a plain launch does not ship it)
         [ -n "${RSK_CONTROLLER:-}" ] || rsk_fail "$RSK_E_USAGE" bad-request "opening a lease takes the submit-lease program"
-        if [ -n "$LEASE$Q_arg$Q_script$TASKS$CODE" ]; then
-            rsk_fail "$RSK_E_USAGE" bad-request "a lease runs rsk's controller: no command, script, tasks, code or lease of its own"
-        fi
         case $OVERRUN in refuse | clip) ;; *) rsk_fail "$RSK_E_USAGE" bad-overrun "overrun is refuse or clip" ;; esac
-        LDIR=$RSK_ROOT/leases/$PROJECT/$LEASE_OPEN
         return 0
     fi
-    q drain_min; rsk_d=$RSK_W
-    q overrun
-    [ -z "$rsk_d$RSK_W" ] || rsk_fail "$RSK_E_USAGE" bad-request "drain and overrun are settings of a lease being opened"
-    [ -n "$LEASE" ] || return 0
-    rsk_need_token lease "$LEASE"
     rsk_lease "$PROJECT" "$LEASE"
     [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $PROJECT has no lease $LEASE on this cluster (rsk lease open $LEASE)"
     LEASE_JOB=$L_job
@@ -365,17 +348,11 @@ resolve_lease() {
     q time_min; STEP_TIME=$RSK_W; [ -n "$RSK_W" ] || [ "$TIME_MIN" -le "$L_time" ] || TIME_MIN=$L_time
 }
 
-# step_fit NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused at plan time
-step_fit() {
+# outlives NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused (fits); with overrun refuse, so is
+# one whose --time would outlive a lease that has started (its controller's ctl file says when it ends)
+outlives() {
     set_shape "$@"
-    rsk_why=''
-    [ "$NODES" -eq 1 ] || rsk_why="$rsk_why; a step runs on one node of its lease (asked $NODES)"
-    [ "$GPUS" -le "$L_gpus" ] || rsk_why="$rsk_why; $GPUS GPUs, the lease has $L_gpus per node"
-    [ "$CPUS" -le "$L_cpus" ] || rsk_why="$rsk_why; $CPUS CPUs, the lease has $L_cpus per node"
-    [ "$MEM_MB" -le "$L_mem" ] || rsk_why="$rsk_why; $MEM_MB MB, the lease has $L_mem MB per node"
-    [ "$TIME_MIN" -le "$L_time" ] || rsk_why="$rsk_why; $TIME_MIN min, the lease holds its allocation for $L_time min"
-    [ -z "$rsk_why" ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE:${rsk_why#;}"
-    # a lease that has started knows when it ends (its controller's ctl file); refuse=never outlive it
+    fits
     rsk_get "$L_ctl" end
     if [ "$L_overrun" = refuse ] && [ -n "$STEP_TIME" ] && rsk_is_uint "$RSK_F"; then
         rsk_left=$((RSK_F - $(awk 'BEGIN { srand(); print srand() }')))
@@ -384,19 +361,20 @@ step_fit() {
     fi
 }
 
-# check_lease: a step's lease still holds (or waits for) its allocation and carries its identity, as Slurm says
-# now (rsk_lease); a lease name is one live lease
+# check_lease: the lease holds (or waits for) its allocation and carries its identity, as Slurm says now
+# (rsk_lease): a step's is still the job its plan bound, and can hold the step; a lease name is one live lease
 check_lease() {
-    [ -n "$LEASE$LEASE_OPEN" ] || return 0
-    rsk_lease "$PROJECT" "$LEASE$LEASE_OPEN"
-    if [ -n "$LEASE" ]; then
-        [ -n "$L_sq" ] || L_job=''
-        [ "$L_job" = "$LEASE_JOB" ] || rsk_fail "$RSK_E_USAGE" lease-ended \
-            "lease $LEASE (job $LEASE_JOB) has ended; open it again (its queued steps carry over) or launch without --lease"
-        for_shapes step_fit
-    elif [ "$L_rid" != "$RID" ] && [ -n "$L_sq" ]; then
-        rsk_fail "$RSK_E_USAGE" lease-exists "project $PROJECT already holds a live lease $LEASE_OPEN (job $L_job); close it or use another name"
+    [ "$PLACE" != slurm ] || return 0
+    rsk_lease "$PROJECT" "$LEASE"
+    if [ "$PLACE" = open ]; then
+        [ "$L_rid" = "$RID" ] || [ -z "$L_sq" ] || rsk_fail "$RSK_E_USAGE" lease-exists \
+            "project $PROJECT already holds a live lease $LEASE (job $L_job); close it or use another name"
+        return 0
     fi
+    [ -n "$L_sq" ] || L_job=''
+    [ "$L_job" = "$LEASE_JOB" ] || rsk_fail "$RSK_E_USAGE" lease-ended \
+        "lease $LEASE (job $LEASE_JOB) has ended; open it again (its queued steps carry over) or launch without --lease"
+    for_shapes outlives
 }
 
 set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch uses
@@ -422,11 +400,10 @@ build_plan() {
     [ -z "$BUDGET_MIN" ] || plan_put budget_min "$BUDGET_MIN" signal_s "$SIGNAL_S"
     [ -z "$CHAIN_OF" ] || plan_put chain_of "$CHAIN_OF" link0 "$LINK0"
     [ -z "$ATTEMPT_OF" ] || plan_put attempt_of "$ATTEMPT_OF"
-    if [ -n "$LEASE_OPEN" ]; then
-        plan_put lease "$LEASE_OPEN" drain_min "$DRAIN_MIN" overrun "$OVERRUN"
-    elif [ -n "$LEASE" ]; then
-        plan_put lease "$LEASE" lease_job "$LEASE_JOB"
-    fi
+    case $PLACE in
+        open) plan_put lease_open "$LEASE" drain_min "$DRAIN_MIN" overrun "$OVERRUN" ;;
+        step) plan_put lease "$LEASE" lease_job "$LEASE_JOB" ;;
+    esac
     for rsk_e in $Q_env; do PLAN="${PLAN}env $rsk_e
 "; done
     for rsk_a in $Q_arg; do PLAN="${PLAN}arg $rsk_a
@@ -485,17 +462,11 @@ policy_all() { # RSK_VERDICT and RSK_REASONS over every task shape
 "; fi
 }
 
-for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each distinct shape
-    if [ "$KIND" != batch ]; then # one task, one shape: TASKOUT is "S 0 NODES CPUS MEM GPUS TIME"
-        # shellcheck disable=SC2086  # five numbers
-        "$1" ${TASKOUT#S * }
-        return
-    fi
-    for_shapes_list=$(printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u) # the distinct shapes
+for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each distinct shape (SHAPES)
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
         [ -z "$s1" ] || "$1" "$s1" "$s2" "$s3" "$s4" "$s5"
     done <<EOT
-$for_shapes_list
+$SHAPES
 EOT
 }
 
@@ -505,22 +476,27 @@ policy_shape() {
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
-# fits: the shape fits what the partition can ever run (sinfo's PARTS), or the plan fails naming the limit:
-# --test-only accepts a job over the partition's time limit that then pends forever (PartitionTimeLimit)
+# fits: the shape fits what its place can ever hold, or the plan fails naming the limit: one node of a step's lease
+# (its file), or the partition (sinfo's PARTS: --test-only accepts a job over the partition's time limit that then
+# pends forever, PartitionTimeLimit)
 fits() {
-    rsk_why=$(printf '%s\n' "$PARTS" | awk -F'|' -v part="$PARTITION" -v t="$TIME_MIN" -v c="$CPUS" \
-        -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" "$RSK_AWK"'
+    rsk_caps=$PARTS rsk_of="the partition's"
+    [ "$PLACE" != step ] || rsk_caps="$PARTITION|$L_time:00|$L_cpus|$L_mem|gpu:$L_gpus|1" rsk_of="the lease's"
+    rsk_why=$(printf '%s\n' "$rsk_caps" | awk -F'|' -v part="$PARTITION" -v t="$TIME_MIN" -v c="$CPUS" \
+        -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" -v of="$rsk_of" "$RSK_AWK"'
         $1 == part || $1 == part "*" { nodes += $6; l = secs($2); if (l != "") lim = l; x = $3 + 0; if (x > cpu) cpu = x
           x = $4 + 0; if (x > mem) mem = x; x = gres_gpus($5); if (x > gpu) gpu = x }
         END {
             if (!nodes) exit
-            if (lim != "" && t * 60 > lim) printf "time limit %d min is over the partition'"'"'s %d min; ", t, lim / 60
-            if (n > nodes) printf "%d nodes are more than the partition'"'"'s %d; ", n, nodes
+            if (lim != "" && t * 60 > lim) printf "time limit %d min is over %s %d min; ", t, of, lim / 60
+            if (n > nodes) printf (of ~ /lease/ ? "a step runs on one node of its lease (asked %d); " : "%d nodes are more than " of " %d; "), n, nodes
             if (c > cpu) printf "%d CPUs per node are more than its largest node'"'"'s %d; ", c, cpu
             if (m > mem) printf "%d MB per node is more than its largest node'"'"'s %d MB; ", m, mem
             if (g > gpu) printf "%d GPUs per node are more than its largest node'"'"'s %d; ", g, gpu
         }')
-    [ -z "$rsk_why" ] || rsk_fail "$RSK_E_SBATCH" slurm-rejected "partition $PARTITION can never run this: ${rsk_why%; }"
+    [ -n "$rsk_why" ] || return 0
+    [ "$PLACE" != step ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE: ${rsk_why%; }"
+    rsk_fail "$RSK_E_SBATCH" slurm-rejected "partition $PARTITION can never run this: ${rsk_why%; }"
 }
 
 test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuses
@@ -551,14 +527,14 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
 # (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's active rsk jobs (lib.awk's
 # project_active), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
-# docs/protocol.md), withdrawn (a workflow cancelled whole) or none. Cancel events do not change a state.
+# docs/protocol.md) or none; cancel events do not change a state. A request withdrawn (a workflow cancelled whole),
+# or with a job or an open intent for another plan, is refused; open intents are then resolved (resolve_open).
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
     rsk_facts=$(if [ -n "$RID" ]; then rsk_evidence_lines "$PROJECT" "$RID"; else printf '%s\n' "$RSK_SQ"; fi \
         | awk -v nt="$NT" -v rid="$RID" -v n="rsk:$PROJECT:$RID" -v p="rsk:$PROJECT:" -v held=" $RSK_HELD" \
-            -v runs="$RSK_ROOT/runs/$PROJECT" \
-            -v jf="$rsk_jf" "$RSK_AWK"'
+            -v runs="$RSK_ROOT/runs/$PROJECT" -v me="$PLAN_HASH" -v jf="$rsk_jf" "$RSK_AWK"'
         FILENAME == jf { # the journal, the request'"'"'s lines: compared as whole strings (a request id is never a pattern)
             e = kv($0, "ev")
             if (kv($0, "rid") != rid || e !~ /^[a-z-]+$/) next
@@ -576,11 +552,13 @@ request_facts() {
             print "A" act
             if (rid != "") for (i = 0; i < nt; i++) {
                 pl = (i in plan) ? plan[i] : "-"
-                if (i in gone) print i, "withdrawn", "-", pl
-                else if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) print i, "done", job[i], pl
-                else if (i in ejob) print i, "found", ejob[i], ((i in eplan) ? eplan[i] : pl)
-                else if (st[i] == "intent") print i, "open", "-", pl
-                else print i, "none", "-", pl
+                if (i in gone) { print "!withdrawn"; exit }
+                if (st[i] ~ /^(accepted|reconciled)$/ && (i in job)) s = i " done " job[i]
+                else if (i in ejob) { s = i " found " ejob[i]; if (i in eplan) pl = eplan[i] }
+                else if (st[i] == "intent") s = i " open -"
+                else { print i, "none", "-", pl; continue }
+                if (pl != "-" && pl != me) { print "!" pl; exit }
+                print s, pl
             }
         }' - "$rsk_jf")
     ACTIVE=${rsk_facts%%"
@@ -590,6 +568,16 @@ request_facts() {
     case $rsk_facts in *"
 "*) STATES=${rsk_facts#*"
 "} ;; esac
+    case "
+$STATES" in # the awk's last line, "!withdrawn" or "!PLAN" (a value of the journal may hold a "!" too)
+        *"
+!withdrawn") rsk_fail "$RSK_E_USAGE" request-withdrawn \
+            "request id $RID was a workflow withdrawn when its submission failed; launch it again with a new request id" ;;
+        *"
+!"*) rsk_fail "$RSK_E_MISMATCH" request-conflict "request id $RID was already used for another plan (${STATES##*"
+!"})" ;;
+    esac
+    resolve_open
 }
 
 # resolve_open: STATES' tasks whose intent has no outcome and no evidence are "found" when an active job of the
@@ -612,20 +600,6 @@ resolve_open() {
     esac
 }
 
-# check_conflict STATES: a request id that has a job, or an open intent, for another plan is a conflict
-check_conflict() {
-    rsk_other=''
-    case $1 in *" withdrawn "*) rsk_fail "$RSK_E_USAGE" request-withdrawn \
-        "request id $RID was a workflow withdrawn when its submission failed; launch it again with a new request id" ;; esac
-    while read -r _ rsk_st _ rsk_plan; do
-        if [ "$rsk_st" != none ] && [ "$rsk_plan" != - ] && [ "$rsk_plan" != "$PLAN_HASH" ]; then rsk_other=$rsk_plan; break; fi
-    done <<EOT
-$1
-EOT
-    [ -z "$rsk_other" ] || rsk_fail "$RSK_E_MISMATCH" request-conflict \
-        "request id $RID was already used for another plan ($rsk_other)"
-}
-
 # plan mode -------------------------------------------------------------------
 do_plan() {
     rsk_need_slurm # one read of Slurm's queue for the active count and the request's evidence
@@ -636,16 +610,12 @@ do_plan() {
     rsk_active='' rsk_count=0
     for rsk_j in $ACTIVE; do rsk_active="$rsk_active,$rsk_j" rsk_count=$((rsk_count + 1)); done
     rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active#,}"
-    if [ -n "$RID" ]; then
-        resolve_open
-        check_conflict "$STATES"
-        printf '%s\n' "$STATES" | while read -r idx st job plan; do
-            [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
-        done
-    fi
+    printf '%s\n' "$STATES" | while read -r idx st job plan; do
+        [ -z "$st" ] || [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
+    done
     [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
     check_lease
-    if [ -n "$LEASE" ]; then
+    if [ "$PLACE" = step ]; then
         rsk_emit estimate start=in-lease "nodes=$(rsk_b64 "lease $LEASE")"
         return 0
     fi
@@ -711,7 +681,7 @@ job_text() {
     for rsk_e in $Q_env; do printf "rsk_arg '%s'; rsk_export\n" "$rsk_e"; done
     if [ "$KIND" = lease ]; then
         printf 'rsk_root=%s\nrsk_ldir=%s\nrsk_project=%s\nrsk_lease=%s\n' "$(rsk_sq "$ROOT_REAL")" "$(rsk_sq "$LDIR")" \
-            "$PROJECT" "$LEASE_OPEN"
+            "$PROJECT" "$LEASE"
         printf 'rsk_lgpus=%s\nrsk_lcpus=%s\nrsk_lmem=%s\nrsk_drain=%s\nrsk_overrun=%s\nrsk_srun=%s\n' "$GPUS" "$CPUS" \
             "$MEM_MB" "$DRAIN_MIN" "$OVERRUN" "$(rsk_sq "$(command -v srun)")"
         printf 'RSK_AWK=%s\n%s\n' "$(rsk_sq "$RSK_AWK")" "$RSK_CONTROLLER" # the awk library, kv.sh, the controller
@@ -729,59 +699,22 @@ job_text() {
     printf 'rsk_main "$@"\n'
 }
 
-submit_shape() { # submit_shape NODES CPUS MEM GPUS TIME: one sbatch for the TODO tasks of this shape
-    if [ "$KIND" != batch ]; then
-        rsk_idxs=$TODO # one task, one shape
-    else
-        rsk_idxs=$(printf '%s\n' "$TASKOUT" | awk -v s="$*" -v todo=" $TODO " \
-            '$1 == "S" && index(todo, " " $2 " ") { x = $2; $1 = ""; $2 = ""; sub(/^  /, ""); if ($0 == s) printf " %s", x }')
-    fi
-    [ -n "$rsk_idxs" ] || return 0
-    submit_idxs "$rsk_idxs" "$@"
-}
-
-# submit_idxs IDXS NODES CPUS MEM GPUS TIME: one sbatch (a job array for a batch) for these tasks, after DEP if set
-submit_idxs() {
-    rsk_idxs=$1
-    shift
-    set_shape "$@"
-    JOB=$(job_text "$rsk_idxs")
-    # the job carries its identity (name) and its plan (comment): evidence that needs no journal
-    set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
-    [ -z "$DEP" ] || set -- "$@" --dependency="$DEP" --kill-on-invalid-dep=yes
-    if [ "$KIND" = batch ]; then
-        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',')
-        run_sbatch submit "$@" --array="${rsk_list#,}" --output="$RUN_DIR/t%a/stdout" --error="$RUN_DIR/t%a/stderr"
-    else
-        run_sbatch submit "$@" --output="$RUN_DIR/t0/stdout" --error="$RUN_DIR/t0/stderr"
-    fi
-    rsk_block_start
-    if [ -n "$SB_JOB" ]; then
-        jlines accepted "$PLAN_HASH" "$rsk_idxs" "$SB_JOB" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE_OPEN:+"lease=$LEASE_OPEN"}
-        for rsk_i in $rsk_idxs; do
-            if [ "$KIND" = batch ]; then DONE="$DONE$rsk_i ${SB_JOB}_$rsk_i
-"; else DONE="$DONE$rsk_i $SB_JOB
-"; fi
-        done
-    else
-        jlines failed "$PLAN_HASH" "$rsk_idxs" '' "rc=$SB_RC" "code=$SB_CODE" "msg=$(rsk_b64 "$(printf '%s' "$SB_OUT" | head -n 20 | cut -c1-400)")"
-        FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG="sbatch failed: $SB_OUT"
-    fi
-    # a journal that cannot take the outcome loses nothing: the job carries rsk:PROJECT:RID (rsk_evidence_lines)
-    rsk_journal_write "$PROJECT" || true
-}
-
-# submit_dag: a workflow's tasks to do, level by level, each group alike (shape and needs) one job array after
-# the jobs it needs. Whole or not at all: when an sbatch fails, every job of the request is cancelled, withdrawn
-submit_dag() {
+# after the go: submit -----------------------------------------------------------
+# submit_groups: the tasks to do, in groups alike (shape, and a workflow's level and needs), level by level; each
+# group is placed at this one point: one sbatch (a job array for a batch) after the jobs it needs, or, for a step,
+# one queue entry a task in its lease. A workflow is whole or not at all: when an sbatch fails, every job of the
+# request is cancelled, withdrawn
+submit_groups() {
     rsk_groups=$(printf '%s\n' "$TASKOUT" | awk -v todo=" $TODO " '
-        $1 == "S" { shape[$2] = $3 " " $4 " " $5 " " $6 " " $7 }
-        $1 == "D" && index(todo, " " $2 " ") { g = $3 "|" shape[$2] "|" $4; if (!(g in ix)) o[++n] = g; ix[g] = ix[g] " " $2 }
-        END { for (i = 1; i <= n; i++) print o[i] "|" ix[o[i]] }' | sort -t'|' -s -n -k1,1)
+        $1 == "S" { shape[$2] = $3 " " $4 " " $5 " " $6 " " $7; lvl[$2] = 0; nd[$2] = "-"; if (index(todo, " " $2 " ")) o[++n] = $2 }
+        $1 == "D" { lvl[$2] = $3; nd[$2] = $4 }
+        END { for (k = 1; k <= n; k++) { i = o[k]; g = lvl[i] "|" shape[i] "|" nd[i]; if (!(g in ix)) go[++m] = g; ix[g] = ix[g] " " i }
+              for (k = 1; k <= m; k++) print go[k] "|" ix[go[k]] }' | sort -t'|' -s -n -k1,1)
     while IFS='|' read -r _ rsk_shape rsk_needs rsk_idxs; do
-        if [ -z "$rsk_idxs" ] || [ -n "$FAIL_CODE" ]; then continue; fi
+        if [ -z "$rsk_idxs" ] || { [ -n "$FAIL_CODE" ] && [ -n "$DAG" ]; }; then continue; fi
         # the jobs they need; one Slurm lists under another name (a journal line a job forged) is refused
-        DEP=$({ printf '%s' "$DONE"; echo --; printf '%s\n' "$RSK_SQ"; } | awk -v needs="$rsk_needs" \
+        DEP=''
+        [ "$rsk_needs" = - ] || DEP=$({ printf '%s' "$DONE"; echo --; printf '%s\n' "$RSK_SQ"; } | awk -v needs="$rsk_needs" \
             -v me="rsk:$PROJECT:$RID" "$RSK_AWK"'
             $0 == "--" { q = 1; next }
             !q { job[$1] = $2; next }
@@ -791,56 +724,114 @@ submit_dag() {
                   print substr(d, 2) }')
         case $DEP in "!"*)
             FAIL_CODE=evidence-mismatch FAIL_RC=$RSK_E_MISMATCH FAIL_MSG="job ${DEP#!}, which the journal gives a needed task, is not this request's (Slurm names it otherwise)"
-            DEP=''
             continue ;;
         esac
         # shellcheck disable=SC2086  # five numbers
-        submit_idxs "$rsk_idxs" $rsk_shape
+        set_shape $rsk_shape
+        rsk_block_start
+        if [ "$PLACE" = step ]; then queue_idxs "$rsk_idxs"; else sbatch_idxs "$rsk_idxs"; fi
+        # a journal that cannot take the outcome loses nothing: the job carries rsk:PROJECT:RID, a queue entry is its
+        # own evidence (rsk_evidence_lines)
+        rsk_journal_write "$PROJECT" || true
     done <<EOT
 $rsk_groups
 EOT
-    DEP=''
-    if [ -z "$FAIL_CODE" ] || [ -z "$DONE" ]; then return 0; fi
-    rsk_block_start
-    rsk_arrays=''
+    if [ -z "$DAG" ] || [ -z "$FAIL_CODE" ] || [ -z "$DONE" ]; then return 0; fi
+    rsk_arrays='' rsk_gone=''
     while read -r rsk_i rsk_j; do
         [ -n "$rsk_i" ] || continue
         # a job Slurm lists under another name (RSK_SQ, read under the lock) is not this request's, whatever the journal says
         ! rsk_sq_job "$rsk_j" || [ "$SQ_NAME" = "rsk:$PROJECT:$RID" ] || continue
-        rsk_arrays="$rsk_arrays ${rsk_j%_*}"
-        rsk_jline withdrawn "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_j" code=workflow-incomplete
+        rsk_arrays="$rsk_arrays ${rsk_j%_*}" rsk_gone="$rsk_gone$rsk_i $rsk_j
+"
     done <<EOT
 $DONE
 EOT
     # shellcheck disable=SC2086  # job ids
     scancel $rsk_arrays 2>/dev/null || true
+    rsk_block_start
+    jlines withdrawn '' "$rsk_gone" code=workflow-incomplete
     rsk_journal_write "$PROJECT" || true
 }
 
-# jlines EVENT PLAN "IDXS" JOB [key=value ...]: one journal line per task index, with its task key and, when JOB
-# is given, its job id (ARRAY_IDX for a batch)
-jlines() {
-    jl_ev=$1 jl_plan=$2 jl_idxs=$3 jl_job=$4
-    shift 4
-    [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
-    if [ "$KIND" != batch ]; then # one task and no task key: the same lines, written without awk
-        for jl_i in $jl_idxs; do rsk_jline "$jl_ev" "$RID" "$jl_plan" "$jl_i" ${jl_job:+"job=$jl_job"} "$@"; done
+# sbatch_idxs IDXS: one sbatch for these tasks of the current shape (a job array for a batch), after DEP if set
+sbatch_idxs() {
+    JOB=$(job_text "$1")
+    rsk_t=0 rsk_idxs=$1
+    # the job carries its identity (name) and its plan (comment): evidence that needs no journal
+    set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
+    [ -z "$DEP" ] || set -- "$@" --dependency="$DEP" --kill-on-invalid-dep=yes
+    if [ "$KIND" = batch ]; then
+        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',') rsk_t=%a
+        set -- "$@" --array="${rsk_list#,}"
+    fi
+    run_sbatch submit "$@" --output="$RUN_DIR/t$rsk_t/stdout" --error="$RUN_DIR/t$rsk_t/stderr"
+    if [ -z "$SB_JOB" ]; then
+        jlines failed "$rsk_idxs" '' "rc=$SB_RC" "code=$SB_CODE" "msg=$(rsk_b64 "$(printf '%s' "$SB_OUT" | head -n 20 | cut -c1-400)")"
+        FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG="sbatch failed: $SB_OUT"
         return 0
     fi
-    RSK_BLOCK="$RSK_BLOCK$(printf '%s\n' "$TASKOUT" | awk -v ev="$jl_ev" -v rid="$RID" -v plan="$jl_plan" \
-        -v idxs="$jl_idxs" -v t="$RSK_T" -v job="$jl_job" -v kind="$KIND" -v step="$LEASE" -v extra="$*" '
+    rsk_new=''
+    for rsk_i in $rsk_idxs; do
+        if [ "$KIND" = batch ]; then rsk_new="$rsk_new$rsk_i ${SB_JOB}_$rsk_i
+"; else rsk_new="$rsk_new$rsk_i $SB_JOB
+"; fi
+    done
+    placed "$rsk_idxs"
+}
+
+# queue_idxs IDXS: each of these tasks becomes a queue entry of the lease, a step (under the project lock): its script
+# (q/SEQ.sh), then its line (q/SEQ.step, the commit point); the controller starts it when it fits
+queue_idxs() {
+    rsk_seq=$(cat "$LDIR/seq" 2>/dev/null || echo 0)
+    rsk_is_uint "$rsk_seq" || rsk_seq=0
+    rsk_decimal "$rsk_seq"; rsk_seq=$RSK_V
+    rsk_new=''
+    for rsk_i in $1; do
+        rsk_seq=$((rsk_seq + 1))
+        printf '%s\n' "$rsk_seq" >"$LDIR/seq.tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $LDIR/seq"
+        mv "$LDIR/seq.tmp" "$LDIR/seq"
+        rsk_sn=$(printf '%06d' "$rsk_seq")
+        rsk_sid="${LEASE_JOB}s$rsk_seq"
+        JOB=$(job_text "$rsk_i" "$rsk_sid")
+        { printf '%s\n' "$JOB" >"$LDIR/q/$rsk_sn.sh.tmp" && mv "$LDIR/q/$rsk_sn.sh.tmp" "$LDIR/q/$rsk_sn.sh" \
+            && printf 'seq=%s job=%s rid=%s idx=%s task=%s plan=%s gpus=%s cpus=%s mem=%s time=%s\n' "$rsk_sn" "$rsk_sid" \
+                "$RID" "$rsk_i" "$(task_key "$rsk_i")" "$PLAN_HASH" "$GPUS" "$CPUS" "$MEM_MB" "$TIME_MIN" >"$LDIR/q/$rsk_sn.step.tmp" \
+            && mv "$LDIR/q/$rsk_sn.step.tmp" "$LDIR/q/$rsk_sn.step"; } \
+            || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the queue of lease $LEASE"
+        rsk_new="$rsk_new$rsk_i $rsk_sid
+"
+    done
+    placed "$1"
+}
+
+# placed IDXS: these tasks have their jobs (rsk_new, "IDX JOB" lines), on Slurm or in a lease: journaled alike
+placed() {
+    jlines accepted '' "$rsk_new" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE:+"lease=$LEASE"}
+    DONE="$DONE$rsk_new"
+}
+
+# jlines EVENT "IDXS" JOBS [key=value ...]: one journal line per task index (added to RSK_BLOCK), with its task key,
+# its needs and its job (JOBS: "IDX JOB" lines; IDXS '': those of JOBS); a key=value with no value is left out
+jlines() {
+    jl_ev=$1 jl_idxs=$2 jl_jobs=$3
+    shift 3
+    [ -n "$jl_idxs$jl_jobs" ] || return 0
+    [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
+    RSK_BLOCK="$RSK_BLOCK$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | awk -v ev="$jl_ev" -v rid="$RID" \
+        -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" '
+        $0 == "--" { d = 1; next }
+        d { job[$1] = $2; ord = ord " " $1; next }
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
         $1 == "D" && $4 != "-" { needs[$2] = $4 }
         END {
+            if (idxs == "") idxs = ord
+            k = split(extra, x, " "); for (j = 1; j <= k; j++) if (x[j] !~ /=$/) more = more " " x[j]
             m = split(idxs, ix, " ")
-            for (k = 1; k <= m; k++) {
-                i = ix[k]
-                line = "v=2 t=" t " ev=" ev " rid=" rid " plan=" plan " idx=" i
-                if (kind == "batch") line = line " task=" key[i]
-                if (i in needs) line = line " needs=" needs[i]
-                if (job != "") line = line " job=" (kind == "batch" && step == "" ? job "_" i : job)
-                if (extra != "") line = line " " extra
-                print line
+            for (j = 1; j <= m; j++) {
+                i = ix[j]
+                print "v=2 t=" t " ev=" ev " rid=" rid " plan=" plan " idx=" i ((i in key) ? " task=" key[i] : "") \
+                    ((i in needs) ? " needs=" needs[i] : "") ((i in job) ? " job=" job[i] : "") more
             }
         }')
 "
@@ -852,11 +843,6 @@ task_key() { # task_key IDX: the key of a batch task ("" for a single job)
 }
 
 emit_accepted() { # emit_accepted REPLAY: @@accepted for every task that has a job (one pass)
-    if [ "$KIND" != batch ]; then # one task, no key: DONE is "0 JOB" and a newline, or empty
-        rsk_j=${DONE#* }
-        [ -z "$DONE" ] || rsk_emit accepted "job=${rsk_j%?}" "rid=$RID" "plan=$PLAN_HASH" "idx=${DONE%% *}" task= "replay=$1"
-        return 0
-    fi
     { printf '%s\nD\n' "$TASKOUT"; printf '%s' "$DONE"; } | awk -v nonce="$RSK_NONCE" -v rid="$RID" \
         -v plan="$PLAN_HASH" -v replay="$1" '
         $0 == "D" { d = 1; next }
@@ -880,63 +866,55 @@ do_submit() {
     rsk_lock "$PROJECT"
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     request_facts
-    resolve_open
-    check_conflict "$STATES"
-    DONE='' TODO='' rsk_n=0
-    rsk_block_start
-    while read -r rsk_i rsk_st rsk_job rsk_plan; do
+    DONE='' TODO='' rsk_found='' rsk_open='' rsk_n=0
+    while read -r rsk_i rsk_st rsk_job _; do
         case $rsk_st in
-            done) DONE="$DONE$rsk_i $rsk_job
+            done | found) DONE="$DONE$rsk_i $rsk_job
 " ;;
-            found)
-                rsk_jline reconciled "$RID" "$PLAN_HASH" "$rsk_i" "task=$(task_key "$rsk_i")" "job=$rsk_job"
-                DONE="$DONE$rsk_i $rsk_job
-" ;;
-            open)
-                # the lock is ours, so the process that wrote the intent is gone, and no job exists
-                rsk_jline abandoned "$RID" "$rsk_plan" "$rsk_i" "task=$(task_key "$rsk_i")" code=no-evidence
-                TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
             *) TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
+        esac
+        case $rsk_st in
+            found) rsk_found="$rsk_found$rsk_i $rsk_job
+" ;;
+            open) rsk_open="$rsk_open $rsk_i" ;; # the lock is ours: the process that wrote the intent is gone, and no job exists
         esac
     done <<EOT
 $STATES
 EOT
+    rsk_block_start
+    jlines reconciled '' "$rsk_found"
+    jlines abandoned "$rsk_open" '' code=no-evidence
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
     # a replay was allowed without a decision, on what the plan showed submitted: anything left now, nobody decided
     [ -z "$TODO" ] || [ -z "$REPLAY" ] || rsk_fail "$RSK_E_MISMATCH" replay-changed \
         "the request's jobs no longer all show as submitted; launch it again, and the ledger decides"
-    if [ -z "$TODO" ]; then
-        [ "$KIND" != lease ] || write_lease_file
-        emit_accepted 1
-        return 0
+    FAIL_CODE='' rsk_replay=1
+    if [ -n "$TODO" ]; then
+        rsk_replay=0
+        check_lease
+        clear_markers
+        rsk_block_start
+        # shellcheck disable=SC2086  # job ids
+        set -- $ACTIVE
+        # a step runs in its lease's allocation: only jobs of their own count against the cap
+        if [ "$PLACE" != step ] && [ -n "$P_max_active_jobs" ] && [ $(($# + rsk_n)) -gt "$P_max_active_jobs" ]; then
+            jlines refused "$TODO" '' code=active-cap
+            rsk_journal_write "$PROJECT" || true
+            rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $# active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
+        fi
+        jlines intent "$TODO" ''
+        # no intent on disk, no sbatch and no queue entry: what was never journaled must never run
+        rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
+        submit_groups
     fi
-    check_lease
-    clear_markers
-    if [ -n "$LEASE" ]; then
-        queue_steps
-        emit_accepted 0
-        return 0
-    fi
-    rsk_active=0
-    for rsk_j in $ACTIVE; do rsk_active=$((rsk_active + 1)); done
-    rsk_block_start
-    if [ -n "$P_max_active_jobs" ] && [ $((rsk_active + rsk_n)) -gt "$P_max_active_jobs" ]; then
-        jlines refused "$PLAN_HASH" "$TODO" '' code=active-cap
-        rsk_journal_write "$PROJECT" || true
-        rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $rsk_active active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
-    fi
-    jlines intent "$PLAN_HASH" "$TODO" ''
-    # no intent on disk, no sbatch: what was never journaled must never run
-    rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
-    FAIL_CODE='' DEP=''
-    if [ -n "$DAG" ]; then submit_dag; else for_shapes submit_shape; fi
-    [ "$KIND" != lease ] || [ -z "$DONE" ] || write_lease_file
-    emit_accepted 0
+    [ "$PLACE" != open ] || [ -z "$DONE" ] || write_lease_file
+    emit_accepted "$rsk_replay"
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 
-make_dirs() { # the journal's directory and every task's run directory, in one mkdir (those of tasks done are there)
+make_dirs() { # the journal's directory, every task's run directory and a step's lease queue, in one mkdir
     set -- "$RSK_ROOT/journal"
+    [ "$PLACE" != step ] || set -- "$@" "$LDIR/q" "$LDIR/run" "$LDIR/end"
     rsk_i=0
     while [ "$rsk_i" -lt "$NT" ]; do set -- "$@" "$RUN_DIR/t$rsk_i"; rsk_i=$((rsk_i + 1)); done
     mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
@@ -944,10 +922,8 @@ make_dirs() { # the journal's directory and every task's run directory, in one m
 
 clear_markers() { # the markers an earlier attempt left in the run directories of the tasks to do (no job), in one rm
     set --
-    for rsk_i in $TODO; do
-        for rsk_f in "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; do if [ -e "$rsk_f" ] || [ -h "$rsk_f" ]; then set -- "$@" "$rsk_f"; fi; done
-    done
-    [ $# -eq 0 ] || rm -f "$@"
+    for rsk_i in $TODO; do set -- "$@" "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; done
+    rm -f "$@"
 }
 
 # write_lease_file: what was opened (the controller's allocation, what steps may ask of it); a lease opened again
@@ -955,7 +931,7 @@ clear_markers() { # the markers an earlier attempt left in the run directories o
 write_lease_file() {
     rsk_lj=$(printf '%s\n' "$DONE" | awk 'NF { print $2; exit }')
     mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
-    rsk_lease "$PROJECT" "$LEASE_OPEN"
+    rsk_lease "$PROJECT" "$LEASE"
     [ "$L_job" != "$rsk_lj" ] || return 0
     rm -f "$LDIR/drain" "$LDIR/closed"
     printf 'job=%s rid=%s plan=%s partition=%s account=%s qos=%s nodes=%s cpus=%s mem=%s gpus=%s time=%s drain=%s overrun=%s\n' \
@@ -964,48 +940,13 @@ write_lease_file() {
     mv "$LDIR/lease.tmp" "$LDIR/lease"
 }
 
-# queue_steps: each task to do becomes a queue entry of the lease (under the project lock): the intent journaled,
-# its script (q/SEQ.sh), its line (q/SEQ.step, the commit point), the outcome journaled
-queue_steps() {
-    mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
-    rsk_block_start
-    jlines intent "$PLAN_HASH" "$TODO" ''
-    # no intent on disk, no queue entry: what was never journaled must never run
-    rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
-    rsk_block_start
-    rsk_seq=$(cat "$LDIR/seq" 2>/dev/null || echo 0)
-    rsk_is_uint "$rsk_seq" || rsk_seq=0
-    rsk_decimal "$rsk_seq"; rsk_seq=$RSK_V
-    for rsk_i in $TODO; do
-        rsk_seq=$((rsk_seq + 1))
-        printf '%s\n' "$rsk_seq" >"$LDIR/seq.tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $LDIR/seq"
-        mv "$LDIR/seq.tmp" "$LDIR/seq"
-        rsk_sn=$(printf '%06d' "$rsk_seq")
-        rsk_sid="${LEASE_JOB}s$rsk_seq"
-        # shellcheck disable=SC2046  # five numbers
-        set -- $(printf '%s\n' "$TASKOUT" | awk -v i="$rsk_i" '$1 == "S" && $2 == i { print $3, $4, $5, $6, $7 }')
-        set_shape "$@"
-        JOB=$(job_text "$rsk_i" "$rsk_sid")
-        { printf '%s\n' "$JOB" >"$LDIR/q/$rsk_sn.sh.tmp" && mv "$LDIR/q/$rsk_sn.sh.tmp" "$LDIR/q/$rsk_sn.sh" \
-            && printf 'seq=%s job=%s rid=%s idx=%s task=%s plan=%s gpus=%s cpus=%s mem=%s time=%s\n' "$rsk_sn" "$rsk_sid" \
-                "$RID" "$rsk_i" "$(task_key "$rsk_i")" "$PLAN_HASH" "$GPUS" "$CPUS" "$MEM_MB" "$TIME_MIN" >"$LDIR/q/$rsk_sn.step.tmp" \
-            && mv "$LDIR/q/$rsk_sn.step.tmp" "$LDIR/q/$rsk_sn.step"; } \
-            || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the queue of lease $LEASE"
-        jlines accepted "$PLAN_HASH" " $rsk_i" "$rsk_sid" "lease=$LEASE" "res=1,$CPUS,$MEM_MB,$GPUS,$TIME_MIN"
-        DONE="$DONE$rsk_i $rsk_sid
-"
-    done
-    # the queue entries are evidence of their own (rsk_evidence_lines): a journal that cannot take this loses nothing
-    rsk_journal_write "$PROJECT" || true
-}
-
 main() {
     rsk_start
     MODE=${1:-}
     EXPECT='' REPLAY=''
-    case $MODE in
-        plan | launch) [ $# -eq 1 ] || usage ;;
-        *) usage ;;
+    case $MODE:$# in
+        plan:1 | launch:1) ;;
+        *) rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)" ;;
     esac
     rsk_need sbatch squeue scontrol sinfo base64 awk
     rsk_which sbatch || rsk_fail "$RSK_E_MISSING" missing-command "the login node has no 'sbatch' on PATH"

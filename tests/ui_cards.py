@@ -23,3 +23,41 @@ def file_card(project: str, card_id: str = "c-0123456789ab", *, argv: list[str] 
     with Store(project).transaction() as ledger:
         ledger.cards.append(card)
     return card
+
+
+def file_extension(project: str, card_id: str = "c-e0000000000a") -> Card:
+    """An `rsk extend` card for chain run-7 (2 more one-minute links of 2 CPUs, after its 4) over the books the
+    chain left: its first request ran 2 links (60 s and 45 s) and Slurm removed the third and fourth before they
+    started; an earlier extension (run-7.a2) ran one link of 30 s. What was charged after the card was filed, and
+    another chain (run-70) are not its run so far."""
+    from datetime import timedelta
+
+    from rsk.ledger.models import Charge, JobCost
+
+    links = [CardTask(key=f"link{5 + i}", argv=["python", "train.py"], env=[], nodes=1, cpus=2, mem_mb=100, gpus=0,
+                      time_min=1) for i in range(2)]  # fmt: skip
+    file_card(project, card_id, tasks=links)
+    with Store(project).transaction() as ledger:
+        c = ledger.cards[-1]
+        c.request_id = "run-7.a3"
+        c.plan = c.plan.model_copy(update={"budget_min": 2, "chain_of": "run-7", "link0": 4, "jobs": 2,
+                                           "gpu_hours": 0.0, "cpu_hours": 4 / 60})  # fmt: skip
+        before, after = c.created - timedelta(minutes=5), c.created + timedelta(minutes=1)
+
+        def cost(run_s: int, never: bool = False) -> JobCost:
+            used = 2 * run_s / 3600
+            return JobCost(gpu_hours_worst=0.0, cpu_hours_worst=2 / 60, gpu_hours_used=0.0, cpu_hours_used=used,
+                           run_s=run_s, never_ran=never)  # fmt: skip
+
+        def charge(rid: str, at: object, costs: dict[str, JobCost]) -> Charge:
+            return Charge(grant_id="g-1", plan_hash="h", request_id=rid, target="lab", gpu_hours=0.0,
+                          cpu_hours=len(costs) * 2 / 60, jobs=len(costs), state="settled", job_costs=costs,
+                          created=at)  # fmt: skip
+
+        ledger.charges += [
+            charge("run-7", before, {"71": cost(60), "72": cost(45), "73": cost(0, True), "74": cost(0, True)}),
+            charge("run-7.a2", before, {"75": cost(30)}),
+            charge("run-7.a9", after, {"79": cost(600)}),  # after the card: not what the human weighed
+            charge("run-70", before, {"80": cost(600)}),  # another chain
+        ]
+    return c

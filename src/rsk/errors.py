@@ -92,7 +92,7 @@ class StateError(RskError):
 
 class NewerLedger(StateError):
     """A ledger (or a line of its archive) written by a newer rsk: refused whole and left as it is, so that
-    nothing the newer rsk recorded is lost or read past (docs/adr/0042)."""
+    nothing the newer rsk recorded is lost or read past (docs/adr/0044)."""
 
     code = "ledger-newer"
 

@@ -14,7 +14,7 @@ import pytest
 
 from rsk.ledger.store import Store
 from tests.browser.conftest import Served
-from tests.ui_cards import XSS, file_card
+from tests.ui_cards import XSS, file_card, file_extension
 from tests.ui_serve import serving, shot, sign_in
 
 pytestmark = pytest.mark.browser
@@ -40,6 +40,18 @@ def test_approving_in_the_page_changes_the_ledger(served: Served, project: str) 
     assert "via ui" in (ledger.approvals[0].decided_by or "")
     assert "chrom" in (ledger.approvals[0].decided_by or "").split(", from ")[1]  # the browser sent it
     served.shot("cards-approved")
+
+
+def test_an_extension_card_says_what_its_chain_ran_and_the_total_if_spent_in_full(served: Served, project: str) -> None:
+    card = file_extension(project)
+    page = served.page
+    page.goto(f"{served.base}/")
+    article = page.locator(f"#card-{card.id}")
+    article.wait_for(timeout=30_000)
+    text = article.inner_text()
+    assert "3 link(s) ran (of 5 queued), run time 0:02:15, 0.00 GPU-h, 0.07 CPU-h" in text, text
+    assert "if this extension is spent in full: 5 links, run time 0:04:15, 0.00 GPU-h, 0.14 CPU-h" in text, text
+    served.shot("cards-extension")
 
 
 def test_denying_in_the_page_tells_the_reason(served: Served, project: str) -> None:

@@ -197,3 +197,10 @@ def test_fetched_results_are_never_part_of_a_code_snapshot(tmp_path: Path) -> No
     (dest / "metrics.json").write_text("{}")
     assert snapshot(tmp_path, git=False).digest == before
     assert default_dest("1234") == Path("rsk-results/1234")
+
+
+@pytest.mark.parametrize(("argv", "says"), [([], "logs of one thing"), (["1", "-r", "r1"], "logs of one thing"),
+                                            (["-r", "r1", "--follow"], "--follow follows one job")])  # fmt: skip
+def test_logs_of_a_request_or_a_job_but_not_both(argv: list[str], says: str, rsk_env: Path) -> None:
+    r = rsk("logs", *argv, "--json")
+    assert r.rc == Exit.USAGE and says in _doc(r.out)["message"], (r.out, r.err)

@@ -87,10 +87,23 @@ def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start
     assert rc == 0, got  # the chain succeeded: its last link that ran did
     assert got["link1"]["state"] == "stopped" and got["link1"]["where"] == "(time-limit: exit 1 after SIGUSR1)"
     assert got["link2"]["state"] == "succeeded"
-    assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(not needed: link2 succeeded)"
+    assert got["link3"]["state"] == "skipped" and got["link3"]["where"] == "(not needed: link2 finished the work)"
     assert got["link3"]["elapsed_s"] in (0, None)  # removed by Slurm before it allocated anything
     log = rsk("logs", got["link2"]["job_id"], "--target", "lab", "--project", project, "--json")
     assert "resumed at" in json.loads(log.out)["text"]
+    # how far it got, in numbers, wherever its jobs are answered
+    where = ["--target", "lab", "--project", project]
+    c = json.loads(rsk("wait", "-r", "ck", *where, "--timeout", "30", "--json").out)["chain"]
+    assert (c["request_id"], c["link"], c["links"], c["budget_s"]) == ("ck", 2, 3, 180), c
+    assert c["left_s"] == 180 - c["run_time_s"] and c["run_time_s"] > 0 and c["text"].startswith("link 2/3, ")
+    assert json.loads(rsk("status", "-r", "ck", *where, "--json").out)["chains"] == [c]
+    # each link's output, in order, labelled; a link that never ran says so
+    every = json.loads(rsk("logs", "-r", "ck", *where, "--json").out)
+    assert [(t["task"], t["state"]) for t in every["logs"]] == [("link1", "stopped"), ("link2", "succeeded"),
+                                                               ("link3", "skipped")]  # fmt: skip
+    assert "resumed at" in every["logs"][1]["text"] and every["logs"][2]["note"].startswith("never ran")
+    shown = rsk("logs", "-r", "ck", *where).out
+    assert shown.index("==> link1: job") < shown.index("==> link2: job") < shown.index("resumed at"), shown
     res = rsk("fetch", "-r", "ck", "--result", "--to", str(tmp_path / "res"), "--target", "lab", "--project", project,
               "--json")  # fmt: skip
     assert res.rc == 0 and json.loads(res.out)["job_id"] == got["link2"]["job_id"], res.err  # the chain's result
@@ -99,6 +112,33 @@ def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start
     g = grant_view(project)
     used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
     assert g["cpu_hours_reserved"] == 0 and abs(g["cpu_hours_spent"] - used) < 0.002, (g, used)
+
+
+def test_links_a_chain_never_needed_give_their_jobs_back_and_a_job_cannot_read_as_never_started(
+    lab: Lab, project: str
+) -> None:
+    """Link 1 finishes the work: Slurm removes links 2 and 3 before they start, and once the books settle they
+    count no job against the grant's --jobs (nor any CPU-h). A job that started and then cancels itself at once,
+    with its started marker gone, still counts: Slurm names the node it ran on."""
+    grant(project, "--cpu-hours", "1", "--jobs", "5")
+    assert chain(project, "one", 'echo done > "$RSK_OUT/r"').rc == 0
+    assert grant_view(project)["jobs_spent"] == 3  # queued up front: every link counts while it may run
+    rc, got = links(project, "one")
+    assert rc == 0 and [got[k]["state"] for k in ("link1", "link2", "link3")] == ["succeeded", "skipped", "skipped"]
+    rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended (wait did too)
+    g = grant_view(project)
+    assert (g["jobs_spent"], g["jobs_reserved"], g["jobs_left"]) == (1, 0, 4), g
+    assert abs(g["cpu_hours_spent"] - (got["link1"]["elapsed_s"] or 0) / 3600) < 0.002, g
+    # a job that ran, cancelled itself at once and removed its marker: it started, so it counts
+    body = 'rm -f "$RSK_RUN_DIR/started"; /usr/bin/scancel "$SLURM_JOB_ID"; sleep 30'
+    r = rsk("launch", "--target", "lab", "--project", project, "--json", "--request-id", "self", "--time", "1",
+            "--mem", "100M", "--", "sh", "-c", body)  # fmt: skip
+    assert r.rc == 0, r.err
+    done = rsk("wait", "--request-id", "self", "--target", "lab", "--project", project, "--timeout", "120", "--json")
+    assert json.loads(done.out)["jobs"][0]["state"] == "cancelled", done.out
+    rsk("status", "--target", "lab", "--project", project, "--json")
+    g = grant_view(project)
+    assert (g["jobs_spent"], g["jobs_reserved"]) == (2, 0), g
 
 
 def test_a_failure_before_the_signal_ends_the_chain_and_cancel_leaves_no_link_queued(lab: Lab, project: str) -> None:
@@ -128,6 +168,34 @@ def test_a_failure_before_the_signal_ends_the_chain_and_cancel_leaves_no_link_qu
     assert more.rc == 0 and len(json.loads(more.out)["tasks"]) == 1, more.err
     rc, got = links(project, "c")
     assert got["link4"]["state"] == "stopped" and got["link4"]["where"] == "(budget-spent)", got["link4"]
+
+
+def test_an_extension_card_says_what_the_chain_ran_and_cost_and_its_total(lab: Lab, project: str) -> None:
+    """With no grant, a chain and its extension each wait for a human; the extension's card, in the terminal,
+    says what the chain's links ran and cost on the books (settled on Slurm's word) and the total if the
+    extension is spent in full."""
+    import re
+
+    body = "sleep 3; exit 75"
+    first = chain(project, "x", body, budget="2")
+    assert first.rc == Exit.PENDING, first.err
+    assert rsk("approve", json.loads(first.out)["card_id"], "--project", project, "--yes").rc == 0
+    assert chain(project, "x", body, budget="2").rc == 0
+    _, got = links(project, "x")
+    assert [got[k]["state"] for k in ("link1", "link2")] == ["stopped", "stopped"], got
+    ran_s = sum(j["elapsed_s"] for j in got.values())
+    more = rsk("extend", "--request-id", "x", "--budget", "3", "--target", "lab", "--project", project, "--json")
+    assert more.rc == Exit.PENDING, more.err
+    card = json.loads(more.out)["card_id"]
+    for argv in (["approvals", "show", card], ["approvals"]):
+        text = rsk(*argv, "--project", project).out
+        m = re.search(
+            r"so far +2 link\(s\) ran \(of 2 queued\), run time 0:00:(\d\d), 0\.00 GPU-h, (\d\.\d\d) CPU-h", text
+        )
+        assert m and int(m[1]) == ran_s, text
+        assert abs(float(m[2]) - ran_s / 3600) < 0.006, text  # one CPU for the time Slurm says the links ran
+        total = f"3 links, run time 0:01:{ran_s:02d}, 0.00 GPU-h, {ran_s / 3600 + 1 / 60:.2f} CPU-h"
+        assert f"in all        if this extension is spent in full: {total}" in text, text
 
 
 def test_a_chain_is_one_card_that_says_its_links_and_budget(lab: Lab, project: str) -> None:

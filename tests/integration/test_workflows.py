@@ -9,7 +9,7 @@ from typing import Any
 
 from rsk.errors import Exit
 from tests.conftest import Lab, Ran, rsk
-from tests.integration.helpers import Shims, grant
+from tests.integration.helpers import Shims, grant, grant_view
 
 
 def task(key: str, stamp: str, *needs: str | dict[str, str], fail: bool = False) -> str:
@@ -112,6 +112,25 @@ def test_a_failure_skips_exactly_what_needs_it_an_ended_edge_runs_and_a_retry_ru
     # a task that succeeded is never retried (exit 2, naming it)
     refused = rsk("retry", "--batch", "wf", "--task", "train0", "--target", "lab", "--project", project)
     assert refused.rc == Exit.USAGE and "train0 is succeeded" in refused.err
+
+
+def test_tasks_skipped_by_a_failure_give_their_jobs_back_once_the_books_settle(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """A workflow of three tasks whose first fails: Slurm removes the two that need it before they start, and
+    the grant's --jobs counts only the task that ran."""
+    grant(project, "--cpu-hours", "1", "--jobs", "3")
+    stamp = shared(lab, project)
+    text = "\n".join([task("a", stamp, fail=True), task("b", stamp, "a"), task("c", stamp, "b")]) + "\n"
+    assert launch_tasks(project, text, tmp_path, "--request-id", "sk").rc == 0
+    assert grant_view(project)["jobs_left"] == 0  # all three reserved: the grant has no job left meanwhile
+    rc, jobs = wait_batch(project, "sk")
+    assert rc == Exit.UNSUCCESSFUL and {k: j["state"] for k, j in jobs.items()} == {
+        "a": "failed", "b": "skipped", "c": "skipped"}, jobs  # fmt: skip
+    rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
+    g = grant_view(project)
+    assert (g["jobs_spent"], g["jobs_reserved"], g["jobs_left"]) == (1, 0, 2), g
+    assert g["status"] == "active"
 
 
 def test_a_bad_graph_is_refused_before_anything_is_planned(lab: Lab, project: str, tmp_path: Path) -> None:

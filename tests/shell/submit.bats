@@ -480,7 +480,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$(field estimate start)" = in-lease ]
 }
 
-@test "a step without --time runs until its lease ends; one that asks for more than is left is refused" {
+@test "a step without --time runs until its lease ends; one that asks for more than is left, or more than a node of it, or a workflow, is refused" {
     job=$(lab_sbatch -J "rsk:$PROJECT:opened" --wrap 'sleep 120')
     ldir="$ROOT/leases/$PROJECT/dev"
     mkdir -p "$ldir/q" "$ldir/run" "$ldir/end"
@@ -493,6 +493,15 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     run remote submit plan < <(request request_id=s2 lease=dev time_min=5 arg=true)
     [ "$status" -eq 3 ]
     [ "$(field error code)" = outlives-lease ]
+    run remote submit plan < <(request request_id=s3 lease=dev cpus=2 arg=true) # its one node holds 1 CPU
+    [ "$status" -eq 3 ]
+    [ "$(field error code)" = step-never-fits ]
+    # the controller starts a step as soon as it fits: a workflow's needs would be passed over
+    run remote submit plan < <(request request_id=s4 lease=dev task=a targ=true task=b targ=true tneeds=a:ok)
+    [ "$status" -eq 2 ]
+    [ "$(field error code)" = bad-request ]
+    run remote submit plan < <(request request_id=s5 lease=dev task=a targ=true task=b targ=true)
+    [ "$status" -eq 0 ]
 }
 
 # facts LINE: the request, behind a "facts ..." line as a broker sends it ahead of it

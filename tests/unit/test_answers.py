@@ -290,7 +290,5 @@ def test_a_job_runs_on_slurm_or_in_a_lease_one_placement() -> None:
     assert [j.job_id for j in lease_view.paid] == ["2190"]  # a step uses the lease's allocation
     job_plan = answers.plan(recorded("submit_plan"))
     assert job_plan.placement == Placement(kind="slurm") and not job_plan.is_step
-    lease_plan = answers.plan(recorded("submit_launch_plan")).model_copy(update={"lease": "L1", "lease_job": "9"})
-    assert lease_plan.placement == Placement(kind="lease", lease="L1", job="9") and lease_plan.is_step
-    opening = lease_plan.model_copy(update={"kind": "lease", "lease_job": ""})
-    assert opening.placement == Placement(kind="slurm") and not opening.is_step
+    step = Placement(kind="lease", lease="L1", job="9")
+    assert answers.plan(recorded("submit_launch_plan")).model_copy(update={"placement": step}).is_step

@@ -104,3 +104,68 @@ def test_since_is_the_oldest_hold_whose_outcome_the_ledger_does_not_know_less_th
     assert guard.since_line(ledger, "lab", "a") == f"since {base + 300}\n".encode()
     assert guard.since_line(ledger, "lab", "b") == b""  # nothing whose outcome is unknown: no line
     assert guard.since_line(ledger, "nowhere") == b""
+
+
+def test_only_slurms_word_that_a_job_never_started_gives_its_job_count_back() -> None:
+    """A chain's link Slurm removed (an earlier link succeeded), a workflow's task skipped, a job cancelled while
+    it pended: squeue says CANCELLED after no run time on no node, and the job counts no job against the grant.
+    A job that started cannot read so: Slurm keeps its nodes (or, for a failed one, its reason), whatever its
+    markers and journal say."""
+    from rsk.ledger.decide import usage_by_grant
+    from rsk.ops.status import ended_records, jobs_from
+    from rsk.wire.protocol import parse
+
+    n = "0" * 32
+    rows = [
+        "job rid=c idx=0 task=link1 job=21 sq=COMPLETED sq_elapsed=40 sq_limit=60 where=n1 res=1,1,1,0,1",
+        "job rid=c idx=1 task=link2 job=22 sq=CANCELLED sq_elapsed=0 sq_limit=60 where= res=1,1,1,0,1",
+        "job rid=c idx=2 task=link3 job=23 sq=CANCELLED sq_elapsed=0 sq_limit=60 rc= elapsed=0 res=1,1,1,0,1",
+        # it ran and cancelled itself within its first second: Slurm names its node
+        "job rid=x job=24 sq=CANCELLED sq_elapsed=0 sq_limit=60 where=n2 res=1,1,1,0,1",
+        # it failed at once: Slurm gives its reason, not an empty place
+        "job rid=y job=25 sq=FAILED sq_elapsed=0 sq_limit=60 where=(NonZeroExitCode) res=1,1,1,0,1",
+        # its own marker says it never ran; squeue says it is still listed, running
+        "job rid=z job=26 sq=RUNNING sq_elapsed=5 sq_limit=60 where=n1 rc=0 elapsed=0 res=1,1,1,0,1",
+        # squeue forgot it and only its marker speaks: counted as run
+        "job rid=w job=27 sq= rc=0 sig=none elapsed=0 limit=60 res=1,1,1,0,1",
+    ]
+    out = parse("".join(f"@@{n} {r}\n" for r in [*rows, "done rc=0"]), n)
+    assert out is not None
+    jobs = jobs_from(out)
+    assert [j.job_id for j in jobs if j._never_started] == ["22", "23"]
+    store = Store("p")
+    costs = {j.job_id: JobCost(gpu_hours_worst=0.0, cpu_hours_worst=1 / 60) for j in jobs}
+    _submitted(store, "lab", costs)
+    never = {j.job_id for j in jobs if j._never_started}
+    assert guard.settle(store, "lab", ended_records(jobs), never) == 6  # 26 still runs
+    charge = store.load().charges[0]
+    assert [j for j, c in charge.job_costs.items() if c.never_ran] == ["22", "23"]
+    assert charge.job_costs["27"].at_worst and not charge.job_costs["27"].never_ran
+    assert [charge.job_costs[j].run_s for j in ("21", "22", "27")] == [40, 0, None]  # Slurm's run time, if known
+    assert usage_by_grant([charge])["g-1"].jobs_spent == 5  # of 7 submitted, 2 never started
+    assert guard.settle(store, "lab", {"26": (30, 60)}) == 1  # the last one ends: the charge settles and goes cold
+    archived = store.archive.charges()[0]
+    assert sum(c.never_ran for c in archived.job_costs.values()) == 2
+    audit = [e.detail for e in store.read_audit() if e.event == "charge-settled"]
+    assert audit and "2 job(s) never started on Slurm's word" in audit[-1]
+
+
+def test_a_settled_chain_archived_keeps_only_the_jobs_that_ran_in_its_grants_count() -> None:
+    from datetime import UTC, datetime
+
+    from rsk.ledger.archive import compact
+    from rsk.ledger.decide import usage_by_grant
+    from rsk.ledger.models import Grant, Ledger
+
+    def cost(never: bool) -> JobCost:
+        return JobCost(gpu_hours_worst=1.0, cpu_hours_worst=1.0, gpu_hours_used=0.0 if never else 0.5,
+                       cpu_hours_used=0.0 if never else 0.5, never_ran=never)  # fmt: skip
+
+    g = Grant(id="g-1", jobs=3)
+    ledger = Ledger(project="p", grants=[g], charges=[
+        Charge(grant_id="g-1", plan_hash="h", request_id="c", target="lab", gpu_hours=3.0, cpu_hours=3.0, jobs=3,
+               state="settled", job_costs={"1": cost(False), "2": cost(True), "3": cost(True)})])  # fmt: skip
+    before = usage_by_grant(ledger.charges, grants=ledger.grants)["g-1"]
+    assert len(compact(ledger, datetime.now(UTC))) == 1 and not ledger.charges
+    after = usage_by_grant(ledger.charges, grants=ledger.grants)["g-1"]
+    assert before.jobs_spent == after.jobs_spent == 1 and g.archived_jobs == 1

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from rsk.ledger.guard import decide_step
-from rsk.ledger.models import LEDGER_SCHEMA, DenyRule, Lease, Ledger, migrate, now
+import pytest
+
+from rsk.errors import ProtocolError
+from rsk.ledger.archive import Record
+from rsk.ledger.guard import card_plan, decide_step
+from rsk.ledger.models import LEDGER_SCHEMA, Card, DenyRule, Lease, Ledger, migrate, now
 from rsk.ops.leases import LeaseSpec, open_request
 from rsk.wire import answers
-from rsk.wire.protocol import Plan, Request, b64, is_job_id
+from rsk.wire.protocol import Placement, Plan, Request, b64, is_job_id
 from tests.unit.test_protocol import FIELDS, parse_framed, plan_output
 
 
@@ -19,9 +23,9 @@ def with_lines(kind: str, extra: list[tuple[str, str]]) -> Plan:
 
 
 def test_a_lease_plan_says_what_it_holds_and_runs_only_the_controller() -> None:
-    plan = with_lines("lease", [("lease", "=dev"), ("drain_min", "=5"), ("overrun", "=clip")])
-    assert plan.kind == "lease" and plan.lease == "dev" and plan.drain_min == 5 and plan.overrun == "clip"
-    assert not plan.is_step
+    plan = with_lines("lease", [("lease_open", "=dev"), ("drain_min", "=5"), ("overrun", "=clip")])
+    assert plan.kind == "lease" and plan.lease_open == "dev" and plan.drain_min == 5 and plan.overrun == "clip"
+    assert plan.placement == Placement(kind="slurm") and not plan.is_step  # the lease's own job runs on Slurm
     # charged at worst case for the whole allocation: 2 nodes x 2 GPUs x 90 min
     assert plan.gpu_hours == 6.0
     assert plan.commands() == ["rsk lease dev"]  # what a deny rule's command glob sees
@@ -30,7 +34,14 @@ def test_a_lease_plan_says_what_it_holds_and_runs_only_the_controller() -> None:
 
 def test_a_step_plan_is_bound_to_its_lease_job() -> None:
     plan = with_lines("argv", [("lease", "=dev"), ("lease_job", "=7706")])
-    assert plan.is_step and plan.lease_job == "7706" and plan.commands() == ["python '' --lr"]
+    assert plan.placement == Placement(kind="lease", lease="dev", job="7706") and plan.is_step
+    assert plan.lease_open == "" and plan.commands() == ["python '' --lr"]
+
+
+def test_a_plan_names_its_lease_and_job_together_or_neither() -> None:
+    for extra in ([("lease", "=dev")], [("lease_job", "=7706")], [("lease", "=dev"), ("lease_job", "=77s06")]):
+        with pytest.raises(ProtocolError, match="lease placement"):
+            with_lines("argv", extra)
 
 
 def test_requests_carry_the_lease_keys_only_when_set() -> None:
@@ -148,3 +159,26 @@ def test_a_schema_6_ledger_loads_and_keeps_its_numbers() -> None:
     assert (card.gpu_hours, card.cpu_hours) == (12.0, 9.0)
     assert card.resources == shape
     assert migrate(raw) == migrate(migrate(raw))  # once is enough
+
+
+def test_a_lease_card_filed_before_0_5_names_the_lease_it_opens() -> None:
+    """Cards' plans of schema < 10 named the lease a lease card opens `lease`: they load, as `lease_open`, from the
+    ledger and from the archive."""
+    plan = {"target": "lab", "cluster": "c", "user": "u", "command": "lease dev", "argv": [], "kind": "lease",
+            "workdir": "/", "partition": "gpu", "account": "", "qos": "", "nodes": 2, "cpus": 3, "mem_mb": 500,
+            "gpus": 4, "time_min": 90, "gpu_hours": 12.0, "cpu_hours": 9.0, "estimate_start": "now",
+            "policy_verdict": "allow", "policy_reasons": [], "lease": "dev", "drain_min": 5,
+            "overrun": "clip"}  # fmt: skip
+    old_card = {"id": "c-1", "plan_hash": "h", "request_id": "r", "requester": "me", "target": "lab", "request": {},
+                "plan": plan}  # fmt: skip
+    ledger = Ledger.model_validate(migrate({"schema_version": 9, "project": "p", "cards": [old_card]}))
+    card = ledger.cards[0].plan
+    assert ledger.schema_version == 10 and card.lease_open == "dev"
+    archived = Record(kind="card", ledger_schema=9, entry=old_card).current()
+    assert Card.model_validate(archived).plan.lease_open == "dev"
+    assert card.lease_terms() == "its steps share it; none starts in its last 5 min; a longer step is clipped to " \
+        "what is left"  # fmt: skip
+    written = ledger.model_dump(mode="json")["cards"][0]["plan"]
+    assert written["lease_open"] == "dev" and "lease" not in written
+    opened = with_lines("lease", [("lease_open", "=dev"), ("drain_min", "=5"), ("overrun", "=clip")])
+    assert card_plan("lab", opened).lease_open == "dev"

@@ -1,4 +1,4 @@
-"""The ledger's compatibility rule (docs/adr/0042): every change of its shape bumps `schema_version`; a ledger of
+"""The ledger's compatibility rule (docs/adr/0044): every change of its shape bumps `schema_version`; a ledger of
 an older version is migrated on read (and written at the current one on its next change); one of a newer version
 is refused whole with a typed error and left as it is; an unknown field is never read past.
 
@@ -32,6 +32,8 @@ FIXTURES = Path(__file__).parent / "ledgers"
 # fixture vN.json with gen.py, and add its fingerprint here. Never edit a fingerprint that was released.
 SHAPES = {
     8: "4223cbb3c078f66c",
+    9: "3d725248874dd6a5",
+    10: "907aee167142f337",
 }
 
 
@@ -53,7 +55,7 @@ def test_the_ledgers_shape_is_the_one_its_schema_version_names() -> None:
         f"the ledger's shape changed (fingerprint {_fingerprint()}) but LEDGER_SCHEMA is still {LEDGER_SCHEMA}: an "
         "older rsk would call a ledger with the new field invalid, or a newer one read past it. Bump LEDGER_SCHEMA, "
         "add the step to rsk.ledger.models.migrate and a fixture tests/unit/ledgers/vN.json (gen.py), and record "
-        "the new fingerprint here (docs/adr/0042)"
+        "the new fingerprint here (docs/adr/0044)"
     )
 
 

@@ -60,3 +60,33 @@ def test_an_argument_a_tool_does_not_take_is_refused_never_dropped() -> None:
     assert failed and "batch" in text and "xtra" in text, text  # pydantic: "Extra inputs are not permitted"
     schema = listing()["tools"]["status"]["input"]
     assert schema.get("additionalProperties") is False
+
+
+def test_a_pending_wait_answers_as_a_pending_launch_does_naming_tools_not_shell_commands(rsk_env: Path) -> None:
+    """One shape for "a human must answer": status pending, card_id, request_id, tell_human and next, whether
+    from launch or from wait; the next step is a tool call (an MCP agent has no shell)."""
+    from tests.ui_cards import file_card
+
+    card = file_card("p")
+
+    async def run() -> dict[str, Any]:
+        async with Client(build(Pin(project="p", target="lab"))) as client:
+            got = await client.call_tool("wait", {"card": card.id, "timeout": 1})
+            assert not got.is_error, got
+            return dict(got.structured_content or {})
+
+    w = asyncio.run(run())
+    assert w["status"] == "pending" and w["card_id"] == card.id and w["request_id"] == card.request_id
+    assert w["target"] == "lab" and f"rsk approve {card.id}" in w["tell_human"]  # addressed to the human
+    assert w["next"] == f"call wait with card {card.id}" and "rsk " not in w["next"] + w["hint"]
+    launch = set(listing()["tools"]["launch"]["output"]["properties"])
+    assert {"status", "card_id", "request_id", "tell_human", "next", "message"} <= launch & set(w)
+
+
+def test_hints_name_the_tool_for_mcp_and_the_command_for_the_shell() -> None:
+    from rsk.ops.voice import CLI, TOOLS
+
+    assert CLI.logs("12", "stderr") == "`rsk logs 12 --stream stderr`"
+    assert TOOLS.logs("12", "stderr") == "call logs with job 12, stream stderr"
+    assert TOOLS.wait(card="c-1") == "call wait with card c-1" and CLI.wait(card="c-1") == "`rsk wait c-1`"
+    assert TOOLS.extend("run-7").startswith("call extend with request_id run-7")

@@ -8,7 +8,7 @@ from rsk.ledger.store import Store
 from rsk.ui import pages
 from rsk.ui.feeds import cards
 from rsk.ui.html import Markup, agent, el, esc
-from tests.ui_cards import file_card
+from tests.ui_cards import file_card, file_extension
 
 
 def test_every_string_is_text_and_only_built_markup_passes() -> None:
@@ -295,7 +295,7 @@ def test_a_lease_card_names_the_lease_and_its_terms(project: str) -> None:
     card = file_card(project)
     with Store(project).transaction() as ledger:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(
-            update={"kind": "lease", "lease": "dev<b>", "drain_min": 5, "overrun": "clip"}
+            update={"kind": "lease", "lease_open": "dev<b>", "drain_min": 5, "overrun": "clip"}
         )
     stored = Store(project).load().cards[0]
     html = pages.card_facts(stored)
@@ -304,3 +304,35 @@ def test_a_lease_card_names_the_lease_and_its_terms(project: str) -> None:
     from rsk.cli.ledger_cmds import render_card
 
     assert "lease dev<b>: its steps share it; none starts in its last 5 min" in render_card(stored)
+
+
+def test_an_extension_card_shows_what_its_chain_ran_and_cost_and_the_total_if_spent_in_full(project: str) -> None:
+    from rsk.cli.ledger_cmds import render_card
+    from rsk.ledger.cards import chain_run
+
+    card = file_extension(project)
+    store = Store(project)
+    run = chain_run(store, store.load(), card)
+    assert run is not None and (run.queued, run.links, run.run_s, run.run_unknown) == (5, 3, 135, 0)
+    assert abs(run.cpu_hours - 2 * 135 / 3600) < 1e-4 and run.gpu_hours_open == 0
+    so_far = "3 link(s) ran (of 5 queued), run time 0:02:15, 0.00 GPU-h, 0.07 CPU-h"
+    total = "5 links, run time 0:04:15, 0.00 GPU-h, 0.14 CPU-h"
+    view = cards([project])
+    html = pages.cards_section(view, csrf="t")
+    assert f"<dt>so far</dt><dd>{so_far}" in html and f"if this extension is spent in full: <strong>{total}" in html
+    text = render_card(card, run=run)
+    assert (
+        f"so far        {so_far} (the books" in text
+        and f"in all        if this extension is spent in full: {total}" in text
+    )
+    # the settled books moved to the archive: the same run so far
+    from datetime import UTC, datetime, timedelta
+
+    from rsk.ledger.archive import compact
+
+    with store.transaction() as ledger:
+        store.archive.append(compact(ledger, datetime.now(UTC) + timedelta(days=2)))
+    assert not store.load().charges and chain_run(store, store.load(), card) == run
+    # a card that extends no chain shows no run
+    plain = file_card(project, "c-0000000000b1")
+    assert chain_run(store, store.load(), plain) is None and "so far" not in render_card(plain)

@@ -64,7 +64,19 @@ def journal(
 
 
 def logs(
-    job: Annotated[str, typer.Argument(help="Job id (as rsk launch printed it).")],
+    job: Annotated[str | None, typer.Argument(help="Job id (as rsk launch printed it).")] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            "-r",
+            help="Instead of JOB: every job of this request, each labelled, in order "
+            "(a chain's links by number, its extensions' too).",
+        ),
+    ] = None,
+    batch: Annotated[
+        str | None, typer.Option("--batch", "-b", help="Instead of JOB: every task of this batch, each labelled.")
+    ] = None,
     target: TargetOpt = None,
     project: ProjectOpt = None,
     stream: Annotated[str, typer.Option(help="stdout or stderr.")] = "stdout",
@@ -80,6 +92,14 @@ def logs(
 
     if stream not in ("stdout", "stderr"):
         raise UsageError("--stream is stdout or stderr")
+    if len([x for x in (job, request_id, batch) if x]) != 1:
+        raise UsageError("logs of one thing: a JOB, --request-id R or --batch B",
+                         "e.g. rsk logs 1234, or rsk logs -r run-7 for each link of a chain")  # fmt: skip
+    if job is None:
+        if follow:
+            raise UsageError("--follow follows one job", "rsk logs -r R shows each job's tail; follow one by its id")
+        _request_logs(target, project, request_id or batch or "", stream, tail, json_out)
+        return
     printed = {"size": -1}
 
     def stream_new(t: LogTail) -> None:
@@ -93,6 +113,7 @@ def logs(
         stdout.flush()
         printed["size"] = t.size
 
+    assert job is not None
     result = read_logs(
         resolve_target(target),
         resolve_project(project),
@@ -119,6 +140,26 @@ def logs(
         err().print(f"rsk: {result.note}")
     if result.timed_out:
         err().print(f"rsk: stopped following after {timeout:g}s; the job still runs: run the same command again")
+
+
+def _request_logs(target: str | None, project: str | None, request_id: str, stream: str, tail: int,
+                  json_out: bool) -> None:  # fmt: skip
+    from rsk.local.inert import inert
+    from rsk.local.project import resolve_project
+    from rsk.ops.logs import request_logs
+
+    found = request_logs(resolve_target(target), resolve_project(project), request_id, stream, lines=tail)
+    if json_out:
+        print_json(found)
+        return
+    stdout = caller.stdout()
+    for t in found.logs:
+        label = t.task or t.request_id
+        stdout.write(f"==> {inert(label)}: job {t.job_id} ({t.state}), {t.size} bytes of {stream} <==\n")
+        if t.note:
+            stdout.write(f"rsk: {t.note}\n")
+        stdout.write(t.text if not t.text or t.text.endswith("\n") else t.text + "\n")
+    stdout.flush()
 
 
 def info(
@@ -162,7 +203,10 @@ def fetch(
     batch: Annotated[
         str | None,
         typer.Option(
-            "--batch", "-b", help="Every task of this batch: each task's files into DIR/KEY/..., in one call."
+            "--batch",
+            "-b",
+            help="Every task of this batch: each task's files into DIR/KEY/..., in one call; with --result, each "
+            "task's published result into DIR/KEY (tasks without one are listed).",
         ),
     ] = None,
     request_id: Annotated[
@@ -214,10 +258,29 @@ def fetch(
     if result or partial:
         from rsk.ops.fetch import fetch_result, result_job
 
+        if batch is not None and not partial and job is None and not paths and request_id is None:
+            from rsk.ops.fetch import fetch_batch_results
+
+            dest = to if to is not None else default_dest(batch)
+            many = fetch_batch_results(*where, batch, caller.path(str(dest)), max_bytes)
+            if json_out:
+                print_json(many)
+                return
+            for tr in many.tasks:
+                if tr.result is None:
+                    out().print(f"{tr.task:<24} job {tr.job_id} ({tr.state}): no result ({tr.why})")
+                else:
+                    done = "already there" if tr.result.already else f"{tr.result.bytes} bytes, checked"
+                    out().print(f"{tr.task:<24} job {tr.job_id}: result in {tr.result.to} ({done})")
+            out().print(
+                f"{many.fetched} of {len(many.tasks)} task(s) of batch {batch} have their result in {dest}/KEY/"
+            )
+            return
         if paths or batch is not None or (job is None) == (request_id is None):
-            raise UsageError("--result takes a JOB (or --request-id R), no paths; --to DIR is a directory that does "
-                             "not exist yet (default rsk-results/JOB)",
-                             "e.g. rsk fetch -r run-7 --result --to results/run-7; see rsk fetch --help")  # fmt: skip
+            raise UsageError("--result takes a JOB, --request-id R or --batch B, no paths; --to DIR is a directory "
+                             "that does not exist yet (default rsk-results/JOB)",
+                             "e.g. rsk fetch -r run-7 --result --to results/run-7, or every task's: rsk fetch "
+                             "--batch sweep-1 --result --to results/sweep-1; see rsk fetch --help")  # fmt: skip
         job = job if job is not None else result_job(*where, request_id or "")
         dest = to if to is not None else default_dest(job)
         rep = fetch_result(*where, job, caller.path(str(dest)), partial=partial, max_bytes=max_bytes)

@@ -246,7 +246,7 @@ def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None
         if len(result.tasks) > 10:
             o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)")
     elif result.plan is not None and result.plan.is_step:
-        o.print(f"{verb} step {result.job_id} into lease {result.plan.lease} on {result.target}")
+        o.print(f"{verb} step {result.job_id} into lease {result.plan.placement.lease} on {result.target}")
     else:
         o.print(f"{verb} job {result.job_id} on {result.target}")
     o.print(f"  project     {result.project}")
@@ -442,6 +442,12 @@ def wait(
         for j in result.jobs:
             end = f" exit {j.exit_code}" if j.exit_code is not None else ""
             o.print(f"  {j.job_id:<12} {j.task or j.request_id:<24} {j.state}{end}")
+        if result.chain is not None:
+            o.print(f"  chain {result.chain.text}")
+        if result.message:
+            o.print(result.message)
+        if result.tell_human:
+            o.print(f"tell the human: {result.tell_human}")
         o.print(f"{result.status} after {result.waited_s:g}s" + (f": {result.hint}" if result.hint else ""))
     if result.status == "pending":
         raise typer.Exit(int(Exit.PENDING))

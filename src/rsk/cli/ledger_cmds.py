@@ -8,6 +8,7 @@ from rsk.cli.common import JsonOpt, ProjectOpt, YesOpt, out, print_json, require
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
+    from rsk.ledger.cards import ChainRun
     from rsk.ledger.grants import GrantView
     from rsk.ledger.models import Card
     from rsk.ledger.store import Store
@@ -36,8 +37,9 @@ FOLD_TASKS = 20  # a card shows this many tasks of a batch; `rsk approvals show 
 FOLD_SCRIPT = 40  # and this many lines of a script
 
 
-def render_card(card: "Card", full: bool = False) -> str:
-    """Everything the plan binds, with every agent-controlled text made inert (rsk.local.inert)."""
+def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None) -> str:
+    """Everything the plan binds, with every agent-controlled text made inert (rsk.local.inert); for an extension
+    of a chain, what the chain ran so far (`run`, rsk.ledger.cards.chain_run) and its total if spent in full."""
     import shlex
 
     from rsk.local.inert import inert, inert_lines
@@ -55,15 +57,15 @@ def render_card(card: "Card", full: bool = False) -> str:
         f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
         f"  kind          {p.kind}"
         + (f", {p.jobs} tasks" if p.kind == "batch" else "")
-        + (f" {inert(p.lease)}: {p.lease_terms()}" if p.lease_terms() else ""),
+        + (f" {inert(p.lease_open)}: {p.lease_terms()}" if p.lease_terms() else ""),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
     if p.budget_min is not None and p.tasks:
         t0 = p.tasks[0]
-        run = sum(t.time_min for t in p.tasks)  # the links' own limits: the cluster checked they fit the budget
+        limits = sum(t.time_min for t in p.tasks)  # the links' own limits: the cluster checked they fit the budget
         lines[-1] = (
             f"  kind          chain: up to {p.jobs} links of {t0.time_min} min (the last {p.tasks[-1].time_min}), "
-            f"at most {run} min of run time in all; a link goes on when the command exits 75 or is "
+            f"at most {limits} min of run time in all; a link goes on when the command exits 75 or is "
             + (f"signalled (SIGUSR1, {p.signal_s} s before its limit)" if p.signal_s else "signalled before its limit")
         )
         if p.chain_of:
@@ -71,6 +73,12 @@ def render_card(card: "Card", full: bool = False) -> str:
                 f"  extends       chain {inert(p.chain_of)}: these links go on after its {_before(p.link0)}, in its "
                 "work directory"
             )
+            if run is not None:
+                from rsk.ops.board import chain_so_far
+
+                so_far, total = chain_so_far(run, p)
+                lines.append(f"  so far        {so_far} (the books, on Slurm's word)")
+                lines.append(f"  in all        if this extension is spent in full: {total}")
         lines.append(f"  command       {argv(t0.argv)}")
         lines += [f"  env           {inert(e)}" for e in t0.env] or ["  env           (none)"]
         graph = {}
@@ -166,22 +174,23 @@ def approvals(
         if json_out:
             print_json(CardAnswer(project=owner.project, card=found))
         else:
-            out().print(render_card(found, full=True))
+            out().print(render_card(found, full=True, run=_run(owner.project, found)))
         return
     # without --project, a human sees what waits in every project
     if project:
-        cards = list_cards(_store(project), include_decided=all_cards)
+        store = _store(project)
+        pairs = [(store.project, c) for c in list_cards(store, include_decided=all_cards)]
     else:
-        cards = [c for _, c in cards_everywhere(include_decided=all_cards)]
+        pairs = cards_everywhere(include_decided=all_cards)
     if json_out:
-        print_json(CardList(project=_store(project).project if project else None, cards=cards))
+        print_json(CardList(project=store.project if project else None, cards=[c for _, c in pairs]))
         return
     o = out()
-    if not cards:
+    if not pairs:
         o.print("no pending approval cards")
         return
-    for card in cards:
-        o.print(render_card(card) + "\n")
+    for owner_project, card in pairs:
+        o.print(render_card(card, run=_run(owner_project, card)) + "\n")
     o.print("next: rsk approve CARD [--uses N] [--expires 8h]  or  rsk deny CARD --reason '...'")
 
 
@@ -201,7 +210,7 @@ def approve(
     store = store_of_card(card, project)
     found = find_card(store.load(), card, store.archive)
     if not yes and not json_out:
-        out().print(render_card(found))
+        out().print(render_card(found, run=_run(store.project, found)))
     require_human(f"approve card {card}", yes)
     approval = do_approve(
         store,
@@ -300,8 +309,9 @@ def grant_add(
         int | None,
         typer.Option(
             min=0,
-            help="Budget: number of jobs submitted in all (each chain link and workflow task counts, even one "
-            "that never ran; run time settles to use, submissions do not).",
+            help="Budget: number of jobs submitted in all (each chain link and workflow task counts; one that "
+            "Slurm says never started, a link a chain did not need or a task skipped, gives its count back when "
+            "it settles).",
         ),
     ] = None,
     max_active: Annotated[int | None, typer.Option(min=1, help="At most this many active jobs at once.")] = None,
@@ -487,6 +497,17 @@ def rule_remove(
         print_json(RuleAnswer(project=store.project, status="removed", rule=r))
     else:
         out().print(f"removed deny rule {r.id}")
+
+
+def _run(project: str, card: "Card") -> "ChainRun | None":
+    """What an extension's chain ran so far, on the project's books (None for any other card)."""
+    if not card.plan.chain_of:
+        return None
+    from rsk.ledger.cards import chain_run
+    from rsk.ledger.store import Store
+
+    store = Store(project)
+    return chain_run(store, store.load(), card)
 
 
 def _before(link0: int | None) -> str:

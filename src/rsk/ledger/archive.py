@@ -91,7 +91,7 @@ def compact(ledger: Ledger, at: datetime) -> list[Record]:
         for ch in cold:
             g = by_id.get(ch.grant_id)
             if g is not None and ch.state == "settled":
-                g.archived_jobs += len(ch.job_costs)
+                g.archived_jobs += sum(not c.never_ran for c in ch.job_costs.values())
                 g.archived_gpu_hours += sum(c.gpu_hours_used or 0.0 for c in ch.job_costs.values())
                 g.archived_cpu_hours += sum(c.cpu_hours_used or 0.0 for c in ch.job_costs.values())
                 g.archived_jobs_at_worst += sum(c.at_worst for c in ch.job_costs.values())

@@ -11,8 +11,10 @@ from pydantic import BaseModel, ConfigDict
 
 from rsk.errors import ConflictError, DeniedError, PendingApproval, UsageError
 from rsk.ledger.archive import Archive
-from rsk.ledger.models import Approval, AuditEntry, Card, Ledger, now
+from rsk.ledger.models import Approval, AuditEntry, Card, JobCost, Ledger, now, tally
+from rsk.ledger.models import tell_human as tell_human  # its one wording, with the card
 from rsk.ledger.store import Store
+from rsk.local.paths import attempt_of
 
 
 class CardList(BaseModel):
@@ -271,3 +273,59 @@ def find_card(ledger: Ledger, card_id: str, archive: Archive | None = None) -> C
         if c.id == card_id:
             return c
     raise UsageError(f"no card {card_id!r} in project {ledger.project}", "`rsk approvals --all` lists cards")
+
+
+class ChainRun(BaseModel):
+    """What a chain ran before an extension's card was filed, on the ledger's books (each link's cost and run
+    time as they settled on Slurm's word): what a human weighs against the extension."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    chain: str
+    queued: int = 0  # links submitted
+    links: int = 0  # of those, links that ran (not the ones Slurm says never started)
+    run_s: int = 0  # their run time, as Slurm reported it
+    run_unknown: int = 0  # links whose run time the books do not know: still running, or Slurm's record was gone
+    gpu_hours: float = 0.0  # spent by the links that ended
+    cpu_hours: float = 0.0
+    gpu_hours_open: float = 0.0  # the worst case of links not settled yet
+    cpu_hours_open: float = 0.0
+
+
+def chain_run(store: Store, ledger: Ledger, card: Card) -> ChainRun | None:
+    """For an extension's card (`rsk extend`), what its chain ran before the card was filed: the jobs of the
+    chain's request and its earlier extensions (B, B.a2, ...) on the card's target, from the hot ledger and the
+    archive; None for any other card."""
+    base = card.plan.chain_of
+    if not base:
+        return None
+
+    def ours(rid: str, target: str, at: datetime) -> bool:
+        return target == card.target and rid != card.request_id and attempt_of(rid)[0] == base and at <= card.created
+
+    hot_charges = {c.id for c in ledger.charges}
+    hot_approvals = {a.id for a in ledger.approvals}
+    archived_charges, archived_approvals = store.archive.uses(base)
+    charges = ledger.charges + [c for c in archived_charges if c.id not in hot_charges]
+    approvals = ledger.approvals + [a for a in archived_approvals if a.id not in hot_approvals]
+    costs: dict[str, JobCost] = {}
+    for ch in charges:
+        if ch.state in ("submitted", "settled") and ours(ch.request_id, ch.target, ch.created):
+            costs.update(ch.job_costs)
+    for a in approvals:
+        for u in a.uses:
+            if u.state == "submitted" and ours(u.request_id, u.target, u.at):
+                costs.update(u.jobs)
+    t = tally(costs.values())
+    ran = [c for c in costs.values() if not c.never_ran]
+    return ChainRun(
+        chain=base,
+        queued=len(costs),
+        links=len(ran),
+        run_s=sum(c.run_s or 0 for c in ran),
+        run_unknown=sum(c.run_s is None for c in ran),
+        gpu_hours=round(t.gpu_spent, 4),
+        cpu_hours=round(t.cpu_spent, 4),
+        gpu_hours_open=round(t.gpu_reserved, 4),
+        cpu_hours_open=round(t.cpu_reserved, 4),
+    )

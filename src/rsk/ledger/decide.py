@@ -50,7 +50,7 @@ class Usage:
     gpu_hours_reserved: float = 0.0  # worst case of what is submitted and still runs, or not yet submitted
     cpu_hours_spent: float = 0.0
     cpu_hours_reserved: float = 0.0
-    jobs_spent: int = 0  # submitted jobs
+    jobs_spent: int = 0  # submitted jobs, but those Slurm says ended without ever starting
     jobs_reserved: int = 0  # allowed, not yet submitted
     jobs_at_worst: int = 0  # ended jobs charged their worst case: Slurm's record of them was gone
 
@@ -92,7 +92,7 @@ def usage_by_grant(
             u.cpu_hours_reserved += ch.cpu_hours
             u.jobs_reserved += ch.jobs
             continue
-        u.jobs_spent += len(ch.job_costs)
+        u.jobs_spent += sum(not c.never_ran for c in ch.job_costs.values())  # a job Slurm never started: none
         t = tally(ch.job_costs.values())
         u.gpu_hours_spent += t.gpu_spent
         u.cpu_hours_spent += t.cpu_spent

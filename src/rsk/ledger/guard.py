@@ -9,6 +9,7 @@ that skips the decision is a replay: the cluster or the ledger shows the request
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
@@ -36,7 +37,7 @@ from rsk.ledger.models import (
 from rsk.ledger.store import Store
 from rsk.local import caller
 from rsk.local.project import scope
-from rsk.wire.protocol import Accepted, Plan, Request, is_job_id
+from rsk.wire.protocol import Accepted, Placement, Plan, Request, is_job_id
 from rsk.wire.resources import Resources
 
 if TYPE_CHECKING:
@@ -110,7 +111,9 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         chain_of=plan.chain_of,
         link0=plan.link0,
         attempt_of=plan.attempt_of,
-        **({"lease": plan.lease, "drain_min": plan.drain_min, "overrun": plan.overrun} if plan.kind == "lease" else {}),
+        lease_open=plan.lease_open,
+        drain_min=plan.drain_min,
+        overrun=plan.overrun,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
         jobs=plan.jobs,
@@ -293,10 +296,9 @@ def authorize_in(
         )
         ledger.cards.append(card)
     # what to pass on to the human (addressed to them), and what the agent does next: two fields
-    tell_human = (
-        f"rsk needs your approval for card {card.id}: `rsk approvals show {card.id}` shows what it runs and "
-        f"costs; `rsk approve {card.id}` at your terminal allows it, `rsk deny {card.id} --reason ...` refuses it."
-    )
+    from rsk.ledger.models import tell_human as sentence
+
+    tell_human = sentence(card.id)
     then = f"rsk wait {card.id}{scope(store.project, None)}"
     return PendingApproval(
         f"approval needed: card {card.id} waits for a human ({d.reason})",
@@ -322,13 +324,10 @@ def decide_step(ledger: Ledger, target: str, plan: Plan, request_id: str) -> tup
     denied = denial(ledger, facts(target, plan, request_id, 0), now())
     if denied is not None:
         return "deny", denied.rule, denied.reason
-    lease = open_lease(ledger, target, plan.lease, plan.lease_job)
+    at = plan.placement
+    lease = open_lease(ledger, target, at)
     if lease is None:
-        return (
-            "closed",
-            None,
-            f"lease {plan.lease} (job {plan.lease_job}) is not open in this project's ledger on {target}",
-        )
+        return "closed", None, f"lease {at.lease} (job {at.job}) is not open in this project's ledger on {target}"
     return "lease", lease.id, ""
 
 
@@ -355,28 +354,34 @@ def authorize_step_in(store: Store, ledger: Ledger, target: str, plan: Plan, req
     return Allowed(kind="lease", id=rule)
 
 
-def open_lease(ledger: Ledger, target: str, name: str, job_id: str) -> Lease | None:
-    return next((x for x in ledger.leases if x.name == name and x.target == target and x.job_id == job_id
-                 and x.closed is None), None)  # fmt: skip
+def held_lease(ledger: Ledger, target: str, at: Placement) -> Lease | None:
+    """The ledger's lease a step's placement names (open or closed); None for a job on Slurm."""
+    if at.kind != "lease":
+        return None
+    return next((x for x in ledger.leases if x.target == target and x.name == at.lease and x.job_id == at.job), None)
+
+
+def open_lease(ledger: Ledger, target: str, at: Placement) -> Lease | None:
+    lease = held_lease(ledger, target, at)
+    return lease if lease is not None and lease.closed is None else None
 
 
 def _record_lease(
     store: Store, ledger: Ledger, target: str, plan: Plan, request_id: str, allowed: Allowed, job_id: str
 ) -> None:
     """The cluster accepted a lease's job: the ledger holds it open (once, however often it is replayed)."""
-    if any(x.target == target and x.job_id == job_id and x.name == plan.lease for x in ledger.leases):
+    if any(x.target == target and x.job_id == job_id and x.name == plan.lease_open for x in ledger.leases):
         return
-    lease = Lease(name=plan.lease, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
+    lease = Lease(name=plan.lease_open, target=target, job_id=job_id, request_id=request_id, plan_hash=plan.hash,
                   allowed_by=f"{allowed.kind} {allowed.id}", resources=plan.resources)  # fmt: skip
     ledger.leases.append(lease)
-    store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease} job {job_id}"))
+    store.audit(_entry(store, "lease-opened", plan.hash, request_id, lease.id, f"{plan.lease_open} job {job_id}"))
 
 
 def _record_steps(ledger: Ledger, target: str, plan: Plan, request_id: str, jobs: list[tuple[str, str]]) -> None:
     """The steps the cluster queued for a request the ledger allowed into a lease ((step id, task) each):
     the lease's record keeps them, once however often they are replayed."""
-    lease = next((x for x in ledger.leases if x.target == target and x.name == plan.lease
-                  and x.job_id == plan.lease_job), None)  # fmt: skip
+    lease = held_lease(ledger, target, plan.placement)
     if lease is None or lease.steps is None:
         return
     known = {s.job_id for s in lease.steps}
@@ -620,26 +625,32 @@ def left_scope(ledger: Ledger, target: str, job_id: str, partition: str, account
     return "; ".join(why)
 
 
-def settle(store: Store, target: str, ended: dict[str, SlurmRecord]) -> int:
+def settle(store: Store, target: str, ended: dict[str, SlurmRecord], never: Collection[str] = ()) -> int:
     """Jobs that ended (job id -> Slurm's record of it, None when Slurm's record was gone) count what Slurm
-    says they used, or their worst case. Returns how many job costs were settled."""
+    says they used, or their worst case; those in `never` Slurm says ended without ever starting, and count no
+    job. Returns how many job costs were settled."""
     if not _settles(store.view(), target, ended):
         return 0  # the common case: no lock, no write
     with store.transaction() as ledger:
-        return _settle_in(store, ledger, target, ended)
+        return _settle_in(store, ledger, target, ended, never)
 
 
 def _settles(ledger: Ledger, target: str, ended: dict[str, SlurmRecord]) -> bool:
     return any(j in ended for j in _open_jobs(ledger, target))
 
 
-def _settle_in(store: Store, ledger: Ledger, target: str, ended: dict[str, SlurmRecord]) -> int:
+def _settle_in(
+    store: Store, ledger: Ledger, target: str, ended: dict[str, SlurmRecord], never: Collection[str] = ()
+) -> int:
     count = 0
     for costs, owner in _cost_owners(ledger, target):
         for job, cost in costs.items():
             if job in ended and cost.gpu_hours_used is None:
-                cost.gpu_hours_used, cost.cpu_hours_used = used(cost, ended[job])
-                cost.at_worst = ended[job] is None
+                record = ended[job]
+                cost.gpu_hours_used, cost.cpu_hours_used = used(cost, record)
+                cost.at_worst = record is None
+                cost.run_s = None if record is None else record[0]
+                cost.never_ran = job in never and cost.run_s == 0  # Slurm's word, never a job's: no run time
                 count += 1
         if (
             isinstance(owner, Charge)
@@ -651,6 +662,8 @@ def _settle_in(store: Store, ledger: Ledger, target: str, ended: dict[str, Slurm
             detail = f"used {sum(c.gpu_hours_used or 0 for c in costs.values()):.4f} GPU-h"
             if worst:
                 detail += f"; {worst} job(s) settled at worst case: Slurm's record was gone"
+            if none := sum(c.never_ran for c in costs.values()):
+                detail += f"; {none} job(s) never started on Slurm's word: not counted against the jobs budget"
             store.audit(_entry(store, "charge-settled", owner.plan_hash, owner.request_id, owner.grant_id, detail))
     return count
 
@@ -662,17 +675,19 @@ def keep_books(
     grown: dict[str, Held],
     found: dict[str, list[str]],
     ended: dict[str, SlurmRecord],
+    never: Collection[str] = (),
 ) -> Ledger:
     """What one status read learned, recorded in one transaction, in this order: holds whose jobs the cluster
     shows were submitted (adopt), jobs Slurm holds more GPUs or CPUs for are charged so (grow), ended jobs settle on
-    Slurm's word (settle). `ledger` is the caller's reading of the file (its Store's view): when it shows
-    nothing to record, nothing is locked, read or written. Returns the ledger as it now is."""
+    Slurm's word (settle; those in `never` Slurm says never started). `ledger` is the caller's reading of the
+    file (its Store's view): when it shows nothing to record, nothing is locked, read or written. Returns the
+    ledger as it now is."""
     if not (any(_holds_for(ledger, target, found)) or _grows(ledger, target, grown) or _settles(ledger, target, ended)):
         return ledger
     with store.transaction() as ledger:
         _adopt_in(store, ledger, target, found)
         _grow_in(store, ledger, target, grown)
-        _settle_in(store, ledger, target, ended)
+        _settle_in(store, ledger, target, ended, never)
     return ledger
 
 

@@ -13,8 +13,8 @@ from rsk.wire.resources import Resources
 
 # The ledger's shape. Every change of it bumps this, with a step in `migrate` and a fixture in tests/unit/ledgers/
 # (tests/unit/test_ledger_schema.py holds each version's fingerprint): a reader refuses a newer ledger whole, so
-# an added field is never read past by an rsk that does not know what it means (docs/adr/0042).
-LEDGER_SCHEMA = 8
+# an added field is never read past by an rsk that does not know what it means (docs/adr/0044).
+LEDGER_SCHEMA = 10
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
 
@@ -56,6 +56,8 @@ class JobCost(Model):
     gpu_hours_used: float | None = None  # set when the job has ended: Slurm's run time x its worst rate
     cpu_hours_used: float | None = None
     at_worst: bool = False  # settled at its worst case: Slurm's record of the job was gone
+    never_ran: bool = False  # Slurm says it ended without ever starting (cancelled while pending): no job counts
+    run_s: int | None = None  # its run time as Slurm reported it when it settled (None: Slurm's record was gone)
 
 
 class CostTally(NamedTuple):
@@ -204,7 +206,7 @@ class CardPlan(Model):
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
     link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # an attempt of this batch (`rsk retry`)
-    lease: str = ""  # kind lease: the lease it opens
+    lease_open: str = ""  # kind lease: the lease it opens (`lease` before schema 10)
     drain_min: int | None = None  # kind lease: no step starts in its last minutes
     overrun: str = ""  # kind lease: a step longer than what is left is refused or clipped
     gpu_hours: float
@@ -221,10 +223,18 @@ class CardPlan(Model):
 
     def lease_terms(self) -> str:
         """A lease card's terms in words (the CLI's card and the page say the same); "" for any other."""
-        if self.kind != "lease" or not self.lease:
+        if self.kind != "lease" or not self.lease_open:
             return ""
         longer = "clipped to what is left" if self.overrun == "clip" else "refused"
         return f"its steps share it; none starts in its last {self.drain_min} min; a longer step is {longer}"
+
+
+def tell_human(card_id: str) -> str:
+    """The sentence an agent passes on to the human, word for word, when a card waits for them."""
+    return (
+        f"rsk needs your approval for card {card_id}: `rsk approvals show {card_id}` shows what it runs and "
+        f"costs; `rsk approve {card_id}` at your terminal allows it, `rsk deny {card_id} --reason ...` refuses it."
+    )
 
 
 class Card(Model):
@@ -321,17 +331,34 @@ def _nested(lease: dict[str, object]) -> dict[str, object]:
     return {**{k: v for k, v in lease.items() if k not in _SHAPE}, "resources": shape}
 
 
+def _lease_open(card: dict[str, object]) -> dict[str, object]:
+    """A card of schema < 10: its plan's `lease` (the lease a lease card opens) becomes `lease_open`."""
+    plan = card.get("plan")
+    if not isinstance(plan, dict) or "lease" not in plan:
+        return card
+    return {**card, "plan": {("lease_open" if k == "lease" else k): v for k, v in plan.items()}}
+
+
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema, one version at a time. 7 -> 8: nothing moves (a version-7 ledger
-    may hold fields added while 7 was current: cards' `filed_by` and `superseded_by`, a chain's and a lease's
-    terms; from 8 on, every change of shape has its own version). 6 -> 7: a lease's shape nests as its
-    `resources`. 5 -> 6: cards may list their code snapshot's files (older ones do not). 4 -> 5: leases record
-    the steps they allowed (a lease opened before says it did not: None), and a job cost says whether it
-    settled at worst case (none did). 3 -> 4: grants carry what their archived charges spent (nothing yet).
-    2 -> 3 adds leases (none). 1 -> 2: spent charges become submitted, approvals' used_by become uses, cards
-    show env values. Anything malformed is left as it is for validation to refuse."""
+    """An older ledger as the current schema, one version at a time. 9 -> 10: a lease card's plan names the
+    lease it opens `lease_open` (it was `lease`). 8 -> 9: a job cost says whether Slurm said it
+    never started (none settled so far did) and its run time (not known for those). 7 -> 8: nothing moves (a
+    version-7 ledger may hold fields added while 7 was current: cards' `filed_by` and `superseded_by`, a chain's and
+    a lease's terms; from 8 on, every change of shape has its own version). 6 -> 7: a lease's shape nests as its
+    `resources`. 5 -> 6: cards may list their code snapshot's files (older ones do not). 4 -> 5: leases record the
+    steps they allowed (a lease opened before says it did not: None), and a job cost says whether it settled at
+    worst case (none did). 3 -> 4: grants carry what their archived charges spent (nothing yet). 2 -> 3 adds leases
+    (none). 1 -> 2: spent charges become submitted, approvals' used_by become uses, cards show env values. Anything
+    malformed is left as it is for validation to refuse."""
+    if raw.get("schema_version", 1) == 9:
+        cards = _dicts(raw.get("cards", []))
+        if cards is None:
+            return raw
+        return {**raw, "schema_version": 10, **({"cards": [_lease_open(c) for c in cards]} if cards else {})}
+    if raw.get("schema_version", 1) == 8:
+        return migrate({**raw, "schema_version": 9})
     if raw.get("schema_version", 1) == 7:
-        return {**raw, "schema_version": 8}
+        return migrate({**raw, "schema_version": 8})
     if raw.get("schema_version", 1) == 6:
         leases = _dicts(raw.get("leases", []))
         if leases is None:

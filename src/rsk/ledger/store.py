@@ -2,7 +2,7 @@
 
 A ledger that fails validation is refused, never overwritten; the last good version is
 kept as ledger.json.bak; a ledger from a newer rsk is refused whole (NewerLedger, exit 6) and left as it is,
-and an older one is migrated on read and written at the current schema by its next change (docs/adr/0042).
+and an older one is migrated on read and written at the current schema by its next change (docs/adr/0044).
 
 A transaction reads the file once under the lock and writes it at most once. A Store remembers the ledger
 as it last read or wrote it (its exact bytes and their reading): a transaction that finds the file's bytes

@@ -27,6 +27,16 @@ def config_dir() -> Path:
     return Path(base) / "rsk"
 
 
+_ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")
+
+
+def attempt_of(request_id: str) -> tuple[str, int]:
+    """The batch a request id is an attempt of (`rsk retry` and `rsk extend` name attempts B.a2, B.a3, ...), and
+    its number."""
+    m = _ATTEMPT.fullmatch(request_id)
+    return (m["base"], int(m["n"])) if m else (request_id, 1)
+
+
 def check_token(what: str, value: str) -> str:
     if not TOKEN.fullmatch(value):
         raise UsageError(

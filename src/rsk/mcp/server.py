@@ -35,6 +35,7 @@ from rsk.ops.launch import launch as do_launch
 from rsk.ops.leases import CloseReport, LeaseList
 from rsk.ops.logs import LogTail
 from rsk.ops.status import Status
+from rsk.ops.voice import TOOLS
 from rsk.ops.wait import WaitResult
 from rsk.request.code import CodeSnapshot
 from rsk.request.tasks import TaskLine
@@ -272,10 +273,10 @@ def build(pin: Pin) -> MCPServer:
         try:
             result = do_launch(pin.target, request, code=snap)
         except PendingApproval as pending:
-            return LaunchReply(status="pending", card_id=str(pending.details.get("card_id")),
-                               request_id=request.request_id, message=pending.message,
+            card = str(pending.details.get("card_id"))
+            return LaunchReply(status="pending", card_id=card, request_id=request.request_id, message=pending.message,
                                tell_human=str(pending.details.get("tell_human") or pending.hint or ""),
-                               next=f"call wait with card {pending.details.get('card_id')}")  # fmt: skip
+                               next=TOOLS.wait(card=card))  # fmt: skip
         return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
                            request_id=result.request_id)  # fmt: skip
 
@@ -364,8 +365,9 @@ def build(pin: Pin) -> MCPServer:
 
     @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "
-        f"batch. Returns done (all_succeeded says whether every job succeeded), running (call again) or pending; "
-        f"never blocks longer than {pin.max_wait:g} s.",
+        "batch. Returns done (all_succeeded says whether every job succeeded), blocked, running (call again) or "
+        "pending (as launch: card_id, tell_human for the human, next); a chain's jobs come with chain (links done "
+        f"of all, run time used of its budget). Never blocks longer than {pin.max_wait:g} s.",
         annotations=READ,
     )
     @_guarded
@@ -382,11 +384,11 @@ def build(pin: Pin) -> MCPServer:
         if len([x for x in (card, job, request_id, batch) if x]) != 1:
             raise UsageError("wait for one thing: card, job, request_id or batch")
         if card:
-            return wait_card(check_token("card id", card), pin.project, bounded(timeout))
+            return wait_card(check_token("card id", card), pin.project, bounded(timeout), voice=TOOLS)
         rid = request_id or batch
         return wait_jobs(pin.target, pin.project, job=job or None,
                          request_id=check_token("request id", rid) if rid else None,
-                         timeout=bounded(timeout))  # fmt: skip
+                         timeout=bounded(timeout), voice=TOOLS)  # fmt: skip
 
     @server.tool(description="State of the project's rsk jobs, newest last.", annotations=READ)
     @_guarded
@@ -435,7 +437,7 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.logs import logs as read_logs
 
         return read_logs(pin.target, pin.project, job, stream=stream, max_bytes=max_bytes,
-                         lines=0 if after is not None else lines, after=after)  # fmt: skip
+                         lines=0 if after is not None else lines, after=after, voice=TOOLS)  # fmt: skip
 
     @server.tool(
         description="Cancel a job, a request or a batch this project launched (and only those).",

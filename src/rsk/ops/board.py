@@ -1,23 +1,28 @@
-"""Grouping job states into batches with summaries, for status and watch (pure)."""
+"""Grouping job states into batches with summaries, for status and watch, and a chain's run so far in words for
+an extension's card (pure)."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from rsk.local.paths import attempt_of as attempt_of  # its one reading, with the request ids named there
+
 if TYPE_CHECKING:  # names only: the page (rsk.ui) groups jobs without loading status's imports
+    from rsk.ledger.cards import ChainRun
+    from rsk.ledger.models import CardPlan
     from rsk.ops.status import JobState, Status
 
 
-_ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")
+@dataclass(frozen=True)
+class ChainFacts:
+    """How far a chain got: the last link that ran (K) of all its links (N), and run time used of its budget."""
 
-
-def attempt_of(request_id: str) -> tuple[str, int]:
-    """The batch a request id is an attempt of (`rsk retry` names attempts B.a2, B.a3, ...), and its number."""
-    m = _ATTEMPT.fullmatch(request_id)
-    return (m["base"], int(m["n"])) if m else (request_id, 1)
+    link: int
+    links: int
+    run_time_s: int
+    budget_s: int
 
 
 @dataclass
@@ -54,11 +59,12 @@ class BatchView:
         return [Counter(state[k] for k in keys) for keys in tiers]
 
     @property
-    def chain(self) -> str:
-        """A chain's progress: the last link that ran of how many, and its run time of its budget; "" otherwise."""
+    def chain_facts(self) -> ChainFacts | None:
+        """A chain's progress in numbers (None for anything else): the last link that ran of how many, and its
+        run time of its budget, in seconds."""
         links = [j for j in self.jobs if j.link]
         if not links:
-            return ""
+            return None
         # a link ran unless it was skipped, still waits, or was cancelled before it started
         ran = [j for j in links if j.state not in ("skipped", "pending") and (j.elapsed_s or j.state != "cancelled")]
         at = max(ran or links[:1], key=lambda j: int(j.link.split("/")[0]))
@@ -66,7 +72,16 @@ class BatchView:
         # Slurm may not say the limit of a link it removed before it started: count it as a full link
         full = max((j.limit_s or 0 for j in links), default=0)
         budget = sum(j.limit_s or full for j in links)
-        return f"link {at.link}, run time {duration(used)} / {duration(budget)}"
+        link, total = (int(x) for x in at.link.split("/"))
+        return ChainFacts(link=link, links=total, run_time_s=used, budget_s=budget)
+
+    @property
+    def chain(self) -> str:
+        """A chain's progress as the table says it: "link K/N, run time T / BUDGET"; "" otherwise."""
+        c = self.chain_facts
+        if c is None:
+            return ""
+        return f"link {c.link}/{c.links}, run time {duration(c.run_time_s)} / {duration(c.budget_s)}"
 
     @property
     def paid(self) -> list[JobState]:
@@ -122,3 +137,22 @@ def duration(seconds: int | None) -> str:
     h, rest = divmod(rest, 3600)
     m, s = divmod(rest, 60)
     return (f"{d}-" if d else "") + f"{h:d}:{m:02d}:{s:02d}"
+
+
+def chain_so_far(run: ChainRun, plan: CardPlan) -> tuple[str, str]:
+    """An extension's card in words (the CLI's card and the page say the same): what its chain ran before it, on
+    the books, and the chain's total if the extension is spent in full (every new link for its whole limit)."""
+
+    def hours(gpu: float, cpu: float) -> str:
+        return f"{gpu:.2f} GPU-h, {cpu:.2f} CPU-h"
+
+    unknown = f" (and {run.run_unknown} link(s) whose run time Slurm did not report)" if run.run_unknown else ""
+    still = (f"; {hours(run.gpu_hours_open, run.cpu_hours_open)} still reserved by links not settled"
+             if run.gpu_hours_open or run.cpu_hours_open else "")  # fmt: skip
+    so_far = (f"{run.links} link(s) ran (of {run.queued} queued), run time {duration(run.run_s)}{unknown}, "
+              f"{hours(run.gpu_hours, run.cpu_hours)}{still}")  # fmt: skip
+    more_s = sum(t.time_min for t in plan.tasks) * 60
+    total = (f"{run.links + plan.jobs} links, run time {duration(run.run_s + more_s)}, "
+             + hours(run.gpu_hours + run.gpu_hours_open + plan.gpu_hours, run.cpu_hours + run.cpu_hours_open
+                     + plan.cpu_hours))  # fmt: skip
+    return so_far, total

@@ -65,6 +65,7 @@ class JobState(Model):
     # holds it (partition, account, QOS: compared with the scope of what allowed it)
     _held_hours: guard.Held | None = PrivateAttr(default=None)
     _held_where: tuple[str, str, str] | None = PrivateAttr(default=None)
+    _never_started: bool = PrivateAttr(default=False)  # Slurm says it ended without starting: it counts no job
 
     @property
     def placement(self) -> Placement:
@@ -99,6 +100,35 @@ class JobState(Model):
         return self.resources.cpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
 
 
+class ChainProgress(Model):
+    """How far a chain got, for deciding on `rsk extend`: the last link that ran of all its links, and the run
+    time its links used of the budget (their limits in all), in seconds. `text` is the table's line."""
+
+    request_id: str  # the chain: its first request id (an extension's links count with it)
+    link: int  # the last link that ran (the first while none has)
+    links: int  # its links in all, an extension's included
+    run_time_s: int
+    budget_s: int
+    left_s: int  # budget_s - run_time_s: what the queued links may still run
+    text: str  # "link K/N, run time H:MM:SS / H:MM:SS"
+
+
+def chains_of(target: str, jobs: list[JobState]) -> list[ChainProgress]:
+    """Every chain among the jobs (with its extensions), in submission order."""
+    grouped: dict[str, list[JobState]] = {}
+    for j in jobs:
+        if j.link:
+            grouped.setdefault(attempt_of(j.request_id)[0], []).append(j)
+    out = []
+    for base, links in grouped.items():
+        view = BatchView(target, base, links)
+        if (c := view.chain_facts) is not None:
+            out.append(ChainProgress(request_id=base, link=c.link, links=c.links, run_time_s=c.run_time_s,
+                                     budget_s=c.budget_s, left_s=max(c.budget_s - c.run_time_s, 0),
+                                     text=view.chain))  # fmt: skip
+    return out
+
+
 class Status(Model):
     schema_version: int = 1
     target: str
@@ -110,6 +140,7 @@ class Status(Model):
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
     levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
     chain: str = ""  # with --request-id, a chain: "link K/N, run time T / BUDGET"
+    chains: list[ChainProgress] = []  # every chain among the jobs: its links and run time, done and left
 
 
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
@@ -132,6 +163,7 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
     for f in facts:
         if id(f) in number:
             size[attempt_of(f.rid)[0]] = max(size.get(attempt_of(f.rid)[0], 0), number[id(f)])
+    by_key: dict[tuple[str, str], JobState] = {}  # the tasks marked so far, by request and key
     for f, j in sorted(zip(facts, jobs, strict=True), key=lambda p: (p[0].rid, p[0].idx or 0)):
         if id(f) in number:
             j.link = f"{number[id(f)]}/{size[attempt_of(f.rid)[0]]}"
@@ -145,6 +177,7 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
                 j.where = f"({f.stop}: exit {j.exit_code} after SIGUSR1)"
         if not f.needs or f.cancel:
             continue
+        by_key[(f.rid, j.task or j.job_id)] = j
         needs = [(other.task or other.job_id, cond, other.state) for i, cond in f.needs
                  if (other := by_idx.get((f.rid, i))) is not None]  # fmt: skip
         j.needs = [key for key, _, _ in needs]
@@ -152,10 +185,20 @@ def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
         if cause is not None:
             j.state = "skipped"
             ended = next(st for key, _, st in needs if key == cause)
-            # a chain's later link was not needed: the chain ended at that link (it succeeded, or failed)
-            j.where = f"(not needed: {cause} {ended})" if id(f) in number else f"(needs {cause}: {ended})"
+            j.where = _unneeded(cause, ended, by_key.get((f.rid, cause))) if id(f) in number \
+                else f"(needs {cause}: {ended})"  # fmt: skip
         elif j.state in ("pending", "blocked") and (waits := [key for key, _, st in needs if st not in FINAL]):
             j.where = f"(waits for {', '.join(waits)})"
+
+
+def _unneeded(cause: str, ended: str, link: JobState | None) -> str:
+    """Why a chain's later link never runs: the chain ended at an earlier link, which finished the work (it
+    succeeded) or ended it otherwise; a link after a link that was not needed either says the same."""
+    if ended == "skipped" and link is not None and link.where.startswith("("):
+        return link.where
+    if ended == "succeeded":
+        return f"(not needed: {cause} finished the work)"
+    return f"(not run: the chain ended at {cause}, {ended})"
 
 
 def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
@@ -200,6 +243,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         result=f.result and state == "succeeded",  # a job that did not succeed has no result, whatever it wrote
     )
     job._slurm_record, job._slurm_listed = _slurm_record(f), bool(f.sq or f.ac)
+    job._never_started = states.never_started(f.sq, f.sq_elapsed, f.where)
     _held_shape(job, f)
     return job
 
@@ -316,13 +360,14 @@ def status_call(remote: Remote, target: str, project: str,
         if j.job_id in held:
             j.request_id = held[j.job_id]
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
-                jobs=jobs)  # fmt: skip
+                jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
     grown = _charged_as_held(st, ledger)
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
         by_request.setdefault(j.request_id, []).append(j.job_id)
     # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
-    ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs))
+    never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
+    ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs), never)
     return mark_undecided(st, ledger), answer
 
 
@@ -399,7 +444,8 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     view = BatchView(st.target, request_id or "", jobs)
     levels = [dict(c) for c in view.levels] if request_id and not view.chain else []
     return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels,
-                                 "chain": view.chain if request_id else ""})  # fmt: skip
+                                 "chain": view.chain if request_id else "",
+                                 "chains": chains_of(st.target, jobs)})  # fmt: skip
 
 
 END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict
 from rsk.cluster.remote import remote_for
 from rsk.errors import PendingApproval, UsageError
 from rsk.ops.launch import LaunchResult
-from rsk.ops.status import JobState, attempt_of, of_request, outcome, status_call
+from rsk.ops.status import ChainProgress, JobState, attempt_of, chains_of, of_request, outcome, status_call
+from rsk.ops.voice import CLI, Voice
 from rsk.wire.states import FINAL
 
 DEFAULT_TIMEOUT = 100.0
@@ -37,20 +38,25 @@ class WaitResult(BaseModel):
     jobs: list[JobState] = []
     counts: dict[str, int] = {}  # jobs per state
     all_succeeded: bool | None = None  # done: whether every job succeeded (exit 11 when not); else None
+    chain: ChainProgress | None = None  # a chain's: links done of all, run time used of its budget (rsk extend)
     waited_s: float = 0.0
     hint: str = ""
+    # pending, as a launch that waits answers it: what happened, the sentence for the human, the agent's next step
+    message: str = ""
+    tell_human: str = ""
+    next: str = ""
 
 
-def _hint(jobs: list[JobState], done: bool) -> str:
+def _hint(jobs: list[JobState], done: bool, voice: Voice = CLI) -> str:
     stuck = [j for j in jobs if j.state == "blocked"]
     if stuck:
         first = stuck[0]
         return (
             f"job {first.job_id} can never start as asked: Slurm says {first.where}; cancel it "
-            f"(`rsk cancel {first.job_id}`) and launch within the limits `rsk info` shows"
+            f"({voice.cancel(first.job_id)}) and launch within the limits {voice.info()} shows"
         )
     if not done:
-        return "still running: call `rsk wait` again with the same arguments"
+        return f"still running: {voice.again()}"
     ends = outcome(jobs)  # a chain is judged by its last link that ran
     bad = [j for j in ends if j.state != "succeeded"]
     if not bad:
@@ -58,36 +64,36 @@ def _hint(jobs: list[JobState], done: bool) -> str:
     first = bad[0]
     if first.link:
         chain = attempt_of(first.request_id)[0]
-        more = f"`rsk extend --request-id {chain} --budget D` (D: a new total run time) goes on from there"
+        more = f"{voice.extend(chain)} (D: a new total run time) goes on from there"
         mine = [j for j in jobs if j.link and attempt_of(j.request_id)[0] == chain]
         if first.state == "stopped" and not any(j.exit_code == 75 for j in mine):
             return (
                 f"the chain stopped at link {first.link} ({first.where.strip('()')}) and no link yielded (exit 75): "
                 "each was stopped at its limit; before extending, make the program save a checkpoint in "
-                f"RSK_WORK_DIR and exit 75 on SIGUSR1 (`rsk logs {first.job_id}` shows its last output)"
+                f"RSK_WORK_DIR and exit 75 on SIGUSR1 ({voice.logs(first.job_id)} shows its last output)"
             )
         if first.state == "stopped":
             return (
                 f"the chain stopped at link {first.link} ({first.where.strip('()')}) without finishing; its "
-                f"checkpoints are in its RSK_WORK_DIR; `rsk logs {first.job_id}` shows its last output; {more}"
+                f"checkpoints are in its RSK_WORK_DIR; {voice.logs(first.job_id)} shows its last output; {more}"
             )
         if first.state == "cancelled":
             return f"the chain was cancelled at link {first.link}; its checkpoints are in its RSK_WORK_DIR; {more}"
         return (
-            f"the chain ended {first.state} at link {first.link}; see `rsk logs {first.job_id} --stream stderr`; a "
-            "chain is not retried: once fixed, launch a new one (a new --request-id starts a new, empty RSK_WORK_DIR)"
+            f"the chain ended {first.state} at link {first.link}; see {voice.logs(first.job_id, 'stderr')}; a "
+            "chain is not retried: once fixed, launch a new one (a new request id starts a new, empty RSK_WORK_DIR)"
         )
     retry = ""
     if any(
         j.task and not j.link for j in ends
     ):  # a batch or a workflow: what failed is retried, what succeeded is kept
         retry = (
-            f"; once fixed, `rsk retry --batch {attempt_of(first.request_id)[0]} --failed` runs them again "
-            "(add --code DIR to run your changed files)"
+            f"; once fixed, {voice.retry(attempt_of(first.request_id)[0])} runs them again "
+            f"(add {voice.code_option()} to run your changed files)"
         )
     return (
-        f"{len(bad)} of {len(ends)} did not succeed; see `rsk logs {first.job_id} --stream stderr` "
-        f"(and `rsk status --json` for every state){retry}"
+        f"{len(bad)} of {len(ends)} did not succeed; see {voice.logs(first.job_id, 'stderr')} "
+        f"(and {voice.status()} for every state){retry}"
     )
 
 
@@ -99,7 +105,7 @@ def _select(jobs: list[JobState], job: str | None, request_id: str | None) -> li
 
 def wait_jobs(
     target: str, project: str, *, job: str | None = None, request_id: str | None = None, timeout: float | None,
-    poll: float = 2.0, started: float | None = None,
+    poll: float = 2.0, started: float | None = None, voice: Voice = CLI,
 ) -> WaitResult:  # fmt: skip
     """Poll the project's status over one connection until the selected jobs have all ended."""
     if (job is None) == (request_id is None):
@@ -132,52 +138,55 @@ def wait_jobs(
                     jobs=chosen,
                     counts=counts,
                     all_succeeded=all(j.state == "succeeded" for j in outcome(chosen)) if done else None,
+                    chain=next(iter(chains_of(target, chosen)), None),
                     waited_s=round(now - t0, 1),
-                    hint=_hint(chosen, done or blocked),
+                    hint=_hint(chosen, done or blocked, voice),
                 )
             time.sleep(min(poll, max((deadline or now + poll) - now, 0.1)))
             poll = min(poll * 1.5, 10.0)
 
 
-def wait_card(card_id: str, project: str | None, timeout: float | None) -> WaitResult:
-    """Wait for a human's decision on a card; once approved, launch it, then wait for its jobs."""
-    from rsk.ledger.cards import store_of_card, wait_for_card
+def wait_card(card_id: str, project: str | None, timeout: float | None, voice: Voice = CLI) -> WaitResult:
+    """Wait for a human's decision on a card; once approved, launch it, then wait for its jobs. While a card
+    waits (still, or anew: approved, but its plan changed and a new card was filed), the answer is `pending`
+    with the card that waits, the sentence for the human and the next step, as a launch that waits has them."""
+    from rsk.ledger.cards import find_card, store_of_card, tell_human, wait_for_card
     from rsk.ops.launch import launch
     from rsk.wire.protocol import Request
 
     t0 = time.monotonic()
     store = store_of_card(card_id, project)
+
+    def pending(waiting: str, message: str) -> WaitResult:
+        filed = find_card(store.load(), waiting, store.archive)  # what the card binds: its target and request
+        return WaitResult(
+            status="pending", target=filed.target, project=store.project, card_id=waiting,
+            request_id=filed.request_id, waited_s=round(time.monotonic() - t0, 1),
+            hint=f"the card still waits for a human; {voice.wait(card=waiting)} again once they answer",
+            message=message, tell_human=tell_human(waiting), next=voice.wait(card=waiting).strip("`"),
+        )  # fmt: skip
+
     try:
         card = wait_for_card(store, card_id, timeout)
-    except PendingApproval as exc:
-        from rsk.ledger.cards import find_card
-
-        filed = find_card(store.load(), card_id, store.archive)  # what the card binds: its target and request
-        return WaitResult(
-            status="pending",
-            target=filed.target,
-            project=store.project,
-            card_id=card_id,
-            request_id=filed.request_id,
-            waited_s=round(time.monotonic() - t0, 1),
-            hint=exc.hint or "",
-        )
+    except PendingApproval:
+        return pending(card_id, f"card {card_id} is still pending")
     try:
         result = launch(card.target, Request.model_validate(card.request))
     except PendingApproval as again:  # approved, but the cluster now plans something else: say what changed
-        new = again.details.get("card_id")
-        if new and new != card_id:
-            from rsk.ledger.cards import find_card
-
-            other = find_card(store.load(), str(new))
+        new = str(again.details.get("card_id") or card_id)
+        if new != card_id:
+            other = find_card(store.load(), new)
             if other.plan_hash == card.plan_hash:  # the same plan: its approval was spent (or ran out) meanwhile
                 again.message += f"; card {card_id} was approved, but its approval no longer allows this plan"
-                raise
-            changed = [k for k, v in card.plan.model_dump().items()
-                       if k != "estimate_start" and getattr(other.plan, k) != v]  # fmt: skip
-            what = ", ".join(changed) or "the cluster's policy or rsk's programs"
-            again.message += f"; card {card_id} was approved, but the plan changed since ({what}): a human decides anew"
-        raise
+            else:
+                changed = [k for k, v in card.plan.model_dump().items()
+                           if k != "estimate_start" and getattr(other.plan, k) != v]  # fmt: skip
+                what = ", ".join(changed) or "the cluster's policy or rsk's programs"
+                again.message += (
+                    f"; card {card_id} was approved, but the plan changed since ({what}): a human decides anew"
+                )
+        return pending(new, again.message)
     left = None if not timeout else max(timeout - (time.monotonic() - t0), 0.001)
-    waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0)
+    waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0,
+                       voice=voice)  # fmt: skip
     return waited.model_copy(update={"card_id": card_id, "launch": result.brief()})

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from rsk.errors import RskError, StateError
+from rsk.ledger.cards import ChainRun, chain_run
 from rsk.ledger.grants import GrantView, list_grants, list_rules
 from rsk.ledger.models import Approval, Card, DenyRule, tally
 from rsk.ledger.store import Store
@@ -23,12 +24,14 @@ class CardsView:
     pending: list[tuple[str, Card]]  # oldest first: the one waiting longest on top
     decided: list[tuple[str, Card]]  # newest decision first
     broken: dict[str, str]  # project -> why its ledger could not be read
+    runs: dict[str, ChainRun] = field(default_factory=dict)  # an extension's card id -> what its chain ran so far
 
 
 def cards(projects: list[str]) -> CardsView:
     pending: list[tuple[str, Card]] = []
     decided: list[tuple[str, Card]] = []
     broken: dict[str, str] = {}
+    runs: dict[str, ChainRun] = {}
     for project in projects:
         try:
             store = Store(project)
@@ -36,11 +39,12 @@ def cards(projects: list[str]) -> CardsView:
             hot = ledger.cards
             pending += [(project, c) for c in hot if c.status == "pending"]
             decided += [(project, c) for c in hot if c.status != "pending"]
+            runs |= {c.id: run for c in hot if (run := chain_run(store, ledger, c)) is not None}
         except StateError as exc:
             broken[project] = exc.message
     pending.sort(key=lambda pc: pc[1].created)
     decided.sort(key=lambda pc: pc[1].decided_at or pc[1].created, reverse=True)
-    return CardsView(pending, decided[:RECENT], broken)
+    return CardsView(pending, decided[:RECENT], broken, runs)
 
 
 @dataclass

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from rsk.local.inert import inert
-from rsk.ops.board import BatchView, batches, duration, with_attempts
+from rsk.ops.board import BatchView, batches, chain_so_far, duration, with_attempts
 from rsk.ui.html import Markup, agent, el, join
 from rsk.wire.states import FINAL
 
 if TYPE_CHECKING:  # names only: the parts are pure and stand low in the import tree
+    from rsk.ledger.cards import ChainRun
     from rsk.ledger.grants import GrantView
     from rsk.ledger.models import Card, DenyRule
     from rsk.ops.gpus import GpuInventory
@@ -47,8 +48,9 @@ def _row(label: str, *value: object) -> Markup:
     return join([el("dt", {}, label), el("dd", {}, *value)])
 
 
-def card_facts(card: Card) -> Markup:
-    """Every fact the plan binds, in the order `rsk approvals show` prints them."""
+def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
+    """Every fact the plan binds, in the order `rsk approvals show` prints them; for an extension of a chain, what
+    the chain ran so far (`run`, rsk.ledger.cards.chain_run) and its total if the extension is spent in full."""
     p = card.plan
     rows = [
         _row("project", agent(str(card.request.get("project", "?")))),
@@ -63,23 +65,27 @@ def card_facts(card: Card) -> Markup:
         _row(
             "kind",
             p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
-            *([" ", el("code", {}, agent(p.lease)), f": {p.lease_terms()}"] if p.lease_terms() else []),
+            *([" ", el("code", {}, agent(p.lease_open)), f": {p.lease_terms()}"] if p.lease_terms() else []),
         ),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
     chain = p.tasks if p.budget_min is not None and p.tasks else []  # a chain: its tasks are its links
     env = chain[0].env if chain else p.env  # a chain's links carry the environment
     if chain:
-        run = sum(t.time_min for t in chain)  # the links' own limits: the cluster checked they fit the budget
+        limits = sum(t.time_min for t in chain)  # the links' own limits: the cluster checked they fit the budget
         rows[-1] = _row(
             "kind",
             f"chain: up to {p.jobs} links of {chain[0].time_min} min (the last {chain[-1].time_min}), at most "
-            f"{run} min of run time in all; a link goes on when the command exits 75 or is signalled "
+            f"{limits} min of run time in all; a link goes on when the command exits 75 or is signalled "
             + (f"(SIGUSR1, {p.signal_s} s before its limit)" if p.signal_s else "before its limit"),
         )
         if p.chain_of:
             rows.append(_row("extends", "chain ", el("code", {}, agent(p.chain_of)),
                              f": these links go on after its {_before(p.link0)}, in its work directory"))  # fmt: skip
+            if run is not None:
+                so_far, total = chain_so_far(run, p)
+                rows.append(_row("so far", so_far, el("span", {"class": "muted"}, " (the books, on Slurm's word)")))
+                rows.append(_row("in all", "if this extension is spent in full: ", el("strong", {}, total)))
         rows.append(_row("command", _argv(chain[0].argv)))
         rows.append(_row("links", el("ol", {"class": "links"}, [el("li", {}, f"{t.time_min} min") for t in chain])))
         graph = {}
@@ -283,7 +289,7 @@ def card_acts(project: str, card: Card, csrf: str) -> Markup:
     return el("div", {"class": "acts"}, approve, deny)
 
 
-def card_block(project: str, card: Card, csrf: str | None) -> Markup:
+def card_block(project: str, card: Card, csrf: str | None, run: ChainRun | None = None) -> Markup:
     p = card.plan
     title = el(
         "h3",
@@ -298,7 +304,7 @@ def card_block(project: str, card: Card, csrf: str | None) -> Markup:
         "article",
         {"class": f"card {card.status}", "id": f"card-{card.id}", "data-plan-hash": card.plan_hash},
         title,
-        card_facts(card),
+        card_facts(card, run),
         acts,
     )
 
@@ -318,7 +324,8 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
     ]  # fmt: skip
     parts.append(el("h2", {"data-pending": str(len(view.pending))}, f"Waiting for you ({len(view.pending)})"))
     none = "No card waits" + (" in the ledgers that could be read." if view.broken else ".")
-    parts += [card_block(pr, c, csrf) for pr, c in view.pending] or [el("p", {"class": "empty"}, none)]
+    shown = [card_block(pr, c, csrf, view.runs.get(c.id)) for pr, c in view.pending]
+    parts += shown or [el("p", {"class": "empty"}, none)]
     if view.decided:
         parts.append(el("h2", {}, "Recent decisions"))
         parts += [
@@ -336,7 +343,7 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
                     f" at {_when(c.decided_at)}",
                     [": ", agent(c.reason)] if c.reason else None,
                 ),
-                card_block(pr, c, None),
+                card_block(pr, c, None, view.runs.get(c.id)),
             )
             for pr, c in view.decided
         ]

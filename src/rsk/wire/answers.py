@@ -22,7 +22,19 @@ from typing import Literal, TypeVar, cast
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rsk.errors import ProtocolError
-from rsk.wire.protocol import Accepted, Need, Output, Plan, Record, is_job_id, parse_kv, plan_hash, unb64
+from rsk.wire.protocol import (
+    SLURM,
+    Accepted,
+    Need,
+    Output,
+    Placement,
+    Plan,
+    Record,
+    is_job_id,
+    parse_kv,
+    plan_hash,
+    unb64,
+)
 
 _NUMBER = re.compile(r"-?[0-9]{1,18}")
 _COUNT = re.compile(r"[0-9]{1,18}")  # sinfo's counts: 4, or 4+ (at least 4)
@@ -735,6 +747,7 @@ def plan(out: Output) -> Plan:
         tasks = [{**one, "key": "", "env": [], "argv": fields["argv"]}]
     fields["tasks"] = tasks
     fields.pop("protocol", None)
+    fields["placement"] = _placement(fields.pop("lease", None), fields.pop("lease_job", None))
     pol, active, estimate = out.first("policy"), out.first("active"), out.first("estimate")
     fields["verdict"] = _text(pol, "verdict", "allow") if pol else "allow"
     fields["reasons"] = [_b64(r, "msg", "") for r in out.all("policy-reason")]
@@ -762,6 +775,15 @@ def plan(out: Output) -> Plan:
             f"the plan from the cluster is incomplete or malformed at {'.'.join(map(str, first['loc']))}: "
             f"{first['msg']}"
         ) from exc
+
+
+def _placement(lease: object, job: object) -> Placement:
+    """A step's plan binds its lease's name and job ("lease", "lease_job"); any other plan runs on Slurm."""
+    if lease is None and job is None:
+        return SLURM
+    if not isinstance(lease, str) or not isinstance(job, str) or not _COUNT.fullmatch(job):
+        raise ProtocolError("the plan's lease placement needs the lease's name and its Slurm job")
+    return Placement(kind="lease", lease=lease, job=job)
 
 
 _WIRE = re.compile(r"=[A-Za-z0-9._/:@+,-]*|[A-Za-z0-9+/]+=*")

@@ -54,18 +54,21 @@ class Placement(BaseModel):
     """Where a job runs: on Slurm as a job of its own, or as a step in a lease (the lease's name and its
     Slurm job). The one reading of that on the client: a step's id is LEASEJOBsSEQ."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["slurm", "lease"]
     lease: str = ""  # kind lease: the lease's name
     job: str = ""  # kind lease: the lease's Slurm job
 
 
+SLURM = Placement(kind="slurm")
+
+
 def placement(job_id: str, lease: str = "") -> Placement:
     """A job id's placement. Every id but a step's is a Slurm job of its own, whatever lease name its
     journal line carries (the job that holds a lease carries its name too)."""
     head, sep, _ = job_id.partition("s")
-    return Placement(kind="lease", lease=lease, job=head) if sep else Placement(kind="slurm")
+    return Placement(kind="lease", lease=lease, job=head) if sep else SLURM
 
 
 def b64(value: str) -> str:
@@ -383,8 +386,9 @@ class Plan(BaseModel):
     estimate_start: str = "unknown"
     estimate_nodes: str = ""
     prior: list[Prior] = []
-    lease: str = ""  # kind lease: the lease it opens; otherwise: the lease this step is queued into
-    lease_job: str = ""  # a step: the Slurm job of the lease it is bound to
+    # where its jobs run: on Slurm, or as steps of a lease (its name and its Slurm job, bound by the plan)
+    placement: Placement = SLURM
+    lease_open: str = ""  # kind lease: the lease it opens (whose own job runs on Slurm)
     drain_min: int | None = None  # kind lease
     overrun: str = ""  # kind lease: refuse | clip
     budget_min: int | None = None  # a chain: the run time its links share (each link is a task)
@@ -392,14 +396,6 @@ class Plan(BaseModel):
     chain_of: str = ""  # an extension of this chain: its links share its RSK_WORK_DIR and go on numbering it
     link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # a retry: the batch it runs again; its tasks share that batch's RSK_WORK_DIR
-
-    @property
-    def placement(self) -> Placement:
-        """A step runs in its lease (`lease`, `lease_job`); everything else, a lease's own job included, on
-        Slurm."""
-        if self.lease and self.kind != "lease":
-            return Placement(kind="lease", lease=self.lease, job=self.lease_job)
-        return Placement(kind="slurm")
 
     @property
     def is_step(self) -> bool:
@@ -446,7 +442,8 @@ class Plan(BaseModel):
     def command(self) -> str:
         """A one-line summary for lists; cards show every task and the whole script."""
         if self.kind == "lease":
-            return f"lease {self.lease}: {self.nodes} node(s) x {self.gpus} GPU(s), steps started by rsk's controller"
+            shape = f"{self.nodes} node(s) x {self.gpus} GPU(s)"
+            return f"lease {self.lease_open}: {shape}, steps started by rsk's controller"
         if self.is_chain:
             return f"chain of up to {len(self.tasks)} links, {shlex.join(self.tasks[0].argv)}"
         if self.is_workflow:
@@ -461,7 +458,7 @@ class Plan(BaseModel):
         """Everything that will run, for deny rules: each task's command line, and the script's text; a
         lease runs `rsk lease NAME` (its controller), so `--command 'rsk lease*'` denies leases."""
         if self.kind == "lease":
-            return [f"rsk lease {self.lease}"]
+            return [f"rsk lease {self.lease_open}"]
         if self.kind == "batch":
             return [shlex.join(t.argv) for t in self.tasks]
         if self.kind == "script":

@@ -67,6 +67,15 @@ def slurm_ended(state: str) -> bool:
     return state in _ENDED
 
 
+def never_started(state: str, elapsed_s: int | None, where: str) -> bool:
+    """squeue says the job ended without ever starting: cancelled while it pended (by its owner, by rsk, or by
+    Slurm for a dependency that can no longer be met), after no run time, on no node. All three are Slurm's
+    word: %R names the nodes of a job that started (a failed job's reason), and a requeued job's run time is
+    read as its limit (rsk_squeue), so a job that ran cannot read so; its markers and journal lines count for
+    nothing here."""
+    return state == "CANCELLED" and elapsed_s == 0 and where == ""
+
+
 # the states of a lease (remote/lib.sh, rsk_lease's L_state) in which it holds its allocation: a step it started runs
 LEASE_LIVE: frozenset[str] = frozenset({"starting", "running", "draining", "drained"})
 # why a step left its lease's queue without running: what cancelled it, and what refused it
