@@ -102,3 +102,11 @@ def test_the_scope_of_a_grant_or_an_approved_plan_is_what_a_job_is_compared_with
     assert "partition gpu" in guard.left_scope(ledger, "lab", "3", "gpu", "x", "normal")
     assert "qos high" in guard.left_scope(ledger, "lab", "3", "cpu", "x", "high")
     assert guard.left_scope(ledger, "other", "1", "gpu", "", "") == ""  # another target's job: not this one
+
+
+def test_a_job_that_ended_outside_its_scope_is_flagged_in_the_read_that_settles_it() -> None:
+    g = _books(["cpu"])
+    _, _, undecided = _status("job rid=r1 job=11 sq=COMPLETED sq_elapsed=60 sq_limit=3600 res=1,1,100,0,60 "
+                              "sq_shape=1,1,100,0 sq_part=gpu")  # fmt: skip
+    assert undecided == f"partition gpu is not in grant {g.id}'s cpu"
+    assert [c.job_costs["11"].cpu_hours_used for c in Store(PROJECT).archive.charges()] == [60 / 3600]

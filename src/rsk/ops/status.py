@@ -275,12 +275,16 @@ def _held_shape(job: JobState, f: JobFacts) -> None:
         job.slurm_holds = "holds " + "; ".join(more)
 
 
-def _charged_as_held(st: Status, ledger: Ledger) -> dict[str, guard.Held]:
+def _against_the_ledger(st: Status, ledger: Ledger) -> dict[str, guard.Held]:
     """The worst case at Slurm's shape of each job that has one; a job Slurm holds more for than the ledger's
-    decision counted is flagged (whatever its journal says its plan was) and warned of: it is charged so."""
+    decision counted is flagged (whatever its journal says its plan was) and warned of: it is charged so. A job
+    Slurm holds outside its grant's or approved plan's scope is marked undecided. Read on the ledger as the
+    status read found it, before the job's charge settles (and leaves for the archive)."""
     held = {j.job_id: j._held_hours for j in st.jobs if j._held_hours is not None}
     beyond = guard.beyond_worst(ledger, st.target, held)
     for j in st.jobs:
+        if not j.lease and j._held_where is not None:
+            j.undecided = guard.left_scope(ledger, st.target, j.job_id, *j._held_where)
         if j.job_id in beyond and not j.slurm_holds:
             gpu, cpu = held[j.job_id]
             j.slurm_holds = f"holds {gpu:.4f} GPU-h and {cpu:.4f} CPU-h at worst, more than its decision counted"
@@ -295,12 +299,11 @@ def _charged_as_held(st: Status, ledger: Ledger) -> dict[str, guard.Held]:
 
 def mark_undecided(st: Status, ledger: Ledger) -> Status:
     """Every step a lease's controller started is compared with the steps the ledger allowed: one it never
-    decided (a job of the cluster account can write into a lease's queue) is marked, with a warning."""
+    decided (a job of the cluster account can write into a lease's queue) is marked, with a warning; so is a
+    job Slurm holds outside the scope that allowed it (marked by _against_the_ledger)."""
     for j in st.jobs:
         if j.lease:
             j.undecided = guard.undecided_step(ledger, st.target, j.lease, j.job_id, j.request_id, j.starts)
-        elif j._held_where is not None:
-            j.undecided = guard.left_scope(ledger, st.target, j.job_id, *j._held_where)
         if j.undecided:
             st.warnings.append(undecided_warning(j) if j.lease else left_scope_warning(j))
     return st
@@ -361,7 +364,7 @@ def status_call(remote: Remote, target: str, project: str,
             j.request_id = held[j.job_id]
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
                 jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
-    grown = _charged_as_held(st, ledger)
+    grown = _against_the_ledger(st, ledger)
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
         by_request.setdefault(j.request_id, []).append(j.job_id)
