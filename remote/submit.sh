@@ -152,9 +152,8 @@ resolve() {
     num time time_min "$P_default_time_min"; TIME_MIN=$RSK_V
     num budget budget_min ''; BUDGET_MIN=$RSK_V
     num signal signal_s ''; SIGNAL_S=$RSK_V
-    if [ -n "$BUDGET_MIN$SIGNAL_S" ] && { [ -z "$BUDGET_MIN" ] || [ -z "$SIGNAL_S" ]; }; then
-        rsk_fail "$RSK_E_USAGE" bad-chain "a chain gives both its budget and its signal margin"
-    fi
+    [ -z "$BUDGET_MIN$SIGNAL_S" ] || { [ -n "$BUDGET_MIN" ] && [ -n "$SIGNAL_S" ]; } \
+        || rsk_fail "$RSK_E_USAGE" bad-chain "a chain gives both its budget and its signal margin"
     qdec chain_of; CHAIN_OF=$RSK_V
     num link0 link0 0; LINK0=$RSK_V
     qdec attempt_of; ATTEMPT_OF=$RSK_V
@@ -200,9 +199,7 @@ resolve() {
         KIND='lease'
     elif [ -n "$TASKS" ]; then
         KIND='batch'
-        if [ -n "$Q_arg" ] || [ -n "$Q_script" ]; then
-            rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
-        fi
+        [ -z "$Q_arg$Q_script" ] || rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
     elif [ -n "$Q_script" ]; then KIND='script'
     elif [ -n "$Q_arg" ]; then KIND='argv'
     else rsk_fail "$RSK_E_USAGE" no-command "the request has no command"; fi
@@ -348,10 +345,9 @@ place() {
     q time_min; STEP_TIME=$RSK_W; [ -n "$RSK_W" ] || [ "$TIME_MIN" -le "$L_time" ] || TIME_MIN=$L_time
 }
 
-# outlives NODES CPUS MEM GPUS TIME: a step that can never fit its lease is refused (fits); with overrun refuse, so is
-# one whose --time would outlive a lease that has started (its controller's ctl file says when it ends)
+# outlives: a step that can never fit its lease is refused (fits); with overrun refuse, so is one whose --time
+# would outlive a lease that has started (its controller's ctl file says when it ends)
 outlives() {
-    set_shape "$@"
     fits
     rsk_get "$L_ctl" end
     if [ "$L_overrun" = refuse ] && [ -n "$STEP_TIME" ] && rsk_is_uint "$RSK_F"; then
@@ -462,16 +458,15 @@ policy_all() { # RSK_VERDICT and RSK_REASONS over every task shape
 "; fi
 }
 
-for_shapes() { # for_shapes FUNCTION: FUNCTION NODES CPUS MEM GPUS TIME for each distinct shape (SHAPES)
+for_shapes() { # for_shapes FUNCTION: FUNCTION for each distinct shape (SHAPES), the shape set (set_shape)
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
-        [ -z "$s1" ] || "$1" "$s1" "$s2" "$s3" "$s4" "$s5"
+        [ -z "$s1" ] || { set_shape "$s1" "$s2" "$s3" "$s4" "$s5" && "$1"; }
     done <<EOT
 $SHAPES
 EOT
 }
 
 policy_shape() {
-    set_shape "$@"
     rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" "$QOS"
     ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
@@ -500,7 +495,6 @@ fits() {
 }
 
 test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuses
-    set_shape "$@"
     fits # first: Slurm's own refusal of a shape no node can hold does not say which resource it is
     run_sbatch test-only
     if [ "$SB_RC" -ne 0 ]; then
@@ -524,11 +518,9 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
     fi
 }
 
-# request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence
-# (rsk_evidence_lines) and the project's journal. Sets ACTIVE, the project's active rsk jobs (lib.awk's
-# project_active), and with a request id STATES: "IDX STATE JOB PLAN" a task, STATE done, found, open (as @@prior,
-# docs/protocol.md) or none; cancel events do not change a state. A request withdrawn (a workflow cancelled whole),
-# or with a job or an open intent for another plan, is refused; open intents are then resolved (resolve_open).
+# request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence and its journal
+# lines. ACTIVE: the project's active rsk jobs (lib.awk's project_active); STATES: "IDX STATE JOB PLAN" a task (STATE
+# as @@prior, or none). A request withdrawn, or with a job or open intent of another plan, is refused (resolve_open).
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
@@ -700,10 +692,9 @@ job_text() {
 }
 
 # after the go: submit -----------------------------------------------------------
-# submit_groups: the tasks to do, in groups alike (shape, and a workflow's level and needs), level by level; each
-# group is placed at this one point: one sbatch (a job array for a batch) after the jobs it needs, or, for a step,
-# one queue entry a task in its lease. A workflow is whole or not at all: when an sbatch fails, every job of the
-# request is cancelled, withdrawn
+# submit_groups: the tasks to do in groups alike (shape; a workflow's level, needs), each placed here: one sbatch (a
+# job array for a batch) after the jobs it needs, or a step's queue entries. A workflow is whole or not at all: when
+# an sbatch fails, every job of the request is cancelled, withdrawn
 submit_groups() {
     rsk_groups=$(printf '%s\n' "$TASKOUT" | awk -v todo=" $TODO " '
         $1 == "S" { shape[$2] = $3 " " $4 " " $5 " " $6 " " $7; lvl[$2] = 0; nd[$2] = "-"; if (index(todo, " " $2 " ")) o[++n] = $2 }
@@ -812,44 +803,37 @@ placed() {
 }
 
 # jlines EVENT "IDXS" JOBS [key=value ...]: one journal line per task index (added to RSK_BLOCK), with its task key,
-# its needs and its job (JOBS: "IDX JOB" lines; IDXS '': those of JOBS); a key=value with no value is left out
+# its needs and its job (JOBS: "IDX JOB" lines; IDXS '': those of JOBS, by index); a key=value with no value is left
+# out. EVENT "answer": the @@accepted line of each instead, printed
 jlines() {
     jl_ev=$1 jl_idxs=$2 jl_jobs=$3
     shift 3
     [ -n "$jl_idxs$jl_jobs" ] || return 0
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
-    RSK_BLOCK="$RSK_BLOCK$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | awk -v ev="$jl_ev" -v rid="$RID" \
-        -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" '
+    jl_out=$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | awk -v ev="$jl_ev" -v rid="$RID" -v nt="$NT" \
+        -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" -v nonce="$RSK_NONCE" '
         $0 == "--" { d = 1; next }
-        d { job[$1] = $2; ord = ord " " $1; next }
+        d { job[$1] = $2; next }
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
         $1 == "D" && $4 != "-" { needs[$2] = $4 }
         END {
-            if (idxs == "") idxs = ord
+            if (idxs == "") for (i = 0; i < nt; i++) if (i in job) idxs = idxs " " i
             k = split(extra, x, " "); for (j = 1; j <= k; j++) if (x[j] !~ /=$/) more = more " " x[j]
             m = split(idxs, ix, " ")
             for (j = 1; j <= m; j++) {
                 i = ix[j]
-                print "v=2 t=" t " ev=" ev " rid=" rid " plan=" plan " idx=" i ((i in key) ? " task=" key[i] : "") \
+                if (ev == "answer") print "@@" nonce " accepted job=" job[i] " rid=" rid " plan=" plan " idx=" i " task=" key[i] more
+                else print "v=2 t=" t " ev=" ev " rid=" rid " plan=" plan " idx=" i ((i in key) ? " task=" key[i] : "") \
                     ((i in needs) ? " needs=" needs[i] : "") ((i in job) ? " job=" job[i] : "") more
             }
         }')
-"
+    if [ "$jl_ev" = answer ]; then printf '%s\n' "$jl_out"; else RSK_BLOCK="$RSK_BLOCK$jl_out
+"; fi
 }
 
 task_key() { # task_key IDX: the key of a batch task ("" for a single job)
     [ "$KIND" = batch ] || return 0
     printf '%s\n' "$TASKOUT" | awk -v i="$1" '$1 == "P" && $2 == "task" { if (n++ == i) { print substr($3, 2); exit } }'
-}
-
-emit_accepted() { # emit_accepted REPLAY: @@accepted for every task that has a job (one pass)
-    { printf '%s\nD\n' "$TASKOUT"; printf '%s' "$DONE"; } | awk -v nonce="$RSK_NONCE" -v rid="$RID" \
-        -v plan="$PLAN_HASH" -v replay="$1" '
-        $0 == "D" { d = 1; next }
-        !d && $1 == "P" && $2 == "task" { key[n++] = substr($3, 2); next }
-        d && NF { job[$1 + 0] = $2; if ($1 + 0 > max) max = $1 + 0; seen = 1 }
-        END { if (seen) for (i = 0; i <= max; i++) if (i in job)
-            printf "@@%s accepted job=%s rid=%s plan=%s idx=%d task=%s replay=%s\n", nonce, job[i], rid, plan, i, key[i], replay }'
 }
 
 do_submit() {
@@ -908,7 +892,7 @@ EOT
         submit_groups
     fi
     [ "$PLACE" != open ] || [ -z "$DONE" ] || write_lease_file
-    emit_accepted "$rsk_replay"
+    jlines answer '' "$DONE" "replay=$rsk_replay" # every task that has a job
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 

@@ -35,7 +35,9 @@ def test_a_result_is_published_whole_and_fetched_whole_once(lab: Lab, project: s
     to = tmp_path / "res"
     rc, out, err = fetch_result(project, job, to)
     assert rc == 0, err
-    assert json.loads(out)["files"] == 2
+    got = json.loads(out)
+    assert got["file_count"] == 2 and sorted(f["path"] for f in got["files"]) == ["log", "m/acc"]
+    assert got["files"][1]["to"] == str(to / "m" / "acc")
     assert (to / "m" / "acc").read_text() == "0.91\n" and len((to / "log").read_text().splitlines()) == 5000
     assert (to / ".rsk-manifest").is_file() and not list(tmp_path.glob(".res.rsk-fetch-*"))
     rc, out, _ = fetch_result(project, job, to)  # a second fetch is a no-op

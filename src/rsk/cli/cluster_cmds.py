@@ -288,7 +288,7 @@ def fetch(
             print_json(rep)
             return
         what = "partial stage (NOT a result)" if rep.partial else "result"
-        done = "was already there" if rep.already else f"fetched: {rep.files} file(s), {rep.bytes} bytes, checked"
+        done = "was already there" if rep.already else f"fetched: {rep.file_count} file(s), {rep.bytes} bytes, checked"
         out().print(f"job {job}'s {what} in {rep.to}: {done}")
         return
     if job is None:

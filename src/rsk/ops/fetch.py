@@ -45,7 +45,9 @@ class FetchReport(BaseModel):
     target: str
     project: str
     job_id: str
+    to: str = ""  # the local directory the files went into
     files: list[FetchedFile]
+    file_count: int = 0  # len(files), as `rsk fetch --result` has it
     bytes: int
 
 
@@ -120,7 +122,8 @@ def fetch(target_name: str, project: str, job: str, paths: list[str], to: Path,
     _check(paths)
     with remote_for(target_name) as remote:
         files = _fetch_paths(remote, project, job, paths, to, [max_bytes], None)
-    return FetchReport(target=target_name, project=project, job_id=job, files=files, bytes=sum(f.size for f in files))
+    return FetchReport(target=target_name, project=project, job_id=job, to=str(to), files=files, file_count=len(files),
+                       bytes=sum(f.size for f in files))  # fmt: skip
 
 
 class TaskFetch(BaseModel):
@@ -181,7 +184,8 @@ class ResultReport(BaseModel):
     project: str
     job_id: str
     to: str
-    files: int
+    files: list[FetchedFile]  # each file as it is in `to` (a list, as `rsk fetch JOB PATH` has it)
+    file_count: int
     bytes: int
     partial: bool = False  # --partial: the stage of a job that did not succeed, not a result
     already: bool = False  # DIR already held this very result: nothing was fetched
@@ -276,8 +280,11 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
                                  "published; nothing was fetched")  # fmt: skip
             if to.exists():
                 if (to / ".rsk-manifest").is_file() and (to / ".rsk-manifest").read_text() == text:
-                    return ResultReport(target=target_name, project=project, job_id=job, to=str(to),
-                                        files=len(manifest), bytes=0, already=True)  # fmt: skip
+                    there = [
+                        FetchedFile(path=p, size=size, to=str(to / p)) for p, (_, size) in sorted(manifest.items())
+                    ]
+                    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=there,
+                                        file_count=len(there), bytes=0, already=True)  # fmt: skip
                 raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
         elif to.exists():
             raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
@@ -299,8 +306,9 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
         (stage / ".rsk-manifest").write_text(text)
     stage.replace(to)  # the whole result appears at once
     shutil.rmtree(work, ignore_errors=True)
-    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=len(got),
-                        bytes=sum(f.size for f in got), partial=partial)  # fmt: skip
+    files = [FetchedFile(path=p, size=size, to=str(to / p)) for p, size in sorted(listed.items())]
+    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=files,
+                        file_count=len(files), bytes=sum(f.size for f in got), partial=partial)  # fmt: skip
 
 
 def _read_small(remote: Remote, project: str, job: str, path: str) -> str:
