@@ -35,7 +35,7 @@ from rsk.ops.launch import launch as do_launch
 from rsk.ops.leases import CloseReport, LeaseList
 from rsk.ops.logs import LogTail
 from rsk.ops.status import Status
-from rsk.ops.voice import TOOLS
+from rsk.ops.voice import TOOLS, for_tools
 from rsk.ops.wait import WaitResult
 from rsk.request.code import CodeSnapshot
 from rsk.request.tasks import TaskLine
@@ -91,6 +91,9 @@ def _own_path(what: str, name: str) -> Path:
 def _tool_error(exc: RskError) -> CallToolResult:
     """The CLI's JSON error as the tool's structured content, flagged is_error (its text is the same JSON)."""
     body = exc.to_json()
+    for key in ("hint", "next"):  # an MCP agent has tools, not a shell: hints name the tools
+        if isinstance(body.get(key), str):
+            body[key] = for_tools(str(body[key]))
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body,
                           is_error=True)  # fmt: skip
 
