@@ -53,11 +53,11 @@ def test_every_tool_returns_structured_output() -> None:
 def test_an_argument_a_tool_does_not_take_is_refused_never_dropped() -> None:
     async def run() -> tuple[bool, str]:
         async with Client(build(Pin(project="p", target="lab"))) as client:
-            got = await client.call_tool("status", {"batch": "wf-2"})  # status has no `batch`: not "every job"
+            got = await client.call_tool("status", {"batc": "wf-2"})  # a misspelt `batch`: not "every job"
             return bool(got.is_error), " ".join(getattr(c, "text", "") for c in got.content)
 
     failed, text = asyncio.run(run())
-    assert failed and "batch" in text and "xtra" in text, text  # pydantic: "Extra inputs are not permitted"
+    assert failed and "batc" in text and "xtra" in text, text  # pydantic: "Extra inputs are not permitted"
     schema = listing()["tools"]["status"]["input"]
     assert schema.get("additionalProperties") is False
 
