@@ -768,7 +768,7 @@ sbatch_idxs() {
 "; else rsk_new="$rsk_new$rsk_i $SB_JOB
 "; fi
     done
-    placed "$rsk_idxs"
+    placed
 }
 
 # queue_idxs IDXS: each of these tasks becomes a queue entry of the lease, a step (under the project lock): its script
@@ -793,10 +793,10 @@ queue_idxs() {
         rsk_new="$rsk_new$rsk_i $rsk_sid
 "
     done
-    placed "$1"
+    placed
 }
 
-# placed IDXS: these tasks have their jobs (rsk_new, "IDX JOB" lines), on Slurm or in a lease: journaled alike
+# placed: the tasks of the group have their jobs (rsk_new, "IDX JOB" lines), on Slurm or in a lease: journaled alike
 placed() {
     jlines accepted '' "$rsk_new" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE:+"lease=$LEASE"}
     DONE="$DONE$rsk_new"
