@@ -594,7 +594,8 @@ resolve_open() {
 
 # plan mode -------------------------------------------------------------------
 do_plan() {
-    rsk_need_slurm # one read of Slurm's queue for the active count and the request's evidence
+    # one read of Slurm's queue for the active count and the request's evidence (a step's lease read it just now)
+    [ "$RSK_SLURM" = up ] || rsk_need_slurm
     emit_plan
     policy_all
     rsk_policy_emit
