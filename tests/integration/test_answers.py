@@ -34,6 +34,8 @@ def test_every_read_command_answers_one_object_with_its_schema_version(lab: Lab,
         r = rsk(*argv, *extra, "--json", timeout=120)
         assert r.rc == 0, (argv, r.rc, r.out, r.err)
         _doc(r.out)
+    idle = rsk("status", "--active", *where)  # the job ended: the filter matches nothing, and says so
+    assert idle.rc == 0 and f"no active jobs in project {project}" in idle.out, idle.out
     d = rsk("doctor", "lab", "--json", timeout=120)
     assert d.rc in (0, Exit.CHECKS) and "checks" in _doc(d.out)
 
@@ -54,10 +56,20 @@ def test_plan_and_launch_into_the_unchosen_shared_project_warn_on_stderr_and_in_
     assert pending.returncode == Exit.PENDING, pending.stderr
     err = _doc(pending.stdout)
     assert err["error"] == "approval-pending" and "shared project 'default'" in err["warnings"][0]
+    assert err["closest_grant"] is None and err["closest_why"] == ["no grants"]  # what no grant covers, as plan says
     assert rsk("withdraw", str(err["card_id"]), "--project", "default").rc == 0
     named = _in(tmp_path, "plan", "--target", "lab", "-p", "default", "-r", "shared-1", "--time", "1", "--json", "--",
                 "true", lab=lab)  # fmt: skip
     assert named.returncode == 0 and _doc(named.stdout)["warnings"] == [] and "warning" not in named.stderr
+
+
+def test_a_pending_launch_says_which_grant_came_closest_and_why_it_does_not_cover(lab: Lab, project: str) -> None:
+    g = grant(project, "--max-time", "5", "--cpu-hours", "1")["grant"]["id"]
+    r = launch(project, "-r", "long", "--mem", "100M", "--time", "10")
+    assert r.rc == Exit.PENDING, r.err
+    err = _doc(r.out)
+    assert err["closest_grant"] == g and any("ceiling 5" in w for w in err["closest_why"]), err
+    assert f"closest grant {g}" in err["message"]
 
 
 def test_fetch_lands_in_rsk_results_which_the_next_snapshot_leaves_out(lab: Lab, project: str, tmp_path: Path) -> None:

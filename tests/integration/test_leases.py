@@ -397,3 +397,57 @@ def test_a_step_written_into_the_queue_by_the_account_runs_journaled_and_shows_a
         time.sleep(1)
     assert "started 2 times" in mine["undecided"], mine
     assert any(f"undecided step {ok['job_id']}" in w for w in st["warnings"]), st["warnings"]
+
+
+def test_a_step_whose_memory_leaves_gpus_idle_is_warned_and_a_queued_step_says_what_it_waits_for(
+    lab: Lab, project: str, leases: list[str]
+) -> None:
+    """Steps take CPUs and memory from their lease's node as well as GPUs: a step asking all of a node's memory
+    runs alone while the lease's other GPUs sit idle. The launch says so (and the shape that would not), and a
+    step queued behind it says what it waits for."""
+    grant(project, "--gpu-hours", "2")
+    open_lease(project, "mem", "--nodes", "1", "--gpus", "2", "--cpus", "2", "--mem", "600", "--time", "5",
+               "--drain", "1")  # fmt: skip
+    leases.append("mem")
+    wait_running(project, "mem")
+    first = launched(step(project, "mem", "-r", "big1", "--gpus", "1", "--mem", "600", "--time", "3", secs=60))
+    said = " ".join(first["warnings"])
+    assert "at most 1 such step(s) run at once (bounded by its memory)" in said, first
+    assert "1 GPU(s) sit idle" in said and "--cpus 1 --mem 300M" in said, said
+    second = launched(step(project, "mem", "-r", "big2", "--gpus", "1", "--mem", "600", "--time", "3", secs=1))
+    deadline = time.monotonic() + 60
+    where = ""
+    while time.monotonic() < deadline:
+        st = json.loads(rsk("status", second["job_id"], "--target", "lab", "--project", project, "--json").out)
+        where = st["jobs"][0]["where"]
+        if "600 MB of memory (0 of 600 free)" in where:
+            break
+        time.sleep(1)
+    assert "it asks 600 MB of memory (0 of 600 free)" in where, where
+    # a step of the fair shape is told nothing
+    fair = launched(step(project, "mem", "-r", "fair", "--gpus", "1", "--cpus", "1", "--mem", "300", "--time", "3"))
+    assert fair["warnings"] == [], fair
+
+
+def test_opening_the_same_lease_again_without_a_request_id_answers_with_it(
+    lab: Lab, project: str, leases: list[str]
+) -> None:
+    """A repeated `rsk lease open NAME` (a lost answer, a timeout) is the same request: the card that waits
+    for the human, then the lease itself; never a second card or a second allocation."""
+    shape = ("--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "300", "--time", "3", "--drain", "1")
+    r = rsk("lease", "open", "again", "--target", "lab", "--project", project, "--partition", "gpu", "--json", *shape)
+    assert r.rc == Exit.PENDING, r.out + r.err
+    card = json.loads(r.out)["card_id"]
+    r2 = rsk("lease", "open", "again", "--target", "lab", "--project", project, "--partition", "gpu", "--json", *shape)
+    assert r2.rc == Exit.PENDING and json.loads(r2.out)["card_id"] == card, r2.out
+    assert json.loads(r2.out)["new_card"] is False
+    rsk("withdraw", card, "--target", "lab", "--project", project, "--json")
+    grant(project, "--gpu-hours", "1")
+    first = open_lease(project, "twice", *shape)
+    leases.append("twice")
+    second = open_lease(project, "twice", *shape)
+    assert second["status"] == "replayed" and second["job_id"] == first["job_id"], second
+    assert second["request_id"] == first["request_id"]
+    close(project, "twice")
+    third = open_lease(project, "twice", *shape)  # closed: opening it again is a new lease
+    assert third["status"] == "submitted" and third["job_id"] != first["job_id"], third

@@ -259,3 +259,31 @@ def test_parallel_launches_never_overspend_a_grant(lab: Lab, project: str, tmp_p
     assert seen <= jobs
     started = lab.ssh(f"cat {lab.root_sh}/runs/{project}/*/started 2>/dev/null | sed -n 's/^job=\\([0-9]*\\).*/\\1/p'")
     assert set(started.stdout.split()) <= jobs
+
+
+def test_one_request_id_waits_on_one_card_another_plan_is_a_conflict_naming_what_differs(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """A second plan under a request id whose card still waits is refused before any card is filed (exit 5),
+    saying what differs: the human never sees two cards for one request and picks the wrong one."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print(1)\n")
+    first = launch(project, "-r", "dup", "--time", "8", "--code", str(code), command=("python3", "train.py"))
+    assert first.rc == Exit.PENDING, first.err
+    card = json.loads(first.out)["card_id"]
+    (code / "extra.txt").write_text("x\n")
+    other = launch(project, "-r", "dup", "--time", "9", "--code", str(code), command=("python3", "train.py"))
+    assert other.rc == Exit.CONFLICT, other.out + other.err
+    body = json.loads(other.out)
+    assert body["error"] == "request-conflict" and body["card_id"] == card
+    assert body["differs"] == ["code", "time_min"] and body["code_added"] == ["extra.txt"], body
+    assert f"rsk withdraw {card}" in body["hint"]
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
+    assert [c["id"] for c in cards] == [card]  # no second card
+    (code / "extra.txt").unlink()
+    same = launch(project, "-r", "dup", "--time", "8", "--code", str(code), command=("python3", "train.py"))
+    assert same.rc == Exit.PENDING and json.loads(same.out)["card_id"] == card  # the same plan: the same card
+    assert rsk("withdraw", card, "-p", project, "--json").rc == 0
+    again = launch(project, "-r", "dup", "--time", "9", command=("python3", "train.py"))
+    assert again.rc == Exit.PENDING and json.loads(again.out)["card_id"] != card  # withdrawn: a new plan may ask

@@ -35,7 +35,9 @@ def test_a_result_is_published_whole_and_fetched_whole_once(lab: Lab, project: s
     to = tmp_path / "res"
     rc, out, err = fetch_result(project, job, to)
     assert rc == 0, err
-    assert json.loads(out)["files"] == 2
+    got = json.loads(out)
+    assert got["file_count"] == 2 and sorted(f["path"] for f in got["files"]) == ["log", "m/acc"]
+    assert got["files"][1]["to"] == str(to / "m" / "acc")
     assert (to / "m" / "acc").read_text() == "0.91\n" and len((to / "log").read_text().splitlines()) == 5000
     assert (to / ".rsk-manifest").is_file() and not list(tmp_path.glob(".res.rsk-fetch-*"))
     rc, out, _ = fetch_result(project, job, to)  # a second fetch is a no-op
@@ -123,3 +125,40 @@ def test_a_failed_job_that_made_its_own_result_and_manifest_hands_back_nothing(
     assert not (tmp_path / "res").exists() and not list(tmp_path.glob(".res.rsk-fetch-*"))
     rc, _, err = fetch_result(project, "999999", tmp_path / "res")  # not a job of the project: nothing either
     assert rc == Exit.USAGE and not (tmp_path / "res").exists(), err
+
+
+def test_a_batchs_results_come_back_in_one_call_each_checked_and_a_second_call_fetches_nothing(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--cpu-hours", "1")
+    lines = [
+        {"key": "a", "argv": ["sh", "-c", 'echo 0.5 > "$RSK_OUT/metrics.json"'], "mem": "100M", "time": "2"},
+        {
+            "key": "b",
+            "argv": ["sh", "-c", 'mkdir "$RSK_OUT/m" && echo 0.7 > "$RSK_OUT/m/x"'],
+            "mem": "100M",
+            "time": "2",
+        },
+        {"key": "c", "argv": ["sh", "-c", 'echo no > "$RSK_OUT/metrics.json"; exit 3'], "mem": "100M", "time": "2"},
+    ]
+    f = tmp_path / "t.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    common = ("--target", "lab", "--project", project, "--json")
+    r = rsk("launch", "-r", "sw", "--tasks", str(f), *common)
+    assert r.rc == 0, r.err
+    w = rsk("wait", "--batch", "sw", "--timeout", "150", *common)
+    assert w.rc == Exit.UNSUCCESSFUL, w.out + w.err
+    to = tmp_path / "res"
+    r = rsk("fetch", "--batch", "sw", "--result", "--to", str(to), *common)
+    assert r.rc == 0, r.err
+    got = json.loads(r.out)
+    assert got["fetched"] == 2 and got["without"] == ["c"], got
+    by = {t["task"]: t for t in got["tasks"]}
+    assert by["c"]["result"] is None and by["c"]["state"] == "failed"
+    assert (to / "a" / "metrics.json").read_text() == "0.5\n" and (to / "b" / "m" / "x").read_text() == "0.7\n"
+    assert (to / "a" / ".rsk-manifest").is_file() and not (to / "c").exists()
+    again = json.loads(rsk("fetch", "--batch", "sw", "--result", "--to", str(to), *common).out)
+    assert all(t["result"]["already"] for t in again["tasks"] if t["task"] != "c") and again["bytes"] == 0
+    # one request of several jobs: the error names the batch form
+    one = rsk("fetch", "-r", "sw", "--result", *common)
+    assert one.rc == Exit.USAGE and "--batch sw --result" in one.err

@@ -203,7 +203,10 @@ def fetch(
     batch: Annotated[
         str | None,
         typer.Option(
-            "--batch", "-b", help="Every task of this batch: each task's files into DIR/KEY/..., in one call."
+            "--batch",
+            "-b",
+            help="Every task of this batch: each task's files into DIR/KEY/..., in one call; with --result, each "
+            "task's published result into DIR/KEY (tasks without one are listed).",
         ),
     ] = None,
     request_id: Annotated[
@@ -255,10 +258,29 @@ def fetch(
     if result or partial:
         from rsk.ops.fetch import fetch_result, result_job
 
+        if batch is not None and not partial and job is None and not paths and request_id is None:
+            from rsk.ops.fetch import fetch_batch_results
+
+            dest = to if to is not None else default_dest(batch)
+            many = fetch_batch_results(*where, batch, caller.path(str(dest)), max_bytes)
+            if json_out:
+                print_json(many)
+                return
+            for tr in many.tasks:
+                if tr.result is None:
+                    out().print(f"{tr.task:<24} job {tr.job_id} ({tr.state}): no result ({tr.why})")
+                else:
+                    done = "already there" if tr.result.already else f"{tr.result.bytes} bytes, checked"
+                    out().print(f"{tr.task:<24} job {tr.job_id}: result in {tr.result.to} ({done})")
+            out().print(
+                f"{many.fetched} of {len(many.tasks)} task(s) of batch {batch} have their result in {dest}/KEY/"
+            )
+            return
         if paths or batch is not None or (job is None) == (request_id is None):
-            raise UsageError("--result takes a JOB (or --request-id R), no paths; --to DIR is a directory that does "
-                             "not exist yet (default rsk-results/JOB)",
-                             "e.g. rsk fetch -r run-7 --result --to results/run-7; see rsk fetch --help")  # fmt: skip
+            raise UsageError("--result takes a JOB, --request-id R or --batch B, no paths; --to DIR is a directory "
+                             "that does not exist yet (default rsk-results/JOB)",
+                             "e.g. rsk fetch -r run-7 --result --to results/run-7, or every task's: rsk fetch "
+                             "--batch sweep-1 --result --to results/sweep-1; see rsk fetch --help")  # fmt: skip
         job = job if job is not None else result_job(*where, request_id or "")
         dest = to if to is not None else default_dest(job)
         rep = fetch_result(*where, job, caller.path(str(dest)), partial=partial, max_bytes=max_bytes)
@@ -266,7 +288,7 @@ def fetch(
             print_json(rep)
             return
         what = "partial stage (NOT a result)" if rep.partial else "result"
-        done = "was already there" if rep.already else f"fetched: {rep.files} file(s), {rep.bytes} bytes, checked"
+        done = "was already there" if rep.already else f"fetched: {rep.file_count} file(s), {rep.bytes} bytes, checked"
         out().print(f"job {job}'s {what} in {rep.to}: {done}")
         return
     if job is None:

@@ -147,7 +147,9 @@ def launch(
         typer.Option(
             "--lease",
             help="Queue this as a step of the project's lease NAME: started by its controller within seconds, with "
-            "its own GPUs, on one node of the lease; no new charge (deny rules still apply).",
+            "its own GPUs, on one node of the lease; no new charge (deny rules still apply). A step takes "
+            "--cpus and --mem from the lease's node too (default 1 CPU and the policy's default memory): give "
+            "each its share, or steps run one at a time (rsk warns).",
             metavar="NAME",
         ),
     ] = None,
@@ -218,7 +220,9 @@ def launch(
         if warnings:
             pending.details["warnings"] = warnings
         raise
-    _print_result(result.model_copy(update={"warnings": warnings}) if warnings else result, json_out, verbose)
+    for line in result.warnings:  # the core's own (a step that leaves its lease's GPUs idle)
+        err().print(f"rsk: warning: {line}")
+    _print_result(result.model_copy(update={"warnings": [*warnings, *result.warnings]}), json_out, verbose)
 
 
 def _progress(json_out: bool) -> "Callable[[str], None] | None":
@@ -338,8 +342,9 @@ def _print_plan(
     from rsk.ops.launch import preview
 
     report = preview(target, request, code)
-    if warnings:
-        report = report.model_copy(update={"warnings": warnings})
+    for line in report.warnings:  # the core's own (a step that leaves its lease's GPUs idle)
+        err().print(f"rsk: warning: {line}")
+    report = report.model_copy(update={"warnings": [*warnings, *report.warnings]})
     if json_out:
         print_json(report)
         return

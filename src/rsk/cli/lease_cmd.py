@@ -50,7 +50,15 @@ def open_(
         str | None,
         typer.Option(help="A step longer than the time left: refuse (default) or clip it to the time left."),
     ] = None,
-    request_id: Annotated[str | None, typer.Option("--request-id", "-r", help="Idempotency key.")] = None,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id",
+            "-r",
+            help="Idempotency key. Without it, opening a lease this project holds open (or a card still waits "
+            "to open) under the same name is the same request: repeated, it answers with that lease (or card).",
+        ),
+    ] = None,
     wait: Annotated[
         float | None, typer.Option("--wait", min=0, help="If a human must approve, block up to SECONDS.")
     ] = None,
@@ -65,9 +73,10 @@ def open_(
         raise UsageError("--overrun is refuse or clip")
     spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                      account=account, qos=qos, drain_min=drain, overrun=overrun, request_id=request_id)  # fmt: skip
-    request = open_request(spec, resolve_project(project), requester())
+    where = resolve_target(target)
+    request = open_request(spec, resolve_project(project), requester(), where)
     console = err()
-    result = launch(resolve_target(target), request, wait=wait,
+    result = launch(where, request, wait=wait,
                     progress=None if json_out else (lambda m: console.print(f"rsk: {m}")))  # fmt: skip
     if json_out:
         print_json(result)

@@ -41,6 +41,10 @@ def status(
         return
     from rsk.cli.board import render_status
 
+    if not st.jobs and (active or job or batch or request_id):  # the project has jobs: none matches the filter
+        what = "active jobs" if active else f"jobs of {batch or request_id}" if (batch or request_id) else "such job"
+        out().print(f"no {what} in project {st.project} on {st.target}")
+        return
     rich_out().print(render_status([st]))
 
 

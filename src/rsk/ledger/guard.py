@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.errors import DeniedError, PendingApproval, RskError, UsageError
+from rsk.errors import ConflictError, DeniedError, PendingApproval, RskError, UsageError
 from rsk.ledger import attempts
 from rsk.ledger.archive import Archive
 from rsk.ledger.decide import Facts, decide, denial, find_approval
@@ -254,6 +254,10 @@ def authorize_in(
             "do not try to get around a denial; tell the human and ask what to do instead",
             details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
         )
+    other = next((c for c in ledger.cards if c.status == "pending" and c.request_id == rid and c.target == target
+                  and c.plan_hash != plan.hash), None)  # fmt: skip
+    if other is not None:  # one request id, one plan: a second card would leave the human two to choose from
+        return _other_card(other, card_plan(target, plan, code), plan.hash, store.project)
     if d.kind == "approval":
         approval = find_approval(ledger, plan.hash, at, rid)
         assert approval is not None
@@ -301,7 +305,9 @@ def authorize_in(
     tell_human = sentence(card.id)
     then = f"rsk wait {card.id}{scope(store.project, None)}"
     return PendingApproval(
-        f"approval needed: card {card.id} waits for a human ({d.reason})",
+        f"approval needed: card {card.id} waits for a human ({d.reason}"
+        + (f"; closest grant {d.closest_grant}: {'; '.join(d.closest_why)}" if d.closest_grant else "")
+        + ")",
         f"tell the human: {tell_human} Then run `{then}` "
         f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
         details={
@@ -311,6 +317,30 @@ def authorize_in(
             "new_card": new_card,
             "tell_human": tell_human,
             "next": then,
+            # what no grant covers, as `rsk plan` says it: an agent may offer a smaller ask, or wait (active jobs)
+            "closest_grant": d.closest_grant,
+            "closest_why": list(d.closest_why),
+        },
+    )
+
+
+def _other_card(card: Card, mine: CardPlan, plan_hash: str, project: str) -> ConflictError:
+    fields, added, removed = card.plan.differs(mine)
+    said = ", ".join(fields) or "the cluster's facts"
+    files = "".join(f"; {w} under --code: {', '.join(f[:10])}" for w, f in (("added", added), ("gone", removed)) if f)
+    return ConflictError(
+        f"request id {card.request_id} already waits for a human on card {card.id} with another plan "
+        f"(it differs in {said}{files})",
+        f"to go on with the card's plan, `rsk wait {card.id}{scope(project, None)}`; to launch this plan instead, "
+        f"withdraw that card first (`rsk withdraw {card.id}`) and launch again; for other work, use a new --request-id",
+        code="request-conflict",
+        details={
+            "card_id": card.id,
+            "plan_hash": plan_hash,
+            "card_plan_hash": card.plan_hash,
+            "differs": fields,
+            "code_added": added,
+            "code_removed": removed,
         },
     )
 

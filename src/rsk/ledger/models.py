@@ -221,12 +221,27 @@ class CardPlan(Model):
         """Per job: the largest task's (the whole plan's worst case is `gpu_hours` and `cpu_hours`, as filed)."""
         return Resources(nodes=self.nodes, cpus=self.cpus, mem_mb=self.mem_mb, gpus=self.gpus, time_min=self.time_min)
 
+    def differs(self, other: CardPlan) -> tuple[list[str], list[str], list[str]]:
+        """What another plan of the same request changes: the fields (argv, resources, env, code, ...), and the
+        code files only one of the two lists (as far as the cards list them)."""
+        fields = [k for k in _PLAN_FIELDS if getattr(self, k) != getattr(other, k)]
+        if "code" in fields and self.code and other.code:  # the job's directory follows its snapshot
+            fields = [k for k in fields if k != "workdir"]
+        mine, theirs = set(self.code_files), set(other.code_files)
+        return fields, sorted(theirs - mine), sorted(mine - theirs)
+
     def lease_terms(self) -> str:
         """A lease card's terms in words (the CLI's card and the page say the same); "" for any other."""
         if self.kind != "lease" or not self.lease_open:
             return ""
         longer = "clipped to what is left" if self.overrun == "clip" else "refused"
         return f"its steps share it; none starts in its last {self.drain_min} min; a longer step is {longer}"
+
+
+# what a plan binds that an agent chooses (not the cluster's facts, estimates or costs that follow from them)
+_PLAN_FIELDS = ("argv", "kind", "workdir", "code", "path", "partition", "account", "qos", "nodes", "cpus", "mem_mb",
+                "gpus", "time_min", "env", "script", "tasks", "budget_min", "signal_s", "chain_of", "link0",
+                "attempt_of", "lease_open", "drain_min", "overrun")  # fmt: skip
 
 
 def tell_human(card_id: str) -> str:

@@ -71,6 +71,8 @@ class LaunchReply(BaseModel):
     message: str = ""
     tell_human: str = ""  # with pending: the sentence to pass on to the human, word for word (addressed to them)
     next: str = ""  # with pending: what the agent does next (wait on the card)
+    closest_grant: str | None = None  # with pending: the grant nearest to covering it, and why it does not
+    closest_why: list[str] = []
 
 
 def _own_path(what: str, name: str) -> Path:
@@ -246,7 +248,7 @@ def build(pin: Pin) -> MCPServer:
 
         spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                          request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
-        request = open_request(spec, pin.project, f"mcp: {requester()}")
+        request = open_request(spec, pin.project, f"mcp: {requester()}", pin.target)
         return _reply(request)
 
     @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
@@ -274,9 +276,12 @@ def build(pin: Pin) -> MCPServer:
             result = do_launch(pin.target, request, code=snap)
         except PendingApproval as pending:
             card = str(pending.details.get("card_id"))
+            why = [str(w) for w in cast(list[object], pending.details.get("closest_why") or [])]
             return LaunchReply(status="pending", card_id=card, request_id=request.request_id, message=pending.message,
                                tell_human=str(pending.details.get("tell_human") or pending.hint or ""),
-                               next=TOOLS.wait(card=card))  # fmt: skip
+                               next=TOOLS.wait(card=card),
+                               closest_grant=cast(str | None, pending.details.get("closest_grant")),
+                               closest_why=why)  # fmt: skip
         return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
                            request_id=result.request_id)  # fmt: skip
 

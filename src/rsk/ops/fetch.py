@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+from contextlib import nullcontext
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -44,7 +45,9 @@ class FetchReport(BaseModel):
     target: str
     project: str
     job_id: str
+    to: str = ""  # the local directory the files went into
     files: list[FetchedFile]
+    file_count: int = 0  # len(files), as `rsk fetch --result` has it
     bytes: int
 
 
@@ -119,7 +122,8 @@ def fetch(target_name: str, project: str, job: str, paths: list[str], to: Path,
     _check(paths)
     with remote_for(target_name) as remote:
         files = _fetch_paths(remote, project, job, paths, to, [max_bytes], None)
-    return FetchReport(target=target_name, project=project, job_id=job, files=files, bytes=sum(f.size for f in files))
+    return FetchReport(target=target_name, project=project, job_id=job, to=str(to), files=files, file_count=len(files),
+                       bytes=sum(f.size for f in files))  # fmt: skip
 
 
 class TaskFetch(BaseModel):
@@ -180,7 +184,8 @@ class ResultReport(BaseModel):
     project: str
     job_id: str
     to: str
-    files: int
+    files: list[FetchedFile]  # each file as it is in `to` (a list, as `rsk fetch JOB PATH` has it)
+    file_count: int
     bytes: int
     partial: bool = False  # --partial: the stage of a job that did not succeed, not a result
     already: bool = False  # DIR already held this very result: nothing was fetched
@@ -212,8 +217,9 @@ def result_job(target_name: str, project: str, request_id: str) -> str:
     if len(ends) > 1:
         published = [f"{j.task or j.job_id}: {j.job_id}" for j in ends if j.result]
         raise UsageError(
-            f"request {request_id} has {len(ends)} jobs: fetch a result by its job id",
-            ("published results: " + ", ".join(published[:10])) if published else "none of them published a result",
+            f"request {request_id} has {len(ends)} jobs: fetch a result by its job id, or every task's at once",
+            f"rsk fetch --batch {request_id} --result brings each task's into DIR/KEY; "
+            + (("published results: " + ", ".join(published[:10])) if published else "none of them published a result"),
         )
     return ends[0].job_id
 
@@ -241,13 +247,14 @@ def _succeeded(remote: Remote, target_name: str, project: str, job: str) -> None
 
 
 def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial: bool = False,
-                 max_bytes: int = 1024**3) -> ResultReport:  # fmt: skip
+                 max_bytes: int = 1024**3, via: Remote | None = None,
+                 succeeded: bool = False) -> ResultReport:  # fmt: skip
     """A job's published result into DIR (which must not exist yet), every file checked against the manifest,
     made to appear with one rename; with `partial`, the stage of a job that did not succeed, labelled so."""
     root = ".rsk-partial" if partial else ".rsk-result"
     work = to.parent / f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
-    with remote_for(target_name) as remote:
-        if not partial:
+    with nullcontext(via) if via is not None else remote_for(target_name) as remote:
+        if not partial and not succeeded:  # `succeeded`: the caller read that state of this job just now
             _succeeded(remote, target_name, project, job)
         out = remote.call("fetch", project, job, root, "0", "0")
         try:
@@ -273,8 +280,11 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
                                  "published; nothing was fetched")  # fmt: skip
             if to.exists():
                 if (to / ".rsk-manifest").is_file() and (to / ".rsk-manifest").read_text() == text:
-                    return ResultReport(target=target_name, project=project, job_id=job, to=str(to),
-                                        files=len(manifest), bytes=0, already=True)  # fmt: skip
+                    there = [
+                        FetchedFile(path=p, size=size, to=str(to / p)) for p, (_, size) in sorted(manifest.items())
+                    ]
+                    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=there,
+                                        file_count=len(there), bytes=0, already=True)  # fmt: skip
                 raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
         elif to.exists():
             raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
@@ -296,11 +306,71 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
         (stage / ".rsk-manifest").write_text(text)
     stage.replace(to)  # the whole result appears at once
     shutil.rmtree(work, ignore_errors=True)
-    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=len(got),
-                        bytes=sum(f.size for f in got), partial=partial)  # fmt: skip
+    files = [FetchedFile(path=p, size=size, to=str(to / p)) for p, size in sorted(listed.items())]
+    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=files,
+                        file_count=len(files), bytes=sum(f.size for f in got), partial=partial)  # fmt: skip
 
 
 def _read_small(remote: Remote, project: str, job: str, path: str) -> str:
     out = remote.call("fetch", project, job, path, "0", str(FETCH_CHUNK))
     raise_for_error(out)
     return answers.fetch(out).data.decode("utf-8", "replace")
+
+
+class TaskResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    job_id: str
+    state: str
+    result: ResultReport | None  # None: this task's latest job published no result (`why` says)
+    why: str = ""
+
+
+class BatchResultReport(BaseModel):
+    """`rsk fetch --batch B --result`: each task's published result in DIR/KEY, each checked by its manifest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: int = 1
+    target: str
+    project: str
+    batch: str
+    to: str
+    tasks: list[TaskResult]
+    fetched: int  # tasks whose result is in DIR/KEY now (fetched by this call or already there)
+    without: list[str]  # tasks with no published result: their keys
+    bytes: int
+
+
+def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,
+                        max_bytes: int = 1024**3) -> BatchResultReport:  # fmt: skip
+    """Each task's published result (its latest attempt's) into to/KEY, over one connection. A task without a
+    result is reported, not an error; a KEY directory that already holds that result is left as it is, so the
+    same call after a cut one fetches only what is missing."""
+    from rsk.local.paths import check_token
+    from rsk.ops.status import of_request, status_call
+
+    check_token("batch", batch)
+    budget = max_bytes
+    tasks: list[TaskResult] = []
+    with remote_for(target_name) as remote:
+        st, _ = status_call(remote, target_name, project)
+        members = [j for j in of_request(st.jobs, batch) if j.task]
+        if not members:
+            raise UsageError(f"no batch {batch!r} with tasks in project {project} on {target_name}",
+                             "`rsk status` lists the project's jobs", code="not-found")  # fmt: skip
+        for j in members:
+            assert j.task is not None
+            if j.state != "succeeded" or not j.result:
+                why = f"{j.state}: no result" if j.state != "succeeded" else "succeeded without writing under $RSK_OUT"
+                tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=None, why=why))
+                continue
+            rep = fetch_result(target_name, project, j.job_id, to / check_token("task", j.task), max_bytes=budget,
+                               via=remote, succeeded=True)  # fmt: skip
+            budget = max(1, budget - rep.bytes)
+            tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=rep))
+    got = [t for t in tasks if t.result is not None]
+    return BatchResultReport(target=target_name, project=project, batch=batch, to=str(to), tasks=tasks,
+                             fetched=len(got), without=[t.task for t in tasks if t.result is None],
+                             bytes=sum(t.result.bytes for t in got if t.result is not None))  # fmt: skip

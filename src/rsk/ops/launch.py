@@ -191,7 +191,9 @@ def _launch(
                        f"not submitted: {failure.code}" if failure is not None else "")  # fmt: skip
         if failure is not None:
             raise failure
-        return _result(target.name, request, plan, allowed, accepted)
+        result = _result(target.name, request, plan, allowed, accepted)
+        result.warnings += step_warnings(ledger, target.name, plan)
+        return result
     finally:
         conn.close()
 
@@ -251,7 +253,8 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         from rsk.ledger.guard import decide_step
 
         kind, rule, reason = decide_step(ledger, target.name, plan, request.request_id)
-        return PlanReport(would=kind, rule=rule, reason=reason, **base)
+        return PlanReport(would=kind, rule=rule, reason=reason, warnings=step_warnings(ledger, target.name, plan),
+                          **base)  # fmt: skip
     active = count_active(ledger, target.name, plan, planned_at, request.request_id)
     replaces = replaceable(ledger, request.request_id, plan.hash)
     d = decide(ledger, facts(target.name, plan, request.request_id, active, replaces), now())
@@ -294,6 +297,20 @@ def allow(
 
         card_filed(find_card(ledger, str(verdict.details["card_id"])), store.project)  # the ledger as written
     return allowed_or_raise(verdict), []
+
+
+def step_warnings(ledger: Ledger, target: str, plan: Plan) -> list[str]:
+    """A step whose CPUs or memory leave some of its lease's GPUs idle while such steps queue: said, with the
+    shape that would not (rsk.ops.stepfit)."""
+    from rsk.ledger.guard import held_lease
+    from rsk.ops.stepfit import Shape, fit_warning
+
+    lease = held_lease(ledger, target, plan.placement) if plan.is_step else None
+    if lease is None:
+        return []
+    r = lease.resources
+    said = fit_warning(lease.name, Shape(r.cpus, r.mem_mb, r.gpus), r.nodes, Shape(plan.cpus, plan.mem_mb, plan.gpus))
+    return [said] if said else []
 
 
 def _replayed(plan: Plan) -> Allowed | None:

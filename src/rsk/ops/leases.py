@@ -8,6 +8,7 @@ lease's: the request that opens one, and status, drain, resume, close and the GP
 from __future__ import annotations
 
 import time
+from datetime import datetime, timedelta
 from typing import Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, StrictInt
@@ -47,12 +48,17 @@ class LeaseSpec(BaseModel):
     request_id: str | None = None
 
 
-def open_request(spec: LeaseSpec, project: str, requester: str) -> Request:
-    """The request that opens a lease: no command of its own (its job runs rsk's controller)."""
+def open_request(spec: LeaseSpec, project: str, requester: str, target: str | None = None) -> Request:
+    """The request that opens a lease: no command of its own (its job runs rsk's controller). Without a request
+    id, opening the same lease again (on `target`) is the same request: the one of the lease the ledger holds
+    open, or of a card still waiting to open it (`earlier_request`), so repeating it never opens a second one."""
     name = check_token("lease name", spec.name)
+    rid = check_token("request id", spec.request_id) if spec.request_id else None
+    if rid is None and target is not None:
+        rid = earlier_request(Store(project).view(), target, name)
     return Request(
         project=project,
-        request_id=check_token("request id", spec.request_id) if spec.request_id else new_request_id(),
+        request_id=rid or new_request_id(),
         name=f"lease-{name}"[:64],
         partition=spec.partition or "",
         account=spec.account or "",
@@ -67,6 +73,25 @@ def open_request(spec: LeaseSpec, project: str, requester: str) -> Request:
         overrun=spec.overrun or "",
         requester=requester,
     )
+
+
+def earlier_request(ledger: Ledger, target: str, name: str, at: datetime | None = None) -> str | None:
+    """The request id an earlier `lease open NAME` used while that lease may still be live: the ledger's lease
+    of that name (not closed, its time not yet over since it was allowed), else a card opening it that waits for
+    a human, or was approved and has not opened it yet."""
+    when = at or now()
+    live = [
+        x for x in ledger.leases if x.target == target and x.name == name and x.closed is None
+        and x.opened + timedelta(minutes=x.resources.time_min) > when
+    ]  # fmt: skip
+    if live:
+        return max(live, key=lambda x: x.opened).request_id
+    opened = {x.request_id for x in ledger.leases}
+    cards = [
+        c for c in ledger.cards if c.target == target and c.plan.lease_open == name
+        and (c.status == "pending" or (c.status == "approved" and c.request_id not in opened))
+    ]  # fmt: skip
+    return max(cards, key=lambda c: c.created).request_id if cards else None
 
 
 class LeaseInfo(BaseModel):

@@ -321,6 +321,7 @@ def status_call(remote: Remote, target: str, project: str,
     for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
         if j.job_id in held:
             j.request_id = held[j.job_id]
+    explain_queued_steps(jobs)
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
                 jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
     for j in jobs:
@@ -337,6 +338,28 @@ def status_call(remote: Remote, target: str, project: str,
     never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
     ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs), never)
     return mark_undecided(st, ledger), answer
+
+
+def explain_queued_steps(jobs: list[JobState]) -> None:
+    """A queued step of a running lease whose nodes its other steps fill says what it waits for: the GPUs, CPUs
+    or memory they hold (a step takes all three from its lease's node)."""
+    from rsk.ops.stepfit import Shape, waits_for
+
+    by_id = {j.job_id: j for j in jobs}
+    for j in jobs:
+        at = j.placement
+        lease = by_id.get(at.job) if at.kind == "lease" and j.where == "(Queued)" else None
+        if lease is None or lease.state != "running":
+            continue
+        held: dict[str, Shape] = {}
+        for r in jobs:
+            if r.state == "running" and r.placement.kind == "lease" and r.placement.job == lease.job_id:
+                h = held.get(r.where, Shape(0, 0, 0))
+                held[r.where] = Shape(h.cpus + (r.cpus or 0), h.mem_mb + (r.mem_mb or 0), h.gpus + (r.gpus or 0))
+        node = Shape(lease.cpus or 0, lease.mem_mb or 0, lease.gpus or 0)
+        why = waits_for(Shape(j.cpus or 0, j.mem_mb or 0, j.gpus or 0), node, lease.nodes or 1, held)
+        if why:
+            j.where = f"(Queued: {why})"
 
 
 def status(target: str, project: str) -> Status:
