@@ -18,20 +18,22 @@ main() {
     [ -f "$jf" ] || [ -n "$RSK_HELD" ] || { rsk_emit cancel "job=$value" result=not-ours; return 0; }
     [ -f "$jf" ] || jf=/dev/null
     rsk_lock "$project"
-    # "job rid idx task plan" for every accepted or held job that matches, one line a job (as the ledger holds
-    # it, else as journaled), newest first: a chain's later link never starts in between
-    matches=$(awk -v mode="$mode" -v value="$value" -v held="$RSK_HELD" "$RSK_AWK"'
+    # "job rid idx task plan" for every accepted or held job that matches, newest first: a chain's later link never
+    # starts in between
+    matches=$(awk -v mode="$mode" -v value="$value" -v held=" $RSK_HELD" "$RSK_AWK"'
         # a request id takes its attempts too (R.a2, ...: rsk retry and rsk extend), as wait and status follow them
         function want(j, r) { return (mode == "job" && j == value) || (mode != "job" && (r == value \
             || (index(r, value ".a") == 1 && substr(r, length(value) + 3) ~ /^[0-9]+$/))) }
-        BEGIN { n = split(held, w, " "); for (i = 1; i <= n; i++) { split(w[i], hp, ":"); if (want(hp[1], hp[2])) print hp[1], hp[2], "-", "-", "-" } }
+        function keep(j, r, rest,    h) { # one line a job: as the ledger holds it, else as journaled, its plan known
+            h = index(held, " " j ":" r " ") > 0
+            if (!(j in s) || h > hs[j] || (h == hs[j] && rest !~ / -$/)) { s[j] = j " " r " " rest; hs[j] = h }
+        }
+        BEGIN { n = split(held, w, " "); for (i = 1; i <= n; i++) { split(w[i], hp, ":"); if (want(hp[1], hp[2])) keep(hp[1], hp[2], "- - -") } }
         kv($0, "ev") == "accepted" || kv($0, "ev") == "reconciled" {
             j = kv($0, "job"); r = kv($0, "rid")
-            if (is_job(j) && is_rid(r) && want(j, r)) print j, r, dash(kv($0, "idx")), dash(kv($0, "task")), dash(kv($0, "plan"))
-        }' "$jf" | sort -u | awk -v held=" $RSK_HELD" '
-        { h = index(held, " " $1 ":" $2 " ") > 0 }
-        !($1 in s) || h > hs[$1] || (h == hs[$1] && $5 != "-") { s[$1] = $0; hs[$1] = h }
-        END { for (j in s) print s[j] }' | sort -rn)
+            if (is_job(j) && is_rid(r) && want(j, r)) keep(j, r, dash(kv($0, "idx")) " " dash(kv($0, "task")) " " dash(kv($0, "plan")))
+        }
+        END { for (j in s) print s[j] }' "$jf" | sort -rn)
     [ -n "$matches" ] || { rsk_emit cancel "job=$value" result=not-ours; return 0; }
     rsk_need_slurm
     steps=''
@@ -51,7 +53,6 @@ EOT
     rsk_journal_write "$project" || true
     printf '%s' "$results" | while read -r j r t x; do rsk_emit cancel "$j" "$r" "$t" "$x"; done
 }
-
 cancel_job() { # sets result for one Slurm job: touched only while it carries rsk:PROJECT:RID or the ledger holds it
     if ! rsk_sq_job "$job" || ! rsk_is_active "$SQ_STATE"; then
         result=finished
@@ -63,7 +64,6 @@ cancel_job() { # sets result for one Slurm job: touched only while it carries rs
         result=failed
     fi
 }
-
 # cancel_step: a queued step leaves the queue (under the project lock, so the controller either claimed it
 # already or never will); a running one is cancelled as the Slurm step its started marker names, when
 # that step still carries the step's identity (squeue -s: the one query that lists steps)

@@ -22,24 +22,23 @@ read_manifest() { # reads the manifest lines up to "end" into MANIFEST (checked 
     done
     rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest has no end line"
 }
-
 build() { # the snapshot from blobs, once; its manifest must hash to DIGEST
     SNAP=$AREA/snap/$DIGEST
-    if [ -f "$SNAP/.rsk-manifest" ]; then rsk_emit ready "dir=$SNAP"; return 0; fi
-    rsk_tmp=$AREA/snap/.build.$$
-    rm -rf "$rsk_tmp"
-    mkdir -p "$rsk_tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_tmp"
-    printf '%s' "$MANIFEST" | while read -r sha mode path; do
-        mkdir -p "$rsk_tmp/$(dirname "$path")" && cp "$AREA/blobs/$sha" "$rsk_tmp/$path" && chmod "$mode" "$rsk_tmp/$path" \
-            || exit 1
-    done || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_ROOT" root-unwritable "cannot build the snapshot (a full disk?)"; }
-    printf '%s' "$MANIFEST" >"$rsk_tmp/.rsk-manifest"
-    rsk_hash_file "$rsk_tmp/.rsk-manifest"
-    [ "$RSK_H" = "$DIGEST" ] || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest does not hash to $DIGEST"; }
-    mv "$rsk_tmp" "$SNAP" 2>/dev/null || rm -rf "$rsk_tmp" # another call built it first: fine
+    if [ ! -f "$SNAP/.rsk-manifest" ]; then
+        rsk_tmp=$AREA/snap/.build.$$
+        rm -rf "$rsk_tmp"
+        mkdir -p "$rsk_tmp" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_tmp"
+        printf '%s' "$MANIFEST" | while read -r sha mode path; do
+            mkdir -p "$rsk_tmp/$(dirname "$path")" && cp "$AREA/blobs/$sha" "$rsk_tmp/$path" && chmod "$mode" "$rsk_tmp/$path" \
+                || exit 1
+        done || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_ROOT" root-unwritable "cannot build the snapshot (a full disk?)"; }
+        printf '%s' "$MANIFEST" >"$rsk_tmp/.rsk-manifest"
+        rsk_hash_file "$rsk_tmp/.rsk-manifest"
+        [ "$RSK_H" = "$DIGEST" ] || { rm -rf "$rsk_tmp"; rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest does not hash to $DIGEST"; }
+        mv "$rsk_tmp" "$SNAP" 2>/dev/null || rm -rf "$rsk_tmp" # another call built it first: fine
+    fi
     rsk_emit ready "dir=$SNAP"
 }
-
 missing() { # the blobs of the manifest not stored yet
     printf '%s' "$MANIFEST" | while read -r sha mode path; do [ -f "$AREA/blobs/$sha" ] || echo "$sha"; done | sort -u
 }
@@ -50,17 +49,15 @@ main() {
     rsk_need_token project "$2"
     case $3 in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" bad-digest "the digest is hex" ;; esac
     [ "${#3}" -eq 64 ] || rsk_fail "$RSK_E_USAGE" bad-digest "the digest is a sha256"
-    DIGEST=$3
-    AREA=$RSK_ROOT/code/$2
+    DIGEST=$3 AREA=$RSK_ROOT/code/$2
     rsk_need_writable "$AREA/blobs" "$AREA/snap"
     read_manifest
     rsk_lock "$2"
     case $1 in
         need)
-            rsk_need_list=$(missing)
-            if [ -z "$rsk_need_list" ]; then build; return 0; fi
-            for sha in $rsk_need_list; do rsk_emit need "sha=$sha"; done
-            ;;
+            rsk_m=$(missing)
+            for sha in $rsk_m; do rsk_emit need "sha=$sha"; done
+            [ -n "$rsk_m" ] || build ;;
         put)
             rsk_in=$AREA/.in.$$
             if ! { mkdir -p "$rsk_in" && (cd "$rsk_in" && tar -xf -); }; then
@@ -75,8 +72,7 @@ main() {
             done
             rm -rf "$rsk_in"
             [ -z "$(missing)" ] || rsk_fail "$RSK_E_USAGE" blobs-missing "some blobs did not arrive whole; send them again"
-            build
-            ;;
+            build ;;
         *) rsk_fail "$RSK_E_USAGE" usage "usage: code need|put PROJECT DIGEST" ;;
     esac
 }

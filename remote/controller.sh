@@ -1,31 +1,26 @@
 # shellcheck shell=sh disable=SC2154  # rsk_ldir, rsk_lgpus, ... are set by the generated header
-# rsk lease controller: the payload of a lease's Slurm job, run from Slurm's copy of the job script (docs/leases.md).
-# The supervisor keeps one controller alive for the allocation; a new one finds everything in the lease directory.
-# A step starts at most once: claiming it (q/ -> run/) comes before srun, and an entry in run/ never starts again;
-# its srun, in a subshell of its own, writes run/SEQ.rc when it returns, whoever is the controller by then.
+# rsk lease controller (docs/leases.md, "The controller"): the payload of a lease's job, after the job wrapper. A step
+# starts at most once: claiming it (q/ -> run/) comes before srun, and an entry in run/ never starts again; its srun,
+# in a subshell of its own, writes run/SEQ.rc when it returns, whoever is the controller by then.
 
-rsk_lease_log() { printf 'rsk lease %s: %s %s\n' "$rsk_lease" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*"; }
-
-rsk_lease_supervise() {
+rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
+rsk_lease_log() { printf 'rsk lease %s: %s %s\n' "$rsk_lease" "$(rsk_now)" "$*"; }
+rsk_lease_supervise() { # keeps one controller alive for the allocation; a new one finds everything on disk
     while :; do
         rsk_controller &
         rsk_cpid=$!
-        printf '%s\n' "$rsk_cpid" >"$rsk_ldir/ctl.pid.tmp" && mv "$rsk_ldir/ctl.pid.tmp" "$rsk_ldir/ctl.pid"
+        rsk_put "$rsk_ldir/ctl.pid" "$rsk_cpid"
         rsk_crc=0
         wait "$rsk_cpid" || rsk_crc=$?
-        [ "$rsk_crc" -ne 0 ] || return 0
-        [ ! -f "$rsk_ldir/closed" ] || return 0
+        [ "$rsk_crc" -ne 0 ] && [ ! -f "$rsk_ldir/closed" ] || return 0
         rsk_lease_log "the controller (pid $rsk_cpid) ended with rc=$rsk_crc; starting a new one"
         sleep 1
     done
 }
-
 rsk_ctl_write() { # rsk_ctl_write STATE: what the controller says about the lease, for rsk lease status
-    printf 'job=%s nodes=%s start=%s end=%s drain=%s state=%s t=%s\n' "$rsk_me" "$rsk_nodes_csv" \
-        "$rsk_t0" "$rsk_lend" "$rsk_drain" "$1" "$(rsk_stamp)" >"$rsk_ldir/ctl.tmp" && mv "$rsk_ldir/ctl.tmp" "$rsk_ldir/ctl"
+    rsk_put "$rsk_ldir/ctl" "job=$rsk_me nodes=$rsk_nodes_csv start=$rsk_t0 end=$rsk_lend drain=$rsk_drain state=$1 t=$(rsk_stamp)"
     rsk_state=$1
 }
-
 rsk_step_end() { # rsk_step_end SEQ WHY: the entry leaves run/ (or q/) for end/, its ended marker written if missing
     rsk_sf="$rsk_ldir/run/$1.step"
     [ -f "$rsk_sf" ] || rsk_sf="$rsk_ldir/q/$1.step"
@@ -34,12 +29,9 @@ rsk_step_end() { # rsk_step_end SEQ WHY: the entry leaves run/ (or q/) for end/,
         printf '%s\n' "$2" >"$rsk_ldir/end/$1.why"
     elif [ ! -f "$rsk_sdir/ended" ] && [ -f "$rsk_sdir/started" ]; then
         # the step's wrapper could not say how it ended (killed hard): srun's status is what is known
-        rsk_rc=$(cat "$rsk_ldir/run/$1.rc" 2>/dev/null || echo 1)
         IFS= read -r rsk_s <"$rsk_sdir/started" || true
         rsk_get "$rsk_s" t
-        rsk_now=$(rsk_stamp)
-        printf 'rc=%s sig=KILL t=%s elapsed=%s limit=%s\n' "$rsk_rc" "$rsk_now" "$((rsk_now - ${RSK_F:-$rsk_now}))" \
-            "$((${rsk_time:-0} * 60))" >"$rsk_sdir/ended"
+        rsk_ended "$rsk_sdir" "$(cat "$rsk_ldir/run/$1.rc" 2>/dev/null || echo 1)" KILL "${RSK_F:-}" "$((${rsk_time:-0} * 60))"
     fi
     for rsk_x in step sh at rc pid; do
         for rsk_d in run q; do
@@ -47,10 +39,9 @@ rsk_step_end() { # rsk_step_end SEQ WHY: the entry leaves run/ (or q/) for end/,
         done
     done
 }
-
-# rsk_ctl_journal LINE: one sealed block of one line appended to the project's journal under the project's
-# lock, as lib.sh's rsk_journal_write seals: h = sha256(PREVSEAL "\n" LINE "\n"), its first 16 characters.
-# A torn or unsealed tail is left for rsk's next call to repair: this fails, and the step does not start.
+# rsk_ctl_journal LINE: one sealed block of one line appended to the project's journal under the project's lock
+# (rsk_seal, as rsk_journal_write). A torn or unsealed tail is left for rsk's next call to repair: this fails,
+# and the step does not start.
 rsk_ctl_journal() {
     rsk_jf="$rsk_root/journal/$rsk_project.log"
     (
@@ -61,13 +52,13 @@ rsk_ctl_journal() {
             rsk_last=$(tail -n 1 "$rsk_jf")
             case $rsk_last in *" h="*) rsk_prev=${rsk_last##*" h="} ;; *) exit 1 ;; esac
         fi
-        rsk_h=$(printf '%s\n%s\n' "$rsk_prev" "$1" | { sha256sum 2>/dev/null || shasum -a 256; } | cut -c1-16)
-        [ "${#rsk_h}" -eq 16 ] || exit 1
-        printf '%s h=%s\n' "$1" "$rsk_h" >>"$rsk_jf"
+        rsk_seal "$rsk_prev" "$1
+"
+        [ "${#RSK_SEAL}" -eq 16 ] || exit 1
+        printf '%s h=%s\n' "$1" "$RSK_SEAL" >>"$rsk_jf"
     ) 9>>"$rsk_root/journal/$rsk_project.lock"
 }
-
-rsk_step_read() { # rsk_step_read FILE: a queue entry's line (lib.sh, leases) as rsk_rid, rsk_gpus ... and rsk_sdir
+rsk_step_read() { # rsk_step_read FILE: a queue entry's line (docs/leases.md) as rsk_rid, rsk_gpus ... and rsk_sdir
     [ -f "$1" ] || return 1
     rsk_line=''
     IFS= read -r rsk_line <"$1" || true
@@ -76,8 +67,7 @@ rsk_step_read() { # rsk_step_read FILE: a queue entry's line (lib.sh, leases) as
     rsk_get "$rsk_line" gpus; rsk_gpus=$RSK_F; rsk_get "$rsk_line" cpus; rsk_cpus=$RSK_F; rsk_get "$rsk_line" mem; rsk_mem=$RSK_F
     rsk_sdir="$rsk_root/runs/$rsk_project/$rsk_rid/t$rsk_idx"
 }
-
-# rsk_step_start SEQ NODE MINUTES: claim the entry (q/ -> run/), then srun it in a subshell that records
+# rsk_step_start SEQ NODE MINUTES: claim the entry (q/ -> run/), journal it, then srun it in a subshell that records
 # srun's status; explicit node, GPUs, CPUs and memory, so Slurm gives each live step its own GPUs
 rsk_step_start() {
     mv "$rsk_ldir/q/$1.step" "$rsk_ldir/run/$1.step" 2>/dev/null || return 0 # cancelled meanwhile
@@ -86,10 +76,9 @@ rsk_step_start() {
     rsk_s=$(rsk_stamp)
     printf 'node=%s gpus=%s cpus=%s mem=%s start=%s end=%s job=%s\n' "$2" "$rsk_gpus" "$rsk_cpus" "$rsk_mem" "$rsk_s" \
         "$((rsk_s + $3 * 60))" "$rsk_me" >"$rsk_ldir/run/$1.at"
-    if [ "$rsk_gpus" -gt 0 ]; then rsk_gres="gpu:$rsk_gpus"; else rsk_gres=none; fi
     # every step it starts is in the journal first, as the entry says (whoever wrote it: rsk status compares it
     # with what the ledger allowed); one it cannot journal does not start
-    rsk_jl="v=2 t=$(date -u +%Y-%m-%dT%H:%M:%SZ) ev=step-started rid=$rsk_rid plan=$rsk_plan idx=$rsk_idx task=$rsk_task job=$rsk_job lease=$rsk_lease seq=$1 node=$2 res=1,$rsk_cpus,$rsk_mem,$rsk_gpus,$3"
+    rsk_jl="v=2 t=$(rsk_now) ev=step-started rid=$rsk_rid plan=$rsk_plan idx=$rsk_idx task=$rsk_task job=$rsk_job lease=$rsk_lease seq=$1 node=$2 res=1,$rsk_cpus,$rsk_mem,$rsk_gpus,$3"
     case $rsk_jl in *[!A-Za-z0-9._:,=\ -]*) rsk_jl='' ;; esac # one line of words, as rsk writes them
     if [ -z "$rsk_jl" ] || ! rsk_ctl_journal "$rsk_jl"; then
         rsk_step_end "$1" journal-unwritable
@@ -97,57 +86,48 @@ rsk_step_start() {
         return 0
     fi
     mkdir -p "$rsk_sdir"
+    if [ "$rsk_gpus" -gt 0 ]; then rsk_gres="gpu:$rsk_gpus"; else rsk_gres=none; fi
     (
         rsk_src=0
         "$rsk_srun" --nodes=1 --ntasks=1 --exact --nodelist="$2" --cpus-per-task="$rsk_cpus" --mem="$rsk_mem" \
             --gres="$rsk_gres" --time="$3" --job-name="rsk:$rsk_project:$rsk_rid" \
             --output="$rsk_sdir/stdout" --error="$rsk_sdir/stderr" --input=none --kill-on-bad-exit=1 \
             sh -c "$(cat "$rsk_ldir/run/$1.sh")" </dev/null >/dev/null 2>>"$rsk_ldir/srun.err" || rsk_src=$?
-        printf '%s\n' "$rsk_src" >"$rsk_ldir/run/$1.rc.tmp" && mv "$rsk_ldir/run/$1.rc.tmp" "$rsk_ldir/run/$1.rc"
+        rsk_put "$rsk_ldir/run/$1.rc" "$rsk_src"
     ) &
     printf '%s\n' "$!" >"$rsk_ldir/run/$1.pid"
     rsk_lease_log "step $rsk_job ($rsk_rid) started on $2 with $rsk_gpus GPU(s) for $3 min"
 }
-
 # rsk_reap: entries whose srun returned leave run/; entries nobody runs any more (the allocation that
 # started them is gone, or their subshell died before srun returned) are lost, never started again
 rsk_reap() {
     for rsk_f in "$rsk_ldir"/run/*.step; do
         [ -f "$rsk_f" ] || continue
-        rsk_q=${rsk_f##*/}
-        rsk_q=${rsk_q%.step}
-        if [ -f "$rsk_ldir/run/$rsk_q.rc" ]; then
-            rsk_step_end "$rsk_q" ''
-            rsk_changed=1
-            continue
-        fi
-        rsk_at=''
+        rsk_q=${rsk_f##*/} rsk_q=${rsk_q%.step} rsk_at='' rsk_why=''
         [ ! -f "$rsk_ldir/run/$rsk_q.at" ] || IFS= read -r rsk_at <"$rsk_ldir/run/$rsk_q.at" || true
         rsk_get "$rsk_at" job
-        if [ "$RSK_F" != "$rsk_me" ]; then
-            rsk_step_end "$rsk_q" lease-ended
+        if [ -f "$rsk_ldir/run/$rsk_q.rc" ]; then
+            rsk_step_end "$rsk_q" ''
+        elif [ "$RSK_F" != "$rsk_me" ]; then
+            rsk_why=lease-ended
             rsk_lease_log "step $rsk_q was started by an earlier allocation of this lease: lost with it"
-            rsk_changed=1
-            continue
-        fi
-        rsk_p=$(cat "$rsk_ldir/run/$rsk_q.pid" 2>/dev/null || true)
-        if [ -n "$rsk_p" ] && kill -0 "$rsk_p" 2>/dev/null; then continue; fi
-        [ ! -f "$rsk_ldir/run/$rsk_q.rc" ] || continue # it returned just now
-        # no srun status and no live subshell: a controller was killed between claiming and srun, or
-        # the subshell itself was killed; wait a little for a step that did start to say so
-        rsk_get "$rsk_at" start
-        if [ $(($(rsk_stamp) - ${RSK_F:-0})) -ge 30 ]; then
-            rsk_step_end "$rsk_q" controller-lost
+        else
+            rsk_p=$(cat "$rsk_ldir/run/$rsk_q.pid" 2>/dev/null || true)
+            if [ -n "$rsk_p" ] && kill -0 "$rsk_p" 2>/dev/null; then continue; fi
+            [ ! -f "$rsk_ldir/run/$rsk_q.rc" ] || continue # it returned just now
+            # no srun status and no live subshell: a controller was killed between claiming and srun, or
+            # the subshell itself was killed; wait a little for a step that did start to say so
+            rsk_get "$rsk_at" start
+            [ $(($(rsk_stamp) - ${RSK_F:-0})) -ge 30 ] || continue
+            rsk_why=controller-lost
             rsk_lease_log "step $rsk_q has no srun any more: lost (not started again)"
-            rsk_changed=1
         fi
+        [ -z "$rsk_why" ] || rsk_step_end "$rsk_q" "$rsk_why"
+        rsk_changed=1
     done
 }
-
-# rsk_schedule: FIFO with backfill. One awk pass decides, from the capacity of each node, the steps
-# running (their node, shape and end) and the queue in order: the first step that does not fit gets a
-# reservation at the earliest time running steps free enough for it; a later step starts now only if it
-# fits and ends before that time. Steps longer than what is left of the lease are clipped or refused.
+# rsk_schedule: FIFO with backfill (docs/leases.md), in one awk pass over each node's capacity, the running steps and
+# the queue in order; a step longer than what is left of the lease is clipped or refused.
 rsk_schedule() {
     rsk_plan_out=$(
         {
@@ -162,7 +142,7 @@ rsk_schedule() {
                 else $0 = "Q " kv(l, "seq") " " kv(l, "gpus") " " kv(l, "cpus") " " kv(l, "mem") " " kv(l, "time")
             }
             function fit(g, c, m,    k) { for (k = 1; k <= nn; k++) if (fg[nm[k]] >= g && fc[nm[k]] >= c && fm[nm[k]] >= m) return nm[k]; return "" }
-            function shadow(g, c, m,    k, x, y, t, n, ord, sg, sc, sm) {
+            function shadow(g, c, m,    k, x, y, t, n, ord, sg, sc, sm) { # when running steps free enough for a step
                 n = 0
                 for (k = 1; k <= nr; k++) ord[++n] = k
                 for (x = 1; x <= n; x++) for (y = x + 1; y <= n; y++) if (re[ord[y]] < re[ord[x]]) { t = ord[x]; ord[x] = ord[y]; ord[y] = t }
@@ -178,7 +158,7 @@ rsk_schedule() {
             $1 == "R" { fg[$2] -= $3; fc[$2] -= $4; fm[$2] -= $5; nr++; rn[nr] = $2; rg[nr] = $3; rc[nr] = $4; rm[nr] = $5; re[nr] = $6 }
             $1 == "Q" { nq++; qs[nq] = $2; qg[nq] = $3; qc[nq] = $4; qm[nq] = $5; qt[nq] = $6 }
             END {
-                sh = -1
+                sh = -1 # the reservation of the first step that does not fit: a later one starts only if it ends before
                 for (i = 1; i <= nq; i++) {
                     t = qt[i] * 60
                     left = lend - now
@@ -210,7 +190,6 @@ rsk_schedule() {
 $rsk_plan_out
 EOT
 }
-
 rsk_controller() {
     rsk_me=${SLURM_JOB_ID:-0}
     rsk_nodes=$(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null | tr '\n' ' ')
@@ -219,8 +198,7 @@ rsk_controller() {
     mkdir -p "$rsk_ldir/q" "$rsk_ldir/run" "$rsk_ldir/end"
     rsk_ctl_write running
     rsk_lease_log "controller holds nodes $rsk_nodes_csv ($rsk_lgpus GPUs, $rsk_lcpus CPUs, $rsk_lmem MB each) until $rsk_lend"
-    rsk_changed=1
-    rsk_tick=0
+    rsk_changed=1 rsk_tick=0
     # a fifth of a second where sleep takes fractions (GNU, BSD, busybox), so a queued step starts
     # within a second; POSIX only promises whole seconds, and then the controller naps a second
     rsk_nap=1
@@ -235,9 +213,7 @@ rsk_controller() {
         rsk_want=running
         if [ -f "$rsk_ldir/drain" ]; then
             rsk_want=drained
-        elif [ $((rsk_tick % 5)) -eq 0 ] && [ "$(rsk_stamp)" -ge $((rsk_lend - rsk_drain * 60)) ]; then
-            rsk_want=draining
-        elif [ "$rsk_state" = draining ]; then
+        elif [ "$rsk_state" = draining ] || { [ $((rsk_tick % 5)) -eq 0 ] && [ "$(rsk_stamp)" -ge $((rsk_lend - rsk_drain * 60)) ]; }; then
             rsk_want=draining
         fi
         if [ "$rsk_want" != "$rsk_state" ]; then
@@ -250,12 +226,9 @@ rsk_controller() {
             esac
         fi
         set -- "$rsk_ldir"/q/*.step
-        if [ "$rsk_state" = running ] && [ -f "$1" ]; then
-            if [ "$rsk_changed" = 1 ] || [ "$*" != "${rsk_seen:-}" ]; then
-                rsk_changed=0
-                rsk_seen=$*
-                rsk_schedule
-            fi
+        if [ "$rsk_state" = running ] && [ -f "$1" ] && { [ "$rsk_changed" = 1 ] || [ "$*" != "${rsk_seen:-}" ]; }; then
+            rsk_changed=0 rsk_seen=$*
+            rsk_schedule
         fi
         jobs >/dev/null 2>&1 || true # reaps finished subshells
         rsk_tick=$((rsk_tick + 1))

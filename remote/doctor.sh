@@ -1,9 +1,8 @@
 # shellcheck shell=sh
 # rsk doctor (cluster side): one @@check line per check of what the login node needs (INSTALL.md)
 
-check() { # check NAME RESULT MESSAGE [HINT]
-    rsk_emit check "name=$1" "result=$2" "msg=$(rsk_b64 "$3")" "hint=$(rsk_b64 "${4:-}")"
-}
+check() { rsk_emit check "name=$1" "result=$2" "msg=$(rsk_b64 "$3")" "hint=$(rsk_b64 "${4:-}")"; } # check NAME RESULT MESSAGE [HINT]
+conf() { printf '%s\n' "$conf" | sed -n "s/^$1 *= *//p"; } # conf KEY: a value of Slurm's configuration
 
 main() {
     rsk_start
@@ -22,24 +21,19 @@ main() {
     if out=$(sacct -n -X -S now-1minute -o JobID 2>&1); then check sacct pass "sacct answers: charges settle on Slurm's accounting, even after squeue forgets a job"
     else check sacct unavailable "no accounting ($(printf '%s' "$out" | cut -c1-160 | head -n 1)): charges settle on squeue's word while it lists a job" \
         "rsk's run markers describe outcomes but never lower a charge; keep a broker running, or run rsk status, so each job's end is seen in time"; fi
-    age=$(printf '%s\n' "$conf" | sed -n 's/^MinJobAge *= *//p')
+    age=$(conf MinJobAge)
     check min-job-age pass "MinJobAge = ${age:-unknown}: squeue lists a finished job this long; a charge whose end no rsk command or broker saw by then stays at its worst case where there is no accounting"
     # GPUs: without ConstrainDevices (cgroup.conf, with TaskPlugin task/cgroup) a job can reach every GPU of its node
-    devices=$(printf '%s\n' "$conf" | sed -n 's/^ConstrainDevices *= *//p')
-    cg=$(printf '%s\n' "$conf" | sed -n 's/^SLURM_CONF *= *//p')
+    devices=$(conf ConstrainDevices) cg=$(conf SLURM_CONF)
     cg="${cg%/*}/cgroup.conf"
     [ -n "$devices" ] || devices=$(sed -n 's/^[[:space:]]*[Cc]onstrain[Dd]evices[[:space:]]*=[[:space:]]*//p' "$cg" 2>/dev/null | tail -n 1)
-    case $devices:$(printf '%s\n' "$conf" | sed -n 's/^TaskPlugin *= *//p') in
+    case $devices:$(conf TaskPlugin) in
         [Yy]es:*cgroup*) check devices pass "ConstrainDevices = yes: a job reaches only the GPUs Slurm allocated it" ;;
         *) check devices warn "the cluster does not constrain devices (ConstrainDevices = ${devices:-unset}): a job can use GPUs it was not allocated, and nobody is charged for them" \
             "ask the cluster admins for ConstrainDevices=yes in cgroup.conf and TaskPlugin=task/cgroup" ;;
     esac
-    if (rsk_policy_load) >/dev/null 2>&1; then
-        rsk_policy_load
-        check policy pass "$RSK_POLICY_SOURCE policy ($RSK_ROOT/policy.conf), digest $RSK_POLICY_DIGEST"
-    else
-        check policy fail "$RSK_ROOT/policy.conf is invalid" "rsk info shows what is wrong with it"
-    fi
+    if (rsk_policy_load) >/dev/null 2>&1; then rsk_policy_load; check policy pass "$RSK_POLICY_SOURCE policy ($RSK_ROOT/policy.conf), digest $RSK_POLICY_DIGEST"
+    else check policy fail "$RSK_ROOT/policy.conf is invalid" "rsk info shows what is wrong with it"; fi
     parts=$(sinfo -h -o '%P %a %D %G' 2>/dev/null | tr '\n' ';')
     if [ -n "$parts" ]; then check partitions pass "$parts"; else check partitions fail "sinfo shows no partitions" ""; fi
     if (rsk_need_writable "$RSK_ROOT/journal") >/dev/null 2>&1; then check remote-root pass "$RSK_ROOT is writable"

@@ -26,15 +26,9 @@ main() {
     path=${path#/}
     [ -n "$path" ] || path=.
     [ -d "$base" ] || rsk_fail "$RSK_E_USAGE" not-found "job $2 has no run directory yet"
-    # the job's own directories are checked like every component below them: a job (same account) that
-    # turns its run or work directory into a symlink does not lead fetch out of the project's area
-    for d in "$RSK_ROOT/runs/$1" "$RSK_ROOT/runs/$1/$RSK_RID" "$RSK_RUN" "$base"; do
-        [ ! -L "$d" ] || rsk_fail "$RSK_E_USAGE" bad-path "the job's directory $d is a symlink"
-    done
-    real_base=$(cd "$base" && pwd -P)
-    # every component on the way must be a real directory inside the base: no symlink leads out
-    rest=$path
-    at=$real_base
+    # every component below runs/ must be a real directory: no symlink leads fetch out of the project's area, not
+    # even the job's own directories, which a job (same account) can turn into symlinks
+    rest=${base#"$RSK_ROOT/runs/"}/$path at=$RSK_ROOT/runs
     while :; do
         part=${rest%%/*}
         [ -z "$part" ] || [ "$part" = . ] || {
@@ -53,6 +47,5 @@ main() {
     [ -f "$at" ] || rsk_fail "$RSK_E_USAGE" not-found "no file $path in the run directory of job $2"
     rsk_emit file "size=$(wc -c <"$at" | tr -d ' ')"
     [ "$5" -gt 0 ] || return 0
-    dd if="$at" bs=65536 skip=$(($4 / 65536)) count=$(($5 / 65536)) 2>/dev/null | base64 | tr -d '\n' \
-        | fold -w 4000 | while IFS= read -r chunk || [ -n "$chunk" ]; do rsk_emit chunk "$chunk"; done
+    dd if="$at" bs=65536 skip=$(($4 / 65536)) count=$(($5 / 65536)) 2>/dev/null | rsk_chunks
 }

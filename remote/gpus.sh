@@ -4,14 +4,13 @@
 main() {
     rsk_start
     rsk_need scontrol
-    nodes=$(scontrol -o show node -d 2>&1) \
-        || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "scontrol failed: $(printf '%s' "$nodes" | head -n 3 | cut -c1-300)"
-    jobs=$(scontrol -o show job -d 2>&1) \
-        || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "scontrol failed: $(printf '%s' "$jobs" | head -n 3 | cut -c1-300)"
+    rsk_ask scontrol -o show node -d
+    nodes=$RSK_A
+    rsk_ask scontrol -o show job -d
     # one pass over both: "node|NAME|STATE|PARTITIONS|GRES|GRESUSED" for each node whose GRES has GPUs, then
     # "held|JOB|NODE|GRES|START|NAME" for each node of a running job that holds GPUs there (a job's
     # record names its nodes, each followed by the GRES it holds on them; the name, which a job sets, last)
-    printf '%s\n%s\n' "$nodes" "$jobs" | awk "$RSK_AWK"'
+    printf '%s\n%s\n' "$nodes" "$RSK_A" | awk "$RSK_AWK"'
         {
             split("", v); n = 0
             for (i = 1; i <= NF; i++) {

@@ -4,9 +4,8 @@
 main() {
     rsk_start
     rsk_need sinfo
-    out=$(sinfo -h -o '%P|%a|%l|%D|%c|%m|%G' 2>&1) \
-        || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "sinfo failed: $(printf '%s' "$out" | head -n 3 | cut -c1-300)"
-    printf '%s\n' "$out" | while IFS='|' read -r name avail limit nodes cpus mem gres; do
+    rsk_ask sinfo -h -o '%P|%a|%l|%D|%c|%m|%G'
+    printf '%s\n' "$RSK_A" | while IFS='|' read -r name avail limit nodes cpus mem gres; do
         [ -n "$name" ] || continue
         default=0
         case $name in *'*') default=1 name=${name%'*'} ;; esac

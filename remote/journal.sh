@@ -5,15 +5,11 @@
 
 main() {
     rsk_start
-    if [ $# -lt 1 ] || [ $# -gt 4 ] || [ $# -eq 3 ]; then
-        rsk_fail "$RSK_E_USAGE" usage "usage: journal PROJECT [AFTER [ANCHOR_LINE ANCHOR_SEAL]]"
-    fi
+    case $# in 1 | 2 | 4) ;; *) rsk_fail "$RSK_E_USAGE" usage "usage: journal PROJECT [AFTER [ANCHOR_LINE ANCHOR_SEAL]]" ;; esac
     rsk_need_token project "$1"
     rsk_need_line AFTER "${2:-0}"
-    after=$RSK_V
-    jf=$RSK_ROOT/journal/$1.log
+    after=$RSK_V jf=$RSK_ROOT/journal/$1.log anchor_n=${3:-0} anchor_h=${4:-}
     [ -f "$jf" ] || jf=/dev/null
-    anchor_n=${3:-0} anchor_h=${4:-}
     rsk_need_line ANCHOR_LINE "$anchor_n"
     case $anchor_h in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" usage "ANCHOR_SEAL is hex" ;; esac
     awk -v nonce="$RSK_NONCE" -v after="$after" -v an="$anchor_n" -v ah="$anchor_h" "$RSK_AWK"'

@@ -6,12 +6,7 @@ lease_read() { # lease_read NAME: the lease (rsk_lease); fails when it does not 
     rsk_lease "$project" "$1"
     [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $project has no lease $1 on this cluster"
 }
-
-count() { # count GLOB...: sets K to how many of the files exist
-    K=0
-    for rsk_f in "$@"; do [ ! -f "$rsk_f" ] || K=$((K + 1)); done
-}
-
+count() { K=0; for rsk_f in "$@"; do [ ! -f "$rsk_f" ] || K=$((K + 1)); done; } # count GLOB...: K, how many files exist
 lease_emit() { # lease_emit NAME
     lease_read "$1"
     set -- "name=$1" "job=$L_job" "rid=$L_rid" "state=$L_state"
@@ -24,14 +19,12 @@ lease_emit() { # lease_emit NAME
     count "$LDIR/drain"
     rsk_emit lease "$@" "drained=$K"
 }
-
 do_status() {
     [ -z "$name" ] || { lease_emit "$name"; return 0; }
     for f in "$RSK_ROOT/leases/$project"/*/lease; do
         [ ! -f "$f" ] || { f=${f%/lease}; lease_emit "${f##*/}"; }
     done
 }
-
 do_close() {
     rsk_lock "$project"
     lease_read "$name" # under the lock: Slurm's word on the lease's job is read now
@@ -61,14 +54,12 @@ do_close() {
     rsk_emit closed "name=$name" "job=$L_job" "result=$result" "queued=$n"
     [ "$result" != failed ] || rsk_fail "$RSK_E_SBATCH" scancel-failed "scancel $L_job failed; the queued steps were cancelled"
 }
-
 do_flag() { # do_flag drain|resume
     lease_read "$name"
     if [ "$1" = resume ]; then rm -f "$LDIR/drain"
     else printf 'drained\n' >"$LDIR/drain" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write $LDIR/drain"; fi
     lease_emit "$name"
 }
-
 # the lease's GPUs from its controller's view: each node of the allocation has the lease's GPU count;
 # a running step holds the GPU indices its started marker recorded (SLURM_STEP_GPUS)
 do_gpus() {
@@ -95,16 +86,11 @@ do_gpus() {
 
 main() {
     rsk_start
-    usage="usage: lease status|drain|resume|close|gpus PROJECT [NAME]"
-    if [ $# -lt 2 ] || [ $# -gt 3 ]; then rsk_fail "$RSK_E_USAGE" usage "$usage"; fi
+    case ${1:-} in status | drain | resume | close | gpus) ;; *) set -- ;; esac
+    if [ $# -lt 2 ] || [ $# -gt 3 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: lease status|drain|resume|close|gpus PROJECT [NAME]"; fi
     project=$2 name=${3:-}
     rsk_need_token project "$project"
     [ -z "$name" ] || rsk_need_token lease "$name"
-    case $1 in
-        status) do_status ;;
-        drain | resume | close | gpus)
-            [ -n "$name" ] || rsk_fail "$RSK_E_USAGE" usage "lease $1 needs a lease name"
-            case $1 in close) do_close ;; gpus) do_gpus ;; *) do_flag "$1" ;; esac ;;
-        *) rsk_fail "$RSK_E_USAGE" usage "$usage" ;;
-    esac
+    [ -n "$name" ] || [ "$1" = status ] || rsk_fail "$RSK_E_USAGE" usage "lease $1 needs a lease name"
+    case $1 in status) do_status ;; close) do_close ;; gpus) do_gpus ;; *) do_flag "$1" ;; esac
 }

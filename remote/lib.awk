@@ -1,7 +1,6 @@
-# rsk awk library: functions only, shipped once in every program's header as RSK_AWK and put ahead of
-# each awk program it runs (awk "$RSK_AWK"'...'), so each fact below is read in one place on the cluster.
-# rsk.bundle writes active(STATE) ahead of this text from rsk.states.ACTIVE, the one active-state set of
-# both sides (docs/adr/0026).
+# rsk awk library: functions only, shipped in every program's header as RSK_AWK behind active(STATE) (written by
+# rsk.wire.bundle from rsk.wire.states.ACTIVE) and put ahead of each awk program (awk "$RSK_AWK"'...'), so each fact
+# below is read in one place on the cluster (docs/protocol.md, "The prelude"; docs/adr/0026).
 function kv(line, key,    i, n, w) { # the value of key=value among the words of line ("" when absent)
     n = split(line, w, " ")
     for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1) return substr(w[i], length(key) + 2)
@@ -12,9 +11,8 @@ function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s } # one w
 function dash(v) { return v == "" ? "-" : v } # a word for an empty value, so fields keep their places
 function is_rid(s) { return s ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ } # request ids and task keys
 function is_job(s) { return s ~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ } # a job, an array task, a lease's step
-# one line of rsk_squeue ("ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|NAME|COMMENT"): what a job can
-# set comes last, so no name or comment moves the fields Slurm fills (SUBMIT, epoch seconds; NODES, CPUS, MEM, GRES,
-# what Slurm holds for it; OUT, the stdout path sbatch was given, which a running job cannot change)
+# one line of rsk_squeue: what a job can set (name, comment) comes last, so no name or comment moves the fields
+# Slurm fills
 function sq(line,    f) {
     split(line, f, "|")
     SQ_ID = f[1]; SQ_STATE = f[2]; SQ_ELAPSED = f[3]; SQ_LIMIT = f[4]; SQ_WHERE = f[5]; SQ_SUBMIT = f[6]
@@ -22,27 +20,24 @@ function sq(line,    f) {
 }
 # after sq(): what Slurm holds for the job, "NODES,CPUS,MEM_MB,GPUS" (CPUS in all, MEM_MB and GPUS a node), "" where
 # Slurm gives no numbers: its owner can raise a pending job's GRES and memory past its plan (docs/adr/0041)
-function sq_shape(    m, u, g) {
+function sq_shape(    m, u) {
     if (SQ_NODES !~ /^[0-9]+$/ || SQ_CPUS !~ /^[0-9]+$/) return ""
     m = SQ_MEM; u = m; sub(/^[0-9.]+/, "", u); m = substr(m, 1, length(m) - length(u)) + 0
     if (u == "K") m = m / 1024; else if (u == "G") m = m * 1024; else if (u == "T") m = m * 1048576
-    g = SQ_GRES; gsub(/gres[:\/]/, "", g)
-    return SQ_NODES "," SQ_CPUS "," int(m) "," gres_gpus(g)
+    return SQ_NODES "," SQ_CPUS "," int(m) "," gres_gpus(SQ_GRES)
 }
 # the job of line sq() read writes under dir (Slurm's stdout path, "DIR/tN/stdout" or "DIR/t%a/stdout"): Slurm's
 # word of where rsk sent it, which no rename, marker or journal edit of the job changes (docs/adr/0039)
 function sq_under(dir) { return dir != "" && index(SQ_OUT, dir "/") == 1 }
-# after sq(): the job is one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p), held by
-# the ledger (held: " JOB:RID ...", found by id whatever its name) or written by Slurm under the project's runs, and
-# pending or running
+# after sq(): one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p), held by the ledger
+# (held: " JOB:RID ...", found by id whatever its name) or written by Slurm under the project's runs, and active
 function project_active(p, held, runs) {
     return (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":") || sq_under(runs)) && active(SQ_STATE)
 }
 # one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID) whose run directory is d: 1 with EV_IDX,
 # EV_JOB and EV_PLAN set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does
 # not say), else 0. Slurm's job is the request's by its name, or by where Slurm writes its output (sq_under: what a
-# job that renamed itself cannot hide). An array task's id is ARRAY_IDX; a single job (one task, index 0) and a
-# lease's step have a plain id.
+# job that renamed itself cannot hide). An array task's id is ARRAY_IDX; a job and a lease's step have a plain id.
 function evidence(line, n, d,    w, p) {
     if (line ~ /^[0-9]/) { sq(line); if (SQ_NAME != n && !sq_under(d)) return 0; line = "M " SQ_ID " " SQ_COMMENT }
     split(line, w, " ")
@@ -55,18 +50,17 @@ function evidence(line, n, d,    w, p) {
 }
 function secs(t,    dd, n, p, i, s) { # a Slurm duration ([D-]HH:MM:SS, MM:SS, ...) in seconds, "" for none
     if (t == "" || t ~ /UNLIMITED|INVALID|NOT_SET|N\/A/) return ""
-    dd = 0
+    dd = 0; s = 0
     if (index(t, "-")) { dd = substr(t, 1, index(t, "-") - 1); t = substr(t, index(t, "-") + 1) }
     n = split(t, p, ":")
-    s = 0
     for (i = 1; i <= n; i++) s = s * 60 + p[i]
     return dd * 86400 + s
 }
-# GRES: a string that names GPUs (gpu:N, gpu:TYPE:N(IDX:..)); the share of GPUs 0,2 as the GPU view reads it
-function gpu_gres(g) { return g ~ /(^|,)gpu/ }
-function gres_gpus(g,    n, x, i, k, f, c) { # how many GPUs a node's GRES holds (gpu:4, gpu:a100:2(S:0), ...)
+# GRES, the one reader (Slurm's "gpu:N", "gpu:TYPE:N(IDX:..)", "gres/gpu:N", lists of them) and writer
+function gpu_gres(g) { return g ~ /(^|,)gpu/ } # names GPUs
+function gpu_share(idx,    n, x) { n = split(idx, x, ","); return "gpu:" n "(IDX:" idx ")" } # GPUs 0,2 as gpus says
+function gres_gpus(g,    n, x, i, k, f, c) { # how many GPUs a node's GRES holds
     n = split(g, x, ","); c = 0
-    for (i = 1; i <= n; i++) if (x[i] ~ /^gpu/) { sub(/\(.*/, "", x[i]); k = split(x[i], f, ":"); if (f[k] ~ /^[0-9]+$/) c += f[k] }
+    for (i = 1; i <= n; i++) { sub(/^gres[:\/]/, "", x[i]); if (x[i] ~ /^gpu/) { sub(/\(.*/, "", x[i]); k = split(x[i], f, ":"); if (f[k] ~ /^[0-9]+$/) c += f[k] } }
     return c
 }
-function gpu_share(idx,    n, x) { n = split(idx, x, ","); return "gpu:" n "(IDX:" idx ")" }

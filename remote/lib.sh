@@ -10,13 +10,8 @@ RSK_SQ='' RSK_SLURM='' RSK_HELD='' # rsk_squeue's answer and up|down ("" before 
 # exit codes (docs/protocol.md, "Exit codes")
 RSK_E_USAGE=2 RSK_E_POLICY=3 RSK_E_MISMATCH=5 RSK_E_CAP=7 RSK_E_UNAVAILABLE=69 RSK_E_SBATCH=70 RSK_E_ROOT=73 RSK_E_MISSING=78
 
-rsk_emit() { # rsk_emit KIND [key=value ...]: one @@ line
-    printf '@@%s %s' "$RSK_NONCE" "$1"
-    shift
-    [ $# -eq 0 ] || printf ' %s' "$@"
-    printf '\n'
-}
-
+# the frame -------------------------------------------------------------------
+rsk_emit() { printf '@@%s' "$RSK_NONCE"; printf ' %s' "$@"; printf '\n'; } # rsk_emit KIND [key=value ...]: one @@ line
 rsk_finish() { # the EXIT trap: releases a held lock and closes the output with @@NONCE done
     rsk_status=$?
     [ "$RSK_RC" -ne 0 ] || RSK_RC=$rsk_status
@@ -24,7 +19,6 @@ rsk_finish() { # the EXIT trap: releases a held lock and closes the output with 
     [ -z "$RSK_NONCE" ] || printf '@@%s done rc=%s\n' "$RSK_NONCE" "$RSK_RC"
     exit "$RSK_RC"
 }
-
 rsk_start() { # every entry's main calls this first: reads the frame line
     trap rsk_finish EXIT
     RSK_USER=$(id -un)
@@ -39,20 +33,17 @@ rsk_start() { # every entry's main calls this first: reads the frame line
     rsk_emit hello "protocol=$RSK_PROTOCOL" "scripts=$RSK_SCRIPTS"
     rsk_trust_commands
 }
-
 rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line, then exit RC
     RSK_RC=$1
     rsk_emit error "code=$2" "rc=$1" "msg=$(rsk_b64 "$3")"
     exit "$1"
 }
-
 rsk_need() { # rsk_need CMD...: each command exists on this login node (docs: requirements)
     for rsk_c in "$@"; do
         command -v "$rsk_c" >/dev/null 2>&1 \
             || rsk_fail "$RSK_E_MISSING" missing-command "the login node has no '$rsk_c' (rsk needs it; see rsk doctor)"
     done
 }
-
 # The commands rsk reads Slurm and its own files through: one that resolves to a file, or into a directory, the
 # account can write, a job could have put there to answer for Slurm. A tripwire, not a fence (docs/security.md).
 RSK_TRUSTED='sbatch squeue scontrol sinfo scancel sacct srun awk sed base64 sha256sum flock sort date id'
@@ -67,7 +58,6 @@ rsk_trust_commands() {
         fi
     done
 }
-
 rsk_which() { # rsk_which CMD: sets RSK_P to the file CMD runs, searched on PATH as the shell does, or fails; no fork
     RSK_P='' rsk_rest=$PATH:
     while [ -n "$rsk_rest" ]; do
@@ -79,60 +69,44 @@ rsk_which() { # rsk_which CMD: sets RSK_P to the file CMD runs, searched on PATH
 
 # encoding ------------------------------------------------------------------
 rsk_b64() { printf '%s' "$1" | base64 | tr -d '\n'; } # rsk_b64 STRING: base64 on one line
-
-# a value on the wire: "=LITERAL" (only these characters: no decoding, no fork) or base64, which never starts with "="
-rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; }
-
+rsk_chunks() { base64 | tr -d '\n' | fold -w 4000 | while IFS= read -r rsk_c || [ -n "$rsk_c" ]; do rsk_emit chunk "$rsk_c"; done; } # stdin as @@chunk lines
+rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; } # a wire value "=LITERAL" (else base64)
 rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
     if rsk_is_literal "$1"; then RSK_E="=$1"; else RSK_E=$(rsk_b64 "$1"); fi
 }
-
 rsk_dec() { # rsk_dec WIRE: sets RSK_V to the value (trailing newlines kept)
     case $1 in "="*) RSK_V=${1#=}; return 0 ;; '') RSK_V=''; return 0 ;; esac
     RSK_V=$(printf '%s' "$1" | base64 -d 2>/dev/null && printf x) \
         || rsk_fail "$RSK_E_USAGE" bad-encoding "a value is not valid base64"
     RSK_V=${RSK_V%x}
 }
-
 rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines kept)
     case $1 in *"'"*) ;; *) printf "'%s'" "$1"; return 0 ;; esac
     rsk_q=$(printf '%sx' "$1" | sed "s/'/'\\\\''/g")
     printf "'%s'" "${rsk_q%x}"
 }
-
 rsk_hash() { RSK_H=$(printf '%s' "$1" | rsk_sha256); RSK_H=${RSK_H%% *}; } # RSK_H: the sha256 of STRING
 rsk_hash_file() { RSK_H=$(rsk_sha256 <"$1"); RSK_H=${RSK_H%% *}; }        # RSK_H: the sha256 of the file's bytes
-rsk_sha256() { # the digest of stdin, then other words (sha256sum, else shasum, else openssl; no cut)
-    if command -v sha256sum >/dev/null 2>&1; then sha256sum
-    elif command -v shasum >/dev/null 2>&1; then shasum -a 256
-    else openssl dgst -sha256 -r; fi
-}
-
 rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 # validation ----------------------------------------------------------------
 rsk_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; }
-
 rsk_decimal() { # rsk_decimal DIGITS: sets RSK_V to the number in decimal ("08" is 8, never octal)
     RSK_V=$1
     while :; do case $RSK_V in 0?*) RSK_V=${RSK_V#0} ;; *) break ;; esac; done
     [ "${#RSK_V}" -le 9 ] || rsk_fail "$RSK_E_USAGE" bad-number "the number $1 is too large"
 }
-
 rsk_need_line() { # rsk_need_line WHAT VALUE: sets RSK_V to VALUE, a line number (read as decimal)
     rsk_is_uint "$2" || rsk_fail "$RSK_E_USAGE" usage "$1 must be a line number"
     rsk_decimal "$2"
 }
-
 rsk_need_token() { # rsk_need_token WHAT VALUE: names safe in paths and job names: [A-Za-z0-9._-], 1..64, no leading . or -
     case $2 in '' | .* | -* | *[!A-Za-z0-9._-]*) ;; *) [ "${#2}" -gt 64 ] || return 0 ;; esac
     rsk_fail "$RSK_E_USAGE" "bad-$1" "$1 must be 1-64 characters of A-Z a-z 0-9 . _ - and not start with . or -"
 }
-
 rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
     case $1 in '' | *[!0-9_s]* | [!0-9]* | *[!0-9]) return 1 ;; *_*_* | *s*s* | *_*s* | *s*_*) return 1 ;; esac
 }
-
 # rsk_need_writable DIR...: each exists and takes a new file, probed once a call, in a subshell (a failed
 # redirection would end this shell before any error could be reported)
 rsk_need_writable() {
@@ -141,16 +115,13 @@ rsk_need_writable() {
 $rsk_dir
 "*) continue ;; esac
         [ -d "$rsk_dir" ] || mkdir -p "$rsk_dir" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_dir"
-        if ! (printf 'probe\n' >"$rsk_dir/.probe.$$") 2>/dev/null; then
-            rm -f "$rsk_dir/.probe.$$" 2>/dev/null || true
-            rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write under $rsk_dir (permissions or a full disk)"
-        fi
+        (printf 'probe\n' >"$rsk_dir/.probe.$$") 2>/dev/null || { rm -f "$rsk_dir/.probe.$$" 2>/dev/null || true
+            rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write under $rsk_dir (permissions or a full disk)"; }
         rm -f "$rsk_dir/.probe.$$"
         RSK_WRITABLE="$RSK_WRITABLE$rsk_dir
 "
     done
 }
-
 # rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012)
 rsk_lock() {
     rsk_need flock
@@ -163,18 +134,14 @@ rsk_lock() {
 # The journal, $RSK_ROOT/journal/PROJECT.log: one event a line, appended in sealed blocks (docs/protocol.md,
 # "The attempt journal"). rsk_block_start, then rsk_jline for each line, then rsk_journal_write.
 rsk_block_start() { RSK_BLOCK='' RSK_T=''; } # the block's time is read when its first line is added
-
 rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to RSK_BLOCK (empty values left out)
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
     rsk_l="v=2 t=$RSK_T ev=$1 rid=$2 plan=$3 idx=$4"
     shift 4
-    for rsk_kv in "$@"; do
-        case $rsk_kv in *=) ;; *) rsk_l="$rsk_l $rsk_kv" ;; esac
-    done
+    for rsk_kv in "$@"; do case $rsk_kv in *=) ;; *) rsk_l="$rsk_l $rsk_kv" ;; esac; done
     RSK_BLOCK="$RSK_BLOCK$rsk_l
 "
 }
-
 # rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (the project lock is held); returns nonzero
 # (after an @@warning) when the disk refuses: callers decide whether that is fatal
 rsk_journal_write() {
@@ -202,16 +169,13 @@ $RSK_BLOCK" ;;
         rsk_get "$rsk_last" h
         rsk_prev=$RSK_F
     fi
-    rsk_hash "$rsk_prev
-$rsk_tail$RSK_BLOCK"
-    rsk_seal=${RSK_H%"${RSK_H#????????????????}"} # its first 16 characters
-    if ! printf '%s h=%s\n' "${RSK_BLOCK%?}" "$rsk_seal" >>"$rsk_jf" 2>/dev/null; then
+    rsk_seal "$rsk_prev" "$rsk_tail$RSK_BLOCK"
+    if ! printf '%s h=%s\n' "${RSK_BLOCK%?}" "$RSK_SEAL" >>"$rsk_jf" 2>/dev/null; then
         rsk_emit warning code=journal-unwritable "msg=$(rsk_b64 "cannot append to $rsk_jf")"
         return 1
     fi
-    rsk_emit head "seal=$rsk_seal"
+    rsk_emit head "seal=$RSK_SEAL"
 }
-
 # rsk_job_run PROJECT JOB: RSK_RID and RSK_RUN (the job's run directory) of a job the project's journal accepted
 # (job ids compared as whole strings), or fail with not-ours
 rsk_job_run() {
@@ -223,20 +187,17 @@ rsk_job_run() {
     RSK_RID=${rsk_found%% *} rsk_idx=${rsk_found#* }
     RSK_RUN="$RSK_ROOT/runs/$1/$RSK_RID${rsk_idx:+/t$rsk_idx}"
 }
-
-# The ledger's word (docs/protocol.md, "Other entries"): RSK_HELD, " JOB:RID JOB:RID ...", the jobs it holds (the
-# authority for what rsk submitted), and RSK_SINCE, when it made its oldest hold whose outcome it does not know
+# The ledger's word: RSK_HELD, "JOB:RID JOB:RID ", the jobs it holds (the authority for what rsk submitted), and
+# RSK_SINCE, when it made its oldest hold whose outcome it does not know
 rsk_held() { # rsk_held LIST: RSK_HELD from "JOB:RID,..."
     RSK_HELD=$(printf '%s\n' "$1" | tr ',' '\n' | awk -F: "$RSK_AWK"'NF == 0 { next }
         NF != 2 || !is_job($1) || !is_rid($2) { exit 1 }
         { printf "%s ", $0 }') || rsk_fail "$RSK_E_USAGE" bad-held "held jobs are JOB:REQUEST_ID words"
 }
-
 rsk_since() { # rsk_since EPOCH
     if ! rsk_is_uint "$1" || [ "${#1}" -gt 12 ]; then rsk_fail "$RSK_E_USAGE" bad-since "since is a time in epoch seconds"; fi
     RSK_SINCE=$1
 }
-
 rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on stdin (after the frame)
     IFS=' ' read -r rsk_w rsk_l || true
     RSK_HELD=''
@@ -251,12 +212,9 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
     esac
     return 1
 }
-
-# rsk_squeue: the one reader of Slurm's queue, until a caller reads it again: RSK_SQ, one line a job,
-# "ID|STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|NAME|COMMENT" (sq() in lib.awk, rsk_sq_job) and
-# RSK_SLURM=up, or RSK_SQ='' and RSK_SLURM=down. Two reads joined by id: Slurm's facts, with no text a job can set
-# (so no forged line), then restarts and the texts (an id's first line is its own). A restarted job's run time is
-# its limit.
+# rsk_squeue: the one reader of Slurm's queue (its line: docs/protocol.md, "The prelude"): RSK_SQ and RSK_SLURM=up,
+# or RSK_SQ='' and RSK_SLURM=down. Two reads joined by id: Slurm's facts, with no text a job can set (so no forged
+# line), then restarts and the texts (an id's first line is its own). A restarted job's run time is its limit.
 rsk_squeue() {
     if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%V|%D|%C|%m|%b' 2>/dev/null) \
         && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,StdOut:|,Name:|,Comment:|' 2>/dev/null); then
@@ -277,36 +235,31 @@ rsk_squeue() {
         RSK_SQ='' RSK_SLURM=down
     fi
 }
-
+rsk_ask() { # rsk_ask CMD [ARG ...]: RSK_A, what the Slurm command says, or fail slurm-unavailable with its first lines
+    RSK_A=$("$@" 2>&1) || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "$1 failed: $(printf '%s' "$RSK_A" | head -n 3 | cut -c1-300)"
+}
 rsk_need_slurm() { # rsk_need_slurm: a fresh rsk_squeue, or fail: nothing can be decided without Slurm's word
     rsk_squeue
     [ "$RSK_SLURM" = up ] || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: the controller does not answer"
 }
-
 # rsk_sq_job JOB: SQ_STATE and SQ_NAME of the job's line in RSK_SQ (sq() in sh, no fork), or false when Slurm
 # lists no such job
 rsk_sq_job() {
-    case "
-$RSK_SQ" in *"
-$1|"*) ;; *) return 1 ;; esac
-    SQ_STATE="
+    rsk_l="
 $RSK_SQ"
-    SQ_STATE=${SQ_STATE#*"
-$1|"}
-    SQ_STATE=${SQ_STATE%%"
+    case $rsk_l in *"
+$1|"*) rsk_l=${rsk_l#*"
+$1|"} ;; *) return 1 ;; esac
+    rsk_l=${rsk_l%%"
 "*} # STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|NAME|COMMENT
-    SQ_NAME=${SQ_STATE#*|*|*|*|*|*|*|*|*|*|} SQ_STATE=${SQ_STATE%%|*}
-    SQ_NAME=${SQ_NAME%%|*}
+    SQ_STATE=${rsk_l%%|*} SQ_NAME=${rsk_l#*|*|*|*|*|*|*|*|*|*|} SQ_NAME=${SQ_NAME%%|*}
 }
-
 rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
-
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
     [ -n "$RSK_SLURM" ] || rsk_squeue
     printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" -v runs="$RSK_ROOT/runs/$1" \
         "$RSK_AWK"'{ sq($0) } project_active(p, held, runs) { print SQ_ID }'
 }
-
 # rsk_evidence_lines PROJECT RID: what Slurm and the run markers know of the request's jobs, for lib.awk's
 # evidence(): squeue's lines, then "M JOB rsk-plan:HASH" from the started markers (what the job wrote), then
 # "S IDX STEPID PLAN" for the steps queued into a lease
@@ -319,11 +272,9 @@ rsk_evidence_lines() {
         "$rsk_runs"/t*/started 2>/dev/null || true
     [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
 }
-
-# rsk_script_runs EXCEPT: "JOB DIR" for each active job of the account Slurm took at or after RSK_SINCE (when set)
-# that the ledger does not hold and EXCEPT (" JOB JOB ") does not name: DIR is the run directory its batch script
-# runs in (the rsk_run line submit writes), "-" for a script that is not rsk's or a job with none, "?" when the
-# controller does not answer. Slurm's copy of the script, which no one can change once submitted (ADR 0039).
+# rsk_script_runs EXCEPT: "JOB DIR" for each active job of the account since RSK_SINCE that the ledger does not hold
+# and EXCEPT (" JOB JOB ") does not name: DIR, the run directory of its batch script (Slurm's copy, which no one can
+# change once submitted: ADR 0039), "-" for none or not rsk's, "?" when the controller does not answer
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
     for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $1 " \
@@ -343,11 +294,10 @@ rsk_script_runs() {
 }
 
 # leases (docs/leases.md, "On the cluster") ------------------------------------------
-# rsk_lease PROJECT NAME: the one reader of a lease. LDIR; L, the lease file's line ("" when there is none), with
-# L_job and L_rid; L_ctl, its controller's line ("" unless it speaks for L_job); L_sq, the state of L_job while it
-# is active AND carries the lease's identity rsk:PROJECT:RID in its name, else "" (a reused job id is never taken
-# for the lease); L_state: closed or ended once the job holds no allocation, pending while it waits for one, else
-# what its controller says (starting before that)
+# rsk_lease PROJECT NAME: the one reader of a lease: LDIR, L (its file's line, "" for none), L_job, L_rid, L_ctl (its
+# controller's line, "" unless it speaks for L_job), L_sq (L_job's state while it is active AND named rsk:PROJECT:RID,
+# else "": a reused job id is never taken for the lease) and L_state (closed or ended without an allocation, pending
+# while it waits for one, else what its controller says, starting before it says)
 rsk_lease() {
     LDIR=$RSK_ROOT/leases/$1/$2 L='' L_ctl='' L_sq=''
     [ ! -f "$LDIR/lease" ] || IFS= read -r L <"$LDIR/lease" || true
@@ -367,7 +317,6 @@ rsk_lease() {
         *) L_state=${RSK_F:-starting} ;;
     esac
 }
-
 # rsk_unqueue LDIR SEQ WHY: a queued step leaves the queue for end/, never to start. Moving its .step file
 # is the claim; the controller claims the same way (q/ -> run/), so one of the two wins
 rsk_unqueue() {
@@ -375,10 +324,9 @@ rsk_unqueue() {
     printf '%s\n' "$3" >"$1/end/$2.why"
     mv "$1/q/$2.sh" "$1/end/$2.sh" 2>/dev/null || true
 }
-
-# rsk_lease_steps PROJECT: "WHERE STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS ALLOC" for every step of
-# the project's leases (WHERE: q, run or end; ALLOC: the lease job that started it; "-": unknown). Listed q/, run/,
-# end/ in that order, an entry gone from where it was listed read where it went: no step missed nor listed twice.
+# rsk_lease_steps PROJECT: "WHERE(q|run|end) STEPID RID IDX PLAN LEASE SEQ TIME NODE START WHY RC GPUS ALLOC(the job
+# that started it)", "-" for unknown, a step of the project's leases. Listed q/, run/, end/ in that order, an entry
+# gone from where it was listed read where it went: no step missed nor listed twice.
 rsk_lease_steps() {
     for rsk_d in "$RSK_ROOT/leases/$1"/*/; do
         for rsk_f in "$rsk_d"q/*.step "$rsk_d"run/*.step "$rsk_d"end/*.step; do [ ! -f "$rsk_f" ] || printf '%s\n' "$rsk_f"; done

@@ -1,17 +1,14 @@
 # shellcheck shell=sh
 # rsk cluster policy: the rules the cluster enforces whatever the local ledger says, from $RSK_ROOT/policy.conf
-# (docs/protocol.md, "The cluster policy": its keys, meanings and defaults). Part of the submit, doctor and info
-# programs; on its own (the "policy" program) it prints the effective policy. Its digest is bound into every plan,
-# so a changed policy changes every plan hash.
+# (docs/protocol.md, "The cluster policy"). Part of submit, doctor and info; on its own (the "policy" program) it
+# prints the effective policy. Its digest is bound into every plan: a changed policy changes every plan hash.
 RSK_POLICY_KEYS='partitions accounts qos max_gpus max_cpus max_mem_mb max_nodes max_time_min max_active_jobs default_time_min default_mem_mb'
-
 rsk_policy_digest() { # sets RSK_POLICY_DIGEST and RSK_POLICY_SOURCE: the policy file's sha256, or default-1
     RSK_POLICY_DIGEST='default-1' RSK_POLICY_SOURCE=default
     [ -f "$RSK_ROOT/policy.conf" ] || return 0
     rsk_hash_file "$RSK_ROOT/policy.conf"
     RSK_POLICY_DIGEST=$RSK_H RSK_POLICY_SOURCE=file
 }
-
 rsk_policy_load() { # sets P_KEY for each key, RSK_POLICY_DIGEST, and RSK_PL: the values in the keys' order, "|" between
     rsk_policy_digest
     rsk_pf=$RSK_ROOT/policy.conf
@@ -39,19 +36,16 @@ rsk_policy_load() { # sets P_KEY for each key, RSK_POLICY_DIGEST, and RSK_PL: th
 $RSK_PL
 EOT
 }
-
 rsk_allow() { # rsk_allow WHAT VALUE LIST: a reason unless LIST (space separated, or *) holds VALUE
     [ "$3" != '*' ] || return 0
     for rsk_w in $3; do [ "$rsk_w" != "$2" ] || return 0; done
     RSK_REASONS="$RSK_REASONS$1 $2 is not allowed (allowed: $3)
 "
 }
-
 rsk_ceiling() { # rsk_ceiling WHAT VALUE MAX: a reason when VALUE passes MAX
     [ -z "$3" ] || [ "$2" -le "$3" ] || RSK_REASONS="$RSK_REASONS$1 $2 exceeds the ceiling $3
 "
 }
-
 # rsk_policy_check PARTITION ACCOUNT NODES CPUS MEM_MB GPUS TIME_MIN QOS: RSK_REASONS, one reason a line (an
 # empty account or QOS is always allowed)
 rsk_policy_check() {
@@ -65,16 +59,13 @@ rsk_policy_check() {
     rsk_ceiling "gpus per node" "$6" "$P_max_gpus"
     rsk_ceiling "time limit (min)" "$7" "$P_max_time_min"
 }
-
 rsk_policy_emit() { # @@policy lines: the verdict and each reason
     rsk_emit policy "verdict=$RSK_VERDICT" "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST" \
-        "max_active_jobs=$P_max_active_jobs" "default_time_min=$P_default_time_min" \
-        "default_mem_mb=$P_default_mem_mb"
+        "max_active_jobs=$P_max_active_jobs" "default_time_min=$P_default_time_min" "default_mem_mb=$P_default_mem_mb"
     printf '%s' "$RSK_REASONS" | while IFS= read -r rsk_r; do
         rsk_emit policy-reason "msg=$(rsk_b64 "$rsk_r")"
     done
 }
-
 rsk_policy_show() {
     rsk_policy_load
     rsk_v="$RSK_PL|"

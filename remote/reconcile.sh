@@ -1,10 +1,8 @@
 # shellcheck shell=sh
 # rsk reconcile PROJECT (stdin: optional "held" and "since" lines): every task whose last journal event is an intent
-# is reconciled when Slurm, a run marker or a lease's queue knows its job (rsk_evidence_lines), or when an active job
-# of the account Slurm took since the ledger's oldest open hold runs a batch script in the request's run directory
-# (rsk_script_runs, ADR 0039); left unresolved while Slurm does not give the script of such a job (it could be the
-# intent's); else abandoned (the lock is held: the writer died before sbatch). Never resubmits (docs/protocol.md,
-# "Other entries").
+# is reconciled from evidence (rsk_evidence_lines, then rsk_script_runs: ADR 0039), left unresolved while Slurm does
+# not give the script of a job that could be its own, else abandoned (the lock is held: the writer died before
+# sbatch). Never resubmits (docs/protocol.md, "Other entries").
 
 main() {
     rsk_start
@@ -50,17 +48,10 @@ EOT
             [ "$task" != - ] || task=''
             [ "$job" != - ] || job=$(printf '%s\n' "$scripts" | awk -v d="$runs/$rid" -v i="$i" '
                 $2 == d { k = index($1, "_") ? substr($1, index($1, "_") + 1) + 0 : 0; if (k == i + 0) { print $1; exit } }')
-            result=abandoned
-            if [ -n "${job#-}" ]; then
-                result=reconciled
-                rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
-            elif [ -n "$unknown" ]; then # left open: nothing the cluster shows proves the intent submitted nothing
-                result=unresolved
-            else
-                rsk_jline abandoned "$rid" "$plan" "$idx" "task=$task" code=no-evidence
-            fi
-            u=''
-            [ "$result" != unresolved ] || u=$unknown
+            u='' result=reconciled
+            if [ -n "${job#-}" ]; then rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
+            elif [ -n "$unknown" ]; then result=unresolved u=$unknown # left open: nothing shows the intent submitted nothing
+            else result=abandoned; rsk_jline abandoned "$rid" "$plan" "$idx" "task=$task" code=no-evidence; fi
             results="${results}rid=$rid idx=$i task=$task plan=$plan result=$result job=${job#-} unknown=$u
 "
         done <<EOT

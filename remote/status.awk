@@ -1,15 +1,11 @@
-# status.awk: joins squeue, sacct (empty where accounting is off), the run markers and the leases' steps (the
-# sections of stdin, in that order: "-- acct", "-- markers", "-- steps" open the three after squeue's) with the
-# journal (the file jf, read after them) into raw facts, one @@job line per job or step. Runs behind the awk
-# library (kv, sq, secs: lib.awk). Used by status.sh; see the comment there.
+# status.awk (status.sh), behind RSK_AWK: joins the sections of stdin (squeue's lines, then "-- acct" sacct's, "--
+# markers" the ended markers and results, "-- steps" the leases and their steps) with the journal (jf, read last).
 function add(key, j) {
     if (!(key in job)) order[++n] = key
-    job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res"); k_lease[key] = kv($0, "lease")
-    k_needs[key] = kv($0, "needs")
-    k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
+    job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res")
+    k_lease[key] = kv($0, "lease"); k_needs[key] = kv($0, "needs"); k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
 }
 BEGIN {
-    FS = " "
     nh = split(held, hw, " ")
     for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
     srand(); now = srand()
@@ -27,8 +23,7 @@ FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
     }
     next
 }
-FILENAME != jf && part == "acct" {
-    # (no job name: a name can hold a line break, and so a forged line; jobs are known by id)
+FILENAME != jf && part == "acct" { # (no job name: a name can hold a line break, and so a forged line; jobs are known by id)
     split($0, f, "|")
     if (!is_job(f[1]) || (f[1] in ac_state)) next
     a = f[2]; sub(/ .*/, "", a); ac_state[f[1]] = a; split(f[3], ec, ":"); ac_exit[f[1]] = ec[1]
@@ -39,11 +34,10 @@ FILENAME != jf && part == "markers" {
     sp = index($0, " "); file = sp ? substr($0, 1, sp - 1) : $0; body = sp ? substr($0, sp + 1) : ""
     dir = file; sub(/\/[^\/]*$/, "", dir)
     if (file ~ /\/result\/\.rsk-manifest$/) { sub(/\/result$/, "", dir); m_result[dir] = 1 }
-    else if (file ~ /\/started$/) { m_started[dir] = kv(body, "t") }
     else { m_rc[dir] = kv(body, "rc"); m_sig[dir] = kv(body, "sig"); m_el[dir] = kv(body, "elapsed"); m_lim[dir] = kv(body, "limit"); m_stop[dir] = kv(body, "stop") }
     next
 }
-FILENAME != jf { # the steps
+FILENAME != jf { # the leases, then their steps (rsk_lease_steps)
     split($0, f, " "); for (i in f) if (f[i] == "-") f[i] = ""
     if (f[1] == "L") { l_st[f[2]] = f[3]; l_job[f[2]] = f[4]; next }
     # a step: where it is in its lease's queue, and its lease's state (ended for a step that an earlier
@@ -53,23 +47,19 @@ FILENAME != jf { # the steps
     st_age[s] = f[10] ~ /^[0-9]+$/ ? now - f[10] : ""; st_limit[s] = f[8] ~ /^[0-9]+$/ ? f[8] * 60 : ""
     next
 }
-{
-    nj++ # the journal's line number
-    if (after != "" && nj > after + 0) print "@@" nonce " journal n=" nj " " $0
+{ # the journal (nj: its line number)
+    if (++nj > after + 0 && after != "") print "@@" nonce " journal n=" nj " " $0
     ev = kv($0, "ev"); rid = kv($0, "rid"); task = kv($0, "task"); idx = kv($0, "idx"); j = kv($0, "job")
     if (!is_rid(rid) || (idx != "" && idx !~ /^[0-9]+$/)) next
     key = rid SUBSEP idx
-    if ((ev == "accepted" || ev == "reconciled") && is_job(j)) {
-        add(key, j)
-    } else if (ev == "step-started" && j ~ /^[0-9]+s[0-9]+$/) {
+    if ((ev == "accepted" || ev == "reconciled") && is_job(j)) add(key, j)
+    else if (ev == "step-started" && j ~ /^[0-9]+s[0-9]+$/) {
         # a lease's controller started it: counted, and listed even when nothing accepted it (rsk compares
         # every step with what its ledger allowed)
         starts[j]++
         if (!(key in job)) add(key, j)
         else if (job[key] != j && !((key SUBSEP j) in job)) add(key SUBSEP j, j)
-    } else if (ev == "cancel-requested" || ev == "cancelled") {
-        cancel[j] = 1
-    }
+    } else if (ev == "cancel-requested" || ev == "cancelled") cancel[j] = 1
 }
 END {
     if (after != "") print "@@" nonce " cursor lines=" nj + 0
@@ -80,12 +70,12 @@ END {
         key = "out" SUBSEP j; order[++n] = key; job[key] = j; k_rid[key] = o_rid[j]; k_idx[key] = o_idx[j]
         k_dir[key] = runs "/" o_rid[j] "/t" o_idx[j]
     }
-    for (i = 1; i <= n; i++) {
+    for (i = 1; i <= n; i++) { # (a held job has no run directory: d is "", which no marker has)
         key = order[i]; j = job[key]; d = k_dir[key]
         printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s st=%s st_lease=%s st_node=%s st_age=%s st_limit=%s st_why=%s st_ret=%d rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s sq_shape=%s needs=%s stop=%s result=%d lease=%s held=%d starts=%d\n", \
             nonce, k_rid[key], k_task[key], k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
             ac_state[j], ac_exit[j], ac_el[j], ac_lim[j], st_q[j], clean(st_lease[j]), clean(st_node[j]), st_age[j], st_limit[j], \
-            clean(st_why[j]), st_ret[j], (d == "" ? "" : m_rc[d]), (d == "" ? "" : m_sig[d]), (d == "" ? "" : m_el[d]), \
-            (d == "" ? "" : m_lim[d]), (j in cancel), t_sub[key], k_res[key], sq_sh[j], clean(k_needs[key]), (d == "" ? "" : clean(m_stop[d])), (d in m_result), k_lease[key], (j in h_rid), starts[j]
+            clean(st_why[j]), st_ret[j], m_rc[d], m_sig[d], m_el[d], m_lim[d], (j in cancel), t_sub[key], k_res[key], sq_sh[j], \
+            clean(k_needs[key]), clean(m_stop[d]), (d in m_result), k_lease[key], (j in h_rid), starts[j]
     }
 }

@@ -1,17 +1,15 @@
 # shellcheck shell=sh
-# rsk status PROJECT [AFTER] (stdin: an optional "held" line): the raw facts of every rsk job and step of a
-# project in one call, joined in one awk pass (status.awk), one @@job line each in one shape, and with AFTER
-# the journal lines after it (docs/protocol.md, "Other entries"). It decides nothing: rsk.wire.states does.
+# rsk status PROJECT [AFTER] (stdin: an optional "held" line): the raw facts of every rsk job and step of a project
+# in one call, one @@job line each in one shape, joined in one awk pass (status.awk); with AFTER, the journal lines
+# after it (docs/protocol.md, "Other entries"). It decides nothing: rsk.wire.states does.
 
 main() {
     rsk_start
     rsk_read_held # the jobs the ledger holds: found by id, listed even when the journal lost them
     if [ $# -lt 1 ] || [ $# -gt 2 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: status PROJECT [AFTER]"; fi
     rsk_need_token project "$1"
-    project=$1
-    after=${2:-}
+    project=$1 after=${2:-} runs=$RSK_ROOT/runs/$1 jf=$RSK_ROOT/journal/$1.log
     [ -z "$after" ] || { rsk_need_line AFTER "$after"; after=$RSK_V; }
-    jf=$RSK_ROOT/journal/$project.log
     [ -f "$jf" ] || jf=/dev/null
     rsk_squeue
     # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days; where it
@@ -24,24 +22,19 @@ main() {
     # One pipe into status.awk, never a file: what Slurm said cannot be rewritten on its way by a job of the
     # account. Sections in a fixed order, each opened by a line that no line of the one before can be:
     # squeue's and sacct's lines start with a job id, the markers' with their path under runs/.
-    runs="$RSK_ROOT/runs/$project"
     {
-        printf '%s\n' "$RSK_SQ"
-        printf '%s\n' '-- acct' "$acct" '-- markers'
-        [ ! -d "$runs" ] || find "$runs" \( \( -name started -o -name ended \) -type f -exec awk '{ print FILENAME " " $0 }' {} + \) \
+        printf '%s\n' "$RSK_SQ" '-- acct' "$acct" '-- markers'
+        [ ! -d "$runs" ] || find "$runs" \( -name ended -type f -exec awk '{ print FILENAME " " $0 }' {} + \) \
             -o \( -path '*/result/.rsk-manifest' -type f -print \) 2>/dev/null || true
-        echo '-- steps'
-        # the steps of the project's leases (rsk_lease_steps), after a line per lease with its state and job
-        [ ! -d "$RSK_ROOT/leases/$project" ] || {
-            for lf in "$RSK_ROOT/leases/$project"/*/lease; do
-                [ -f "$lf" ] || continue
-                lf=${lf%/lease}
-                rsk_lease "$project" "${lf##*/}"
-                [ ! -f "$LDIR/drain" ] || case $L_state in running | draining) L_state=drained ;; esac
-                printf 'L %s %s %s\n' "${lf##*/}" "$L_state" "${L_job:--}"
-            done
-            rsk_lease_steps "$project"
-        }
+        echo '-- steps' # a line per lease ("L NAME STATE JOB"), then the steps of the project's leases
+        for lf in "$RSK_ROOT/leases/$project"/*/lease; do
+            [ -f "$lf" ] || continue
+            lf=${lf%/lease}
+            rsk_lease "$project" "${lf##*/}"
+            [ ! -f "$LDIR/drain" ] || case $L_state in running | draining) L_state=drained ;; esac
+            printf 'L %s %s %s\n' "${lf##*/}" "$L_state" "${L_job:--}"
+        done
+        [ ! -d "$RSK_ROOT/leases/$project" ] || rsk_lease_steps "$project"
     } | awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v jf="$jf" -v after="$after" \
         -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" - "$jf"
 }

@@ -352,7 +352,7 @@ outlives() {
     rsk_get "$L_ctl" end
     if [ "$L_overrun" = refuse ] && [ -n "$STEP_TIME" ] && rsk_is_uint "$RSK_F"; then
         rsk_left=$((RSK_F - $(awk 'BEGIN { srand(); print srand() }')))
-        [ $((TIME_MIN * 60)) -le "$rsk_left" ] || rsk_fail "$RSK_E_POLICY" outlives-lease \
+        [ $((TIME_MIN * 60)) -le "$rsk_left" ] || rsk_fail "$RSK_E_SBATCH" outlives-lease \
             "this step's $TIME_MIN min would outlive lease $LEASE ($((rsk_left / 60)) min left); ask for less --time"
     fi
 }
@@ -490,7 +490,7 @@ fits() {
             if (g > gpu) printf "%d GPUs per node are more than %s %d; ", g, node, gpu
         }')
     [ -n "$rsk_why" ] || return 0
-    [ "$PLACE" != step ] || rsk_fail "$RSK_E_POLICY" step-never-fits "this step can never run in lease $LEASE: ${rsk_why%; }"
+    [ "$PLACE" != step ] || rsk_fail "$RSK_E_SBATCH" step-never-fits "this step can never run in lease $LEASE: ${rsk_why%; }"
     rsk_fail "$RSK_E_SBATCH" slurm-rejected "partition $PARTITION can never run this: ${rsk_why%; }"
 }
 

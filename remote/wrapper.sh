@@ -1,13 +1,9 @@
 # shellcheck shell=sh disable=SC2154  # rsk_run, rsk_limit, rsk_plan, rsk_path, rsk_code* are set by the generated header
-# rsk job wrapper: the body of every job script, between a header (rsk_run, rsk_limit, rsk_plan, rsk_path, ...) and
-# the plan's environment and command as wire words (docs/protocol.md, "The job script"). The job's environment is
-# what the plan binds, nothing from the login session (ADR 0008). A chain's link (rsk_links set) exits 75 so that
-# Slurm starts the next link (afternotok) only when this one stopped short of success, 0 otherwise (ADR 0033).
+# rsk job wrapper: the body of every job script, between its header and the plan's environment and command
+# (docs/protocol.md, "The job script"). The job's environment is what the plan binds, nothing from the login session
+# (ADR 0008). A chain's link exits 75 so that Slurm starts the next one only when it stopped short (ADR 0033).
 rsk_arg() { # "=LITERAL" is the value itself; anything else is base64
-    case $1 in
-        "="*) rsk_a=${1#=} ;;
-        *) rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x} ;;
-    esac
+    case $1 in "="*) rsk_a=${1#=} ;; *) rsk_a=$(printf '%s' "$1" | base64 -d && printf x); rsk_a=${rsk_a%x} ;; esac
 }
 rsk_clean_env() {
     for rsk_n in $(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)=.*/\1/p'); do
@@ -26,6 +22,7 @@ rsk_script() { # rsk_script TEXT: writes the user's batch script; it runs with i
     mkdir -p "$rsk_run"
     printf '%s' "$1" >"$rsk_run/user.sbatch" && chmod 0700 "$rsk_run/user.sbatch"
 }
+# shellcheck disable=SC2086  # rsk_sum is a command and its options
 rsk_use_code() { # a fresh copy of the approved snapshot, checked against its manifest, becomes the cwd
     [ -n "${rsk_code:-}" ] || return 0
     rm -rf "$rsk_run/work"
@@ -34,9 +31,7 @@ rsk_use_code() { # a fresh copy of the approved snapshot, checked against its ma
         echo "rsk: cannot copy the code snapshot into $rsk_run/work" >&2
         return 2
     fi
-    # shellcheck disable=SC2086  # rsk_sum is a command and its options
     find . -type f -exec $rsk_sum {} + | awk '{ print $1, substr($2, 3) }' | sort >"$rsk_run/code.sums"
-    # shellcheck disable=SC2086
     if [ "$($rsk_sum <"$rsk_code/.rsk-manifest" | cut -c1-64)" != "$rsk_code_digest" ] \
         || ! awk '{ print $1, $3 }' "$rsk_code/.rsk-manifest" | sort | cmp -s - "$rsk_run/code.sums"; then
         echo "rsk: the code differs from the snapshot the plan bound; not running it" >&2
@@ -44,10 +39,13 @@ rsk_use_code() { # a fresh copy of the approved snapshot, checked against its ma
     fi
 }
 rsk_stamp() { awk 'BEGIN { srand(); print srand() }'; } # seconds since the epoch, in POSIX awk
-rsk_on_signal() {
-    rsk_sig=$1
-    [ -z "${rsk_child:-}" ] || kill -"$1" "$rsk_child" 2>/dev/null
+rsk_put() { printf '%s\n' "$2" >"$1.tmp" && mv "$1.tmp" "$1"; } # rsk_put FILE LINE: written whole or not at all
+rsk_ended() { # rsk_ended DIR RC SIG START LIMIT [STOP]: the ended marker (the job's own and the lease controller's)
+    rsk_t1=$(rsk_stamp) rsk_t=$4
+    case $rsk_t in '' | *[!0-9]*) rsk_t=$rsk_t1 ;; esac # a started time a job rewrote is no arithmetic
+    rsk_put "$1/ended" "rc=$2 sig=$3 t=$rsk_t1 elapsed=$((rsk_t1 - rsk_t)) limit=$5${6:+ stop=$6}"
 }
+rsk_on_signal() { rsk_sig=$1; [ -z "${rsk_child:-}" ] || kill -"$1" "$rsk_child" 2>/dev/null; } # passed on to the command
 rsk_main() {
     # a job Slurm runs again (it turned requeue back on and requeued itself) runs nothing more: its charge
     # covers one run, and Slurm's run time would count only the last one
@@ -58,15 +56,11 @@ rsk_main() {
     rsk_t0=$(rsk_stamp)
     rsk_sum=sha256sum # the code check's and the result manifest's digest
     command -v sha256sum >/dev/null 2>&1 || rsk_sum='shasum -a 256'
-    rsk_jobid=${SLURM_JOB_ID:-}
-    [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
+    rsk_jobid=${rsk_step:-${SLURM_JOB_ID:-}} # a lease's step: its id; an array task: ARRAY_TASK
+    [ -n "${rsk_step:-}" ] || [ -z "${SLURM_ARRAY_JOB_ID:-}" ] || rsk_jobid="${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"
     mkdir -p "$rsk_run"
-    if [ -n "${rsk_step:-}" ]; then # a lease's step: its id, its Slurm step, its node and GPUs
-        printf 'job=%s node=%s t=%s plan=%s slurm=%s.%s gpus=%s\n' "$rsk_step" "${SLURMD_NODENAME:-$(uname -n)}" \
-            "$rsk_t0" "$rsk_plan" "${SLURM_JOB_ID:-}" "${SLURM_STEP_ID:-}" "${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}"
-    else
-        printf 'job=%s node=%s t=%s plan=%s\n' "$rsk_jobid" "$(uname -n)" "$rsk_t0" "$rsk_plan"
-    fi >"$rsk_run/started.tmp" && mv "$rsk_run/started.tmp" "$rsk_run/started"
+    # one shape for a job and a step: its id, node, start, plan, Slurm step and GPUs
+    rsk_put "$rsk_run/started" "job=$rsk_jobid node=${SLURMD_NODENAME:-$(uname -n)} t=$rsk_t0 plan=$rsk_plan slurm=${SLURM_JOB_ID:-}.${SLURM_STEP_ID:-} gpus=${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}"
     rsk_sig=''
     [ -z "${rsk_links:-}" ] || rsk_link_env
     RSK_WORK_DIR=$rsk_work # shared by the request's tasks, a chain's links and a batch's attempts
@@ -86,8 +80,7 @@ rsk_main() {
     done
     rsk_end "$rsk_rc"
 }
-rsk_link_env() { # a chain's link: what the command is told; the run time of the links before it, from their
-    # markers (its own request's and, extended, the chain's first request's and its extensions')
+rsk_link_env() { # a chain's link: what the command is told; the run time of the links before it, from their markers
     RSK_LINK=$((rsk_link0 + rsk_ti + 1)) RSK_LINKS=$((rsk_link0 + rsk_links)) RSK_BUDGET=$rsk_budget
     RSK_RUN_TIME=$(cat "$rsk_chain"/t*/ended "$rsk_chain".a*/t*/ended 2>/dev/null \
         | awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^elapsed=[0-9]+$/) s += substr($i, 9) } END { print s + 0 }')
@@ -119,13 +112,12 @@ rsk_publish() { # rsk_publish RC: on 0, a manifest (sha256, size, path of every 
 }
 rsk_end() { # rsk_end RC: the result published, the ended marker, then exit RC (a chain's link: 75 to go on, else 0)
     rsk_publish "$1"
-    rsk_t1=$(rsk_stamp) rsk_x=$1 rsk_stop=''
+    rsk_x=$1 rsk_stop=''
     if [ -n "${rsk_links:-}" ] && [ "$1" -ne 0 ]; then
         rsk_x=0
         if [ "$1" -eq 75 ]; then rsk_stop=yielded rsk_x=75; elif [ "$rsk_sig" = USR1 ]; then rsk_stop=time-limit rsk_x=75; fi
         [ -z "$rsk_stop" ] || [ "$((rsk_ti + 1))" -lt "$rsk_links" ] || rsk_stop=budget-spent
     fi
-    printf 'rc=%s sig=%s t=%s elapsed=%s limit=%s%s\n' "$1" "${rsk_sig:-none}" "$rsk_t1" "$((rsk_t1 - rsk_t0))" \
-        "$rsk_limit" "${rsk_stop:+ stop=$rsk_stop}" >"$rsk_run/ended.tmp" && mv "$rsk_run/ended.tmp" "$rsk_run/ended"
+    rsk_ended "$rsk_run" "$1" "${rsk_sig:-none}" "$rsk_t0" "$rsk_limit" "$rsk_stop"
     exit "$rsk_x"
 }

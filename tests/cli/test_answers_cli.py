@@ -204,3 +204,10 @@ def test_fetched_results_are_never_part_of_a_code_snapshot(tmp_path: Path) -> No
 def test_logs_of_a_request_or_a_job_but_not_both(argv: list[str], says: str, rsk_env: Path) -> None:
     r = rsk("logs", *argv, "--json")
     assert r.rc == Exit.USAGE and says in _doc(r.out)["message"], (r.out, r.err)
+
+
+def test_what_is_not_there_is_not_found(rsk_env: Path, project: str) -> None:
+    for argv in (["approvals", "show", "c-000000000000"], ["wait", "c-000000000000"], ["grant", "show", "g-0"],
+                 ["withdraw", "c-000000000000"]):  # fmt: skip
+        r = rsk(*argv, "-p", project, "--json")
+        assert r.rc == Exit.USAGE and _doc(r.out)["error"] == "not-found", (argv, r.out)

@@ -239,12 +239,13 @@ def test_what_a_lease_refuses(lab: Lab, project: str, leases: list[str]) -> None
     leases.append("small")
     wait_running(project, "small")
     never = step(project, "small", "--gpus", "3")
-    assert never.rc == Exit.DENIED and "never run in lease small" in never.err
-    assert step(project, "small", "--nodes", "2").rc == Exit.DENIED
+    assert never.rc == Exit.REJECTED and "never run in lease small" in never.err  # the agent asks for less
+    assert "open a larger lease" in never.err
+    assert step(project, "small", "--nodes", "2").rc == Exit.REJECTED
     # a step longer than what is left of the lease (overrun refuse, the default)
     time.sleep(2)
     long = step(project, "small", "--gpus", "1", "--time", "3")
-    assert long.rc == Exit.DENIED and "outlive" in long.err
+    assert long.rc == Exit.REJECTED and "outlive" in long.err
     assert step(project, "missing", "--gpus", "1").rc == Exit.USAGE
     # another project has no such lease: leases are the project's own
     assert step("other" + project[:8], "small", "--gpus", "1").rc == Exit.USAGE

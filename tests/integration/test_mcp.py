@@ -123,8 +123,8 @@ def test_a_pending_launch_names_its_card_and_no_tool_decides_it(lab: Lab, projec
             assert [x["id"] for x in listed["cards"]] == [card] and listed["cards"][0]["status"] == "pending"
             # forged calls: tools that do not exist, under every name a human act goes by
             for name, args in [("approve", {"card": card}), ("approve_card", {"card_id": card, "yes": True}),
-                               ("grant", {"jobs": 100}), ("deny", {"card": card}), ("deny_rule", {"pattern": "x"}),
-                               ("withdraw", {"card": card})]:  # fmt: skip
+                               ("grant", {"jobs": 100}), ("deny", {"card": card}),
+                               ("deny_rule", {"pattern": "x"})]:  # fmt: skip
                 forged = await c.call_tool(name, args)
                 assert forged.is_error and "Unknown tool" in forged.content[0].text  # type: ignore[union-attr]
             # an argument that claims a human's consent is refused as an unknown argument, or changes nothing
@@ -197,3 +197,29 @@ def test_the_mcp_inspector_lists_the_tools(lab: Lab, project: str) -> None:
 def test_a_missing_target_or_project_file_is_a_clear_error(lab: Lab, tmp_path: Path) -> None:
     r = rsk("mcp", "--target", "nowhere")
     assert r.rc == 2 and "no target named 'nowhere'" in r.err and r.out == ""
+
+
+def test_the_tools_take_what_the_commands_take_batch_env_and_withdraw(lab: Lab, project: str, tmp_path: Path) -> None:
+    grant(project, "--jobs", "3", "--max-time", "10")
+
+    async def go() -> None:
+        async with session(project, cwd=tmp_path) as c:
+            tasks = [{"key": k, "argv": ["sh", "-c", f'echo "$GREETING {k}" > "$RSK_OUT/m.txt"']} for k in ("a", "b")]
+            sub = body(await c.call_tool("launch", {"tasks": tasks, "request_id": "mb", "time": "5",
+                                                    "env": {"GREETING": "hi"}}))  # fmt: skip
+            assert sub["status"] == "submitted", sub
+            while body(await c.call_tool("wait", {"batch": "mb", "timeout": 45}))["status"] != "done":
+                pass
+            st = body(await c.call_tool("status", {"batch": "mb"}))
+            assert sorted(j["task"] for j in st["jobs"]) == ["a", "b"]
+            res = body(await c.call_tool("fetch_batch_result", {"batch": "mb"}))
+            assert res["fetched"] == 2 and res["without"] == [], res
+            assert (tmp_path / "rsk-results" / "mb" / "a" / "m.txt").read_text() == "hi a\n"
+            # a card the agent no longer needs, withdrawn by the agent (never approved or denied by a tool)
+            pending = body(await c.call_tool("launch", {"command": ["true"], "request_id": "mw", "time": "60"}))
+            assert pending["status"] == "pending"
+            gone = body(await c.call_tool("withdraw", {"card": pending["card_id"]}))
+            assert gone["status"] == "withdrawn" and gone["card_id"] == pending["card_id"]
+            assert body(await c.call_tool("approvals", {}))["cards"] == []
+
+    run(go)

@@ -88,6 +88,31 @@ def test_a_changed_file_is_refused_and_a_cut_fetch_leaves_nothing_then_completes
     assert not (tmp_path / "again").exists()
 
 
+def test_a_byte_limit_bounds_what_comes_and_the_next_fetch_resumes_there(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--cpu-hours", "1")
+    job = run_to_end(project, "limit", 'head -c 405264 /dev/zero > "$RSK_RUN_DIR/big.txt"')
+    to = tmp_path / "got"
+    where = ("--target", "lab", "--project", project, "--json")
+    r = rsk("fetch", job, "big.txt", "--to", str(to), "--max-bytes", "100000", *where)
+    assert r.rc == Exit.USAGE and json.loads(r.out)["error"] == "byte-limit", (r.rc, r.out)
+    assert not (to / "big.txt").exists() and (to / "big.txt.rsk-part").stat().st_size <= 100000
+    r = rsk("fetch", job, "big.txt", "--to", str(to), *where)
+    assert r.rc == 0, r.err
+    doc = json.loads(r.out)
+    assert doc["files"][0]["resumed_from"] == 65536 and doc["bytes"] == 405264
+    assert (to / "big.txt").stat().st_size == 405264
+
+
+def test_a_result_of_a_job_not_ours_says_so(lab: Lab, project: str, tmp_path: Path) -> None:
+    rc, out, _ = fetch_result(project, "99999", tmp_path / "nope")
+    doc = json.loads(out)
+    assert rc == Exit.USAGE and doc["error"] == "not-ours", doc
+    assert doc["message"].endswith("on lab") and "--partial" not in (doc["hint"] or ""), doc
+    assert not (tmp_path / "nope").exists()
+
+
 def test_a_job_killed_mid_write_leaves_no_result_and_reconcile_sets_its_stage_aside(
     lab: Lab, project: str, tmp_path: Path
 ) -> None:

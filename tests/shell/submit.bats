@@ -491,10 +491,10 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$status" -eq 0 ]
     [ "$(field estimate start)" = in-lease ]
     run remote submit plan < <(request request_id=s2 lease=dev time_min=5 arg=true)
-    [ "$status" -eq 3 ]
+    [ "$status" -eq 70 ]
     [ "$(field error code)" = outlives-lease ]
     run remote submit plan < <(request request_id=s3 lease=dev cpus=2 arg=true) # its one node holds 1 CPU
-    [ "$status" -eq 3 ]
+    [ "$status" -eq 70 ]
     [ "$(field error code)" = step-never-fits ]
     dec "$(field error msg)" | grep -q "lease dev: 2 CPUs per node are more than the lease's 1"
     # the controller starts a step as soon as it fits: a workflow's needs would be passed over

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from rsk.errors import Exit, NewerLedger, StateError
 from rsk.ledger.archive import ARCHIVE_SCHEMA, Record
@@ -37,7 +38,7 @@ SHAPES = {
 }
 
 
-def _fingerprint() -> str:
+def _fingerprint(model: type[BaseModel] = Ledger) -> str:
     def bare(x: Any) -> Any:
         if isinstance(x, dict):
             return {k: bare(v) for k, v in x.items() if k not in ("description", "title")}
@@ -45,7 +46,7 @@ def _fingerprint() -> str:
             return [bare(v) for v in x]
         return x
 
-    text = json.dumps(bare(Ledger.model_json_schema()), sort_keys=True)
+    text = json.dumps(bare(model.model_json_schema()), sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -56,6 +57,19 @@ def test_the_ledgers_shape_is_the_one_its_schema_version_names() -> None:
         "older rsk would call a ledger with the new field invalid, or a newer one read past it. Bump LEDGER_SCHEMA, "
         "add the step to rsk.ledger.models.migrate and a fixture tests/unit/ledgers/vN.json (gen.py), and record "
         "the new fingerprint here (docs/adr/0044)"
+    )
+
+
+ARCHIVE_SHAPES = {
+    2: "7438d9cb17d447f8"
+}  # the archive line's own shape (its entry is a ledger entry of `ledger_schema`)
+
+
+def test_the_archive_lines_shape_is_the_one_its_schema_version_names() -> None:
+    assert max(ARCHIVE_SHAPES) == ARCHIVE_SCHEMA
+    assert _fingerprint(Record) == ARCHIVE_SHAPES[ARCHIVE_SCHEMA], (
+        f"archive.jsonl's line changed (fingerprint {_fingerprint(Record)}): bump ARCHIVE_SCHEMA, read the older "
+        "lines in rsk.ledger.archive.Record.current, and record the fingerprint here (docs/adr/0044)"
     )
 
 

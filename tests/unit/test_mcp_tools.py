@@ -53,11 +53,11 @@ def test_every_tool_returns_structured_output() -> None:
 def test_an_argument_a_tool_does_not_take_is_refused_never_dropped() -> None:
     async def run() -> tuple[bool, str]:
         async with Client(build(Pin(project="p", target="lab"))) as client:
-            got = await client.call_tool("status", {"batch": "wf-2"})  # status has no `batch`: not "every job"
+            got = await client.call_tool("status", {"batc": "wf-2"})  # a misspelt `batch`: not "every job"
             return bool(got.is_error), " ".join(getattr(c, "text", "") for c in got.content)
 
     failed, text = asyncio.run(run())
-    assert failed and "batch" in text and "xtra" in text, text  # pydantic: "Extra inputs are not permitted"
+    assert failed and "batc" in text and "xtra" in text, text  # pydantic: "Extra inputs are not permitted"
     schema = listing()["tools"]["status"]["input"]
     assert schema.get("additionalProperties") is False
 
@@ -90,3 +90,27 @@ def test_hints_name_the_tool_for_mcp_and_the_command_for_the_shell() -> None:
     assert TOOLS.logs("12", "stderr") == "call logs with job 12, stream stderr"
     assert TOOLS.wait(card="c-1") == "call wait with card c-1" and CLI.wait(card="c-1") == "`rsk wait c-1`"
     assert TOOLS.extend("run-7").startswith("call extend with request_id run-7")
+
+
+def test_an_errors_hint_over_mcp_names_the_tool_not_the_shell_command(rsk_env: Path) -> None:
+    from tests.ui_cards import file_card
+
+    file_card("p")
+
+    async def run() -> dict[str, Any]:
+        async with Client(build(Pin(project="p", target="lab"))) as client:
+            got = await client.call_tool("wait", {"card": "c-000000000000"})
+            assert got.is_error
+            return dict(got.structured_content or {})
+
+    err = asyncio.run(run())
+    assert err["error"] == "not-found" and "approvals tool" in str(err["hint"]) and "`rsk " not in str(err["hint"]), err
+
+
+def test_shell_hints_become_tool_hints_but_a_humans_commands_stay() -> None:
+    from rsk.ops.voice import for_tools
+
+    assert for_tools("`rsk status` lists them") == "the status tool lists them"
+    assert for_tools("then `rsk wait c-1`") == "then the wait tool (`rsk wait c-1`)"
+    assert for_tools("`rsk fetch -r r7 --result --to d`") == "the fetch_result tool"
+    assert for_tools("ask for `rsk approve c-1`") == "ask for `rsk approve c-1`"  # the human's act, for the human

@@ -239,7 +239,12 @@ def fetch(
         bool, typer.Option("--partial", help="With --result: what a job that did not succeed left, labelled so.")
     ] = False,
     max_bytes: Annotated[
-        int, typer.Option(min=1, help="Stop after this many bytes in all (resume by running again).")
+        int,
+        typer.Option(
+            min=1,
+            help="Stop after this many bytes in all, counted in whole 64 KiB blocks; run the same command again to "
+            "resume a file it cut (a file already whole is fetched again).",
+        ),
     ] = 1024**3,
     target: TargetOpt = None,
     project: ProjectOpt = None,

@@ -43,12 +43,12 @@ class Record(BaseModel):
     schema_version: int = ARCHIVE_SCHEMA
     kind: Kind
     archived: datetime = Field(default_factory=now)
-    ledger_schema: int = LEDGER_SCHEMA  # the shape of `entry` (a record of archive schema 1 holds one of 4 to 7)
+    ledger_schema: int = 4  # the shape of `entry` (compact writes the current one; archive schema 1: 4 to 7)
     entry: dict[str, object]
 
     def current(self) -> dict[str, object]:
         """The entry in the current ledger schema: migrated as the hot ledger is (rsk.ledger.models.migrate)."""
-        version = self.ledger_schema if self.schema_version >= 2 else 4
+        version = self.ledger_schema
         if version == LEDGER_SCHEMA:
             return self.entry
         key = f"{self.kind}s"
@@ -95,16 +95,18 @@ def compact(ledger: Ledger, at: datetime) -> list[Record]:
                 g.archived_gpu_hours += sum(c.gpu_hours_used or 0.0 for c in ch.job_costs.values())
                 g.archived_cpu_hours += sum(c.cpu_hours_used or 0.0 for c in ch.job_costs.values())
                 g.archived_jobs_at_worst += sum(c.at_worst for c in ch.job_costs.values())
-            records.append(Record(kind="charge", archived=at, entry=ch.model_dump(mode="json")))
+            records.append(
+                Record(kind="charge", archived=at, ledger_schema=LEDGER_SCHEMA, entry=ch.model_dump(mode="json"))
+            )
         ledger.charges = [ch for ch in ledger.charges if not _charge_cold(ch)]
-    records += [Record(kind="approval", archived=at, entry=a.model_dump(mode="json"))
+    records += [Record(kind="approval", archived=at, ledger_schema=LEDGER_SCHEMA, entry=a.model_dump(mode="json"))
                 for a in ledger.approvals if _approval_cold(a, at)]  # fmt: skip
     ledger.approvals = [a for a in ledger.approvals if not _approval_cold(a, at)]
     open_grants = {ch.grant_id for ch in ledger.charges}
-    records += [Record(kind="grant", archived=at, entry=g.model_dump(mode="json"))
+    records += [Record(kind="grant", archived=at, ledger_schema=LEDGER_SCHEMA, entry=g.model_dump(mode="json"))
                 for g in ledger.grants if _grant_cold(g, open_grants, at)]  # fmt: skip
     ledger.grants = [g for g in ledger.grants if not _grant_cold(g, open_grants, at)]
-    records += [Record(kind="card", archived=at, entry=c.model_dump(mode="json"))
+    records += [Record(kind="card", archived=at, ledger_schema=LEDGER_SCHEMA, entry=c.model_dump(mode="json"))
                 for c in ledger.cards if _card_cold(c, at)]  # fmt: skip
     ledger.cards = [c for c in ledger.cards if not _card_cold(c, at)]
     return records

@@ -138,7 +138,9 @@ def store_of_card(card_id: str, project: str | None) -> Store:
     for owner, card in cards_everywhere(include_decided=True):
         if card.id == card_id:
             return Store(owner)
-    raise UsageError(f"no card {card_id!r} in any project you may use", "`rsk approvals --all` lists the cards")
+    raise UsageError(
+        f"no card {card_id!r} in any project you may use", "`rsk approvals --all` lists the cards", code="not-found"
+    )
 
 
 def _same_plan(card: Card, plan_hash: str | None) -> None:
@@ -272,7 +274,9 @@ def find_card(ledger: Ledger, card_id: str, archive: Archive | None = None) -> C
     for c in archive.cards(f'"id":"{card_id}"') if archive is not None else ():
         if c.id == card_id:
             return c
-    raise UsageError(f"no card {card_id!r} in project {ledger.project}", "`rsk approvals --all` lists cards")
+    raise UsageError(
+        f"no card {card_id!r} in project {ledger.project}", "`rsk approvals --all` lists cards", code="not-found"
+    )
 
 
 class ChainRun(BaseModel):

@@ -139,7 +139,9 @@ def show_grant(store: Store, grant_id: str) -> GrantView:
     for v in list_grants(store, archived=True):
         if v.grant.id == grant_id:
             return v
-    raise UsageError(f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows the grants")
+    raise UsageError(
+        f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows the grants", code="not-found"
+    )
 
 
 def revoke_grant(store: Store, grant_id: str, by: str) -> Grant:
@@ -151,7 +153,9 @@ def revoke_grant(store: Store, grant_id: str, by: str) -> Grant:
                 g.revoked = now()
                 break
         else:
-            raise UsageError(f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows them")
+            raise UsageError(
+                f"no grant {grant_id!r} in project {store.project}", "`rsk grant list` shows them", code="not-found"
+            )
     store.audit(human_entry(store.project, "grant-revoke", by, rule=grant_id))
     return g
 
@@ -174,6 +178,8 @@ def remove_rule(store: Store, rule_id: str, by: str) -> DenyRule:
                 del ledger.deny_rules[i]
                 break
         else:
-            raise UsageError(f"no deny rule {rule_id!r} in project {store.project}", "`rsk deny-rule list`")
+            raise UsageError(
+                f"no deny rule {rule_id!r} in project {store.project}", "`rsk deny-rule list`", code="not-found"
+            )
     store.audit(human_entry(store.project, "deny-rule-remove", by, rule=rule_id))
     return r

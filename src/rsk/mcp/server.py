@@ -23,10 +23,10 @@ from rsk import __version__
 from rsk.cluster.targets import TargetList
 from rsk.commands import HUMAN_ACTS
 from rsk.errors import PendingApproval, RskError, UsageError
-from rsk.ledger.cards import CardList
+from rsk.ledger.cards import CardList, Decision
 from rsk.ops.cancel import CancelReport
 from rsk.ops.events import Events
-from rsk.ops.fetch import FetchReport, ResultReport
+from rsk.ops.fetch import BatchFetchReport, BatchResultReport, FetchReport, ResultReport
 from rsk.ops.gpus import GpuInventory
 from rsk.ops.info import TargetInfo
 from rsk.ops.journal import Journal
@@ -35,7 +35,7 @@ from rsk.ops.launch import launch as do_launch
 from rsk.ops.leases import CloseReport, LeaseList
 from rsk.ops.logs import LogTail
 from rsk.ops.status import Status
-from rsk.ops.voice import TOOLS
+from rsk.ops.voice import TOOLS, for_tools
 from rsk.ops.wait import WaitResult
 from rsk.request.code import CodeSnapshot
 from rsk.request.tasks import TaskLine
@@ -88,9 +88,19 @@ def _own_path(what: str, name: str) -> Path:
     return caller.path(name)
 
 
+def _env(given: list[str] | dict[str, str] | None) -> list[str]:
+    """A tool's env as the CLI's NAME=VALUE entries: a list of them, or an object as a task line has it."""
+    if isinstance(given, dict):
+        return [f"{k}={v}" for k, v in given.items()]
+    return list(given or [])
+
+
 def _tool_error(exc: RskError) -> CallToolResult:
     """The CLI's JSON error as the tool's structured content, flagged is_error (its text is the same JSON)."""
     body = exc.to_json()
+    for key in ("hint", "next"):  # an MCP agent has tools, not a shell: hints name the tools
+        if isinstance(body.get(key), str):
+            body[key] = for_tools(str(body[key]))
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body,
                           is_error=True)  # fmt: skip
 
@@ -127,7 +137,10 @@ Nodes = Annotated[int | None, Field(ge=1, strict=True, description="Nodes (defau
 Cpus = Annotated[int | None, Field(ge=1, strict=True, description="CPUs per node (default 1).")]
 Mem = Annotated[str | None, Field(description="Memory per node: 4096, 512M, 16G.")]
 Time = Annotated[str | None, Field(description="Time limit: 30, 2:00:00, 1-00:00:00.")]
-Env = Annotated[list[str] | None, Field(description="NAME=VALUE entries passed to the job.")]
+Env = Annotated[
+    list[str] | dict[str, str] | None,
+    Field(description='Passed to the job: NAME=VALUE entries, or an object {"NAME": "VALUE"} as in tasks.'),
+]
 Code = Annotated[
     str | None,
     Field(description="A local directory to snapshot and send; the job runs in a checked copy of it."),
@@ -179,7 +192,7 @@ def build(pin: Pin) -> MCPServer:
         if tasks:
             read = read_tasks("\n".join(t.model_dump_json(exclude_none=True) for t in tasks), "tasks")
         spec = LaunchSpec(
-            argv=list(command or []), tasks=read.tasks, chain_line=read.chain, env=list(a.pop("env") or []), **a
+            argv=list(command or []), tasks=read.tasks, chain_line=read.chain, env=_env(a.pop("env")), **a
         )
         request = build_request(spec, pin.project, f"mcp: {requester()}")
         if code is None:
@@ -400,14 +413,17 @@ def build(pin: Pin) -> MCPServer:
     def status(
         job: Annotated[str | None, Field(description="Only this job.")] = None,
         request_id: Annotated[str | None, Field(description="Only this request's (or batch's) jobs.")] = None,
+        batch: Annotated[str | None, Field(description="Only this batch's tasks (its request id).")] = None,
         active: Annotated[bool, Field(description="Only pending and running jobs.")] = False,
         limit: Annotated[int, Field(ge=0, description="At most this many, newest (0: all).")] = 50,
     ) -> Status:
         from rsk.ops.status import filter_jobs
         from rsk.ops.status import status as get_status
 
+        if request_id and batch:
+            raise UsageError("give request_id or batch, not both")
         st = get_status(pin.target, pin.project)
-        return filter_jobs(st, job=job, request_id=request_id, active=active, limit=limit)
+        return filter_jobs(st, job=job, request_id=batch or request_id, active=active, limit=limit)
 
     @server.tool(
         description="What changed since a cursor (journal events, job state changes); blocks up to `wait` seconds "
@@ -484,6 +500,21 @@ def build(pin: Pin) -> MCPServer:
         return CardList(project=pin.project, cards=list_cards(Store(pin.project), include_decided))
 
     @server.tool(
+        description="Withdraw a card your launch filed, when the work is no longer needed: it no longer waits for "
+        "the human, and nothing was spent.",
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False, open_world_hint=False),
+    )
+    @_guarded
+    def withdraw(card: Annotated[str, Field(description="The card id, c-...")]) -> Decision:
+        from rsk.ledger.cards import store_of_card
+        from rsk.ledger.cards import withdraw as do_withdraw
+        from rsk.local.paths import check_token
+        from rsk.ops.launch import requester
+
+        store = store_of_card(check_token("card id", card), pin.project)
+        return Decision.of(store.project, do_withdraw(store, card, f"mcp: {requester()}"))
+
+    @server.tool(
         description="Bring files back from a job's directory (bounded, resumable, never outside it) into a local "
         "directory.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
@@ -503,10 +534,45 @@ def build(pin: Pin) -> MCPServer:
         return do_fetch(pin.target, pin.project, job, paths, dest, max_bytes=max_bytes)
 
     @server.tool(
+        description="fetch for every task of a batch: each task's files (its latest attempt's) into to/KEY/; what "
+        "a task lacks is listed, not an error.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def fetch_batch(
+        batch: Annotated[str, Field(description="The batch (its request id).")],
+        paths: Annotated[list[str], Field(min_length=1, description="Paths relative to each task's directory.")],
+        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/BATCH here).")] = None,
+        max_bytes: Annotated[int, Field(ge=1, description="Stop after this many bytes in all.")] = 1024**3,
+    ) -> BatchFetchReport:
+        from rsk.local.paths import check_token
+        from rsk.ops.fetch import default_dest, fetch_batch
+
+        dest = _own_path("fetch", to or str(default_dest(check_token("batch", batch))))
+        return fetch_batch(pin.target, pin.project, batch, paths, dest, max_bytes=max_bytes)
+
+    @server.tool(
+        description="fetch_result for every task of a batch: each task's published result (its latest attempt's) "
+        "into to/KEY, each checked against its manifest; tasks without one are listed in without. A result "
+        "already in to/KEY is left as it is, so calling again finishes a cut call.",
+        annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
+    )
+    @_guarded
+    def fetch_batch_result(
+        batch: Annotated[str, Field(description="The batch (its request id).")],
+        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/BATCH here).")] = None,
+    ) -> BatchResultReport:
+        from rsk.local.paths import check_token
+        from rsk.ops.fetch import default_dest, fetch_batch_results
+
+        dest = _own_path("fetch", to or str(default_dest(check_token("batch", batch))))
+        return fetch_batch_results(pin.target, pin.project, batch, dest)
+
+    @server.tool(
         description="Bring back a job's published result (what it wrote under $RSK_OUT and exited 0), every file "
         "checked against its manifest; it appears in `to` (which must not exist) whole, or not at all. partial: "
         "what a job that did not succeed left, labelled so. Give job, or request_id for a request's one job or a "
-        "chain's last link that ran.",
+        "chain's last link that ran (a batch's: fetch_batch_result).",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
     @_guarded
@@ -523,7 +589,7 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.fetch import fetch_result as do_fetch_result
 
         if (job is None) == (request_id is None):
-            raise UsageError("give job or request_id", "request_id: a chain's result, from its last link that ran")
+            raise UsageError("give job or request_id", "request_id: a chain's result; a batch's: fetch_batch_result")
         job = job if job is not None else result_job(pin.target, pin.project, request_id or "")
         dest = _own_path("fetch", to or str(default_dest(job)))
         return do_fetch_result(pin.target, pin.project, job, dest, partial=partial)

@@ -16,7 +16,8 @@ from rsk.errors import StateError, UsageError
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
 
-FETCH_CHUNK = 4 * 1024 * 1024  # per remote call; a multiple of 65536, as the cluster side requires
+BLOCK = 65536  # the cluster side reads and resumes in whole blocks of this size
+FETCH_CHUNK = 64 * BLOCK  # per remote call
 _FETCH_PATH = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
 
 
@@ -59,16 +60,18 @@ def _fetch_one(
     dest.parent.mkdir(parents=True, exist_ok=True)
     offset = 0
     if part.exists():  # a cut transfer: resume from the whole blocks already here
-        offset = part.stat().st_size // 65536 * 65536
+        offset = part.stat().st_size // BLOCK * BLOCK
     resumed = offset
     with part.open("r+b" if part.exists() else "wb") as fh:
         fh.truncate(offset)
         fh.seek(offset)
         while offset < size:
-            if budget[0] <= 0:
-                raise UsageError(f"fetch stopped at its byte limit before {path} was whole",
-                                 "pass a larger --max-bytes; run the same command again to resume")  # fmt: skip
-            out = remote.call("fetch", project, job, path, str(offset), str(FETCH_CHUNK))
+            chunk = min(FETCH_CHUNK, budget[0] // BLOCK * BLOCK)  # the bound holds: whole blocks, none past it
+            if chunk <= 0:
+                raise UsageError(f"fetch stopped at its byte limit ({offset} of {size} bytes of {path} are here)",
+                                 "pass a larger --max-bytes; run the same command again to resume",
+                                 code="byte-limit")  # fmt: skip
+            out = remote.call("fetch", project, job, path, str(offset), str(chunk))
             raise_for_error(out)
             block = answers.fetch(out)
             data = block.data
@@ -241,7 +244,9 @@ def _succeeded(remote: Remote, target_name: str, project: str, job: str) -> None
 
     found = [j for j in status_call(remote, target_name, project)[0].jobs if j.job_id == job]
     if not found:
-        raise _no_result(job, f"is not a job of project {project}: it")
+        raise UsageError(f"job {job} is not a job of project {project} on {target_name}",
+                         "`rsk status` lists this project's jobs; --project names another",
+                         code="not-ours")  # fmt: skip
     if found[0].state != "succeeded":
         raise _no_result(job, f"is {found[0].state}: it has no result")
 

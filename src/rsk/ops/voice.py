@@ -59,3 +59,30 @@ class Voice:
 
 CLI = Voice()
 TOOLS = Voice(tools=True)
+
+
+_TOOL_OF = {"wait": "wait", "status": "status", "logs": "logs", "cancel": "cancel", "info": "info", "gpus": "gpus",
+            "events": "events", "journal": "journal", "retry": "retry", "extend": "extend", "plan": "plan",
+            "launch": "launch", "targets": "targets", "fetch": "fetch"}  # fmt: skip
+
+
+def for_tools(text: str) -> str:
+    """A hint written for the shell, for an MCP agent: each `rsk COMMAND ...` that is also a tool names the tool
+    (the command stays beside it, for its arguments); `rsk approvals` is the approvals tool; a human's command
+    (`rsk approve`, `rsk deny`, `rsk ui`, ...) stays as it is, for the human."""
+    import re
+
+    def one(m: re.Match[str]) -> str:
+        command, rest = m[1], m[2].strip()
+        if command == "approvals" and not rest.startswith("show"):
+            return "the approvals tool"
+        if command == "lease" and rest.split(" ")[:1] in (["open"], ["status"], ["close"]):
+            return f"the lease_{rest.split(' ')[0]} tool"
+        if command == "fetch" and "--result" in rest:
+            return "the fetch_result tool"
+        tool = _TOOL_OF.get(command)
+        if tool is None:
+            return m[0]
+        return f"the {tool} tool" + (f" ({m[0]})" if rest and not rest.startswith("--json") else "")
+
+    return re.sub(r"`rsk ([a-z-]+)((?: [^`]*)?)`", one, text)

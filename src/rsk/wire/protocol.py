@@ -299,6 +299,10 @@ _HINTS = {
     "slurm-unavailable": "the Slurm controller is down or unreachable; try again later",
     "slurm-rejected": "Slurm cannot run the request as asked; `rsk info` shows each partition's nodes, CPUs, "
     "memory, GPUs and time limit",
+    "step-never-fits": "ask the step for what one node of the lease holds (`rsk lease status` shows it), or open "
+    "a larger lease for it",
+    "outlives-lease": "ask for a --time within what is left of the lease (`rsk lease status`), or leave --time out "
+    "to run until the lease ends",
     "sbatch-failed": "Slurm refused the job; the charge was released; see the message",
     "replay-changed": "a job of the account changed what the cluster shows of this request: launch it again, and "
     "the ledger decides",
