@@ -537,10 +537,13 @@ def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
 def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> int:
     charges, uses = _holds_for(ledger, target, jobs)
     taken = _taken(ledger)
+    count = 0
     for ch in charges:
         n = max(ch.jobs, 1)
         worst = JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
         new = [j for j in sorted(set(jobs[ch.request_id])) if j not in taken]
+        if not new:  # another hold of the request took them (one job, one book)
+            continue
         first = ch.state == "reserved"
         ch.job_costs = _found(ch.job_costs, new, n, worst, first)
         if first:
@@ -549,15 +552,19 @@ def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[st
         if left := sum(map(unfound, ch.job_costs)):
             detail += f"; {left} task(s) of the plan not found yet, held at their worst case"
         taken |= set(new)
+        count += 1
         store.audit(_entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, detail))
     for n, use in uses:
         new = [j for j in sorted(set(jobs[use.request_id])) if j not in taken]
+        if not new:
+            continue
         first = use.state == "held"
         use.jobs = _found(use.jobs, new, n, JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0), first)
         if first:
             use.state, use.submitted_at = "submitted", now()
         taken |= set(new)
-    return len(charges) + len(uses)
+        count += 1
+    return count
 
 
 def _found(costs: dict[str, JobCost], new: list[str], n: int, worst: JobCost, first: bool) -> dict[str, JobCost]:
