@@ -142,10 +142,12 @@ def _jobs_of(
     jobs: list[str] = []
     for ch in charges:
         if ch.request_id == request_id and ch.plan_hash == plan_hash and ch.target == target:
-            jobs += list(ch.job_costs)
+            jobs += [j for j in ch.job_costs if not unfound(j)]
     for a in approvals:
         if a.plan_hash == plan_hash:
-            jobs += [j for u in a.uses if u.request_id == request_id and u.target == target for j in u.jobs]
+            jobs += [
+                j for u in a.uses if u.request_id == request_id and u.target == target for j in u.jobs if not unfound(j)
+            ]
     return sorted(set(jobs))
 
 
@@ -160,16 +162,22 @@ def count_active(ledger: Ledger, target: str, plan: Plan, planned_at: datetime, 
             continue
         if ch.state == "reserved":
             held += ch.jobs
-        elif ch.submitted_at is not None and ch.submitted_at >= planned_at:
-            active |= {j for j, c in ch.job_costs.items() if c.gpu_hours_used is None}
+            continue
+        if ch.state == "submitted":  # a task not found since a lost answer may be pending or running
+            held += sum(unfound(j) for j in ch.job_costs)
+        if ch.submitted_at is not None and ch.submitted_at >= planned_at:
+            active |= {j for j, c in ch.job_costs.items() if c.gpu_hours_used is None and not unfound(j)}
     for a in ledger.approvals:
         for u in a.uses:
             if u.target != target or u.request_id == request_id:
                 continue
             if u.state == "held":
                 held += 1
-            elif u.submitted_at is not None and u.submitted_at >= planned_at:
-                active |= {j for j, c in u.jobs.items() if c.gpu_hours_used is None}
+                continue
+            if u.state == "submitted":  # a task not found since a lost answer may be pending or running
+                held += sum(map(unfound, u.jobs))
+            if u.submitted_at is not None and u.submitted_at >= planned_at:
+                active |= {j for j, c in u.jobs.items() if c.gpu_hours_used is None and not unfound(j)}
     return len(active) + held
 
 
@@ -507,9 +515,19 @@ def _record_submitted(
                 u.submitted_at = u.submitted_at or at
 
 
+UNFOUND = "unfound:"  # a task of a plan whose job a lost answer's adoption did not see (docs/ledger.md)
+
+
+def unfound(key: str) -> bool:
+    """A charge's stand-in for a task of its plan no job was found for yet: counted at its worst case."""
+    return key.startswith(UNFOUND)
+
+
 def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
     """Holds whose request the cluster shows jobs for (request id -> job ids) were submitted after all
-    (the answer was lost on the way back): record them, so they are never released or reused."""
+    (the answer was lost on the way back): record them, so they are never released or reused. The whole
+    plan is accounted for: a task no job was found for yet keeps its worst case (an `unfound:N` stand-in)
+    until a job of the request is found for it later, and is then charged on Slurm's word like any job."""
     if not any(_holds_for(store.view(), target, jobs)):
         return 0
     with store.transaction() as ledger:
@@ -518,22 +536,74 @@ def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
 
 def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> int:
     charges, uses = _holds_for(ledger, target, jobs)
+    taken = _taken(ledger)
     for ch in charges:
         n = max(ch.jobs, 1)
-        ch.job_costs = {j: JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
-                        for j in jobs[ch.request_id]}  # fmt: skip
-        ch.state, ch.submitted_at = "submitted", now()
-        store.audit(_entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, "found on the cluster"))
-    for use in uses:
-        use.jobs = {j: JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0) for j in jobs[use.request_id]}
-        use.state, use.submitted_at = "submitted", now()
+        worst = JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
+        new = [j for j in sorted(set(jobs[ch.request_id])) if j not in taken]
+        first = ch.state == "reserved"
+        ch.job_costs = _found(ch.job_costs, new, n, worst, first)
+        if first:
+            ch.state, ch.submitted_at = "submitted", now()
+        detail = "found on the cluster" + ("" if first else " later: jobs " + ",".join(new))
+        if left := sum(map(unfound, ch.job_costs)):
+            detail += f"; {left} task(s) of the plan not found yet, held at their worst case"
+        taken |= set(new)
+        store.audit(_entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, detail))
+    for n, use in uses:
+        new = [j for j in sorted(set(jobs[use.request_id])) if j not in taken]
+        first = use.state == "held"
+        use.jobs = _found(use.jobs, new, n, JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0), first)
+        if first:
+            use.state, use.submitted_at = "submitted", now()
+        taken |= set(new)
     return len(charges) + len(uses)
 
 
-def _holds_for(ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> tuple[list[Charge], list[Use]]:
-    charges = [c for c in ledger.charges if c.state == "reserved" and c.target == target and c.request_id in jobs]
-    uses = [u for a in ledger.approvals for u in a.uses
-            if u.state == "held" and u.target == target and u.request_id in jobs]  # fmt: skip
+def _found(costs: dict[str, JobCost], new: list[str], n: int, worst: JobCost, first: bool) -> dict[str, JobCost]:
+    """A hold's jobs once `new` were found for it (pure): on the first adoption, the plan's other tasks as
+    `unfound:N` stand-ins at their worst case; later, each found job takes a stand-in's place (a job claimed
+    for a request costs, never saves)."""
+    if first:
+        out = {j: worst.model_copy() for j in new}
+        return out | {f"{UNFOUND}{i}": worst.model_copy() for i in range(len(new), n)}
+    out = dict(costs)
+    stand_ins = sorted(k for k in out if unfound(k))
+    for j in new:
+        out[j] = out.pop(stand_ins.pop(0)) if stand_ins else worst.model_copy()
+    return out
+
+
+def _short(state: str, costs: dict[str, JobCost]) -> bool:
+    """Submitted with tasks of its plan not found yet (a lost answer's adoption saw only part of them)."""
+    return state == "submitted" and any(map(unfound, costs))
+
+
+def _taken(ledger: Ledger) -> set[str]:
+    """Every job id some charge or approval use of the ledger already holds."""
+    out = {j for ch in ledger.charges for j in ch.job_costs}
+    return out | {j for a in ledger.approvals for u in a.uses for j in u.jobs}
+
+
+def _plan_jobs(ledger: Ledger, approval: Approval) -> int:
+    """How many jobs the approved plan submits, as its card said (1 when the card is gone)."""
+    card = next((c for c in ledger.cards if c.id == approval.card_id), None)
+    return max(card.plan.jobs if card is not None else 1, 1)
+
+
+def _holds_for(ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> tuple[list[Charge], list[tuple[int, Use]]]:
+    """What `jobs` (request id -> job ids the cluster shows) resolves, when a job no book holds is among a
+    request's: its reserved charges and held uses, and its submitted ones with tasks not found yet. Each use
+    comes with the number of jobs its plan submits."""
+    taken = _taken(ledger)
+
+    def new(rid: str) -> bool:
+        return rid in jobs and any(j not in taken for j in jobs[rid])
+
+    charges = [c for c in ledger.charges if c.target == target and new(c.request_id)
+               and (c.state == "reserved" or _short(c.state, c.job_costs))]  # fmt: skip
+    uses = [(_plan_jobs(ledger, a), u) for a in ledger.approvals for u in a.uses
+            if u.target == target and new(u.request_id) and (u.state == "held" or _short(u.state, u.jobs))]  # fmt: skip
     return charges, uses
 
 
@@ -672,11 +742,11 @@ def held_jobs(ledger: Ledger, target: str) -> dict[str, str]:
     held: dict[str, str] = {}
     for ch in ledger.charges:
         if ch.target == target and ch.state == "submitted":
-            held |= {j: ch.request_id for j, c in ch.job_costs.items() if c.gpu_hours_used is None}
+            held |= {j: ch.request_id for j, c in ch.job_costs.items() if c.gpu_hours_used is None and not unfound(j)}
     for a in ledger.approvals:
         for u in a.uses:
             if u.target == target and u.state == "submitted":
-                held |= {j: u.request_id for j, c in u.jobs.items() if c.gpu_hours_used is None}
+                held |= {j: u.request_id for j, c in u.jobs.items() if c.gpu_hours_used is None and not unfound(j)}
     return held
 
 
@@ -698,10 +768,13 @@ def since_line(ledger: Ledger, target: str, request_id: str | None = None) -> by
     times = [
         c.created
         for c in ledger.charges
-        if c.state == "reserved" and c.target == target and request_id in (None, c.request_id)
+        if (c.state == "reserved" or _short(c.state, c.job_costs))
+        and c.target == target
+        and request_id in (None, c.request_id)
     ]
     times += [u.at for a in ledger.approvals for u in a.uses
-              if u.state == "held" and u.target == target and request_id in (None, u.request_id)]  # fmt: skip
+              if (u.state == "held" or _short(u.state, u.jobs))
+              and u.target == target and request_id in (None, u.request_id)]  # fmt: skip
     if not times:
         return b""
     return f"since {max(int(min(times).timestamp()) - SINCE_SKEW_S, 0)}\n".encode()

@@ -1,0 +1,85 @@
+"""A workflow whose answer was lost, one of its tasks hidden by a job of the account before any status saw it
+(renamed, its output moved, its journal line erased: what a job of the account can do while the task pends).
+The ledger keeps the whole plan on its books: the task not found keeps its worst case and counts against
+--max-active until reconcile finds its job by its batch script, which then joins the charge and is listed
+with Slurm's state (docs/security.md, ADR 0039)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from rsk.errors import Exit
+from tests.conftest import ROOT, Lab, rsk
+from tests.integration.helpers import Shims, grant, grant_view, launch
+
+LOST_WORKFLOW = """
+import sys
+from rsk.cluster import remote
+from rsk.errors import ConnectError
+from rsk.ops.launch import launch
+from rsk.request.spec import LaunchSpec, build_request
+from rsk.request.tasks import parse_tasks
+
+reply = remote.Conversation.reply
+
+
+def cut(self, *args, **kwargs):  # `go` reaches the cluster, its answer never comes back
+    reply(self, *args, **kwargs)
+    raise ConnectError("the connection was cut after go")
+
+
+remote.Conversation.reply = cut
+tasks = parse_tasks('{"key": "t0", "argv": ["sleep", "300"]}\\n'
+                    '{"key": "t1", "argv": ["sleep", "300"], "needs": ["t0"]}\\n')
+spec = LaunchSpec(tasks=tasks, request_id=sys.argv[2], cpus=1, time="10")
+try:
+    launch("lab", build_request(spec, sys.argv[1], "agent"))
+except ConnectError:
+    sys.exit(0)
+sys.exit(1)
+"""
+
+
+def test_a_task_hidden_after_a_lost_answer_stays_charged_counted_and_listed_with_slurms_state(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the tasks pend until released
+    grant(project, "--jobs", "5", "--cpu-hours", "5", "--max-active", "2")
+    lost = subprocess.run([sys.executable, "-c", LOST_WORKFLOW, project, "w1"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    mine = [line.split(" ")[0].replace("[", "").replace("]", "") for line in lab.jobs_named(f"rsk:{project}:")]
+    try:
+        assert len(mine) == 2, mine
+        [t0] = [j for j in mine if j.endswith("_0")]
+        [t1] = [j for j in mine if j.endswith("_1")]
+        worst = grant_view(project)
+        assert worst["jobs_reserved"] == 2 and worst["cpu_hours_reserved"] > 0, worst  # the outcome is unknown
+        log = f"{lab.root_sh}/journal/{project}.log"
+        erase = f"grep -v ' ev=accepted rid=w1 .* idx=1 ' {log} > {log}.x && cat {log}.x > {log} && rm {log}.x"
+        hide = f"scontrol update JobId={t1} JobName=innocent Comment=none StdOut=/tmp/{project}.out && {erase}"
+        assert lab.ssh(hide).returncode == 0
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        assert [j["job_id"] for j in st["jobs"] if j["request_id"] == "w1"] == [t0], st  # only t0 is seen
+        books = grant_view(project)  # adopted from t0 alone: the plan's t1 is still on the books at its worst case
+        assert books["jobs_spent"] + books["jobs_reserved"] == 2, books
+        total = books["cpu_hours_spent"] + books["cpu_hours_reserved"]
+        assert abs(total - worst["cpu_hours_reserved"]) < 1e-3, (books, worst)
+        extra = launch(project, "-r", "x1", "--cpus", "1", "--time", "10", command=("sleep", "300"))
+        assert extra.rc == Exit.PENDING, extra.out + extra.err  # --max-active 2: t0 and the hidden t1 count
+        rec = json.loads(rsk("reconcile", "-t", "lab", "-p", project, "--json").out)
+        assert ("w1", "reconciled", t1) in [(i["request_id"], i["result"], i["job_id"]) for i in rec["items"]], rec
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        [seen] = [j for j in st["jobs"] if j["job_id"] == t1]
+        assert seen["request_id"] == "w1" and seen["state"] == "pending", seen  # Slurm's word, never "lost"
+        after = grant_view(project)
+        assert after["jobs_spent"] == 2 and after["jobs_reserved"] == 0, after  # t1's job holds the charge
+        assert abs(after["cpu_hours_spent"] + after["cpu_hours_reserved"] - total) < 1e-3, after
+        again = launch(project, "-r", "x2", "--cpus", "1", "--time", "10", command=("sleep", "300"))
+        assert again.rc == Exit.PENDING, again.out + again.err  # t1, found, still counts
+    finally:
+        mine = [line.split(" ")[0].replace("[", "").replace("]", "") for line in lab.jobs_named(f"rsk:{project}:")]
+        lab.ssh(f"scancel {' '.join(mine + [t for t in (locals().get('t1'),) if t])}; rm -f /tmp/{project}.out")
