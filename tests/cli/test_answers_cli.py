@@ -16,7 +16,7 @@ from tests.conftest import rsk
 
 def _doc(out: str) -> dict[str, object]:
     doc = json.loads(out)
-    assert isinstance(doc, dict) and doc.get("schema_version") == 1, out
+    assert isinstance(doc, dict) and isinstance(doc.get("schema_version"), int), out
     return doc
 
 
@@ -211,3 +211,8 @@ def test_what_is_not_there_is_not_found(rsk_env: Path, project: str) -> None:
                  ["withdraw", "c-000000000000"]):  # fmt: skip
         r = rsk(*argv, "-p", project, "--json")
         assert r.rc == Exit.USAGE and _doc(r.out)["error"] == "not-found", (argv, r.out)
+
+
+def test_approvals_show_without_a_card_says_it_needs_one(rsk_env: Path, project: str) -> None:
+    r = rsk("approvals", "show", "-p", project, "--json")
+    assert r.rc == Exit.USAGE and "needs a CARD" in _doc(r.out)["message"], r.out

@@ -167,8 +167,10 @@ def approvals(
     from rsk.ledger.cards import CardAnswer, CardList, cards_everywhere, find_card, list_cards, store_of_card
 
     if action is not None:
-        if action != "show" or card_id is None:
+        if action != "show":
             raise UsageError(f"unknown approvals action {action!r}", "use `rsk approvals show CARD`")
+        if card_id is None:
+            raise UsageError("`rsk approvals show` needs a CARD", "e.g. rsk approvals show c-1a2b3c4d5e6f")
         owner = store_of_card(card_id, project)
         found = find_card(owner.load(), card_id, owner.archive)
         if json_out:

@@ -182,7 +182,7 @@ class ResultReport(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: `files` is the list of files (it was their count, now `file_count`)
     target: str
     project: str
     job_id: str
