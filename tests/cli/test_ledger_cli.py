@@ -208,6 +208,20 @@ def test_waiting_on_a_withdrawn_card_ends_at_once_and_files_nothing(rsk_env: Pat
     assert json.loads(ledger_path(rsk_env, project).read_text())["cards"] == before  # no new card for the human
 
 
+def test_an_agent_withdraws_only_its_own_projects_cards(rsk_env: Path, project: str) -> None:
+    from tests.ui_cards import file_card
+
+    card = file_card(project)
+    other = "other-" + project[:20]
+    for argv in (["-p", other], []):  # named, or the project in force (RSK_PROJECT)
+        r = rsk("withdraw", card.id, *argv, "--json", env={"RSK_PROJECT": other} if not argv else None)
+        assert r.rc == Exit.USAGE, (r.rc, r.out, r.err)
+        doc = json.loads(r.out)
+        assert doc["error"] == "not-ours" and f"--project {project}" in doc["hint"], doc
+    assert json.loads(ledger_path(rsk_env, project).read_text())["cards"][0]["status"] == "pending"
+    assert rsk("withdraw", card.id, "-p", project, "--json").rc == 0
+
+
 def test_an_unreadable_ledger_is_exit_6_for_every_reader_never_an_empty_queue(rsk_env: Path, project: str) -> None:
     from tests.ui_cards import file_card
 

@@ -251,15 +251,18 @@ def deny(
 
 
 def withdraw(
-    card: Annotated[str, typer.Argument(help="Your own pending card (from a launch that waits).")],
+    card: Annotated[
+        str, typer.Argument(help="Your own pending card (from a launch that waits), of the project in force.")
+    ],
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.ledger.cards import Decision, store_of_card
+    from rsk.ledger.cards import Decision, own_card_store
     from rsk.ledger.cards import withdraw as do_withdraw
+    from rsk.local.project import resolve_project
     from rsk.ops.launch import requester
 
-    store = store_of_card(card, project)
+    store = own_card_store(card, resolve_project(project))
     withdrawn = do_withdraw(store, card, requester())
     if json_out:
         print_json(Decision.of(store.project, withdrawn))
