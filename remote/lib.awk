@@ -11,20 +11,26 @@ function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s } # one w
 function dash(v) { return v == "" ? "-" : v } # a word for an empty value, so fields keep their places
 function is_rid(s) { return s ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ } # request ids and task keys
 function is_job(s) { return s ~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ } # a job, an array task, a lease's step
-# one line of rsk_squeue: what a job can set (name, comment) comes last, so no name or comment moves the fields
-# Slurm fills
+# one line of rsk_squeue (its comment in lib.sh): what a job can set (out, name, comment) comes last
 function sq(line,    f) {
     split(line, f, "|")
     SQ_ID = f[1]; SQ_STATE = f[2]; SQ_ELAPSED = f[3]; SQ_LIMIT = f[4]; SQ_WHERE = f[5]; SQ_SUBMIT = f[6]
-    SQ_NODES = f[7]; SQ_CPUS = f[8]; SQ_MEM = f[9]; SQ_GRES = f[10]; SQ_OUT = f[11]; SQ_NAME = f[12]; SQ_COMMENT = f[13]
+    SQ_NODES = f[7]; SQ_CPUS = f[8]; SQ_MEM = f[9]; SQ_GPUS = f[10]; SQ_PART = f[11]; SQ_ACCOUNT = f[12]; SQ_QOS = f[13]
+    SQ_OUT = f[14]; SQ_NAME = f[15]; SQ_COMMENT = f[16]
 }
-# after sq(): what Slurm holds for the job, "NODES,CPUS,MEM_MB,GPUS" (CPUS in all, MEM_MB and GPUS a node), "" where
-# Slurm gives no numbers: its owner can raise a pending job's GRES and memory past its plan (docs/adr/0041)
+# after sq(): what Slurm holds for the job, "NODES,CPUS,MEM_MB,GPUS" (CPUS and GPUS in all, MEM_MB a node), "" where
+# Slurm gives no numbers: its owner can raise a pending job's GRES, CPUs and memory past its plan (docs/adr/0041)
 function sq_shape(    m, u) {
-    if (SQ_NODES !~ /^[0-9]+$/ || SQ_CPUS !~ /^[0-9]+$/) return ""
+    if (SQ_NODES !~ /^[0-9]+$/ || SQ_CPUS !~ /^[0-9]+$/ || SQ_GPUS !~ /^[0-9]+$/) return ""
     m = SQ_MEM; u = m; sub(/^[0-9.]+/, "", u); m = substr(m, 1, length(m) - length(u)) + 0
     if (u == "K") m = m / 1024; else if (u == "G") m = m * 1024; else if (u == "T") m = m * 1048576
-    return SQ_NODES "," SQ_CPUS "," int(m) "," gres_gpus(SQ_GRES)
+    return SQ_NODES "," SQ_CPUS "," int(m) "," SQ_GPUS
+}
+# the count of one TRES in squeue's tres-alloc ("cpu=4,mem=1000M,node=1,gres/gpu=2"), 0 when absent
+function tres_count(s, key,    n, w, i) {
+    n = split(s, w, ",")
+    for (i = 1; i <= n; i++) if (index(w[i], key "=") == 1 && substr(w[i], length(key) + 2) ~ /^[0-9]+$/) return substr(w[i], length(key) + 2) + 0
+    return 0
 }
 # the job of line sq() read writes under dir (Slurm's stdout path, "DIR/tN/stdout" or "DIR/t%a/stdout"): Slurm's
 # word of where rsk sent it, which no rename, marker or journal edit of the job changes (docs/adr/0039)

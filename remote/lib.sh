@@ -213,24 +213,38 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
     return 1
 }
 # rsk_squeue: the one reader of Slurm's queue (its line: docs/protocol.md, "The prelude"): RSK_SQ and RSK_SLURM=up,
-# or RSK_SQ='' and RSK_SLURM=down. Two reads joined by id: Slurm's facts, with no text a job can set (so no forged
-# line), then restarts and the texts (an id's first line is its own). A restarted job's run time is its limit.
+# or RSK_SQ='' and RSK_SLURM=down. One read, each field ended by a word made for it from the frame's nonce, which
+# no job has seen: Slurm takes '|' and line breaks in a name, a comment and a GRES, so only that word tells where
+# a field ends; an answer that does not split into whole records is no answer (docs/adr/0041).
+RSK_SQ_N=0 RSK_SQ_FIELDS='JobArrayID State TimeUsed TimeLimit ReasonList SubmitTime NumNodes NumCPUs MinMemory
+tres-per-node tres-per-job tres-per-task tres-per-socket tres-alloc NumTasks Partition Account QOS RestartCnt StdOut
+Name Comment'
 rsk_squeue() {
-    if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -o '%i|%T|%M|%l|%R|%V|%D|%C|%m|%b' 2>/dev/null) \
-        && rsk_x=$(squeue -h -r -u "$RSK_USER" -t all -O 'JobArrayID:|,RestartCnt:|,StdOut:|,Name:|,Comment:|' 2>/dev/null); then
-        RSK_SLURM=up
-        RSK_SQ=$({ printf '%s\n' "$rsk_q"; echo --; printf '%s\n' "$rsk_x"; } | awk "$RSK_AWK"'
-            !part && $0 == "--" { part = 1; next }
-            !part { if ($0 != "") q[++n] = $0; next }
-            { id = $0; sub(/\|.*/, "", id); if (is_job(id) && !(id in x)) x[id] = substr($0, length(id) + 2) }
+    RSK_SQ_N=$((RSK_SQ_N + 1))
+    rsk_t=$(printf '%s %s' "$RSK_NONCE" "$RSK_SQ_N" | sha256sum)
+    rsk_t=rsk${rsk_t%"${rsk_t#????????????????}"} rsk_o=''
+    for rsk_c in $RSK_SQ_FIELDS; do rsk_o=$rsk_o${rsk_o:+,}$rsk_c:$rsk_t; done
+    if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -O "$rsk_o" 2>/dev/null) \
+        && RSK_SQ=$(printf '%s\n' "$rsk_q" | awk -v t="$rsk_t" "$RSK_AWK"'
+            { all = all $0 "\n" }
             END {
-                for (i = 1; i <= n; i++) {
-                    split(q[i], f, "|"); rest = x[f[1]]; restarts = rest; sub(/\|.*/, "", restarts)
-                    text = substr(rest, length(restarts) + 2); sub(/\|$/, "", text)
-                    if (restarts + 0 > 0) f[3] = f[4]
-                    print f[1] "|" f[2] "|" f[3] "|" f[4] "|" f[5] "|" f[6] "|" f[7] "|" f[8] "|" f[9] "|" f[10] "|" text
+                n = split(all, f, t)
+                if ((n - 1) % 22 || f[n] != "\n") exit 1
+                for (i = 0; i < n - 1; i += 22) {
+                    for (k = 1; k <= 22; k++) { v[k] = f[i + k]; if (k > 1) { sub(/\|.*/, "", v[k]); gsub(/\n/, "?", v[k]) } }
+                    sub(/^\n/, "", v[1]); if (!is_job(v[1])) exit 1
+                    c = v[8] ~ /^[0-9]+$/ ? v[8] + 0 : 1; x = tres_count(v[14], "cpu"); if (x > c) c = x
+                    g = gres_gpus(v[10]) * (v[7] ~ /^[0-9]+$/ ? v[7] : 1)
+                    x = gres_gpus(v[11]); if (x > g) g = x
+                    x = gres_gpus(v[12]) * (v[15] ~ /^[0-9]+$/ ? v[15] : c); if (x > g) g = x
+                    x = gres_gpus(v[13]) * c; if (x > g) g = x
+                    x = tres_count(v[14], "gres/gpu"); if (x > g) g = x
+                    if (v[19] + 0 > 0) v[3] = v[4]
+                    print v[1] "|" v[2] "|" v[3] "|" v[4] "|" v[5] "|" v[6] "|" v[7] "|" c "|" v[9] "|" g "|" v[16] "|" \
+                        v[17] "|" v[18] "|" v[20] "|" v[21] "|" v[22]
                 }
-            }')
+            }'); then
+        RSK_SLURM=up
     else
         RSK_SQ='' RSK_SLURM=down
     fi
@@ -251,8 +265,8 @@ $RSK_SQ"
 $1|"*) rsk_l=${rsk_l#*"
 $1|"} ;; *) return 1 ;; esac
     rsk_l=${rsk_l%%"
-"*} # STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GRES|OUT|NAME|COMMENT
-    SQ_STATE=${rsk_l%%|*} SQ_NAME=${rsk_l#*|*|*|*|*|*|*|*|*|*|} SQ_NAME=${SQ_NAME%%|*}
+"*} # STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GPUS|PARTITION|ACCOUNT|QOS|OUT|NAME|COMMENT
+    SQ_STATE=${rsk_l%%|*} SQ_NAME=${rsk_l#*|*|*|*|*|*|*|*|*|*|*|*|*|} SQ_NAME=${SQ_NAME%%|*}
 }
 rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)

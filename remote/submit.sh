@@ -475,19 +475,19 @@ policy_shape() {
 # (its file), or the partition (sinfo's PARTS: --test-only accepts a job over the partition's time limit that then
 # pends forever, PartitionTimeLimit)
 fits() {
-    rsk_caps=$PARTS rsk_of="the partition's"
-    [ "$PLACE" != step ] || rsk_caps="$PARTITION|$L_time:00|$L_cpus|$L_mem|gpu:$L_gpus|1" rsk_of="the lease's"
+    rsk_caps=$PARTS rsk_of="the partition's" rsk_node="its largest node's"
+    [ "$PLACE" != step ] || rsk_caps="$PARTITION|$L_time:00|$L_cpus|$L_mem|gpu:$L_gpus|1" rsk_of="the lease's" rsk_node="the lease's"
     rsk_why=$(printf '%s\n' "$rsk_caps" | awk -F'|' -v part="$PARTITION" -v t="$TIME_MIN" -v c="$CPUS" \
-        -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" -v of="$rsk_of" "$RSK_AWK"'
+        -v m="$MEM_MB" -v g="$GPUS" -v n="$NODES" -v of="$rsk_of" -v node="$rsk_node" "$RSK_AWK"'
         $1 == part || $1 == part "*" { nodes += $6; l = secs($2); if (l != "") lim = l; x = $3 + 0; if (x > cpu) cpu = x
           x = $4 + 0; if (x > mem) mem = x; x = gres_gpus($5); if (x > gpu) gpu = x }
         END {
             if (!nodes) exit
             if (lim != "" && t * 60 > lim) printf "time limit %d min is over %s %d min; ", t, of, lim / 60
             if (n > nodes) printf (of ~ /lease/ ? "a step runs on one node of its lease (asked %d); " : "%d nodes are more than " of " %d; "), n, nodes
-            if (c > cpu) printf "%d CPUs per node are more than its largest node'"'"'s %d; ", c, cpu
-            if (m > mem) printf "%d MB per node is more than its largest node'"'"'s %d MB; ", m, mem
-            if (g > gpu) printf "%d GPUs per node are more than its largest node'"'"'s %d; ", g, gpu
+            if (c > cpu) printf "%d CPUs per node are more than %s %d; ", c, node, cpu
+            if (m > mem) printf "%d MB per node is more than %s %d MB; ", m, node, mem
+            if (g > gpu) printf "%d GPUs per node are more than %s %d; ", g, node, gpu
         }')
     [ -n "$rsk_why" ] || return 0
     [ "$PLACE" != step ] || rsk_fail "$RSK_E_SBATCH" step-never-fits "this step can never run in lease $LEASE: ${rsk_why%; }"
@@ -593,7 +593,8 @@ resolve_open() {
 
 # plan mode -------------------------------------------------------------------
 do_plan() {
-    rsk_need_slurm # one read of Slurm's queue for the active count and the request's evidence
+    # one read of Slurm's queue for the active count and the request's evidence (a step's lease read it just now)
+    [ "$RSK_SLURM" = up ] || rsk_need_slurm
     emit_plan
     policy_all
     rsk_policy_emit
@@ -767,7 +768,7 @@ sbatch_idxs() {
 "; else rsk_new="$rsk_new$rsk_i $SB_JOB
 "; fi
     done
-    placed "$rsk_idxs"
+    placed
 }
 
 # queue_idxs IDXS: each of these tasks becomes a queue entry of the lease, a step (under the project lock): its script
@@ -792,10 +793,10 @@ queue_idxs() {
         rsk_new="$rsk_new$rsk_i $rsk_sid
 "
     done
-    placed "$1"
+    placed
 }
 
-# placed IDXS: these tasks have their jobs (rsk_new, "IDX JOB" lines), on Slurm or in a lease: journaled alike
+# placed: the tasks of the group have their jobs (rsk_new, "IDX JOB" lines), on Slurm or in a lease: journaled alike
 placed() {
     jlines accepted '' "$rsk_new" "res=$NODES,$CPUS,$MEM_MB,$GPUS,$TIME_MIN" ${LEASE:+"lease=$LEASE"}
     DONE="$DONE$rsk_new"

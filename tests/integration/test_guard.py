@@ -457,7 +457,7 @@ def test_a_job_raised_in_slurm_while_it_pended_is_shown_and_charged_for_what_slu
         assert lab.ssh(raise_it).returncode == 0
         st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
         [seen] = [j for j in st["jobs"] if j["job_id"] == job]
-        assert "1 GPUs a node, its plan 0" in seen["slurm_holds"] and "1500 MB" in seen["slurm_holds"], seen
+        assert "1 GPUs, its plan 0" in seen["slurm_holds"] and "1500 MB" in seen["slurm_holds"], seen
         assert any(job in w and "charged for what Slurm holds" in w for w in st["warnings"]), st["warnings"]
         assert grant_view(project)["gpu_hours_reserved"] > 0  # 1 GPU x its 2 min limit, at worst
         assert lab.ssh(f"scontrol release {job}").returncode == 0
@@ -467,6 +467,42 @@ def test_a_job_raised_in_slurm_while_it_pended_is_shown_and_charged_for_what_slu
         assert books["gpu_hours_reserved"] == 0 and books["gpu_hours_spent"] > 0, books
     finally:
         lab.ssh(f"scancel {job}")
+
+
+def test_jobs_raised_by_other_spellings_or_moved_out_of_their_grants_partition_are_flagged_and_charged(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    """A job of the account raises a pending job's GPUs by the job's own GRES field (`TresPerJob`, what `--gpus`
+    sets) and moves it to a partition its grant does not cover, and raises another's CPUs (`MinCPUsNode`): status
+    flags them (the first outside its grant's scope) and charges the GPUs and CPUs Slurm holds, while they pend
+    and once they ran."""
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the jobs pend until released
+    grant(project, "--partition", "cpu", "--cpu-hours", "1", "--gpu-hours", "0", "--max-gpus", "0", "--jobs", "3")
+    gpus = launched(launch(project, "-r", "m1", "--partition", "cpu", "--time", "2", command=("sleep", "3")))
+    cpus = launched(launch(project, "-r", "m2", "--partition", "cpu", "--time", "2", command=("sleep", "3")))
+    jobs = [gpus["job_id"], cpus["job_id"]]
+    try:
+        raise_it = (f"scontrol update JobId={jobs[0]} TresPerJob=gres:gpu:1 && "
+                    f"scontrol update JobId={jobs[0]} Partition=gpu && "
+                    f"scontrol update JobId={jobs[1]} MinCPUsNode=2")  # fmt: skip
+        assert lab.ssh(raise_it).returncode == 0
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        seen = {j["job_id"]: j for j in st["jobs"]}
+        assert seen[jobs[0]]["slurm_holds"] == "holds 1 GPUs, its plan 0", seen
+        assert seen[jobs[0]]["undecided"].startswith("partition gpu is not in grant "), seen
+        assert any(jobs[0] in w and "left the scope that allowed it" in w for w in st["warnings"]), st["warnings"]
+        assert seen[jobs[1]]["slurm_holds"] == "holds 2 CPUs, its plan 1" and not seen[jobs[1]]["undecided"], seen
+        books = grant_view(project)
+        # 1 GPU for its 2 min limit; 1 CPU and 2 CPUs for theirs (the plans reserved 1 and 1)
+        assert (round(books["gpu_hours_reserved"], 3), round(books["cpu_hours_reserved"], 3)) == (0.033, 0.1), books
+        assert lab.ssh(f"scontrol release {jobs[0]} {jobs[1]}").returncode == 0
+        for job in jobs:
+            finished_output(project, job)
+        assert rsk("status", "-t", "lab", "-p", project, "--json").rc == 0
+        books = grant_view(project)
+        assert books["gpu_hours_reserved"] == 0 and books["gpu_hours_spent"] > 0, books
+    finally:
+        lab.ssh(f"scancel {jobs[0]} {jobs[1]}")
 
 
 def test_a_running_broker_settles_a_charge_on_slurms_word_without_any_status_read(lab: Lab, project: str) -> None:

@@ -100,6 +100,23 @@ teardown() { teardown_root; }
     unset HELD
 }
 
+@test "status reads what Slurm holds by every way of asking, and a line break in a GRES forges no line" {
+    # a job of the account raises a pending job by spellings its plan never uses (docs/adr/0041)
+    up=$(lab_sbatch --hold --job-name "rsk:$PROJECT:up" -p cpu -c 1 --mem 100 -t 2 --wrap 'sleep 1')
+    runuser -u "$LAB_USER" -- scontrol update JobId="$up" TresPerJob=gres:gpu:3
+    runuser -u "$LAB_USER" -- scontrol update JobId="$up" Partition=gpu MinCPUsNode=2
+    # ... and another forges a line of its own in Slurm's answer: Slurm keeps a GRES with a line break
+    fake=$(lab_sbatch --hold --job-name "rsk:$PROJECT:fake" -c 1 --mem 100 -t 2 --wrap 'sleep 1')
+    runuser -u "$LAB_USER" -- scontrol update JobId="$fake" \
+        Gres="$(printf 'gpu:1\n%s|COMPLETED|1|60|n1|1|1|1|100M|N/A' "$fake")"
+    HELD="$up:up,$fake:fake" run remote status "$PROJECT"
+    runuser -u "$LAB_USER" -- scancel "$up" "$fake"
+    [ "$(jfact up sq_shape)" = 1,2,100,3 ]
+    [ "$(jfact up sq_part)" = gpu ]
+    [ "$(jfact fake sq)" = PENDING ]
+    [ "$(jfact fake sq_elapsed)" = 0 ]
+}
+
 @test "cancel by request id cancels that request's job only, and journals it" {
     submit keep arg=sleep arg=120
     keep=$JOB

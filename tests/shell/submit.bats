@@ -496,6 +496,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     run remote submit plan < <(request request_id=s3 lease=dev cpus=2 arg=true) # its one node holds 1 CPU
     [ "$status" -eq 70 ]
     [ "$(field error code)" = step-never-fits ]
+    dec "$(field error msg)" | grep -q "lease dev: 2 CPUs per node are more than the lease's 1"
     # the controller starts a step as soon as it fits: a workflow's needs would be passed over
     run remote submit plan < <(request request_id=s4 lease=dev task=a targ=true task=b targ=true tneeds=a:ok)
     [ "$status" -eq 2 ]

@@ -76,3 +76,13 @@ def test_a_found_job_another_book_holds_is_not_taken_again_and_a_whole_charge_ta
     assert _charge(store, "b").state == "reserved"
     assert guard.adopt(store, "lab", {"a": ["21"]}) == 0  # a's plan is whole: nothing joins it
     assert set(_charge(store, "a").job_costs) == {"20"}
+
+
+def test_two_holds_of_one_request_never_adopt_the_same_job_and_the_one_left_stays_reserved() -> None:
+    store = Store("p4")
+    first = _reserved(store, jobs=1, rid="r")
+    second = _reserved(store, jobs=1, rid="r")  # decided again (another plan) while the first's answer was lost
+    assert guard.adopt(store, "lab", {"r": ["30"]}) == 1
+    states = {c.id: (c.state, set(c.job_costs)) for c in store.load().charges}
+    assert sorted(states.values()) == [("reserved", set()), ("submitted", {"30"})], states
+    assert {first.id, second.id} == set(states)

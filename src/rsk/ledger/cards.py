@@ -143,21 +143,6 @@ def store_of_card(card_id: str, project: str | None) -> Store:
     )
 
 
-def own_card_store(card_id: str, project: str) -> Store:
-    """The project's ledger, for an act an agent takes on its own card (withdraw): a card of another project is
-    refused, naming its project, so a clean-up over every listed card never takes back another agent's request."""
-    store = Store(project)
-    if any(c.id == card_id for c in store.load().cards):
-        return store
-    for owner, card in cards_everywhere(include_decided=True):
-        if card.id == card_id:
-            raise UsageError(f"card {card_id} is project {owner}'s, not {project}'s: an agent withdraws only its "
-                             "own project's cards", f"if that project's work is yours: --project {owner}",
-                             code="not-ours")  # fmt: skip
-    raise UsageError(f"no card {card_id!r} in project {project}", "`rsk approvals --json` lists the cards",
-                     code="not-found")  # fmt: skip
-
-
 def _same_plan(card: Card, plan_hash: str | None) -> None:
     """The human decides the plan they read: a card whose plan hash is not the one shown is refused."""
     if plan_hash is not None and card.plan_hash != plan_hash:

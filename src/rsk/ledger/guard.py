@@ -545,10 +545,13 @@ def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
 def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> int:
     charges, uses = _holds_for(ledger, target, jobs)
     taken = _taken(ledger)
+    count = 0
     for ch in charges:
         n = max(ch.jobs, 1)
         worst = JobCost(gpu_hours_worst=ch.gpu_hours / n, cpu_hours_worst=ch.cpu_hours / n)
         new = [j for j in sorted(set(jobs[ch.request_id])) if j not in taken]
+        if not new:  # another hold of the request took them (one job, one book)
+            continue
         first = ch.state == "reserved"
         ch.job_costs = _found(ch.job_costs, new, n, worst, first)
         if first:
@@ -557,15 +560,19 @@ def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[st
         if left := sum(map(unfound, ch.job_costs)):
             detail += f"; {left} task(s) of the plan not found yet, held at their worst case"
         taken |= set(new)
+        count += 1
         store.audit(_entry(store, "charge-submitted", ch.plan_hash, ch.request_id, ch.grant_id, detail))
     for n, use in uses:
         new = [j for j in sorted(set(jobs[use.request_id])) if j not in taken]
+        if not new:
+            continue
         first = use.state == "held"
         use.jobs = _found(use.jobs, new, n, JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0), first)
         if first:
             use.state, use.submitted_at = "submitted", now()
         taken |= set(new)
-    return len(charges) + len(uses)
+        count += 1
+    return count
 
 
 def _found(costs: dict[str, JobCost], new: list[str], n: int, worst: JobCost, first: bool) -> dict[str, JobCost]:
@@ -649,33 +656,88 @@ def used(cost: JobCost, record: SlurmRecord) -> tuple[float, float]:
     return cost.gpu_hours_worst * share, cost.cpu_hours_worst * share
 
 
-def grow(store: Store, target: str, gpu_hours: dict[str, float]) -> int:
-    """Jobs Slurm holds more GPUs for than their plan (job id -> worst case GPU-h at Slurm's shape) are charged
-    that worst case, not the plan's: a job of the account can raise a pending job's GRES. Said in the audit."""
-    if not _grows(store.view(), target, gpu_hours):
+Held = tuple[float, float]  # a job's worst case at the shape Slurm holds for it: (GPU-hours, CPU-hours)
+GROW_SLACK = 1e-9  # float noise between the plan's worst case and the same shape read back from Slurm
+
+
+def _more(cost: JobCost, held: Held) -> bool:
+    return cost.gpu_hours_used is None and (
+        held[0] > cost.gpu_hours_worst * (1 + GROW_SLACK) + GROW_SLACK
+        or held[1] > cost.cpu_hours_worst * (1 + GROW_SLACK) + GROW_SLACK
+    )
+
+
+def beyond_worst(ledger: Ledger, target: str, held: dict[str, Held]) -> set[str]:
+    """The jobs (of `held`: job id -> worst case at Slurm's shape) that Slurm holds more for than the worst case
+    the ledger's decision counted (pure): a job of the account can raise a pending job (docs/adr/0041)."""
+    return {j for costs, _ in _cost_owners(ledger, target) for j, c in costs.items() if j in held and _more(c, held[j])}
+
+
+def grow(store: Store, target: str, held: dict[str, Held]) -> int:
+    """Jobs Slurm holds more GPUs or CPUs for than their plan (job id -> worst case at Slurm's shape and limit)
+    are charged that worst case, not the plan's: a job of the account can raise a pending job's GRES and CPUs.
+    Said in the audit."""
+    if not _grows(store.view(), target, held):
         return 0
     with store.transaction() as ledger:
-        return _grow_in(store, ledger, target, gpu_hours)
+        return _grow_in(store, ledger, target, held)
 
 
-def _grows(ledger: Ledger, target: str, gpu_hours: dict[str, float]) -> bool:
-    return any(c.gpu_hours_worst < gpu_hours[j] for costs, _ in _cost_owners(ledger, target)
-               for j, c in costs.items() if j in gpu_hours and c.gpu_hours_used is None)  # fmt: skip
+def _grows(ledger: Ledger, target: str, held: dict[str, Held]) -> bool:
+    return bool(beyond_worst(ledger, target, held))
 
 
-def _grow_in(store: Store, ledger: Ledger, target: str, gpu_hours: dict[str, float]) -> int:
+def _grow_in(store: Store, ledger: Ledger, target: str, held: dict[str, Held]) -> int:
     count = 0
     for costs, owner in _cost_owners(ledger, target):
         for job, cost in costs.items():
-            if job in gpu_hours and cost.gpu_hours_used is None and cost.gpu_hours_worst < gpu_hours[job]:
-                detail = f"job {job}: Slurm holds more GPUs than its plan: {gpu_hours[job]:.4f} GPU-h at worst"
-                cost.gpu_hours_worst = gpu_hours[job]
+            if job in held and _more(cost, held[job]):
+                gpu, cpu = held[job]
+                detail = (f"job {job}: Slurm holds more than its plan: {max(gpu, cost.gpu_hours_worst):.4f} GPU-h, "
+                          f"{max(cpu, cost.cpu_hours_worst):.4f} CPU-h at worst")  # fmt: skip
+                cost.gpu_hours_worst = max(cost.gpu_hours_worst, gpu)
+                cost.cpu_hours_worst = max(cost.cpu_hours_worst, cpu)
                 count += 1
                 if isinstance(owner, Charge):
                     owner.gpu_hours = max(owner.gpu_hours, sum(c.gpu_hours_worst for c in costs.values()))
+                    owner.cpu_hours = max(owner.cpu_hours, sum(c.cpu_hours_worst for c in costs.values()))
                     store.audit(_entry(store, "charge-grown", owner.plan_hash, owner.request_id, owner.grant_id,
                                        detail))  # fmt: skip
     return count
+
+
+def left_scope(ledger: Ledger, target: str, job_id: str, partition: str, account: str, qos: str) -> str:
+    """Why a job Slurm holds in `partition` (a list when it may start in several), `account` and `qos` is outside
+    the scope of what allowed it (pure): its grant's partitions, accounts and QOS, or the partition, account and
+    QOS of the plan a human approved. "" when inside, and when the ledger no longer has that grant or card."""
+    where: tuple[str, list[str], list[str], list[str]] | None = None
+    for ch in ledger.charges:
+        if ch.target == target and job_id in ch.job_costs:
+            g = next((g for g in ledger.grants if g.id == ch.grant_id), None)
+            where = (f"grant {g.id}", g.partitions, g.accounts, g.qos) if g else None
+            break
+    else:
+        for a in ledger.approvals:
+            if any(u.target == target and job_id in u.jobs for u in a.uses):
+                card = next((c for c in ledger.cards if c.id == a.card_id), None)
+                if card is not None:
+                    p = card.plan
+                    where = (f"approval {a.id}", [p.partition] if p.partition else [],
+                             [p.account] if p.account else [], [p.qos] if p.qos else [])  # fmt: skip
+                break
+    if where is None:
+        return ""
+    by, partitions, accounts, qoses = where
+    why: list[str] = []
+    outside = [x for x in partition.split(",") if x] if partitions else []
+    outside = [x for x in outside if x not in partitions]
+    if outside:
+        why.append(f"partition {','.join(outside)} is not in {by}'s {','.join(partitions)}")
+    for kind, value, allowed in (("account", account, accounts), ("qos", qos, qoses)):
+        value = "" if value == "(null)" else value
+        if allowed and value not in allowed:
+            why.append(f"{kind} {value or '(none)'} is not in {by}'s {','.join(allowed)}")
+    return "; ".join(why)
 
 
 def settle(store: Store, target: str, ended: dict[str, SlurmRecord], never: Collection[str] = ()) -> int:
@@ -725,13 +787,13 @@ def keep_books(
     store: Store,
     ledger: Ledger,
     target: str,
-    grown: dict[str, float],
+    grown: dict[str, Held],
     found: dict[str, list[str]],
     ended: dict[str, SlurmRecord],
     never: Collection[str] = (),
 ) -> Ledger:
     """What one status read learned, recorded in one transaction, in this order: holds whose jobs the cluster
-    shows were submitted (adopt), jobs Slurm holds more GPUs for are charged so (grow), ended jobs settle on
+    shows were submitted (adopt), jobs Slurm holds more GPUs or CPUs for are charged so (grow), ended jobs settle on
     Slurm's word (settle; those in `never` Slurm says never started). `ledger` is the caller's reading of the
     file (its Store's view): when it shows nothing to record, nothing is locked, read or written. Returns the
     ledger as it now is."""

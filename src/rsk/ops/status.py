@@ -61,7 +61,10 @@ class JobState(Model):
     # what settles its charge (the markers a job writes only describe it); and whether Slurm lists it
     _slurm_record: tuple[int, int | None] | None = PrivateAttr(default=None)
     _slurm_listed: bool = PrivateAttr(default=False)
-    _gpu_hours_held: float | None = PrivateAttr(default=None)  # its worst case at the GPUs Slurm holds, when more
+    # its worst case at the shape Slurm holds (GPU-h, CPU-h: charged when more than the ledger's), and where Slurm
+    # holds it (partition, account, QOS: compared with the scope of what allowed it)
+    _held_hours: guard.Held | None = PrivateAttr(default=None)
+    _held_where: tuple[str, str, str] | None = PrivateAttr(default=None)
     _never_started: bool = PrivateAttr(default=False)  # Slurm says it ended without starting: it counts no job
 
     @property
@@ -247,32 +250,62 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
 
 def _held_shape(job: JobState, f: JobFacts) -> None:
     """Slurm's word on the job's shape, against its plan's: a job of the account can raise a pending job's GPUs
-    and memory (`scontrol update`), so what Slurm holds is what is shown and charged when it is more."""
-    if len(f.sq_shape) < 4 or not f.res:
+    (by any spelling), CPUs, memory and nodes, and move it (`scontrol update`), so what Slurm holds is what is
+    charged when it is more (against the ledger's worst case: status_call) and what is shown beside the plan."""
+    if len(f.sq_shape) < 4:
         return
-    nodes, _cpus, mem, gpus = f.sq_shape[:4]
+    nodes, cpus, mem, gpus = (x or 0 for x in f.sq_shape[:4])
+    job._held_where = (f.sq_part, f.sq_account, f.sq_qos)
+    limit_s = job.limit_s or ((f.res[4] or 0) * 60 if len(f.res) > 4 else 0)
+    held = Resources(nodes=1, cpus=cpus, mem_mb=mem, gpus=gpus, time_min=0)
+    job._held_hours = (held.gpu_hours_over(limit_s), held.cpu_hours_over(limit_s))
+    if not f.res:
+        return
+    plan = job.resources
     more: list[str] = []
-    if gpus is not None and gpus > (job.gpus or 0):
-        more.append(f"{gpus} GPUs a node, its plan {job.gpus or 0}")
+    if gpus > plan.total_gpus:
+        more.append(f"{gpus} GPUs, its plan {plan.total_gpus}")
+    if cpus > plan.total_cpus:
+        more.append(f"{cpus} CPUs, its plan {plan.total_cpus}")
     if mem and job.mem_mb and mem > job.mem_mb:
         more.append(f"{mem} MB a node, its plan {job.mem_mb}")
     if nodes and job.nodes and nodes > job.nodes:
         more.append(f"{nodes} nodes, its plan {job.nodes}")
-    if not more:
-        return
-    job.slurm_holds = "holds " + "; ".join(more)
-    limit_s = job.limit_s or ((f.res[4] or 0) * 60 if len(f.res) > 4 else 0)
-    job._gpu_hours_held = (gpus or 0) * max(nodes or 1, job.nodes or 1) * limit_s / 3600
+    if more:
+        job.slurm_holds = "holds " + "; ".join(more)
+
+
+def _against_the_ledger(st: Status, ledger: Ledger) -> dict[str, guard.Held]:
+    """The worst case at Slurm's shape of each job that has one; a job Slurm holds more for than the ledger's
+    decision counted is flagged (whatever its journal says its plan was) and warned of: it is charged so. A job
+    Slurm holds outside its grant's or approved plan's scope is marked undecided. Read on the ledger as the
+    status read found it, before the job's charge settles (and leaves for the archive)."""
+    held = {j.job_id: j._held_hours for j in st.jobs if j._held_hours is not None}
+    beyond = guard.beyond_worst(ledger, st.target, held)
+    for j in st.jobs:
+        if not j.lease and j._held_where is not None:
+            j.undecided = guard.left_scope(ledger, st.target, j.job_id, *j._held_where)
+        if j.job_id in beyond and not j.slurm_holds:
+            gpu, cpu = held[j.job_id]
+            j.slurm_holds = f"holds {gpu:.4f} GPU-h and {cpu:.4f} CPU-h at worst, more than its decision counted"
+        if j.slurm_holds:
+            st.warnings.append(
+                f"job {j.job_id} (request {j.request_id}) {j.slurm_holds}: raised in Slurm after it was decided (a "
+                "job of the account can raise a pending job; Slurm may also round CPUs up to whole cores); it is "
+                "charged for what Slurm holds"
+            )
+    return held
 
 
 def mark_undecided(st: Status, ledger: Ledger) -> Status:
     """Every step a lease's controller started is compared with the steps the ledger allowed: one it never
-    decided (a job of the cluster account can write into a lease's queue) is marked, with a warning."""
+    decided (a job of the cluster account can write into a lease's queue) is marked, with a warning; so is a
+    job Slurm holds outside the scope that allowed it (marked by _against_the_ledger)."""
     for j in st.jobs:
         if j.lease:
             j.undecided = guard.undecided_step(ledger, st.target, j.lease, j.job_id, j.request_id, j.starts)
         if j.undecided:
-            st.warnings.append(undecided_warning(j))
+            st.warnings.append(undecided_warning(j) if j.lease else left_scope_warning(j))
     return st
 
 
@@ -281,6 +314,14 @@ def undecided_warning(j: JobState) -> str:
         f"undecided step {j.job_id} (request {j.request_id}) ran in lease {j.lease}: {j.undecided}. Any job of "
         "the cluster account can queue steps into the account's leases (docs/security.md); if it is yours and "
         f"its launch was cut off, launch it again with --request-id {j.request_id}"
+    )
+
+
+def left_scope_warning(j: JobState) -> str:
+    return (
+        f"job {j.job_id} (request {j.request_id}) left the scope that allowed it: {j.undecided}. A job of the "
+        "cluster account can move a pending job (`scontrol update`); nothing the human decided allows it there: "
+        f"tell the human, and `rsk cancel {j.job_id}` unless they say otherwise"
     )
 
 
@@ -324,17 +365,11 @@ def status_call(remote: Remote, target: str, project: str,
     explain_queued_steps(jobs)
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
                 jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
-    for j in jobs:
-        if j.slurm_holds:
-            st.warnings.append(
-                f"job {j.job_id} (request {j.request_id}) {j.slurm_holds}: raised in Slurm after it "
-                "was planned (a job of the account can); it is charged for what Slurm holds"
-            )
+    grown = _against_the_ledger(st, ledger)
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
         by_request.setdefault(j.request_id, []).append(j.job_id)
     # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
-    grown = {j.job_id: j._gpu_hours_held for j in jobs if j._gpu_hours_held is not None}
     never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
     ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs), never)
     return mark_undecided(st, ledger), answer

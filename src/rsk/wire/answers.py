@@ -255,7 +255,11 @@ class JobFacts(Answer):
     cancel: bool  # rsk asked to cancel it
     submitted: str
     res: list[int | None]  # the journal's nodes,cpus,mem_mb,gpus,time_min ([] when none)
-    sq_shape: list[int | None] = []  # what Slurm holds: nodes, cpus (all), mem_mb and gpus a node ([] when not listed)
+    sq_shape: list[int | None] = []  # what Slurm holds: nodes, cpus (all), mem_mb (a node), gpus (all); [] unlisted
+    # where Slurm holds it: its partition (or the list it may start in), account and QOS ("" when not listed)
+    sq_part: str = ""
+    sq_account: str = ""
+    sq_qos: str = ""
     needs: list[tuple[int, str]]  # a workflow's task: the tasks it needs (index, ok|any|notok), from the journal
     stop: str  # a chain's link: why it stopped short of success (yielded, time-limit, budget-spent), its marker's
     result: bool  # the job published a result (result/.rsk-manifest: the job's own files)
@@ -310,6 +314,9 @@ def _job_facts(r: Record) -> JobFacts:
         submitted=_text(r, "submitted", ""),
         res=[_number(x, "res", fact=True) for x in res.split(",")] if res else [],
         sq_shape=[_number(x, "sq_shape", fact=True) for x in held_shape.split(",")] if held_shape else [],
+        sq_part=_text(r, "sq_part", ""),
+        sq_account=_text(r, "sq_account", ""),
+        sq_qos=_text(r, "sq_qos", ""),
         needs=_needs(_text(r, "needs", "")),
         stop=_text(r, "stop", ""),
         result=_flag(r, "result", optional=True),
