@@ -213,6 +213,17 @@ def test_what_is_not_there_is_not_found(rsk_env: Path, project: str) -> None:
         assert r.rc == Exit.USAGE and _doc(r.out)["error"] == "not-found", (argv, r.out)
 
 
+def test_withdraw_takes_back_only_the_project_in_forces_cards(rsk_env: Path, project: str) -> None:
+    from tests.ui_cards import file_card
+
+    theirs = file_card(f"{project}-other")
+    r = rsk("withdraw", theirs.id, "-p", project, "--json")
+    assert r.rc == Exit.USAGE and _doc(r.out)["error"] == "not-ours", r.out
+    listed = _doc(rsk("approvals", "-p", f"{project}-other", "--json").out)["cards"]
+    assert [(c["id"], c["status"]) for c in listed] == [(theirs.id, "pending")]  # still waits for the human
+    assert rsk("withdraw", theirs.id, "-p", f"{project}-other", "--json").rc == 0
+
+
 def test_approvals_show_without_a_card_says_it_needs_one(rsk_env: Path, project: str) -> None:
     r = rsk("approvals", "show", "-p", project, "--json")
     assert r.rc == Exit.USAGE and "needs a CARD" in _doc(r.out)["message"], r.out

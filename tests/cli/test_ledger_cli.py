@@ -221,3 +221,13 @@ def test_an_unreadable_ledger_is_exit_6_for_every_reader_never_an_empty_queue(rs
         assert r.rc == Exit.STATE, (argv, r.rc, r.out, r.err)
         assert "no card" not in r.err and r.out.strip() != "[]" and "Traceback" not in r.err, (argv, r.out, r.err)
     assert path.read_text() == kept  # nothing was rewritten
+
+
+def test_help_points_to_what_the_skill_ships_and_says_a_command_glob_is_no_guard(rsk_env: Path) -> None:
+    launch = rsk("launch", "--help", env={"COLUMNS": "400"}).out
+    assert "README" not in launch and "references/exit-codes.md" in launch
+    for argv in (["launch", "--help"], ["lease", "--help"], ["mcp", "--help"], ["ui", "--help"]):
+        text = " ".join(rsk(*argv, env={"COLUMNS": "400"}).out.split())
+        assert "See docs/" not in text and "(docs/" not in text, argv
+    rule = " ".join(rsk("deny-rule", "add", "--help", env={"COLUMNS": "400"}).out.split())
+    assert "not a guard" in rule and "--code" in rule

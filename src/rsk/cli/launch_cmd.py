@@ -58,7 +58,8 @@ def register(app: typer.Typer) -> None:
             "launch",
             "Example: rsk launch --target lab --gpus 1 --time 2:00:00 --request-id train-1 -- python train.py\n\n"
             "Exit codes: 0 submitted (or replayed), 3 denied, 4 waiting for a human (card id printed), "
-            "5 plan changed / request id conflict; see README for all.",
+            "5 plan changed / request id conflict; every code and what to do: the rsk skill's "
+            "references/exit-codes.md.",
         ),
     )(launch)
     app.command(
@@ -137,9 +138,10 @@ def launch(
             help='A batch: JSON lines {"key": K, "argv": [...] | "script": S, "env": {...}, "gpus"/"time"/...}. '
             "One plan, one approval, one remote call; each task its own job. A workflow: tasks with "
             '"needs": ["prep"] or [{"task": "train", "on": "ended"}] run after those tasks succeed (or end), '
-            "as Slurm dependencies: no process of yours has to stay alive (docs/workflows.md). A file whose one "
+            "as Slurm dependencies: no process of yours has to stay alive (the skill's workflow section; "
+            "docs/workflows.md of rsk's source in depth). A file whose one "
             'line has "budget" (and "time", optionally "signal_before", "max_links") is a chain, as --budget is; '
-            "a chain is never one task among others (docs/long-work.md).",
+            "a chain is never one task among others (the skill's chain section; docs/long-work.md of rsk's source).",
         ),
     ] = None,
     lease: Annotated[
@@ -160,7 +162,7 @@ def launch(
             help="Long work: run the command as a chain of links of --time each, up to this much run time in all "
             "(3-00:00:00). All links are queued at once, one approval; a link continues the chain when the command "
             "exits 75 or is signalled at its limit (SIGUSR1 --signal-before it), and ends it otherwise "
-            "(docs/long-work.md).",
+            "(the skill's chain section; docs/long-work.md of rsk's source in depth).",
         ),
     ] = None,
     signal_before: Annotated[

@@ -13,7 +13,8 @@ lease_app = typer.Typer(
         "A lease is one Slurm job that holds nodes and GPUs; rsk's controller inside it starts the steps that "
         "`rsk launch --lease NAME -- CMD` queues, each as a Slurm step with its own GPUs, within seconds. "
         "Opening one is decided like any launch (a grant or a human) and charged at worst case for the whole "
-        "allocation; steps cost nothing more. See docs/leases.md.",
+        "allocation; steps cost nothing more. The rsk skill's lease section says what an agent needs; "
+        "docs/leases.md of rsk's source has the rest.",
     ),
     no_args_is_help=True,
 )

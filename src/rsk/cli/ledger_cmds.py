@@ -251,15 +251,28 @@ def deny(
 
 
 def withdraw(
-    card: Annotated[str, typer.Argument(help="Your own pending card (from a launch that waits).")],
+    card: Annotated[
+        str,
+        typer.Argument(
+            help="Your own pending card (from a launch of this project that waits; another "
+            "project's card is refused, not-ours)."
+        ),
+    ],
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk.errors import UsageError
     from rsk.ledger.cards import Decision, store_of_card
     from rsk.ledger.cards import withdraw as do_withdraw
+    from rsk.local.project import resolve_project
     from rsk.ops.launch import requester
 
-    store = store_of_card(card, project)
+    mine = resolve_project(project)  # the project in force: an agent takes back its own project's cards only
+    store = store_of_card(card, None)
+    if store.project != mine:
+        raise UsageError(f"card {card} is project {store.project}'s, not {mine}'s: it was not withdrawn",
+                         f"withdraw only this project's cards (`rsk approvals -p {mine}` lists them); another "
+                         "project's card is its agent's, or the human's, to answer", code="not-ours")  # fmt: skip
     withdrawn = do_withdraw(store, card, requester())
     if json_out:
         print_json(Decision.of(store.project, withdrawn))
@@ -429,7 +442,12 @@ def rule_add(
     gpu_hours_at_least: Annotated[float | None, typer.Option(min=0, help="Jobs of at least this many GPU-h.")] = None,
     command: Annotated[
         str | None,
-        typer.Option(help="A glob matched against every task's command line and a script's whole text: '*rm -rf*'."),
+        typer.Option(
+            help="A glob matched against every task's command line (its argv joined by spaces) and a script's "
+            "whole text: '*rm -rf*'. A plain text match, not a guard: the same act spelt otherwise ('rm -r -f', "
+            "a script of its own, a file under --code, which is never matched) passes it; for a guard, deny by "
+            "resources or leave the work to cards."
+        ),
     ] = None,
     expires: Annotated[str | None, typer.Option(help="Expiry: 8h, 7d or an ISO date (default: never).")] = None,
     yes: YesOpt = False,

@@ -15,7 +15,9 @@ def register(app: typer.Typer) -> None:
             "mcp",
             "Speaks MCP on stdin and stdout; register it with your agent (install.sh --mcp does). Every tool works "
             "on the project and target fixed here (flags, then $RSK_PROJECT / $RSK_TARGET, then the project file "
-            "found from the working directory). No tool approves, grants or denies. See docs/mcp.md.",
+            "found from the working directory). No tool approves, grants or denies. Each tool's schema says its "
+            "arguments; docs/mcp.md of rsk's "
+            "source has the rest.",
         ),
     )(mcp)
 

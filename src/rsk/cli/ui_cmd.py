@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
             "(a session cookie) and is then spent; run `rsk ui` again for a new one. The browser is opened on a "
             "file only you can read, never on the link itself. Cards (pending first, with Approve and Deny), "
             "Budgets, Board and GPUs; Ctrl-C stops it. Every project with a ledger here is shown. "
-            "See docs/ui.md for what guards it.",
+            "docs/ui.md of rsk's source says what guards it.",
         ),
     )(ui)
 
