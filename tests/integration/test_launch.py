@@ -142,6 +142,18 @@ def test_same_request_id_never_submits_twice(lab: Lab, project: str) -> None:
     assert json.loads(r.out)["grants"][0]["jobs_spent"] == 1
 
 
+def test_a_request_id_used_for_another_plan_names_the_jobs_it_ran(lab: Lab, project: str) -> None:
+    # the same launch after an upgrade of rsk is another plan too: the answer says which job is the work's
+    grant(project, "--jobs", "5")
+    first = launched(launch(project, "--request-id", "twice"))
+    other = launch(project, "--request-id", "twice", command=("echo", "other"))
+    doc = json.loads(other.out)
+    assert other.rc == Exit.CONFLICT and doc["error"] == "request-conflict", doc
+    assert doc["jobs"] == [str(first["job_id"])] and "!" not in doc["message"], doc
+    assert "rsk wait -r twice" in doc["hint"] and "do not launch it again" in doc["hint"], doc
+    assert len(lab.jobs_named(f"rsk:{project}:twice")) <= 1
+
+
 def test_hostile_arguments_and_environment_reach_the_job_byte_for_byte(lab: Lab, project: str) -> None:
     grant(project, "--jobs", "1")
     hostile = ["it's", 'a "quote"', "$(touch /tmp/pwned)", "`id`", "a;b", "*", "new\nline", "é ü 漢", "  sp  ", ""]

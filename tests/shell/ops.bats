@@ -187,12 +187,13 @@ teardown() { teardown_root; }
     [ "$(field reconciled open)" = 0 ]
 }
 
-@test "doctor reports every check, with sacct unavailable and devices unconstrained on the lab" {
+@test "doctor reports every check, with sacct unavailable, devices unconstrained and processes untracked on the lab" {
     run remote doctor
     [ "$status" -eq 0 ]
     printf '%s\n' "$output" | grep -q '^@@check name=controller result=pass'
     printf '%s\n' "$output" | grep -q '^@@check name=sacct result=unavailable'
     printf '%s\n' "$output" | grep -q '^@@check name=devices result=warn'
+    printf '%s\n' "$output" | grep -q '^@@check name=proctrack result=warn'
     printf '%s\n' "$output" | grep -q '^@@check name=test-only result=pass'
     ! printf '%s\n' "$output" | grep -q 'result=fail'
 }

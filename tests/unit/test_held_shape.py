@@ -110,3 +110,17 @@ def test_a_job_that_ended_outside_its_scope_is_flagged_in_the_read_that_settles_
                               "sq_shape=1,1,100,0 sq_part=gpu")  # fmt: skip
     assert undecided == f"partition gpu is not in grant {g.id}'s cpu"
     assert [c.job_costs["11"].cpu_hours_used for c in Store(PROJECT).archive.charges()] == [60 / 3600]
+
+
+def test_a_job_whose_limit_was_raised_is_charged_its_run_time_at_its_shape_not_a_share_of_its_plan() -> None:
+    _books(["cpu"])
+    # planned for 60 min (1 CPU-h at worst); a job of the account raised its limit to 240 min while it pended
+    warnings, holds, _ = _status("job rid=r1 job=11 sq=RUNNING sq_elapsed=60 sq_limit=14400 res=1,1,100,0,60 "
+                                 "sq_shape=1,1,100,0 sq_part=cpu")  # fmt: skip
+    assert holds == "holds a 14400 s limit, its plan 3600 s" and warnings
+    assert Store(PROJECT).load().charges[0].job_costs["11"].cpu_hours_worst == 4.0
+    # it ran 150 min: charged 150 min of 1 CPU, not 150/240 of its planned hour
+    _status("job rid=r1 job=11 sq=COMPLETED sq_elapsed=9000 sq_limit=14400 res=1,1,100,0,60 sq_shape=1,1,100,0 "
+            "sq_part=cpu")  # fmt: skip
+    [settled] = Store(PROJECT).archive.charges()
+    assert settled.job_costs["11"].cpu_hours_used == 2.5

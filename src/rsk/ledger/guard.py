@@ -136,6 +136,14 @@ def submitted_jobs(
     return jobs
 
 
+def request_jobs(ledger: Ledger, request_id: str, target: str) -> list[str]:
+    """Every job the ledger recorded for this request id on this target, whatever its plan."""
+    jobs = [j for ch in ledger.charges if ch.request_id == request_id and ch.target == target for j in ch.job_costs]
+    jobs += [j for a in ledger.approvals for u in a.uses if u.request_id == request_id and u.target == target
+             for j in u.jobs]  # fmt: skip
+    return sorted({j for j in jobs if not unfound(j)})
+
+
 def _jobs_of(
     charges: list[Charge], approvals: list[Approval], request_id: str, plan_hash: str, target: str
 ) -> list[str]:

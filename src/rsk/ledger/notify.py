@@ -68,12 +68,17 @@ def page_address() -> str | None:
     return page.address if page.address.startswith("http://127.0.0.1:") else None
 
 
+def _cut(text: str, at: int = 200) -> str:
+    """A command for a one-line notice: cut where it is long, and saying so (the card shows it whole)."""
+    return text if len(text) <= at else f"{text[:at]}... ({len(text) - at} more characters: see the card)"
+
+
 def summary(card: Card, project: str) -> dict[str, object]:
     p = card.plan
     address = page_address()
     url = f"{address}#card-{card.id}" if address else None
     text = (
-        f"rsk: card {card.id} in project {project} waits for you: {inert(p.command)[:200]} on {p.target} "
+        f"rsk: card {card.id} in project {project} waits for you: {_cut(inert(p.command))} on {p.target} "
         f"({p.gpu_hours:.2f} GPU-h, {p.cpu_hours:.2f} CPU-h at worst). `rsk approvals show {card.id}`"
         + (f", or on the page: {url}" if url else "")
     )

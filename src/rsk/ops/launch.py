@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import Remote
-from rsk.errors import ConnectError, PendingApproval, ProtocolError, RskError
+from rsk.errors import ConflictError, ConnectError, PendingApproval, ProtocolError, RskError
 from rsk.ledger import attempts
 from rsk.ledger.cards import wait_for_card
 from rsk.ledger.guard import (
@@ -19,6 +19,7 @@ from rsk.ledger.guard import (
     held_jobs,
     held_line,
     record_outcome,
+    request_jobs,
     since_line,
     submitted_jobs,
 )
@@ -115,6 +116,22 @@ def launch(
         return _launch(target_name, request, wait, progress, code)
 
 
+def _ran_before(exc: ConflictError, ledger: Ledger, target: str, request_id: str) -> ConflictError:
+    """A request id used for another plan: when the ledger recorded its jobs, the answer names them. A launch
+    repeated as it was can still be another plan (every plan binds rsk's own cluster programs, which an upgrade
+    changes): then those jobs are this work's, and a new request id would run it a second time."""
+    jobs = request_jobs(ledger, request_id, target) if exc.code == "request-conflict" else []
+    if jobs:
+        exc.details["jobs"] = jobs
+        exc.hint = (
+            f"request id {request_id} already ran as job(s) {', '.join(jobs)}. If you asked for the same work, "
+            f"that is its job (rsk's own programs, bound in every plan, change with an upgrade): follow it with "
+            f"`rsk wait -r {request_id}`, and do not launch it again under a new id. For different work, use a new "
+            "--request-id"
+        )
+    return exc
+
+
 def _launch(
     target_name: str, request: Request, wait: float | None, progress: Progress | None, code: CodeSnapshot | None
 ) -> LaunchResult:
@@ -138,7 +155,10 @@ def _launch(
         talk = remote.converse(submit_entry(request), "launch", stdin=payload)
         try:
             out = talk.first
-            raise_for_error(out)
+            try:
+                raise_for_error(out)
+            except ConflictError as exc:
+                raise _ran_before(exc, ledger, target.name, request.request_id) from None
             plan = answers.plan(out)
             try:
                 allowed, known = allow(store, target.name, plan, request, planned_at, code)

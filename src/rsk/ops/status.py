@@ -250,8 +250,9 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
 
 def _held_shape(job: JobState, f: JobFacts) -> None:
     """Slurm's word on the job's shape, against its plan's: a job of the account can raise a pending job's GPUs
-    (by any spelling), CPUs, memory and nodes, and move it (`scontrol update`), so what Slurm holds is what is
-    charged when it is more (against the ledger's worst case: status_call) and what is shown beside the plan."""
+    (by any spelling), CPUs, memory, nodes and time limit, and move it (`scontrol update`), so what Slurm holds
+    for its limit is what is charged when it is more (against the ledger's worst case: status_call) and what is
+    shown beside the plan."""
     if len(f.sq_shape) < 4:
         return
     nodes, cpus, mem, gpus = (x or 0 for x in f.sq_shape[:4])
@@ -271,6 +272,9 @@ def _held_shape(job: JobState, f: JobFacts) -> None:
         more.append(f"{mem} MB a node, its plan {job.mem_mb}")
     if nodes and job.nodes and nodes > job.nodes:
         more.append(f"{nodes} nodes, its plan {job.nodes}")
+    planned_s = (f.res[4] or 0) * 60 if len(f.res) > 4 else 0
+    if f.sq_limit and planned_s and f.sq_limit > planned_s:  # the owner can raise a pending job's limit too
+        more.append(f"a {f.sq_limit} s limit, its plan {planned_s} s")
     if more:
         job.slurm_holds = "holds " + "; ".join(more)
 
