@@ -39,7 +39,7 @@ main() {
     done
     if [ -d "$at" ]; then
         (cd "$at" && find . -type f | head -n 1000) | while IFS= read -r f; do
-            case $f in *[!A-Za-z0-9._/+@:,-]*) continue ;; esac
+            case $f in *[!A-Za-z0-9._/+@:,-]*) rsk_emit skipped "path=$(rsk_b64 "${f#./}")"; continue ;; esac
             [ -L "$at/$f" ] || rsk_emit entry "path=${f#./}" "size=$(wc -c <"$at/$f" | tr -d ' ')"
         done
         return 0

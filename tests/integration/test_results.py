@@ -187,3 +187,18 @@ def test_a_batchs_results_come_back_in_one_call_each_checked_and_a_second_call_f
     # one request of several jobs: the error names the batch form
     one = rsk("fetch", "-r", "sw", "--result", *common)
     assert one.rc == Exit.USAGE and "--batch sw --result" in one.err
+
+
+def test_files_a_directory_fetch_leaves_out_are_named_never_dropped_silently(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--cpu-hours", "1")
+    job = run_to_end(project, "sp", 'mkdir -p "$RSK_RUN_DIR/out" && echo a > "$RSK_RUN_DIR/out/ok.csv" && '
+                     'echo b > "$RSK_RUN_DIR/out/my results.csv"')  # fmt: skip
+    common = ("--target", "lab", "--project", project)
+    r = rsk("fetch", job, "out", "--to", str(tmp_path / "f"), *common, "--json")
+    assert r.rc == 0, r.err
+    got = json.loads(r.out)
+    assert [f["path"] for f in got["files"]] == ["out/ok.csv"] and got["skipped"] == ["out/my results.csv"], got
+    text = rsk("fetch", job, "out", "--to", str(tmp_path / "g"), *common)
+    assert "left out 1 file(s)" in text.err and "my results.csv" in text.err, text.err

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
 from rsk.commands import help_for
 from rsk.local import caller
 
@@ -308,6 +308,7 @@ def fetch(
             return
         for t in report.tasks:
             lack = f"; missing: {', '.join(t.missing)}" if t.missing else ""
+            lack += f"; left out (names rsk does not fetch): {len(t.skipped)}" if t.skipped else ""
             out().print(f"{t.task:<24} job {t.job_id} ({t.state}): {len(t.files)} file(s){lack}")
         out().print(f"fetched {report.bytes} bytes from {len(report.tasks)} task(s) of batch {batch} into {dest}/KEY/")
         return
@@ -322,6 +323,12 @@ def fetch(
         return
     for f in report1.files:
         out().print(f"{f.to}  {f.size} bytes" + (f" (resumed at {f.resumed_from})" if f.resumed_from else ""))
+    if report1.skipped:
+        from rsk.local.inert import inert
+        from rsk.ops.fetch import NAME_RULE
+
+        shown = ", ".join(inert(p) for p in report1.skipped[:10])
+        err().print(f"rsk: warning: left out {len(report1.skipped)} file(s) rsk does not fetch ({NAME_RULE}): {shown}")
     out().print(f"fetched {len(report1.files)} file(s), {report1.bytes} bytes from job {job}")
 
 

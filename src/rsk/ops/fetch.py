@@ -49,6 +49,7 @@ class FetchReport(BaseModel):
     to: str = ""  # the local directory the files went into
     files: list[FetchedFile]
     file_count: int = 0  # len(files), as `rsk fetch --result` has it
+    skipped: list[str] = []  # files under a directory asked for whose names rsk does not fetch (NAME_RULE)
     bytes: int
 
 
@@ -93,11 +94,15 @@ def _check(paths: list[str]) -> None:
             )
 
 
+NAME_RULE = "names of A-Z a-z 0-9 . _ + @ : , - and / only"
+
+
 def _fetch_paths(
-    remote: Remote, project: str, job: str, paths: list[str], to: Path, budget: list[int], missing: list[str] | None
-) -> list[FetchedFile]:
+    remote: Remote, project: str, job: str, paths: list[str], to: Path, budget: list[int], missing: list[str] | None,
+    skipped: list[str] | None = None,
+) -> list[FetchedFile]:  # fmt: skip
     """Each path (a file, or a directory's files) into `to`; with `missing`, a path the job's directory lacks is
-    listed there instead of failing the call."""
+    listed there instead of failing the call; a directory's files whose names rsk does not fetch go to `skipped`."""
     files: list[FetchedFile] = []
     for p in paths:
         out = remote.call("fetch", project, job, p, "0", "0")
@@ -112,10 +117,14 @@ def _fetch_paths(
         if found.size is not None:
             files.append(_fetch_one(remote, project, job, p, found.size, to, budget))
             continue
+        if skipped is not None:
+            skipped += [f"{p.rstrip('/')}/{name}" for name in found.skipped][:100]
         for e in found.entries:
             sub = f"{p.rstrip('/')}/{e.path}"
             if _FETCH_PATH.fullmatch(sub) and ".." not in sub.split("/"):
                 files.append(_fetch_one(remote, project, job, sub, e.size, to, budget))
+            elif skipped is not None:
+                skipped.append(sub)
     return files
 
 
@@ -123,10 +132,11 @@ def fetch(target_name: str, project: str, job: str, paths: list[str], to: Path,
           max_bytes: int = 1024**3) -> FetchReport:  # fmt: skip
     """Files from a job's run directory (its work copy, where it wrote), whole files or directories."""
     _check(paths)
+    skipped: list[str] = []
     with remote_for(target_name) as remote:
-        files = _fetch_paths(remote, project, job, paths, to, [max_bytes], None)
+        files = _fetch_paths(remote, project, job, paths, to, [max_bytes], None, skipped)
     return FetchReport(target=target_name, project=project, job_id=job, to=str(to), files=files, file_count=len(files),
-                       bytes=sum(f.size for f in files))  # fmt: skip
+                       bytes=sum(f.size for f in files), skipped=skipped)  # fmt: skip
 
 
 class TaskFetch(BaseModel):
@@ -137,6 +147,7 @@ class TaskFetch(BaseModel):
     state: str
     files: list[FetchedFile]
     missing: list[str]  # paths this task's directory does not have
+    skipped: list[str] = []  # files whose names rsk does not fetch (NAME_RULE)
 
 
 class BatchFetchReport(BaseModel):
@@ -170,8 +181,11 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
         for j in members:
             assert j.task is not None
             missing: list[str] = []
-            got = _fetch_paths(remote, project, j.job_id, paths, to / check_token("task", j.task), budget, missing)
-            tasks.append(TaskFetch(task=j.task, job_id=j.job_id, state=j.state, files=got, missing=missing))
+            skipped: list[str] = []
+            got = _fetch_paths(remote, project, j.job_id, paths, to / check_token("task", j.task), budget, missing,
+                               skipped)  # fmt: skip
+            tasks.append(TaskFetch(task=j.task, job_id=j.job_id, state=j.state, files=got, missing=missing,
+                                   skipped=skipped))  # fmt: skip
     total = sum(f.size for t in tasks for f in t.files)
     return BatchFetchReport(target=target_name, project=project, batch=batch, tasks=tasks, bytes=total)
 

@@ -479,6 +479,7 @@ class FetchAnswer(Answer):
     size: int | None  # a file's size now; None: PATH is a directory
     entries: list[FetchEntry]  # a directory's regular files
     data: bytes
+    skipped: list[str] = []  # a directory's files whose names rsk does not fetch (decoded; a job chose them)
 
 
 def fetch(out: Output) -> FetchAnswer:
@@ -487,6 +488,7 @@ def fetch(out: Output) -> FetchAnswer:
         size=_count(head, "size") if head else None,
         entries=[FetchEntry(path=_text(e, "path"), size=_count(e, "size")) for e in out.all("entry")],
         data=_chunks(out),
+        skipped=[_b64(e, "path") for e in out.all("skipped")],
     )
 
 
