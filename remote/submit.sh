@@ -365,6 +365,9 @@ check_lease() {
     if [ "$PLACE" = open ]; then
         [ "$L_rid" = "$RID" ] || [ -z "$L_sq" ] || rsk_fail "$RSK_E_USAGE" lease-exists \
             "project $PROJECT already holds a live lease $LEASE (job $L_job); close it or use another name"
+        # its own request again after Slurm ended its job: never a replay of a lease that takes no steps
+        [ "$L_rid" != "$RID" ] || [ -n "$L_sq" ] || [ -z "$L_job" ] || rsk_fail "$RSK_E_USAGE" lease-ended \
+            "lease $LEASE of request $RID (job $L_job) has ended; open it again with a new request id (or none)"
         return 0
     fi
     [ -n "$L_sq" ] || L_job=''

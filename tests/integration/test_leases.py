@@ -206,8 +206,9 @@ def test_steps_outlive_their_allocation_and_a_new_lease_takes_them_over(
     lab: Lab, project: str, leases: list[str]
 ) -> None:
     grant(project, "--gpu-hours", "5")
-    first = open_lease(project, "relay", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time",
-                       "10", "--drain", "1")["job_id"]  # fmt: skip
+    opened = open_lease(project, "relay", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time",
+                        "10", "--drain", "1")  # fmt: skip
+    first = opened["job_id"]
     leases.append("relay")
     wait_running(project, "relay")
     assert rsk("lease", "drain", "relay", "--target", "lab", "--project", project).rc == 0
@@ -223,6 +224,12 @@ def test_steps_outlive_their_allocation_and_a_new_lease_takes_them_over(
     assert {j["where"] for j in mine.values()} == {"(LeaseEnded)"}  # they say why they wait
     refused = step(project, "relay", "--gpus", "1")
     assert refused.rc == Exit.USAGE and "has ended" in refused.err
+    # its own request id again: that lease has ended on Slurm's word, never a replay of a lease that takes no step
+    again = rsk("lease", "open", "relay", "--target", "lab", "--project", project, "--partition", "gpu", "--json",
+                "-r", opened["request_id"], "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time",
+                "10", "--drain", "1")  # fmt: skip
+    assert again.rc == Exit.USAGE and json.loads(again.out)["error"] == "lease-ended", again.out
+    # without a request id, the same name opens it anew (the earlier open's id is taken only while it lives)
     second = open_lease(project, "relay", "--nodes", "1", "--gpus", "1", "--cpus", "1", "--mem", "500", "--time",
                         "10", "--drain", "1")["job_id"]  # fmt: skip
     assert second != first

@@ -65,10 +65,10 @@ def open_(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.errors import UsageError
+    from rsk.errors import RskError, UsageError
     from rsk.local.project import resolve_project, scope
     from rsk.ops.launch import launch, requester
-    from rsk.ops.leases import LeaseSpec, open_request
+    from rsk.ops.leases import LeaseSpec, open_request, reopened
 
     if overrun not in (None, "refuse", "clip"):
         raise UsageError("--overrun is refuse or clip")
@@ -77,8 +77,14 @@ def open_(
     where = resolve_target(target)
     request = open_request(spec, resolve_project(project), requester(), where)
     console = err()
-    result = launch(where, request, wait=wait,
-                    progress=None if json_out else (lambda m: console.print(f"rsk: {m}")))  # fmt: skip
+    said = None if json_out else (lambda m: console.print(f"rsk: {m}"))
+    try:
+        result = launch(where, request, wait=wait, progress=said)
+    except RskError as exc:
+        anew = reopened(spec, request, exc)
+        if anew is None:
+            raise
+        result = launch(where, anew, wait=wait, progress=said)
     if json_out:
         print_json(result)
         return

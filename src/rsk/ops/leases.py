@@ -14,7 +14,7 @@ from typing import Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, StrictInt
 
 from rsk.cluster.remote import Remote, remote_for
-from rsk.errors import UsageError
+from rsk.errors import RskError, UsageError
 from rsk.ledger.guard import close_lease
 from rsk.ledger.models import Ledger, now
 from rsk.ledger.store import Store
@@ -92,6 +92,15 @@ def earlier_request(ledger: Ledger, target: str, name: str, at: datetime | None 
         and (c.status == "pending" or (c.status == "approved" and c.request_id not in opened))
     ]  # fmt: skip
     return max(cards, key=lambda c: c.created).request_id if cards else None
+
+
+def reopened(spec: LeaseSpec, request: Request, exc: RskError) -> Request | None:
+    """Opening a lease again without a request id took the earlier open's (`earlier_request`, on the ledger's
+    word) and Slurm says that lease has ended (`lease-ended`): the request that opens it anew. None otherwise:
+    an agent's own request id is never replaced."""
+    if spec.request_id or exc.code != "lease-ended":
+        return None
+    return request.model_copy(update={"request_id": new_request_id()})
 
 
 class LeaseInfo(BaseModel):
