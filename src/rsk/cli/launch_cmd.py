@@ -314,7 +314,14 @@ def retry(
 
 def extend(
     request_id: Annotated[str, typer.Option("--request-id", "-r", help="The chain (its first request id).")],
-    budget: Annotated[str, typer.Option("--budget", help="The chain's new total run time (3-00:00:00).")],
+    budget: Annotated[
+        str,
+        typer.Option(
+            "--budget",
+            help="The chain's new total run time (3-00:00:00): each link that started counts its whole time limit "
+            "(a link cancelled before it started, nothing); the rest is the extension, in whole links.",
+        ),
+    ],
     max_links: Annotated[
         int | None, typer.Option("--max-links", min=1, help="Refuse an extension that needs more links.")
     ] = None,

@@ -373,7 +373,14 @@ def build(pin: Pin) -> MCPServer:
     @_guarded
     def extend(
         request_id: Annotated[str, Field(description="The chain: its first request id.")],
-        budget: Annotated[str, Field(description="The chain's new total run time (Slurm time, 5-00:00:00).")],
+        budget: Annotated[
+            str,
+            Field(
+                description="The chain's new total run time (Slurm time, 5-00:00:00): each "
+                "link that started counts its whole time limit; the rest is the extension, in "
+                "whole links."
+            ),
+        ],
     ) -> LaunchReply:
         from rsk.local.paths import check_token
         from rsk.ops.launch import requester
