@@ -104,6 +104,11 @@ def test_job_budget_and_active_limit() -> None:
     assert decide(ledger(grants=[g], charges=spent), F, AT).kind == "ask"
     assert decide(ledger(grants=[g]), replace(F, active=2), AT).kind == "ask"
     assert decide(ledger(grants=[g]), replace(F, active=1), AT).kind == "grant"
+    # what to do differs: wait for the active jobs, or ask for a grant that lets the request's jobs queue together
+    assert decide(ledger(grants=[g]), replace(F, active=2), AT).closest_why == ["2 jobs active, at most 2"]
+    chain = decide(ledger(grants=[Grant(max_active=2)]), replace(F, jobs=3), AT)
+    assert chain.kind == "ask" and chain.closest_why == ["queues 3 jobs at once (every task or link is queued "
+                                                         "together), at most 2 active"]  # fmt: skip
     # a reservation the decision replaces or shares is not counted twice; any other one counts, even the
     # same request id's (a live launch of another plan still holds it)
     replaced = frozenset({spent[0].id})

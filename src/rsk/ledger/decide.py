@@ -154,7 +154,11 @@ def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
     if g.cpu_hours is not None and used.cpu_hours + f.cpu_hours > g.cpu_hours + 1e-9:
         why.append(f"needs {f.cpu_hours:.2f} CPU-h, {max(g.cpu_hours - used.cpu_hours, 0):.2f} left")
     if g.max_active is not None and f.active + f.jobs > g.max_active:
-        why.append(f"{f.active} jobs active, at most {g.max_active}")
+        if f.jobs > g.max_active:  # never clears by waiting: the request alone queues more than the grant allows
+            why.append(f"queues {f.jobs} jobs at once (every task or link is queued together), at most "
+                       f"{g.max_active} active")  # fmt: skip
+        else:
+            why.append(f"{f.active} jobs active, at most {g.max_active}")
     return why
 
 
