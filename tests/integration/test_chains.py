@@ -228,3 +228,13 @@ def test_a_client_killed_right_after_submit_changes_nothing_the_chain_runs_to_it
     g = grant_view(project)
     used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
     assert g["cpu_hours_reserved"] == 0 and abs(g["cpu_hours_spent"] - used) < 0.002, (g, used)
+
+
+def test_a_chain_through_a_shell_without_exec_is_warned_before_it_runs(lab: Lab, project: str) -> None:
+    r = rsk("plan", "--target", "lab", "--project", project, "-r", "shx", "--budget", "4", "--time", "2",
+            "--json", "--", "sh", "-c", "python3 long.py")  # fmt: skip
+    assert r.rc == 0, r.err
+    assert any("without exec" in w for w in json.loads(r.out)["warnings"]), r.out
+    fine = rsk("plan", "--target", "lab", "--project", project, "-r", "shy", "--budget", "4", "--time", "2",
+               "--json", "--", "sh", "-c", "exec python3 long.py")  # fmt: skip
+    assert not any("without exec" in w for w in json.loads(fine.out)["warnings"]), fine.out

@@ -212,7 +212,7 @@ def _launch(
         if failure is not None:
             raise failure
         result = _result(target.name, request, plan, allowed, accepted)
-        result.warnings += step_warnings(ledger, target.name, plan)
+        result.warnings += step_warnings(ledger, target.name, plan) + chain_warnings(plan)
         return result
     finally:
         conn.close()
@@ -279,7 +279,7 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
     replaces = replaceable(ledger, request.request_id, plan.hash)
     d = decide(ledger, facts(target.name, plan, request.request_id, active, replaces), now())
     return PlanReport(would=d.kind, rule=d.rule, reason=d.reason, closest_grant=d.closest_grant,
-                      closest_why=d.closest_why, **base)  # fmt: skip
+                      closest_why=d.closest_why, warnings=chain_warnings(plan), **base)  # fmt: skip
 
 
 def _known_jobs(ledger: Ledger, store: Store, request: Request, plan: Plan, target: str) -> list[str]:
@@ -317,6 +317,14 @@ def allow(
 
         card_filed(find_card(ledger, str(verdict.details["card_id"])), store.project)  # the ledger as written
     return allowed_or_raise(verdict), []
+
+
+def chain_warnings(plan: Plan) -> list[str]:
+    """A chain whose command a shell runs without exec never yields: said before it runs."""
+    from rsk.request.chain import shell_warning
+
+    said = shell_warning(plan.tasks[0].argv) if plan.is_chain and plan.tasks else None
+    return [said] if said else []
 
 
 def step_warnings(ledger: Ledger, target: str, plan: Plan) -> list[str]:

@@ -70,7 +70,8 @@ def _hint(jobs: list[JobState], done: bool, voice: Voice = CLI) -> str:
             return (
                 f"the chain stopped at link {first.link} ({first.where.strip('()')}) and no link yielded (exit 75): "
                 "each was stopped at its limit; before extending, make the program save a checkpoint in "
-                f"RSK_WORK_DIR and exit 75 on SIGUSR1 ({voice.logs(first.job_id)} shows its last output)"
+                f"RSK_WORK_DIR and exit 75 on SIGUSR1 ({voice.logs(first.job_id)} shows its last output); if the "
+                "command runs through a shell (sh -c '...'), `exec` the program, or the shell dies of the signal"
             )
         if first.state == "stopped":
             return (

@@ -64,3 +64,24 @@ def chain_tasks(argv: list[str], env: list[str], budget_min: int, time_min: int,
         needs = [Need(task=before, on="stopped") for before in keys[:k]]
         tasks.append(TaskSpec(key=key, argv=list(argv), env=list(env), time_min=m, needs=needs))
     return tasks
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
+
+
+def shell_swallows_signal(argv: list[str]) -> bool:
+    """A chain's command run by a shell (`sh -c '...'`) whose text never `exec`s: SIGUSR1 reaches the shell,
+    which dies of it, and the program that would save a checkpoint is never told."""
+    if len(argv) < 3 or argv[0].rsplit("/", 1)[-1] not in _SHELLS or not argv[1].startswith("-") or "c" not in argv[1]:
+        return False
+    return "exec " not in argv[2]
+
+
+def shell_warning(argv: list[str]) -> str | None:
+    if not shell_swallows_signal(argv):
+        return None
+    return (
+        f"this chain runs its command through {argv[0].rsplit('/', 1)[-1]} -c without exec: SIGUSR1 before each "
+        "link's limit goes to the shell, which dies of it, and your program never yields (exit 75); write "
+        "`sh -c 'cd x && exec python train.py'`, or run the program directly"
+    )
