@@ -138,21 +138,19 @@ def submitted_jobs(
 
 def request_jobs(ledger: Ledger, request_id: str, target: str) -> list[str]:
     """Every job the ledger recorded for this request id on this target, whatever its plan."""
-    jobs = [j for ch in ledger.charges if ch.request_id == request_id and ch.target == target for j in ch.job_costs]
-    jobs += [j for a in ledger.approvals for u in a.uses if u.request_id == request_id and u.target == target
-             for j in u.jobs]  # fmt: skip
-    return sorted({j for j in jobs if not unfound(j)})
+    return _jobs_of(ledger.charges, ledger.approvals, request_id, None, target)
 
 
 def _jobs_of(
-    charges: list[Charge], approvals: list[Approval], request_id: str, plan_hash: str, target: str
+    charges: list[Charge], approvals: list[Approval], request_id: str, plan_hash: str | None, target: str
 ) -> list[str]:
+    """The jobs recorded for a request on a target: of one plan, or (None) of any."""
     jobs: list[str] = []
     for ch in charges:
-        if ch.request_id == request_id and ch.plan_hash == plan_hash and ch.target == target:
+        if ch.request_id == request_id and plan_hash in (None, ch.plan_hash) and ch.target == target:
             jobs += [j for j in ch.job_costs if not unfound(j)]
     for a in approvals:
-        if a.plan_hash == plan_hash:
+        if plan_hash in (None, a.plan_hash):
             jobs += [
                 j for u in a.uses if u.request_id == request_id and u.target == target for j in u.jobs if not unfound(j)
             ]
