@@ -65,10 +65,10 @@ def open_(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.errors import RskError, UsageError
+    from rsk.errors import UsageError
     from rsk.local.project import resolve_project, scope
     from rsk.ops.launch import launch, requester
-    from rsk.ops.leases import LeaseSpec, open_request, reopened
+    from rsk.ops.leases import LeaseSpec, open_lease, open_request
 
     if overrun not in (None, "refuse", "clip"):
         raise UsageError("--overrun is refuse or clip")
@@ -78,13 +78,7 @@ def open_(
     request = open_request(spec, resolve_project(project), requester(), where)
     console = err()
     said = None if json_out else (lambda m: console.print(f"rsk: {m}"))
-    try:
-        result = launch(where, request, wait=wait, progress=said)
-    except RskError as exc:
-        anew = reopened(spec, request, exc)
-        if anew is None:
-            raise
-        result = launch(where, anew, wait=wait, progress=said)
+    result = open_lease(spec, request, lambda r: launch(where, r, wait=wait, progress=said))
     if json_out:
         print_json(result)
         return

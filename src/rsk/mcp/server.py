@@ -257,18 +257,12 @@ def build(pin: Pin) -> MCPServer:
         = None,
     ) -> LaunchReply:  # fmt: skip
         from rsk.ops.launch import requester
-        from rsk.ops.leases import LeaseSpec, open_request, reopened
+        from rsk.ops.leases import LeaseSpec, open_lease, open_request
 
         spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                          request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
         request = open_request(spec, pin.project, f"mcp: {requester()}", pin.target)
-        try:
-            return _reply(request)
-        except RskError as exc:
-            anew = reopened(spec, request, exc)
-            if anew is None:
-                raise
-            return _reply(anew)
+        return open_lease(spec, request, _reply)
 
     @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
                  annotations=READ)  # fmt: skip

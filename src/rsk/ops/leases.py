@@ -8,8 +8,9 @@ lease's: the request that opens one, and status, drain, resume, close and the GP
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Literal, cast, get_args
+from typing import Literal, TypeVar, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, StrictInt
 
@@ -27,6 +28,9 @@ from rsk.wire.protocol import Output, Request, raise_for_error
 
 LeaseState = Literal["pending", "starting", "running", "draining", "drained", "closed", "ended"]
 _STATES = frozenset(get_args(LeaseState))
+
+
+T = TypeVar("T")
 
 
 class LeaseSpec(BaseModel):
@@ -94,13 +98,16 @@ def earlier_request(ledger: Ledger, target: str, name: str, at: datetime | None 
     return max(cards, key=lambda c: c.created).request_id if cards else None
 
 
-def reopened(spec: LeaseSpec, request: Request, exc: RskError) -> Request | None:
-    """Opening a lease again without a request id took the earlier open's (`earlier_request`, on the ledger's
-    word) and Slurm says that lease has ended (`lease-ended`): the request that opens it anew. None otherwise:
-    an agent's own request id is never replaced."""
-    if spec.request_id or exc.code != "lease-ended":
-        return None
-    return request.model_copy(update={"request_id": new_request_id()})
+def open_lease(spec: LeaseSpec, request: Request, launch: Callable[[Request], T]) -> T:
+    """`launch(request)`, the request that opens a lease. Opening it again without a request id took the earlier
+    open's (`earlier_request`, on the ledger's word); when Slurm says that lease has ended (`lease-ended`) it is
+    opened anew under a new id. An agent's own request id is never replaced."""
+    try:
+        return launch(request)
+    except RskError as exc:
+        if spec.request_id or exc.code != "lease-ended":
+            raise
+    return launch(request.model_copy(update={"request_id": new_request_id()}))
 
 
 class LeaseInfo(BaseModel):
