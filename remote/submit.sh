@@ -90,14 +90,7 @@ cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
         rsk_out=$(scontrol show config 2>&1) || {
             rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | cut -c1-400 | head -n 3)"
         }
-        # "ClusterName = NAME" (read in the shell: no fork for parsing)
-        CLUSTER=''
-        case $rsk_out in *"ClusterName "*)
-            CLUSTER=${rsk_out#*"ClusterName "}
-            CLUSTER=${CLUSTER%%"
-"*}
-            CLUSTER=${CLUSTER#*= } ;;
-        esac
+        CLUSTER=$(rsk_conf "$rsk_out" ClusterName)
         [ -n "$CLUSTER" ] || CLUSTER=unknown
         # the partitions and their nodes in one read, "PARTITION|TIMELIMIT|CPUS|MEMORY|GRES|NODES" a line for
         # each group of alike nodes (-e: only nodes whose resources are the same share a line), kept for fits
@@ -503,22 +496,10 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
     if [ "$SB_RC" -ne 0 ]; then
         [ "$SB_CODE" = slurm-unavailable ] || SB_CODE=slurm-rejected
         # name the valid choices: the partitions, with their time limits and GRES
-        rsk_parts=$(sinfo -h -o '%P (time %l, gres %G)' 2>/dev/null | tr '\n' ',' | sed 's/,$//; s/,/, /g')
+        rsk_parts=$(printf '%s\n' "$PARTS" | awk -F'|' '!seen[$1]++ { printf "%s%s (time %s, gres %s)", s, $1, $2, $5; s = ", " }')
         rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400); partitions: $rsk_parts"
     fi
-    if [ -z "$ESTIMATE" ]; then
-        # "sbatch: Job N to start at TIME using C processors on nodes NODES in partition P"
-        rsk_start_at='' rsk_nodes=''
-        case $SB_OUT in *" to start at "*" using"*)
-            rsk_start_at=${SB_OUT#*" to start at "}; rsk_start_at=${rsk_start_at%%" "*} ;;
-        esac
-        case $rsk_start_at in *[!0-9T:-]*) rsk_start_at='' ;; esac
-        case $SB_OUT in *" on nodes "*" in partition"*)
-            rsk_nodes=${SB_OUT#*" on nodes "}; rsk_nodes=${rsk_nodes%%" "*} ;;
-        esac
-        rsk_enc "$rsk_nodes"
-        ESTIMATE="start=${rsk_start_at:-unknown} nodes=$RSK_E"
-    fi
+    ESTIMATE=${ESTIMATE:-$SB_OUT} # what Slurm says of the first shape (rsk.wire.answers reads its start and nodes)
 }
 
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence and its journal
@@ -584,7 +565,7 @@ resolve_open() {
     rsk_scripts=$(rsk_script_runs "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
     STATES=$({ printf '%s\n--\n' "$rsk_scripts"; printf '%s\n' "$STATES"; } | awk -v d="$RSK_ROOT/runs/$PROJECT/$RID" '
         !q && $0 == "--" { q = 1; next }
-        !q { if ($2 == "?") u = u " " $1; else if ($2 == d) { k = index($1, "_") ? substr($1, index($1, "_") + 1) + 0 : 0; s[k] = $1 }; next }
+        !q { if ($2 == "?") u = u " " $1; else if ($2 == d) s[$3] = $1; next }
         $2 == "open" && (($1 + 0) in s) { print $1, "found", s[$1 + 0], $4; next }
         $2 == "open" && u != "" { print "!" substr(u, 2); exit }
         { print }')
@@ -610,14 +591,10 @@ do_plan() {
     done
     [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
     check_lease
-    if [ "$PLACE" = step ]; then
-        rsk_emit estimate start=in-lease "nodes=$(rsk_b64 "lease $LEASE")"
-        return 0
-    fi
+    [ "$PLACE" != step ] || { rsk_emit estimate "lease=$LEASE"; return 0; }
     ESTIMATE=''
     for_shapes test_only
-    # shellcheck disable=SC2086  # ESTIMATE holds two key=value words
-    rsk_emit estimate $ESTIMATE
+    rsk_emit estimate "said=$(rsk_b64 "$(printf '%s' "$ESTIMATE" | head -n 5 | cut -c1-400)")"
 }
 
 # launch mode: the plan is out, and rsk's ledger decides while this waits. Only "go HASH NONCE [replay]" goes

@@ -224,7 +224,13 @@ def test_submit_plan_and_accepted() -> None:
     assert (batch.kind, [t.key for t in batch.tasks], batch.active, batch.active_cap, batch.active_jobs) == (
         "batch", ["k1", "k2"], 0, 100, [],
     )  # fmt: skip
+    assert (plan.estimate_start, plan.estimate_nodes) == ("2026-12-04T19:24:00", "n2")
     assert batch.estimate_nodes == "n1"
+    said = next(w for w in recorded("submit_plan").records if w.kind == "estimate").kv["said"]
+    step = answers.plan(recorded("submit_plan", f"said={said}", "lease=dev"))
+    assert (step.estimate_start, step.estimate_nodes) == ("in-lease", "lease dev")
+    odd = answers.plan(recorded("submit_plan", f"said={said}", "said=bm8gZXN0aW1hdGU="))  # "no estimate"
+    assert (odd.estimate_start, odd.estimate_nodes) == ("unknown", "")
     accepted = answers.accepted(recorded("submit_launch_go"))
     assert [(a.job_id, a.request_id, a.idx, a.task, a.replay) for a in accepted] == [
         ("2492_0", "b1", 0, "k1", False), ("2492_1", "b1", 1, "k2", False),
