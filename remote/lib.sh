@@ -4,8 +4,6 @@
 
 # shellcheck disable=SC2034  # constants used by the entry scripts
 RSK_PROTOCOL=2 RSK_RC=0 RSK_NONCE='' RSK_LOCKED='' RSK_T='' RSK_SINCE=''
-RSK_WRITABLE='
-' # the directories rsk_need_writable found writable in this call, a line each
 RSK_SQ='' RSK_SLURM='' RSK_HELD='' # rsk_squeue's answer and up|down ("" before it); the ledger's jobs
 # exit codes (docs/protocol.md, "Exit codes")
 RSK_E_USAGE=2 RSK_E_POLICY=3 RSK_E_MISMATCH=5 RSK_E_CAP=7 RSK_E_UNAVAILABLE=69 RSK_E_SBATCH=70 RSK_E_ROOT=73 RSK_E_MISSING=78
@@ -106,19 +104,14 @@ rsk_need_token() { # rsk_need_token WHAT VALUE: names safe in paths and job name
 rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
     case $1 in '' | *[!0-9_s]* | [!0-9]* | *[!0-9]) return 1 ;; *_*_* | *s*s* | *_*s* | *s*_*) return 1 ;; esac
 }
-# rsk_need_writable DIR...: each exists and takes a new file, probed once a call, in a subshell (a failed
-# redirection would end this shell before any error could be reported)
+# rsk_need_writable DIR...: each exists and takes a new file, probed in a subshell (a failed redirection would end
+# this shell before any error could be reported)
 rsk_need_writable() {
     for rsk_dir in "$@"; do
-        case $RSK_WRITABLE in *"
-$rsk_dir
-"*) continue ;; esac
         [ -d "$rsk_dir" ] || mkdir -p "$rsk_dir" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_dir"
         (printf 'probe\n' >"$rsk_dir/.probe.$$") 2>/dev/null || { rm -f "$rsk_dir/.probe.$$" 2>/dev/null || true
             rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write under $rsk_dir (permissions or a full disk)"; }
         rm -f "$rsk_dir/.probe.$$"
-        RSK_WRITABLE="$RSK_WRITABLE$rsk_dir
-"
     done
 }
 # rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012)

@@ -100,14 +100,7 @@ cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
             rsk_emit facts "cluster=$RSK_E" "parts=$(rsk_b64 "$PARTS")"
         fi
     fi
-    # the default partition is the one sinfo marks with "*" (read in the shell: no fork)
-    DEFAULT_PARTITION=''
-    case "
-$PARTS" in *"*|"*)
-        DEFAULT_PARTITION=${PARTS%%"*|"*}
-        DEFAULT_PARTITION=${DEFAULT_PARTITION##*"
-"} ;;
-    esac
+    DEFAULT_PARTITION=$(printf '%s\n' "$PARTS" | awk -F'|' '$1 ~ /\*$/ { print substr($1, 1, length($1) - 1); exit }') # sinfo's "*"
 }
 
 facts_given() { # facts_given CLUSTER PARTS: the facts a broker kept (wire values), checked for their shape
@@ -408,13 +401,6 @@ build_plan() {
     PLAN_HASH=$RSK_H
 }
 
-emit_plan() {
-    printf '%s' "$PLAN" | while IFS=' ' read -r rsk_k rsk_v; do
-        rsk_emit planline "$rsk_k" "$rsk_v"
-    done
-    rsk_emit plan "$PLAN_HASH"
-}
-
 # run_sbatch test-only|submit [ARGS]: sbatch with the plan's resources (submit: the job script JOB on stdin) from an
 # empty environment, so no SBATCH_* variable of the login session changes the allocation; sets SB_RC, SB_OUT
 # (all output), SB_JOB. --no-requeue: a requeued job would run its limit again, and Slurm count the last run only
@@ -445,26 +431,12 @@ run_sbatch() {
     if rsk_slurm_down "$SB_OUT"; then SB_CODE=slurm-unavailable SB_ERRC=$RSK_E_UNAVAILABLE; fi
 }
 
-policy_all() { # RSK_VERDICT and RSK_REASONS over every task shape
-    ALL_REASONS=''
-    for_shapes policy_shape
-    RSK_REASONS=''
-    [ -z "$ALL_REASONS" ] || RSK_REASONS=$(printf '%s' "$ALL_REASONS" | awk '!seen[$0]++')
-    if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse; RSK_REASONS="$RSK_REASONS
-"; fi
-}
-
 for_shapes() { # for_shapes FUNCTION: FUNCTION for each distinct shape (SHAPES), the shape set (set_shape)
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
         [ -z "$s1" ] || { set_shape "$s1" "$s2" "$s3" "$s4" "$s5" && "$1"; }
     done <<EOT
 $SHAPES
 EOT
-}
-
-policy_shape() {
-    rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" "$QOS"
-    ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
 # fits: the shape fits what its place can ever hold, or the plan fails naming the limit: one node of a step's lease
@@ -579,8 +551,9 @@ resolve_open() {
 do_plan() {
     # one read of Slurm's queue for the active count and the request's evidence (a step's lease read it just now)
     [ "$RSK_SLURM" = up ] || rsk_need_slurm
-    emit_plan
-    policy_all
+    printf '%s' "$PLAN" | sed "s/^/@@$RSK_NONCE planline /" # the plan's lines as they are (KEY VALUE, a line each)
+    rsk_emit plan "$PLAN_HASH"
+    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
     rsk_policy_emit
     request_facts
     rsk_active='' rsk_count=0
@@ -822,12 +795,12 @@ do_submit() {
         rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the plan changed: expected $EXPECT, the cluster computes $PLAN_HASH"
     }
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
-    policy_all
+    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
     make_dirs
-    rsk_need_writable "$RSK_ROOT/runs/$PROJECT" "$RSK_ROOT/journal"
-    rsk_lock "$PROJECT"
+    rsk_need_writable "$RSK_ROOT/runs/$PROJECT"
+    rsk_lock "$PROJECT" # (which finds the journal's directory writable first)
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     request_facts
     DONE='' TODO='' rsk_found='' rsk_open='' rsk_n=0
