@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # rsk cluster policy: the rules the cluster enforces whatever the local ledger says, from $RSK_ROOT/policy.conf
-# (docs/protocol.md, "The cluster policy"). Part of submit, doctor and info; on its own (the "policy" program) it
-# prints the effective policy. Its digest is bound into every plan: a changed policy changes every plan hash.
+# (docs/protocol.md, "The cluster policy"). Part of submit, doctor and info (which prints the effective policy).
+# Its digest is bound into every plan: a changed policy changes every plan hash.
 RSK_POLICY_KEYS='partitions accounts qos max_gpus max_cpus max_mem_mb max_nodes max_time_min max_active_jobs default_time_min default_mem_mb'
 rsk_policy_digest() { # sets RSK_POLICY_DIGEST and RSK_POLICY_SOURCE: the policy file's sha256, or default-1
     RSK_POLICY_DIGEST='default-1' RSK_POLICY_SOURCE=default
@@ -53,8 +53,7 @@ rsk_policy_check() {
 "; fi
 }
 rsk_policy_emit() { # @@policy lines: the verdict and each reason
-    rsk_emit policy "verdict=$RSK_VERDICT" "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST" \
-        "max_active_jobs=$P_max_active_jobs" "default_time_min=$P_default_time_min" "default_mem_mb=$P_default_mem_mb"
+    rsk_emit policy "verdict=$RSK_VERDICT" "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST" # (the cap: @@active)
     printf '%s' "$RSK_REASONS" | while IFS= read -r rsk_r; do
         rsk_emit policy-reason "msg=$(rsk_b64 "$rsk_r")"
     done
@@ -67,10 +66,4 @@ rsk_policy_show() {
         rsk_v=${rsk_v#*|}
     done
     rsk_emit policy "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST"
-}
-
-policy_main() { # the "policy" program's entry
-    rsk_start
-    [ "${1:-show}" = show ] || rsk_fail "$RSK_E_USAGE" usage "usage: policy show"
-    rsk_policy_show
 }

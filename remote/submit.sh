@@ -162,10 +162,9 @@ resolve() {
         case $CODE in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" bad-code "the code digest is hex" ;; esac
         [ -z "$WORKDIR" ] || rsk_fail "$RSK_E_USAGE" bad-code "a job with --code runs in a copy of the snapshot: no --workdir"
         CODE_DIR=$RSK_ROOT/code/$PROJECT/snap/$CODE
+        RSK_H=''
         [ ! -f "$CODE_DIR/.rsk-manifest" ] || rsk_hash_file "$CODE_DIR/.rsk-manifest"
-        if [ ! -f "$CODE_DIR/.rsk-manifest" ] || [ "$RSK_H" != "$CODE" ]; then
-            rsk_fail "$RSK_E_USAGE" code-missing "the code snapshot $CODE is not on the cluster (or was changed)"
-        fi
+        [ "$RSK_H" = "$CODE" ] || rsk_fail "$RSK_E_USAGE" code-missing "the code snapshot $CODE is not on the cluster (or was changed)"
         WORKDIR=$CODE_DIR
     fi
     # shellcheck disable=SC2088  # a literal ~/ sent by the client, expanded here
@@ -202,9 +201,12 @@ resolve() {
 # "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
 resolve_tasks() {
     DAG=''
-    if [ "$KIND" != batch ]; then
-        NT=1 SHAPES="$NODES $CPUS $MEM_MB $GPUS $TIME_MIN"
-        TASKOUT="S 0 $SHAPES"
+    if [ "$KIND" != batch ]; then # a job of its own: task 0, its command the request's script or arguments
+        NT=1 SHAPES="$NODES $CPUS $MEM_MB $GPUS $TIME_MIN" rsk_w=''
+        [ -z "$Q_script" ] || rsk_w=" rsk_arg '$Q_script'; rsk_script \"\$rsk_a\"; set -- \"\$rsk_run/user.sbatch\";"
+        for rsk_a in $Q_arg; do rsk_w="$rsk_w rsk_arg '$rsk_a'; set -- \"\$@\" \"\$rsk_a\";"; done
+        TASKOUT="S 0 $SHAPES
+W 0 0)$rsk_w ;;"
         return 0
     fi
     TASKOUT=$(printf '%s' "$TASKS" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" \
@@ -601,13 +603,7 @@ policy_unchanged() {
 # with STEP (its step id), the script a lease's controller runs as that step
 job_text() {
     printf '#!/bin/sh\n# rsk job: project %s, request %s, plan %s\n' "$PROJECT" "$RID" "$PLAN_HASH"
-    if [ -n "${2:-}" ]; then
-        printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"
-    elif [ "$KIND" = batch ]; then
-        printf 'rsk_ti=${SLURM_ARRAY_TASK_ID:-x}\n'
-    else
-        printf 'rsk_ti=0\n'
-    fi
+    if [ -n "${2:-}" ]; then printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"; else printf 'rsk_ti=${SLURM_ARRAY_TASK_ID:-0}\n'; fi
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
@@ -633,14 +629,9 @@ job_text() {
         printf 'rsk_main rsk_lease_supervise\n'
         return 0
     fi
-    if [ "$KIND" = batch ]; then
-        printf 'case $rsk_ti in\n'
-        printf '%s\n' "$TASKOUT" | awk -v keep=" $1 " '$1 == "W" && index(keep, " " $2 " ") { sub(/^W [0-9]+ /, ""); print }'
-        printf '*) echo "rsk: no task for index $rsk_ti" >&2; exit 97 ;;\nesac\n'
-    else
-        [ -z "$Q_script" ] || printf "rsk_arg '%s'; rsk_script \"\$rsk_a\"; set -- \"\$rsk_run/user.sbatch\"\n" "$Q_script"
-        for rsk_a in $Q_arg; do printf "rsk_arg '%s'; set -- \"\$@\" \"\$rsk_a\"\n" "$rsk_a"; done
-    fi
+    printf 'case $rsk_ti in\n'
+    printf '%s\n' "$TASKOUT" | awk -v keep=" $1 " '$1 == "W" && index(keep, " " $2 " ") { sub(/^W [0-9]+ /, ""); print }'
+    printf '*) echo "rsk: no task for index $rsk_ti" >&2; exit 97 ;;\nesac\n'
     printf 'rsk_main "$@"\n'
 }
 

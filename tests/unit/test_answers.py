@@ -146,11 +146,11 @@ def test_doctor() -> None:
 
 
 def test_policy() -> None:
-    a = answers.policy(recorded("policy"))
+    a = answers.policy(recorded("info"))
     assert (a.source, a.digest) == ("default", "default-1")
     assert a.rules["max_active_jobs"] == "100" and a.rules["partitions"] == "*" and a.rules["max_gpus"] == ""
     with pytest.raises(ProtocolError, match="key="):
-        answers.policy(recorded("policy", "key=qos ", ""))
+        answers.policy(recorded("info", "key=qos ", ""))
 
 
 def test_info() -> None:
