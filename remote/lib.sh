@@ -28,7 +28,6 @@ rsk_start() { # every entry's main calls this first: reads the frame line
         exit "$RSK_E_USAGE"
     fi
     RSK_NONCE=$rsk_n
-    rsk_emit hello "protocol=$RSK_PROTOCOL" "scripts=$RSK_SCRIPTS"
     rsk_trust_commands
 }
 rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line, then exit RC
@@ -137,12 +136,10 @@ rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to R
 # rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (rsk_append; the project lock is held); returns
 # nonzero (after an @@warning) when the disk refuses: callers decide whether that is fatal
 rsk_journal_write() {
-    [ -n "$RSK_BLOCK" ] || return 0
-    rsk_append "$RSK_ROOT/journal/$1.log" "$RSK_BLOCK" || {
+    [ -z "$RSK_BLOCK" ] || rsk_append "$RSK_ROOT/journal/$1.log" "$RSK_BLOCK" || {
         rsk_emit warning code=journal-unwritable "msg=$(rsk_b64 "cannot append to $RSK_ROOT/journal/$1.log")"
         return 1
     }
-    rsk_emit head "seal=$RSK_SEAL"
 }
 # rsk_job_run PROJECT JOB: RSK_RID and RSK_RUN (the job's run directory) of a job the project's journal accepted
 # (job ids compared as whole strings), or fail with not-ours

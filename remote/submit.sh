@@ -593,10 +593,8 @@ await_go() {
 policy_unchanged() {
     rsk_digest=$RSK_POLICY_DIGEST
     rsk_policy_digest
-    [ "$RSK_POLICY_DIGEST" = "$rsk_digest" ] || {
-        rsk_emit mismatch "expected=$EXPECT" "actual=policy:$RSK_POLICY_DIGEST"
-        rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the cluster's policy changed since the plan was made (now $RSK_POLICY_DIGEST)"
-    }
+    [ "$RSK_POLICY_DIGEST" = "$rsk_digest" ] \
+        || rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the cluster's policy changed since the plan was made (now $RSK_POLICY_DIGEST)"
 }
 
 # job_text IDXS [STEP]: the job script sbatch reads on stdin for these task indices of the current shape, or,
@@ -692,12 +690,12 @@ EOT
 # sbatch_idxs IDXS: one sbatch for these tasks of the current shape (a job array for a batch), after DEP if set
 sbatch_idxs() {
     JOB=$(job_text "$1")
-    rsk_t=0 rsk_idxs=$1
+    rsk_t=0 rsk_idxs=$1 rsk_arr='' # (rsk_arr: "_" for a batch, whose tasks are the array's, JOB_IDX)
     # the job carries its identity (name) and its plan (comment): evidence that needs no journal
     set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
     [ -z "$DEP" ] || set -- "$@" --dependency="$DEP" --kill-on-invalid-dep=yes
     if [ "$KIND" = batch ]; then
-        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',') rsk_t=%a
+        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',') rsk_t=%a rsk_arr=_
         set -- "$@" --array="${rsk_list#,}"
     fi
     run_sbatch submit "$@" --output="$RUN_DIR/t$rsk_t/stdout" --error="$RUN_DIR/t$rsk_t/stderr"
@@ -707,11 +705,8 @@ sbatch_idxs() {
         return 0
     fi
     rsk_new=''
-    for rsk_i in $rsk_idxs; do
-        if [ "$KIND" = batch ]; then rsk_new="$rsk_new$rsk_i ${SB_JOB}_$rsk_i
-"; else rsk_new="$rsk_new$rsk_i $SB_JOB
-"; fi
-    done
+    for rsk_i in $rsk_idxs; do rsk_new="$rsk_new$rsk_i $SB_JOB${rsk_arr:+_$rsk_i}
+"; done
     placed
 }
 
@@ -781,10 +776,8 @@ task_key() { # task_key IDX: the key of a batch task ("" for a single job)
 }
 
 do_submit() {
-    [ "$PLAN_HASH" = "$EXPECT" ] || {
-        rsk_emit mismatch "expected=$EXPECT" "actual=$PLAN_HASH"
-        rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the plan changed: expected $EXPECT, the cluster computes $PLAN_HASH"
-    }
+    [ "$PLAN_HASH" = "$EXPECT" ] \
+        || rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the plan changed: expected $EXPECT, the cluster computes $PLAN_HASH"
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
     rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
@@ -840,9 +833,9 @@ EOT
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 
-make_dirs() { # the journal's directory, every task's run directory and a step's lease queue, in one mkdir
+make_dirs() { # the journal's directory, every task's run directory and the lease's queue, in one mkdir
     set -- "$RSK_ROOT/journal"
-    [ "$PLACE" != step ] || set -- "$@" "$LDIR/q" "$LDIR/run" "$LDIR/end"
+    [ "$PLACE" = slurm ] || set -- "$@" "$LDIR/q" "$LDIR/run" "$LDIR/end"
     rsk_i=0
     while [ "$rsk_i" -lt "$NT" ]; do set -- "$@" "$RUN_DIR/t$rsk_i"; rsk_i=$((rsk_i + 1)); done
     mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
@@ -858,7 +851,6 @@ clear_markers() { # the markers an earlier attempt left in the run directories o
 # under the same name takes over the steps still queued in its directory
 write_lease_file() {
     rsk_lj=$(printf '%s\n' "$DONE" | awk 'NF { print $2; exit }')
-    mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
     rsk_lease "$PROJECT" "$LEASE"
     [ "$L_job" != "$rsk_lj" ] || return 0
     rm -f "$LDIR/drain" "$LDIR/closed"
