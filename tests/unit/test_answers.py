@@ -3,6 +3,7 @@ decodes to its model; a malformed one is a ProtocolError, never a KeyError or Va
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Callable
 from pathlib import Path
@@ -215,6 +216,14 @@ def test_code() -> None:
     assert (ready.ready, ready.need) == ("/home/rsklab/.rsk/code/p/snap/d", [])
     with pytest.raises(ProtocolError, match="sha="):
         answers.code(recorded("code_need", "sha=", "hash="))
+
+
+def test_a_journal_that_refused_the_outcome_is_a_warning_for_the_caller() -> None:
+    msg = base64.b64encode(b"cannot append to /r/journal/p.log").decode()
+    out = recorded("submit_launch_go", "@@N accepted", f"@@N warning code=journal-unwritable msg={msg}\n@@N accepted")
+    assert answers.warnings(out) == ["the cluster warns (journal-unwritable): cannot append to /r/journal/p.log"]
+    assert [a.job_id for a in answers.accepted(out)] == ["2492_0", "2492_1"]  # what Slurm took stands
+    assert answers.warnings(recorded("submit_launch_go")) == []
 
 
 def test_submit_plan_and_accepted() -> None:

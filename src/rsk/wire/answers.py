@@ -815,6 +815,12 @@ def slurm_facts(out: Output) -> tuple[str, str] | None:
     return cluster, parts
 
 
+def warnings(out: Output) -> list[str]:
+    """Every @@warning line (a journal that could not take a line the program wrote after Slurm acted), as a
+    sentence for the caller: what the program did stands, and Slurm's jobs carry their own evidence."""
+    return [f"the cluster warns ({_text(r, 'code', 'warning')}): {_b64(r, 'msg', '')}" for r in out.all("warning")]
+
+
 def accepted(out: Output) -> list[Accepted]:
     """Every @@accepted line: one for a job, one per task of a batch (possibly none)."""
     return [
