@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rsk.errors import (
+    NOT_OURS_HINT,
     CapReached,
     ConfigError,
     ConflictError,
@@ -288,6 +289,7 @@ _REMOTE_ERRORS: dict[int, type[RskError]] = {
 }
 
 _HINTS = {
+    "not-ours": NOT_OURS_HINT,
     "policy-refused": "the cluster's policy.conf decides this; ask the cluster admins or change the request",
     "plan-mismatch": "something changed on the cluster or in the request since planning; launch again",
     "request-conflict": "the request id names another plan: another command, other resources, or other files "
