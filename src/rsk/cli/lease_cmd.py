@@ -70,7 +70,7 @@ def open_(
     ] = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.local.project import resolve_project, scope
+    from rsk.local.project import chosen_project, scope
     from rsk.ops.launch import launch, requester
     from rsk.ops.leases import LeaseSpec, open_lease, open_request
 
@@ -79,7 +79,7 @@ def open_(
     spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                      account=account, qos=qos, drain_min=drain, overrun=overrun, request_id=request_id)  # fmt: skip
     where = resolve_target(target)
-    request = open_request(spec, resolve_project(project), requester(), where)
+    request = open_request(spec, chosen_project(project), requester(), where)
     console = err()
     said = None if json_out else (lambda m: console.print(f"rsk: {m}"))
     result = open_lease(spec, request, lambda r: launch(where, r, wait=wait, progress=said))

@@ -55,6 +55,16 @@ class Pin:
     project: str
     target: str
     max_wait: float = DEFAULT_MAX_WAIT
+    chosen: bool = True  # the project was named (flag, RSK_PROJECT, project file), not `default` for want of one
+
+    def spending(self) -> str:
+        """The project for a tool that plans or asks for resources: refused when nothing chose it (ADR 0049)."""
+        if not self.chosen:
+            from rsk.local.project import NO_PROJECT, NO_PROJECT_HINT
+
+            raise UsageError(NO_PROJECT, NO_PROJECT_HINT.replace("pass --project NAME", "start rsk mcp with "
+                             "--project NAME"), code="no-project")  # fmt: skip
+        return self.project
 
 
 class LaunchReply(BaseModel):
@@ -194,7 +204,7 @@ def build(pin: Pin) -> MCPServer:
         spec = LaunchSpec(
             argv=list(command or []), tasks=read.tasks, chain_line=read.chain, env=_env(a.pop("env")), **a
         )
-        request = build_request(spec, pin.project, f"mcp: {requester()}")
+        request = build_request(spec, pin.spending(), f"mcp: {requester()}")
         if code is None:
             return request, None
         from rsk.request.code import snapshot
@@ -261,7 +271,7 @@ def build(pin: Pin) -> MCPServer:
 
         spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                          request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
-        request = open_request(spec, pin.project, f"mcp: {requester()}", pin.target)
+        request = open_request(spec, pin.spending(), f"mcp: {requester()}", pin.target)
         return open_lease(spec, request, _reply)
 
     @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
@@ -285,6 +295,7 @@ def build(pin: Pin) -> MCPServer:
         return close(pin.target, pin.project, name, f"mcp: {requester()}")
 
     def _reply(request: Request, snap: CodeSnapshot | None = None) -> LaunchReply:
+        pin.spending()
         try:
             result = do_launch(pin.target, request, code=snap)
         except PendingApproval as pending:
