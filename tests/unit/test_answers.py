@@ -3,6 +3,7 @@ decodes to its model; a malformed one is a ProtocolError, never a KeyError or Va
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -147,17 +148,17 @@ def test_doctor() -> None:
 
 
 def test_policy() -> None:
-    a = answers.policy(recorded("policy"))
+    a = answers.policy(recorded("info"))
     assert (a.source, a.digest) == ("default", "default-1")
     # numbers are numbers; a list that allows anything, and a number with no limit, are None
     assert a.rules.max_active_jobs == 100 and a.rules.partitions is None and a.rules.max_gpus is None
     assert a.rules.default_time_min == 60
-    two = answers.policy(recorded("policy", "key=partitions value=Kg==", "key=partitions value=Y3B1IGdwdQ=="))
+    two = answers.policy(recorded("info", "key=partitions value=Kg==", "key=partitions value=Y3B1IGdwdQ=="))
     assert two.rules.partitions == ["cpu", "gpu"]
     with pytest.raises(ProtocolError, match="key="):
-        answers.policy(recorded("policy", "key=qos ", ""))
+        answers.policy(recorded("info", "key=qos ", ""))
     with pytest.raises(ProtocolError, match="max_active_jobs value"):
-        answers.policy(recorded("policy", "value=MTAw", "value==many"))
+        answers.policy(recorded("info", "value=MTAw", "value==many"))
 
 
 def test_info() -> None:
@@ -229,6 +230,14 @@ def test_code() -> None:
         answers.code(recorded("code_need", "sha=", "hash="))
 
 
+def test_a_journal_that_refused_the_outcome_is_a_warning_for_the_caller() -> None:
+    msg = base64.b64encode(b"cannot append to /r/journal/p.log").decode()
+    out = recorded("submit_launch_go", "@@N accepted", f"@@N warning code=journal-unwritable msg={msg}\n@@N accepted")
+    assert answers.warnings(out) == ["the cluster warns (journal-unwritable): cannot append to /r/journal/p.log"]
+    assert [a.job_id for a in answers.accepted(out)] == ["2492_0", "2492_1"]  # what Slurm took stands
+    assert answers.warnings(recorded("submit_launch_go")) == []
+
+
 def test_submit_plan_and_accepted() -> None:
     plan = answers.plan(recorded("submit_plan"))
     assert (plan.kind, plan.argv, plan.verdict, plan.name) == ("argv", ["echo", "hi"], "allow", "job")
@@ -236,7 +245,13 @@ def test_submit_plan_and_accepted() -> None:
     assert (batch.kind, [t.key for t in batch.tasks], batch.active, batch.active_cap, batch.active_jobs) == (
         "batch", ["k1", "k2"], 0, 100, [],
     )  # fmt: skip
+    assert (plan.estimate_start, plan.estimate_nodes) == ("2026-12-04T19:24:00", "n2")
     assert batch.estimate_nodes == "n1"
+    said = next(w for w in recorded("submit_plan").records if w.kind == "estimate").kv["said"]
+    step = answers.plan(recorded("submit_plan", f"said={said}", "lease=dev"))
+    assert (step.estimate_start, step.estimate_nodes) == ("in-lease", "lease dev")
+    odd = answers.plan(recorded("submit_plan", f"said={said}", "said=bm8gZXN0aW1hdGU="))  # "no estimate"
+    assert (odd.estimate_start, odd.estimate_nodes) == ("unknown", "")
     accepted = answers.accepted(recorded("submit_launch_go"))
     assert [(a.job_id, a.request_id, a.idx, a.task, a.replay) for a in accepted] == [
         ("2492_0", "b1", 0, "k1", False), ("2492_1", "b1", 1, "k2", False),

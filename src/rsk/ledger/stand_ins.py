@@ -1,5 +1,5 @@
 """Stand-ins a human releases: a lost answer's request keeps an `unfound:N` stand-in at its worst case for each task
-no job was found for (docs/adr/0047); only a human can say such a task never ran (`rsk grant release`, ADR 0049).
+no job was found for (docs/adr/0047); only a human can say such a task never ran (`rsk grant release`, ADR 0051).
 
 A released stand-in stays in its charge's (or approval use's) jobs as spent nothing and counted as no job, so the
 charge can settle; it is never a job id and never drops one. A job found later for the request takes a released

@@ -1,4 +1,4 @@
-"""A human releases a lost answer's stand-ins (`rsk grant release`, docs/adr/0049): first the cluster is asked for
+"""A human releases a lost answer's stand-ins (`rsk grant release`, docs/adr/0051): first the cluster is asked for
 the evidence it can give, and any sign that a job of the request may exist refuses the release."""
 
 from __future__ import annotations

@@ -813,8 +813,7 @@ def plan(out: Output) -> Plan:
         fields["active_cap"] = _int(active, "cap", optional=True)
         fields["active_jobs"] = _list(active, "jobs", "")
     if estimate:
-        fields["estimate_start"] = _text(estimate, "start", "unknown")
-        fields["estimate_nodes"] = _b64(estimate, "nodes", "")
+        fields["estimate_start"], fields["estimate_nodes"] = _estimate(estimate)
     fields["prior"] = [
         {
             "idx": _count(r, "idx"),
@@ -832,6 +831,19 @@ def plan(out: Output) -> Plan:
             f"the plan from the cluster is incomplete or malformed at {'.'.join(map(str, first['loc']))}: "
             f"{first['msg']}"
         ) from exc
+
+
+# sbatch --test-only: "sbatch: Job N to start at 2026-12-04T10:00:00 using 1 processors on nodes n1 in partition p"
+_TEST_ONLY = re.compile(r" to start at (?P<start>[0-9T:-]+) using .*? on nodes (?P<nodes>\S+) in partition")
+
+
+def _estimate(rec: Record) -> tuple[str, str]:
+    """When and where the plan would start: a step "in-lease" (its lease's name), else what Slurm's test-only
+    said of the first shape (the one reading of that text), "unknown" where it said nothing readable."""
+    if "lease" in rec.kv:
+        return "in-lease", f"lease {_text(rec, 'lease')}"
+    said = _TEST_ONLY.search(_b64(rec, "said", ""))
+    return (said["start"], said["nodes"]) if said else ("unknown", "")
 
 
 def _placement(lease: object, job: object) -> Placement:
@@ -856,6 +868,12 @@ def slurm_facts(out: Output) -> tuple[str, str] | None:
     if not (_WIRE.fullmatch(cluster) and _WIRE.fullmatch(parts)):
         raise ProtocolError("the cluster's @@facts line is not two wire values")
     return cluster, parts
+
+
+def warnings(out: Output) -> list[str]:
+    """Every @@warning line (a journal that could not take a line the program wrote after Slurm acted), as a
+    sentence for the caller: what the program did stands, and Slurm's jobs carry their own evidence."""
+    return [f"the cluster warns ({_text(r, 'code', 'warning')}): {_b64(r, 'msg', '')}" for r in out.all("warning")]
 
 
 def accepted(out: Output) -> list[Accepted]:

@@ -37,8 +37,8 @@ FRAME = f"rsk-frame {PROTOCOL}"  # the first stdin line of every call, followed 
 
 # record kinds that appear at most once in an answer: a second one is a protocol error (someone else's)
 SINGLETONS = frozenset(
-    {"hello", "plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
-     "mismatch", "error", "await", "facts"}
+    {"plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
+     "error", "await", "facts"}
 )  # fmt: skip
 POSITIONAL = frozenset({"planline", "journal", "chunk"})  # words, not key=value pairs
 
