@@ -3,7 +3,6 @@
 # starts at most once: claiming it (q/ -> run/) comes before srun, and an entry in run/ never starts again; its srun,
 # in a subshell of its own, writes run/SEQ.rc when it returns, whoever is the controller by then.
 
-rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 rsk_lease_log() { printf 'rsk lease %s: %s %s\n' "$rsk_lease" "$(rsk_now)" "$*"; }
 rsk_lease_supervise() { # keeps one controller alive for the allocation; a new one finds everything on disk
     while :; do
@@ -40,23 +39,9 @@ rsk_step_end() { # rsk_step_end SEQ WHY: the entry leaves run/ (or q/) for end/,
     done
 }
 # rsk_ctl_journal LINE: one sealed block of one line appended to the project's journal under the project's lock
-# (rsk_seal, as rsk_journal_write). A torn or unsealed tail is left for rsk's next call to repair: this fails,
-# and the step does not start.
 rsk_ctl_journal() {
-    rsk_jf="$rsk_root/journal/$rsk_project.log"
-    (
-        flock -w 60 9 || exit 1
-        rsk_prev=''
-        if [ -s "$rsk_jf" ]; then
-            [ -z "$(tail -c 1 "$rsk_jf")" ] || exit 1
-            rsk_last=$(tail -n 1 "$rsk_jf")
-            case $rsk_last in *" h="*) rsk_prev=${rsk_last##*" h="} ;; *) exit 1 ;; esac
-        fi
-        rsk_seal "$rsk_prev" "$1
-"
-        [ "${#RSK_SEAL}" -eq 16 ] || exit 1
-        printf '%s h=%s\n' "$1" "$RSK_SEAL" >>"$rsk_jf"
-    ) 9>>"$rsk_root/journal/$rsk_project.lock"
+    (flock -w 60 9 && rsk_append "$rsk_root/journal/$rsk_project.log" "$1
+") 9>>"$rsk_root/journal/$rsk_project.lock"
 }
 rsk_step_read() { # rsk_step_read FILE: a queue entry's line (docs/leases.md) as rsk_rid, rsk_gpus ... and rsk_sdir
     [ -f "$1" ] || return 1

@@ -2,7 +2,6 @@
 # rsk doctor (cluster side): one @@check line per check of what the login node needs (INSTALL.md)
 
 check() { rsk_emit check "name=$1" "result=$2" "msg=$(rsk_b64 "$3")" "hint=$(rsk_b64 "${4:-}")"; } # check NAME RESULT MESSAGE [HINT]
-conf() { printf '%s\n' "$conf" | sed -n "s/^$1 *= *//p"; } # conf KEY: a value of Slurm's configuration
 
 main() {
     rsk_start
@@ -21,19 +20,19 @@ main() {
     if out=$(sacct -n -X -S now-1minute -o JobID 2>&1); then check sacct pass "sacct answers: charges settle on Slurm's accounting, even after squeue forgets a job"
     else check sacct unavailable "no accounting ($(printf '%s' "$out" | cut -c1-160 | head -n 1)): charges settle on squeue's word while it lists a job" \
         "rsk's run markers describe outcomes but never lower a charge; keep a broker running, or run rsk status, so each job's end is seen in time"; fi
-    age=$(conf MinJobAge)
+    age=$(rsk_conf "$conf" MinJobAge)
     check min-job-age pass "MinJobAge = ${age:-unknown}: squeue lists a finished job this long; a charge whose end no rsk command or broker saw by then stays at its worst case where there is no accounting"
     # GPUs: without ConstrainDevices (cgroup.conf, with TaskPlugin task/cgroup) a job can reach every GPU of its node
-    devices=$(conf ConstrainDevices) cg=$(conf SLURM_CONF)
+    devices=$(rsk_conf "$conf" ConstrainDevices) cg=$(rsk_conf "$conf" SLURM_CONF)
     cg="${cg%/*}/cgroup.conf"
     [ -n "$devices" ] || devices=$(sed -n 's/^[[:space:]]*[Cc]onstrain[Dd]evices[[:space:]]*=[[:space:]]*//p' "$cg" 2>/dev/null | tail -n 1)
-    case $devices:$(conf TaskPlugin) in
+    case $devices:$(rsk_conf "$conf" TaskPlugin) in
         [Yy]es:*cgroup*) check devices pass "ConstrainDevices = yes: a job reaches only the GPUs Slurm allocated it" ;;
         *) check devices warn "the cluster does not constrain devices (ConstrainDevices = ${devices:-unset}): a job can use GPUs it was not allocated, and nobody is charged for them" \
             "ask the cluster admins for ConstrainDevices=yes in cgroup.conf and TaskPlugin=task/cgroup" ;;
     esac
     # a job's processes: only cgroups end every process a job started (linuxproc loses those that setsid away)
-    case ${pt:=$(conf ProctrackType)} in
+    case ${pt:=$(rsk_conf "$conf" ProctrackType)} in
         *cgroup*) check proctrack pass "ProctrackType = $pt: a job's processes end with the job" ;;
         *) check proctrack warn "ProctrackType = ${pt:-unset}: a job's processes that leave its process tree (setsid, a double fork) outlive the job and run uncharged" \
             "ask the cluster admins for ProctrackType=proctrack/cgroup" ;;

@@ -68,10 +68,9 @@ do_gpus() {
     [ -n "$L_ctl" ] || return 0 # not started yet: no GPUs to show
     rsk_get "$L" gpus; g=$RSK_F
     rsk_get "$L" partition; p=$RSK_F
-    rsk_get "$L_ctl" state; st=$RSK_F
     rsk_get "$L_ctl" nodes
     for node in $(printf '%s' "$RSK_F" | tr ',' ' '); do
-        rsk_emit node "name=$node" "state=$st" "partitions=$p" "gres=$(rsk_b64 "gpu:$g")" "used=$(rsk_b64 "")"
+        rsk_emit node "name=$node" "state=$L_state" "partitions=$p" "gres=$(rsk_b64 "gpu:$g")" "used=$(rsk_b64 "")"
     done
     rsk_lease_steps "$project" | awk -v lease="$name" -v root="$RSK_ROOT/runs/$project" "$RSK_AWK"'
         $1 == "run" && $6 == lease && $12 == "-" {

@@ -4,8 +4,6 @@
 
 # shellcheck disable=SC2034  # constants used by the entry scripts
 RSK_PROTOCOL=2 RSK_RC=0 RSK_NONCE='' RSK_LOCKED='' RSK_T='' RSK_SINCE=''
-RSK_WRITABLE='
-' # the directories rsk_need_writable found writable in this call, a line each
 RSK_SQ='' RSK_SLURM='' RSK_HELD='' # rsk_squeue's answer and up|down ("" before it); the ledger's jobs
 # exit codes (docs/protocol.md, "Exit codes")
 RSK_E_USAGE=2 RSK_E_POLICY=3 RSK_E_MISMATCH=5 RSK_E_CAP=7 RSK_E_UNAVAILABLE=69 RSK_E_SBATCH=70 RSK_E_ROOT=73 RSK_E_MISSING=78
@@ -30,7 +28,6 @@ rsk_start() { # every entry's main calls this first: reads the frame line
         exit "$RSK_E_USAGE"
     fi
     RSK_NONCE=$rsk_n
-    rsk_emit hello "protocol=$RSK_PROTOCOL" "scripts=$RSK_SCRIPTS"
     rsk_trust_commands
 }
 rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line, then exit RC
@@ -87,7 +84,6 @@ rsk_sq() { # rsk_sq STRING: the string single-quoted for sh (trailing newlines k
 }
 rsk_hash() { RSK_H=$(printf '%s' "$1" | rsk_sha256); RSK_H=${RSK_H%% *}; } # RSK_H: the sha256 of STRING
 rsk_hash_file() { RSK_H=$(rsk_sha256 <"$1"); RSK_H=${RSK_H%% *}; }        # RSK_H: the sha256 of the file's bytes
-rsk_now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
 
 # validation ----------------------------------------------------------------
 rsk_is_uint() { case $1 in '' | *[!0-9]*) return 1 ;; esac; }
@@ -107,19 +103,14 @@ rsk_need_token() { # rsk_need_token WHAT VALUE: names safe in paths and job name
 rsk_is_job_id() { # a job (123), an array task (123_4) or a lease step (123s4)
     case $1 in '' | *[!0-9_s]* | [!0-9]* | *[!0-9]) return 1 ;; *_*_* | *s*s* | *_*s* | *s*_*) return 1 ;; esac
 }
-# rsk_need_writable DIR...: each exists and takes a new file, probed once a call, in a subshell (a failed
-# redirection would end this shell before any error could be reported)
+# rsk_need_writable DIR...: each exists and takes a new file, probed in a subshell (a failed redirection would end
+# this shell before any error could be reported)
 rsk_need_writable() {
     for rsk_dir in "$@"; do
-        case $RSK_WRITABLE in *"
-$rsk_dir
-"*) continue ;; esac
         [ -d "$rsk_dir" ] || mkdir -p "$rsk_dir" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $rsk_dir"
         (printf 'probe\n' >"$rsk_dir/.probe.$$") 2>/dev/null || { rm -f "$rsk_dir/.probe.$$" 2>/dev/null || true
             rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write under $rsk_dir (permissions or a full disk)"; }
         rm -f "$rsk_dir/.probe.$$"
-        RSK_WRITABLE="$RSK_WRITABLE$rsk_dir
-"
     done
 }
 # rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012)
@@ -142,39 +133,13 @@ rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to R
     RSK_BLOCK="$RSK_BLOCK$rsk_l
 "
 }
-# rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (the project lock is held); returns nonzero
-# (after an @@warning) when the disk refuses: callers decide whether that is fatal
+# rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (rsk_append; the project lock is held); returns
+# nonzero (after an @@warning) when the disk refuses: callers decide whether that is fatal
 rsk_journal_write() {
-    [ -n "$RSK_BLOCK" ] || return 0
-    rsk_jf="$RSK_ROOT/journal/$1.log"
-    rsk_prev='' rsk_tail=''
-    if [ -s "$rsk_jf" ]; then
-        rsk_last=$(tail -n 1 "$rsk_jf" && printf x) # "x" keeps the newline a whole last line ends with
-        case $rsk_last in
-            *" h="*"
-x") rsk_last=${rsk_last%?x} ;; # sealed and whole
-            *) # a torn or unsealed tail (a cut write, an older rsk): every line kept, sealed with this block
-                case $rsk_last in *"
-x") ;; *) printf '\n' >>"$rsk_jf" || return 1 ;; esac
-                # one pass: the last seal, how many lines follow it, and those lines
-                rsk_tail=$(awk "$RSK_AWK"'seal($0) != "" { h = seal($0); t = ""; n = 0; next }
-                    { t = t $0 "\n"; n++ } END { printf "h=%s %d\n%sx", h, n, t }' "$rsk_jf")
-                rsk_last=${rsk_tail%%"
-"*} rsk_tail=${rsk_tail#*"
-"}
-                rsk_tail=${rsk_tail%x}
-                RSK_BLOCK="v=2 t=$RSK_T ev=repaired rid=- plan=- idx=- lines=${rsk_last#* }
-$RSK_BLOCK" ;;
-        esac
-        rsk_get "$rsk_last" h
-        rsk_prev=$RSK_F
-    fi
-    rsk_seal "$rsk_prev" "$rsk_tail$RSK_BLOCK"
-    if ! printf '%s h=%s\n' "${RSK_BLOCK%?}" "$RSK_SEAL" >>"$rsk_jf" 2>/dev/null; then
-        rsk_emit warning code=journal-unwritable "msg=$(rsk_b64 "cannot append to $rsk_jf")"
+    [ -z "$RSK_BLOCK" ] || rsk_append "$RSK_ROOT/journal/$1.log" "$RSK_BLOCK" || {
+        rsk_emit warning code=journal-unwritable "msg=$(rsk_b64 "cannot append to $RSK_ROOT/journal/$1.log")"
         return 1
-    fi
-    rsk_emit head "seal=$RSK_SEAL"
+    }
 }
 # rsk_job_run PROJECT JOB: RSK_RID and RSK_RUN (the job's run directory) of a job the project's journal accepted
 # (job ids compared as whole strings), or fail with not-ours
@@ -249,6 +214,7 @@ rsk_squeue() {
         RSK_SQ='' RSK_SLURM=down
     fi
 }
+rsk_conf() { printf '%s\n' "$1" | sed -n "s/^$2 *= *//p"; } # rsk_conf CONFIG KEY: a value of scontrol show config
 rsk_ask() { # rsk_ask CMD [ARG ...]: RSK_A, what the Slurm command says, or fail slurm-unavailable with its first lines
     RSK_A=$("$@" 2>&1) || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "$1 failed: $(printf '%s' "$RSK_A" | head -n 3 | cut -c1-300)"
 }
@@ -286,9 +252,10 @@ rsk_evidence_lines() {
         "$rsk_runs"/t*/started 2>/dev/null || true
     [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
 }
-# rsk_script_runs EXCEPT: "JOB DIR" for each active job of the account since RSK_SINCE that the ledger does not hold
-# and EXCEPT (" JOB JOB ") does not name: DIR, the run directory of its batch script (Slurm's copy, which no one can
-# change once submitted: ADR 0039), "-" for none or not rsk's, "?" when the controller does not answer
+# rsk_script_runs EXCEPT: "JOB DIR IDX" for each active job of the account since RSK_SINCE that the ledger does not
+# hold and EXCEPT (" JOB JOB ") does not name: DIR, the run directory of its batch script (Slurm's copy, which no one
+# can change once submitted: ADR 0039), "-" for none or not rsk's, "?" when the controller does not answer; IDX, the
+# task the job runs there (an array task's index, else 0)
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
     for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $1 " \
@@ -297,7 +264,7 @@ rsk_script_runs() {
         if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
             printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v tail="'/t\"\$rsk_ti\"" '
                 index($0, "rsk_run='"'"'") == 1 && substr($0, length($0) - length(tail) + 1) == tail {
-                    d = substr($0, 10, length($0) - 9 - length(tail)); if (d !~ /['"'"' ]/) { print j, d; f = 1; exit } }
+                    d = substr($0, 10, length($0) - 9 - length(tail)); if (d !~ /['"'"' ]/) { print j, d, (j ~ /_/ ? substr(j, index(j, "_") + 1) + 0 : 0); f = 1; exit } }
                 END { if (!f) print j, "-" }'
         elif rsk_slurm_down "$rsk_s"; then
             printf '%s ?\n' "$rsk_j"

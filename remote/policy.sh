@@ -1,7 +1,7 @@
 # shellcheck shell=sh
 # rsk cluster policy: the rules the cluster enforces whatever the local ledger says, from $RSK_ROOT/policy.conf
-# (docs/protocol.md, "The cluster policy"). Part of submit, doctor and info; on its own (the "policy" program) it
-# prints the effective policy. Its digest is bound into every plan: a changed policy changes every plan hash.
+# (docs/protocol.md, "The cluster policy"). Part of submit, doctor and info (which prints the effective policy).
+# Its digest is bound into every plan: a changed policy changes every plan hash.
 RSK_POLICY_KEYS='partitions accounts qos max_gpus max_cpus max_mem_mb max_nodes max_time_min max_active_jobs default_time_min default_mem_mb'
 rsk_policy_digest() { # sets RSK_POLICY_DIGEST and RSK_POLICY_SOURCE: the policy file's sha256, or default-1
     RSK_POLICY_DIGEST='default-1' RSK_POLICY_SOURCE=default
@@ -36,32 +36,24 @@ rsk_policy_load() { # sets P_KEY for each key, RSK_POLICY_DIGEST, and RSK_PL: th
 $RSK_PL
 EOT
 }
-rsk_allow() { # rsk_allow WHAT VALUE LIST: a reason unless LIST (space separated, or *) holds VALUE
-    [ "$3" != '*' ] || return 0
-    for rsk_w in $3; do [ "$rsk_w" != "$2" ] || return 0; done
-    RSK_REASONS="$RSK_REASONS$1 $2 is not allowed (allowed: $3)
-"
-}
-rsk_ceiling() { # rsk_ceiling WHAT VALUE MAX: a reason when VALUE passes MAX
-    [ -z "$3" ] || [ "$2" -le "$3" ] || RSK_REASONS="$RSK_REASONS$1 $2 exceeds the ceiling $3
-"
-}
-# rsk_policy_check PARTITION ACCOUNT NODES CPUS MEM_MB GPUS TIME_MIN QOS: RSK_REASONS, one reason a line (an
-# empty account or QOS is always allowed)
+# rsk_policy_check SHAPES PARTITION ACCOUNT QOS: RSK_VERDICT, and RSK_REASONS (a line each, each once) over every
+# shape of SHAPES ("NODES CPUS MEM_MB GPUS TIME_MIN" a line); an empty account or QOS is always allowed
 rsk_policy_check() {
-    RSK_REASONS=''
-    rsk_allow partition "$1" "$P_partitions"
-    [ -z "$2" ] || rsk_allow account "$2" "$P_accounts"
-    [ -z "$8" ] || rsk_allow qos "$8" "$P_qos"
-    rsk_ceiling nodes "$3" "$P_max_nodes"
-    rsk_ceiling "cpus per node" "$4" "$P_max_cpus"
-    rsk_ceiling "memory per node (MB)" "$5" "$P_max_mem_mb"
-    rsk_ceiling "gpus per node" "$6" "$P_max_gpus"
-    rsk_ceiling "time limit (min)" "$7" "$P_max_time_min"
+    RSK_REASONS=$(printf '%s\n' "$1" | awk -v part="$2" -v acct="$3" -v qos="$4" -v parts="$P_partitions" \
+        -v accts="$P_accounts" -v qoss="$P_qos" -v mn="$P_max_nodes" -v mc="$P_max_cpus" -v mm="$P_max_mem_mb" \
+        -v mg="$P_max_gpus" -v mt="$P_max_time_min" '
+        function say(r) { if (!(r in seen)) print r; seen[r] = 1 }
+        function allow(what, v, list,    l) { l = " " list " "; gsub(/[ \t]+/, " ", l)
+            if (v != "" && list != "*" && !index(l, " " v " ")) say(what " " v " is not allowed (allowed: " list ")") }
+        function ceil(what, v, max) { if (max != "" && v + 0 > max + 0) say(what " " v " exceeds the ceiling " max) }
+        NF { allow("partition", part, parts); allow("account", acct, accts); allow("qos", qos, qoss); ceil("nodes", $1, mn)
+            ceil("cpus per node", $2, mc); ceil("memory per node (MB)", $3, mm); ceil("gpus per node", $4, mg)
+            ceil("time limit (min)", $5, mt) }')
+    if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse RSK_REASONS="$RSK_REASONS
+"; fi
 }
 rsk_policy_emit() { # @@policy lines: the verdict and each reason
-    rsk_emit policy "verdict=$RSK_VERDICT" "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST" \
-        "max_active_jobs=$P_max_active_jobs" "default_time_min=$P_default_time_min" "default_mem_mb=$P_default_mem_mb"
+    rsk_emit policy "verdict=$RSK_VERDICT" "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST" # (the cap: @@active)
     printf '%s' "$RSK_REASONS" | while IFS= read -r rsk_r; do
         rsk_emit policy-reason "msg=$(rsk_b64 "$rsk_r")"
     done
@@ -74,10 +66,4 @@ rsk_policy_show() {
         rsk_v=${rsk_v#*|}
     done
     rsk_emit policy "source=$RSK_POLICY_SOURCE" "digest=$RSK_POLICY_DIGEST"
-}
-
-policy_main() { # the "policy" program's entry
-    rsk_start
-    [ "${1:-show}" = show ] || rsk_fail "$RSK_E_USAGE" usage "usage: policy show"
-    rsk_policy_show
 }

@@ -46,8 +46,7 @@ EOT
         while read -r rid idx i plan task job; do
             [ -n "$rid" ] || continue
             [ "$task" != - ] || task=''
-            [ "$job" != - ] || job=$(printf '%s\n' "$scripts" | awk -v d="$runs/$rid" -v i="$i" '
-                $2 == d { k = index($1, "_") ? substr($1, index($1, "_") + 1) + 0 : 0; if (k == i + 0) { print $1; exit } }')
+            [ "$job" != - ] || job=$(printf '%s\n' "$scripts" | awk -v d="$runs/$rid" -v i="$i" '$2 == d && $3 == i + 0 { print $1; exit }')
             u='' result=reconciled
             if [ -n "${job#-}" ]; then rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
             elif [ -n "$unknown" ]; then result=unresolved u=$unknown # left open: nothing shows the intent submitted nothing

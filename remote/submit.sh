@@ -90,14 +90,7 @@ cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
         rsk_out=$(scontrol show config 2>&1) || {
             rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | cut -c1-400 | head -n 3)"
         }
-        # "ClusterName = NAME" (read in the shell: no fork for parsing)
-        CLUSTER=''
-        case $rsk_out in *"ClusterName "*)
-            CLUSTER=${rsk_out#*"ClusterName "}
-            CLUSTER=${CLUSTER%%"
-"*}
-            CLUSTER=${CLUSTER#*= } ;;
-        esac
+        CLUSTER=$(rsk_conf "$rsk_out" ClusterName)
         [ -n "$CLUSTER" ] || CLUSTER=unknown
         # the partitions and their nodes in one read, "PARTITION|TIMELIMIT|CPUS|MEMORY|GRES|NODES" a line for
         # each group of alike nodes (-e: only nodes whose resources are the same share a line), kept for fits
@@ -107,14 +100,7 @@ cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
             rsk_emit facts "cluster=$RSK_E" "parts=$(rsk_b64 "$PARTS")"
         fi
     fi
-    # the default partition is the one sinfo marks with "*" (read in the shell: no fork)
-    DEFAULT_PARTITION=''
-    case "
-$PARTS" in *"*|"*)
-        DEFAULT_PARTITION=${PARTS%%"*|"*}
-        DEFAULT_PARTITION=${DEFAULT_PARTITION##*"
-"} ;;
-    esac
+    DEFAULT_PARTITION=$(printf '%s\n' "$PARTS" | awk -F'|' '$1 ~ /\*$/ { print substr($1, 1, length($1) - 1); exit }') # sinfo's "*"
 }
 
 facts_given() { # facts_given CLUSTER PARTS: the facts a broker kept (wire values), checked for their shape
@@ -176,10 +162,9 @@ resolve() {
         case $CODE in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" bad-code "the code digest is hex" ;; esac
         [ -z "$WORKDIR" ] || rsk_fail "$RSK_E_USAGE" bad-code "a job with --code runs in a copy of the snapshot: no --workdir"
         CODE_DIR=$RSK_ROOT/code/$PROJECT/snap/$CODE
+        RSK_H=''
         [ ! -f "$CODE_DIR/.rsk-manifest" ] || rsk_hash_file "$CODE_DIR/.rsk-manifest"
-        if [ ! -f "$CODE_DIR/.rsk-manifest" ] || [ "$RSK_H" != "$CODE" ]; then
-            rsk_fail "$RSK_E_USAGE" code-missing "the code snapshot $CODE is not on the cluster (or was changed)"
-        fi
+        [ "$RSK_H" = "$CODE" ] || rsk_fail "$RSK_E_USAGE" code-missing "the code snapshot $CODE is not on the cluster (or was changed)"
         WORKDIR=$CODE_DIR
     fi
     # shellcheck disable=SC2088  # a literal ~/ sent by the client, expanded here
@@ -216,9 +201,12 @@ resolve() {
 # "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
 resolve_tasks() {
     DAG=''
-    if [ "$KIND" != batch ]; then
-        NT=1 SHAPES="$NODES $CPUS $MEM_MB $GPUS $TIME_MIN"
-        TASKOUT="S 0 $SHAPES"
+    if [ "$KIND" != batch ]; then # a job of its own: task 0, its command the request's script or arguments
+        NT=1 SHAPES="$NODES $CPUS $MEM_MB $GPUS $TIME_MIN" rsk_w=''
+        [ -z "$Q_script" ] || rsk_w=" rsk_arg '$Q_script'; rsk_script \"\$rsk_a\"; set -- \"\$rsk_run/user.sbatch\";"
+        for rsk_a in $Q_arg; do rsk_w="$rsk_w rsk_arg '$rsk_a'; set -- \"\$@\" \"\$rsk_a\";"; done
+        TASKOUT="S 0 $SHAPES
+W 0 0)$rsk_w ;;"
         return 0
     fi
     TASKOUT=$(printf '%s' "$TASKS" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" \
@@ -415,13 +403,6 @@ build_plan() {
     PLAN_HASH=$RSK_H
 }
 
-emit_plan() {
-    printf '%s' "$PLAN" | while IFS=' ' read -r rsk_k rsk_v; do
-        rsk_emit planline "$rsk_k" "$rsk_v"
-    done
-    rsk_emit plan "$PLAN_HASH"
-}
-
 # run_sbatch test-only|submit [ARGS]: sbatch with the plan's resources (submit: the job script JOB on stdin) from an
 # empty environment, so no SBATCH_* variable of the login session changes the allocation; sets SB_RC, SB_OUT
 # (all output), SB_JOB. --no-requeue: a requeued job would run its limit again, and Slurm count the last run only
@@ -452,26 +433,12 @@ run_sbatch() {
     if rsk_slurm_down "$SB_OUT"; then SB_CODE=slurm-unavailable SB_ERRC=$RSK_E_UNAVAILABLE; fi
 }
 
-policy_all() { # RSK_VERDICT and RSK_REASONS over every task shape
-    ALL_REASONS=''
-    for_shapes policy_shape
-    RSK_REASONS=''
-    [ -z "$ALL_REASONS" ] || RSK_REASONS=$(printf '%s' "$ALL_REASONS" | awk '!seen[$0]++')
-    if [ -z "$RSK_REASONS" ]; then RSK_VERDICT=allow; else RSK_VERDICT=refuse; RSK_REASONS="$RSK_REASONS
-"; fi
-}
-
 for_shapes() { # for_shapes FUNCTION: FUNCTION for each distinct shape (SHAPES), the shape set (set_shape)
     while IFS=' ' read -r s1 s2 s3 s4 s5; do
         [ -z "$s1" ] || { set_shape "$s1" "$s2" "$s3" "$s4" "$s5" && "$1"; }
     done <<EOT
 $SHAPES
 EOT
-}
-
-policy_shape() {
-    rsk_policy_check "$PARTITION" "$ACCOUNT" "$NODES" "$CPUS" "$MEM_MB" "$GPUS" "$TIME_MIN" "$QOS"
-    ALL_REASONS="$ALL_REASONS$RSK_REASONS"
 }
 
 # fits: the shape fits what its place can ever hold, or the plan fails naming the limit: one node of a step's lease
@@ -503,22 +470,10 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
     if [ "$SB_RC" -ne 0 ]; then
         [ "$SB_CODE" = slurm-unavailable ] || SB_CODE=slurm-rejected
         # name the valid choices: the partitions, with their time limits and GRES
-        rsk_parts=$(sinfo -h -o '%P (time %l, gres %G)' 2>/dev/null | tr '\n' ',' | sed 's/,$//; s/,/, /g')
+        rsk_parts=$(printf '%s\n' "$PARTS" | awk -F'|' '!seen[$1]++ { printf "%s%s (time %s, gres %s)", s, $1, $2, $5; s = ", " }')
         rsk_fail "$SB_ERRC" "$SB_CODE" "$(printf '%s' "$SB_OUT" | head -n 5 | cut -c1-400); partitions: $rsk_parts"
     fi
-    if [ -z "$ESTIMATE" ]; then
-        # "sbatch: Job N to start at TIME using C processors on nodes NODES in partition P"
-        rsk_start_at='' rsk_nodes=''
-        case $SB_OUT in *" to start at "*" using"*)
-            rsk_start_at=${SB_OUT#*" to start at "}; rsk_start_at=${rsk_start_at%%" "*} ;;
-        esac
-        case $rsk_start_at in *[!0-9T:-]*) rsk_start_at='' ;; esac
-        case $SB_OUT in *" on nodes "*" in partition"*)
-            rsk_nodes=${SB_OUT#*" on nodes "}; rsk_nodes=${rsk_nodes%%" "*} ;;
-        esac
-        rsk_enc "$rsk_nodes"
-        ESTIMATE="start=${rsk_start_at:-unknown} nodes=$RSK_E"
-    fi
+    ESTIMATE=${ESTIMATE:-$SB_OUT} # what Slurm says of the first shape (rsk.wire.answers reads its start and nodes)
 }
 
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence and its journal
@@ -584,7 +539,7 @@ resolve_open() {
     rsk_scripts=$(rsk_script_runs "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
     STATES=$({ printf '%s\n--\n' "$rsk_scripts"; printf '%s\n' "$STATES"; } | awk -v d="$RSK_ROOT/runs/$PROJECT/$RID" '
         !q && $0 == "--" { q = 1; next }
-        !q { if ($2 == "?") u = u " " $1; else if ($2 == d) { k = index($1, "_") ? substr($1, index($1, "_") + 1) + 0 : 0; s[k] = $1 }; next }
+        !q { if ($2 == "?") u = u " " $1; else if ($2 == d) s[$3] = $1; next }
         $2 == "open" && (($1 + 0) in s) { print $1, "found", s[$1 + 0], $4; next }
         $2 == "open" && u != "" { print "!" substr(u, 2); exit }
         { print }')
@@ -598,8 +553,9 @@ resolve_open() {
 do_plan() {
     # one read of Slurm's queue for the active count and the request's evidence (a step's lease read it just now)
     [ "$RSK_SLURM" = up ] || rsk_need_slurm
-    emit_plan
-    policy_all
+    printf '%s' "$PLAN" | sed "s/^/@@$RSK_NONCE planline /" # the plan's lines as they are (KEY VALUE, a line each)
+    rsk_emit plan "$PLAN_HASH"
+    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
     rsk_policy_emit
     request_facts
     rsk_active='' rsk_count=0
@@ -610,14 +566,10 @@ do_plan() {
     done
     [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
     check_lease
-    if [ "$PLACE" = step ]; then
-        rsk_emit estimate start=in-lease "nodes=$(rsk_b64 "lease $LEASE")"
-        return 0
-    fi
+    [ "$PLACE" != step ] || { rsk_emit estimate "lease=$LEASE"; return 0; }
     ESTIMATE=''
     for_shapes test_only
-    # shellcheck disable=SC2086  # ESTIMATE holds two key=value words
-    rsk_emit estimate $ESTIMATE
+    rsk_emit estimate "said=$(rsk_b64 "$(printf '%s' "$ESTIMATE" | head -n 5 | cut -c1-400)")"
 }
 
 # launch mode: the plan is out, and rsk's ledger decides while this waits. Only "go HASH NONCE [replay]" goes
@@ -641,23 +593,15 @@ await_go() {
 policy_unchanged() {
     rsk_digest=$RSK_POLICY_DIGEST
     rsk_policy_digest
-    [ "$RSK_POLICY_DIGEST" = "$rsk_digest" ] || {
-        rsk_emit mismatch "expected=$EXPECT" "actual=policy:$RSK_POLICY_DIGEST"
-        rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the cluster's policy changed since the plan was made (now $RSK_POLICY_DIGEST)"
-    }
+    [ "$RSK_POLICY_DIGEST" = "$rsk_digest" ] \
+        || rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the cluster's policy changed since the plan was made (now $RSK_POLICY_DIGEST)"
 }
 
 # job_text IDXS [STEP]: the job script sbatch reads on stdin for these task indices of the current shape, or,
 # with STEP (its step id), the script a lease's controller runs as that step
 job_text() {
     printf '#!/bin/sh\n# rsk job: project %s, request %s, plan %s\n' "$PROJECT" "$RID" "$PLAN_HASH"
-    if [ -n "${2:-}" ]; then
-        printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"
-    elif [ "$KIND" = batch ]; then
-        printf 'rsk_ti=${SLURM_ARRAY_TASK_ID:-x}\n'
-    else
-        printf 'rsk_ti=0\n'
-    fi
+    if [ -n "${2:-}" ]; then printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"; else printf 'rsk_ti=${SLURM_ARRAY_TASK_ID:-0}\n'; fi
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
@@ -683,14 +627,9 @@ job_text() {
         printf 'rsk_main rsk_lease_supervise\n'
         return 0
     fi
-    if [ "$KIND" = batch ]; then
-        printf 'case $rsk_ti in\n'
-        printf '%s\n' "$TASKOUT" | awk -v keep=" $1 " '$1 == "W" && index(keep, " " $2 " ") { sub(/^W [0-9]+ /, ""); print }'
-        printf '*) echo "rsk: no task for index $rsk_ti" >&2; exit 97 ;;\nesac\n'
-    else
-        [ -z "$Q_script" ] || printf "rsk_arg '%s'; rsk_script \"\$rsk_a\"; set -- \"\$rsk_run/user.sbatch\"\n" "$Q_script"
-        for rsk_a in $Q_arg; do printf "rsk_arg '%s'; set -- \"\$@\" \"\$rsk_a\"\n" "$rsk_a"; done
-    fi
+    printf 'case $rsk_ti in\n'
+    printf '%s\n' "$TASKOUT" | awk -v keep=" $1 " '$1 == "W" && index(keep, " " $2 " ") { sub(/^W [0-9]+ /, ""); print }'
+    printf '*) echo "rsk: no task for index $rsk_ti" >&2; exit 97 ;;\nesac\n'
     printf 'rsk_main "$@"\n'
 }
 
@@ -751,12 +690,12 @@ EOT
 # sbatch_idxs IDXS: one sbatch for these tasks of the current shape (a job array for a batch), after DEP if set
 sbatch_idxs() {
     JOB=$(job_text "$1")
-    rsk_t=0 rsk_idxs=$1
+    rsk_t=0 rsk_idxs=$1 rsk_arr='' # (rsk_arr: "_" for a batch, whose tasks are the array's, JOB_IDX)
     # the job carries its identity (name) and its plan (comment): evidence that needs no journal
     set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
     [ -z "$DEP" ] || set -- "$@" --dependency="$DEP" --kill-on-invalid-dep=yes
     if [ "$KIND" = batch ]; then
-        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',') rsk_t=%a
+        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',') rsk_t=%a rsk_arr=_
         set -- "$@" --array="${rsk_list#,}"
     fi
     run_sbatch submit "$@" --output="$RUN_DIR/t$rsk_t/stdout" --error="$RUN_DIR/t$rsk_t/stderr"
@@ -766,11 +705,8 @@ sbatch_idxs() {
         return 0
     fi
     rsk_new=''
-    for rsk_i in $rsk_idxs; do
-        if [ "$KIND" = batch ]; then rsk_new="$rsk_new$rsk_i ${SB_JOB}_$rsk_i
-"; else rsk_new="$rsk_new$rsk_i $SB_JOB
-"; fi
-    done
+    for rsk_i in $rsk_idxs; do rsk_new="$rsk_new$rsk_i $SB_JOB${rsk_arr:+_$rsk_i}
+"; done
     placed
 }
 
@@ -840,17 +776,15 @@ task_key() { # task_key IDX: the key of a batch task ("" for a single job)
 }
 
 do_submit() {
-    [ "$PLAN_HASH" = "$EXPECT" ] || {
-        rsk_emit mismatch "expected=$EXPECT" "actual=$PLAN_HASH"
-        rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the plan changed: expected $EXPECT, the cluster computes $PLAN_HASH"
-    }
+    [ "$PLAN_HASH" = "$EXPECT" ] \
+        || rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the plan changed: expected $EXPECT, the cluster computes $PLAN_HASH"
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
-    policy_all
+    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
     make_dirs
-    rsk_need_writable "$RSK_ROOT/runs/$PROJECT" "$RSK_ROOT/journal"
-    rsk_lock "$PROJECT"
+    rsk_need_writable "$RSK_ROOT/runs/$PROJECT"
+    rsk_lock "$PROJECT" # (which finds the journal's directory writable first)
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     request_facts
     DONE='' TODO='' rsk_found='' rsk_open='' rsk_n=0
@@ -899,9 +833,9 @@ EOT
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 
-make_dirs() { # the journal's directory, every task's run directory and a step's lease queue, in one mkdir
+make_dirs() { # the journal's directory, every task's run directory and the lease's queue, in one mkdir
     set -- "$RSK_ROOT/journal"
-    [ "$PLACE" != step ] || set -- "$@" "$LDIR/q" "$LDIR/run" "$LDIR/end"
+    [ "$PLACE" = slurm ] || set -- "$@" "$LDIR/q" "$LDIR/run" "$LDIR/end"
     rsk_i=0
     while [ "$rsk_i" -lt "$NT" ]; do set -- "$@" "$RUN_DIR/t$rsk_i"; rsk_i=$((rsk_i + 1)); done
     mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
@@ -917,7 +851,6 @@ clear_markers() { # the markers an earlier attempt left in the run directories o
 # under the same name takes over the steps still queued in its directory
 write_lease_file() {
     rsk_lj=$(printf '%s\n' "$DONE" | awk 'NF { print $2; exit }')
-    mkdir -p "$LDIR/q" "$LDIR/run" "$LDIR/end" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create $LDIR"
     rsk_lease "$PROJECT" "$LEASE"
     [ "$L_job" != "$rsk_lj" ] || return 0
     rm -f "$LDIR/drain" "$LDIR/closed"

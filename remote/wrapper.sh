@@ -68,9 +68,7 @@ rsk_main() {
     RSK_OUT=$rsk_run/out.stage # results are written here, published whole by rsk_publish (never a half result)
     rm -rf "$RSK_OUT" && mkdir -p "$RSK_OUT" && export RSK_OUT
     rsk_use_code || rsk_end 2
-    trap 'rsk_on_signal TERM' TERM
-    trap 'rsk_on_signal INT' INT
-    trap 'rsk_on_signal USR1' USR1
+    for rsk_s in TERM INT USR1; do trap "rsk_on_signal $rsk_s" "$rsk_s"; done
     "$@" 0<&0 &
     rsk_child=$!
     rsk_rc=0

@@ -70,6 +70,20 @@ class UsageError(RskError):
     code = "usage"
 
 
+NOT_OURS_HINT = (
+    "`rsk status` lists this project's jobs (a launch still waiting for a human has a card id, not a job; "
+    "another project's jobs are its own agent's)"
+)
+
+
+def not_ours(job: str, project: str, target: str = "") -> UsageError:
+    """The one answer for a job id that is not one of the project's rsk jobs (another project's, another user's,
+    or none at all), whichever command was given it: `not-ours`, exit 2, one message and one hint."""
+    on = f" on {target}" if target else ""
+    return UsageError(f"job {job} was not launched through rsk in project {project}{on}", NOT_OURS_HINT,
+                      code="not-ours")  # fmt: skip
+
+
 class DeniedError(RskError):
     exit_code = Exit.DENIED
     code = "denied"

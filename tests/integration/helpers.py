@@ -25,9 +25,11 @@ from tests.conftest import Lab, Ran, rsk
 # and then kills the session before the outcome is journaled (a job whose outcome the journal never
 # heard). Either way the SSH channel dies mid-call. With FLAGS/fill-after (holding a journal's path) it
 # runs sbatch, then makes that journal refuse writes, as a full disk would, before the outcome is journaled.
+# Every submission (not a --test-only) is logged in FLAGS/sbatch.log, its arguments on a line.
 SHIM_TEXT = """#!/bin/sh
 case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
 if [ -e {flags}/kill-before ]; then rm -f {flags}/kill-before; kill -9 -$(ps -o pgid= $$ | tr -d ' '); fi
+printf '%s\\n' "$*" >>{flags}/sbatch.log 2>/dev/null || true
 if [ -e {flags}/kill-after ]; then
     rm -f {flags}/kill-after
     /usr/bin/sbatch "$@"

@@ -139,18 +139,31 @@ def test_cancel_touches_only_this_projects_rsk_jobs(lab: Lab, project: str) -> N
     other = "o" + project
     grant(other, "--jobs", "1")
     theirs = launched(launch(other, "-r", "theirs", command=("sleep", "300")))["job_id"]
-    # a journal line that claims the foreign job: its Slurm name lacks the identity, so it is left alone
-    lab.ssh(f"printf 'v=1 t=x ev=accepted rid=fake plan=p job={foreign}\\n' >> {lab.root_sh}/journal/{project}.log")
-    for job in (foreign, theirs):
-        r = rsk("cancel", job, "-t", "lab", "-p", project, "--json")
-        assert [x["result"] for x in json.loads(r.out)["results"]] == ["not-ours"], r.out
-    live = lab.ssh("squeue -h -o %i").stdout.split()
-    assert foreign in live and theirs in live
-    r = rsk("cancel", mine, "-t", "lab", "-p", project, "--json")
-    assert [x["result"] for x in json.loads(r.out)["results"]] == ["cancelled"]
-    again = rsk("cancel", mine, "-t", "lab", "-p", project, "--json")
-    assert [x["result"] for x in json.loads(again.out)["results"]] == ["finished"]
-    lab.ssh(f"scancel {foreign} {theirs}")
+    try:
+        # a journal line that claims the foreign job: its Slurm name lacks the identity, so it is left alone
+        lab.ssh(f"printf 'v=1 t=x ev=accepted rid=fake plan=p job={foreign}\\n' >> {lab.root_sh}/journal/{project}.log")
+        for job in (foreign, theirs):
+            r = rsk("cancel", job, "-t", "lab", "-p", project, "--json")
+            doc = json.loads(r.out)  # an error document, as every refusal is: its reason in `error`
+            assert r.rc == Exit.USAGE and doc["error"] == "not-ours" and doc["hint"], r.out
+            assert [x["result"] for x in doc["results"]] == ["not-ours"], r.out
+        # every command given a job id of another project, or of no job at all, says so the same way
+        hint = json.loads(rsk("cancel", theirs, "-t", "lab", "-p", project, "--json").out)["hint"]
+        for job in (theirs, "99999999"):
+            for argv in (["wait", job], ["logs", job], ["status", job], ["fetch", job, "--result"], ["cancel", job]):
+                said_ = rsk(*argv, "-t", "lab", "-p", project, "--json")
+                said = json.loads(said_.out)
+                assert said_.rc == Exit.USAGE and said["error"] == "not-ours", (argv, said_.out)
+                assert said["hint"] == hint, (argv, said)
+                assert said["message"].startswith(f"job {job} was not launched through rsk in project {project}"), said
+        live = lab.ssh("squeue -h -o %i").stdout.split()
+        assert foreign in live and theirs in live
+        r = rsk("cancel", mine, "-t", "lab", "-p", project, "--json")
+        assert [x["result"] for x in json.loads(r.out)["results"]] == ["cancelled"]
+        again = rsk("cancel", mine, "-t", "lab", "-p", project, "--json")
+        assert [x["result"] for x in json.loads(again.out)["results"]] == ["finished"]
+    finally:
+        lab.ssh(f"scancel {mine} {foreign} {theirs}")
 
 
 def test_reconcile_resolves_open_intents(lab: Lab, project: str) -> None:

@@ -288,6 +288,7 @@ def test_a_full_journal_after_sbatch_keeps_the_charge_and_the_job(lab: Lab, proj
     home = lab.ssh("echo $HOME").stdout.strip()
     sbatch_shim.arm("fill-after", f"{home}/{lab.remote_root.removeprefix('~/')}/journal/{project}.log")
     first = launched(launch(project, "-r", "f1", command=("sleep", "60")))
+    assert any("journal-unwritable" in w for w in first["warnings"]), first  # the agent is told
     assert grant_view(project)["jobs_spent"] == 1 and grant_view(project)["jobs_reserved"] == 0
     lab.ssh(f"chmod u+w {lab.root_sh}/journal/{project}.log")
     again = launched(launch(project, "-r", "f1", command=("sleep", "60")))

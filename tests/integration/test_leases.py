@@ -8,10 +8,12 @@ summary alone.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +94,7 @@ def test_twenty_one_gpu_steps_share_two_nodes_of_four_gpus(
 ) -> None:
     grant(project, "--gpu-hours", "20")
     lease = open_lease(project, "pool", "--nodes", "2", "--gpus", "4", "--cpus", "4", "--mem", "2000",
-                       "--time", "15", "--drain", "1")  # fmt: skip
+                       "--time", "15", "--drain", "1", "--verbose")  # fmt: skip
     leases.append("pool")
     assert lease["allowed_by"]["kind"] == "grant" and lease["plan"]["kind"] == "lease"
     assert lease["plan"]["gpus"] == 4 and lease["plan"]["nodes"] == 2
@@ -139,10 +141,14 @@ def test_twenty_one_gpu_steps_share_two_nodes_of_four_gpus(
 
 def test_gpus_of_a_lease_name_the_steps_holding_them(lab: Lab, project: str, leases: list[str]) -> None:
     grant(project, "--gpu-hours", "5")
-    open_lease(project, "inv", "--nodes", "1", "--gpus", "4", "--cpus", "4", "--mem", "1000", "--time", "10",
-               "--drain", "1")  # fmt: skip
+    opened = open_lease(project, "inv", "--nodes", "1", "--gpus", "4", "--cpus", "4", "--mem", "1000", "--time",
+                        "10", "--drain", "1")  # fmt: skip
+    assert opened["plan"] is None and opened["plan_hash"]  # as rsk launch: the whole plan only with --verbose
     leases.append("inv")
     wait_running(project, "inv")
+    info = lease_info(project, "inv")  # times as every answer says them: ISO 8601, 10 min apart
+    start, end = (datetime.fromisoformat(info[k]) for k in ("start", "end"))
+    assert info["start"].endswith("Z") and end - start == timedelta(minutes=10), info
     jobs = {}
     for rid, n in (("one", "1"), ("two", "2")):
         jobs[rid] = launched(step(project, "inv", "-r", rid, "--gpus", n, "--mem", "100", "--time", "5",
@@ -161,7 +167,8 @@ def test_gpus_of_a_lease_name_the_steps_holding_them(lab: Lab, project: str, lea
     for node in inv["nodes"]:
         for g in node["gpus"]:
             if g["state"] == "held":
-                assert g["project"] == project and g["job_id"] == jobs[g["request_id"]] and g["since"]
+                assert g["project"] == project and g["job_id"] == jobs[g["request_id"]]
+                assert g["type"] == "fake" and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", g["since"]), g
                 held.setdefault(g["request_id"], set()).add(g["index"])
     assert held == given
     assert inv["total"] == 4 and inv["free"] == 1

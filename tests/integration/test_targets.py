@@ -255,10 +255,10 @@ def test_every_answer_arrives_whole_under_load(lab: Lab, cleanup_targets: None) 
     from rsk.cluster.remote import remote_for
 
     with remote_for("lab") as remote:
-        remote.call("policy", "show")
+        remote.call("info")
 
         def call(_: int) -> int:
-            out = remote.call("policy", "show")  # raises when @@done is missing
+            out = remote.call("info")  # raises when @@done is missing
             return len(out.all("policy-rule"))
 
         with ThreadPoolExecutor(max_workers=4) as pool:

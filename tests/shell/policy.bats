@@ -9,7 +9,7 @@ teardown() { teardown_root; }
 write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$ROOT/policy.conf"; }
 
 @test "no policy file: the documented default is shown" {
-    run remote policy show
+    run remote info
     [ "$status" -eq 0 ]
     [ "$(field policy source)" = default ]
     [ "$(field policy digest)" = default-1 ]

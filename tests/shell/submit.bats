@@ -15,7 +15,7 @@ teardown() { teardown_root; }
     lines=$(printf '%s\n' "$output" | sed -n 's/^@@planline //p')
     [ "$(printf '%s\n' "$lines" | sha256sum | cut -c1-64)" = "$hash" ]
     [ "$(field policy verdict)" = allow ]
-    [ "$(field estimate start)" != unknown ]
+    case $(dec "$(field estimate said)") in *" to start at "*) ;; *) false ;; esac
 }
 
 @test "plan resolves defaults and binds the target's identity: cluster, user, resolved root, host key, scripts" {
@@ -477,7 +477,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$(field error code)" = lease-ended ]
     run remote submit plan < <(request request_id=s1 lease=old arg=true)
     [ "$status" -eq 0 ]
-    [ "$(field estimate start)" = in-lease ]
+    [ "$(field estimate lease)" = old ]
 }
 
 @test "a step without --time runs until its lease ends; one that asks for more than is left, or more than a node of it, or a workflow, is refused" {
@@ -489,7 +489,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/leases"
     run remote submit plan < <(request request_id=s1 lease=dev arg=true)
     [ "$status" -eq 0 ]
-    [ "$(field estimate start)" = in-lease ]
+    [ "$(field estimate lease)" = dev ]
     run remote submit plan < <(request request_id=s2 lease=dev time_min=5 arg=true)
     [ "$status" -eq 70 ]
     [ "$(field error code)" = outlives-lease ]

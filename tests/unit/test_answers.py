@@ -3,8 +3,10 @@ decodes to its model; a malformed one is a ProtocolError, never a KeyError or Va
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -146,11 +148,17 @@ def test_doctor() -> None:
 
 
 def test_policy() -> None:
-    a = answers.policy(recorded("policy"))
+    a = answers.policy(recorded("info"))
     assert (a.source, a.digest) == ("default", "default-1")
-    assert a.rules["max_active_jobs"] == "100" and a.rules["partitions"] == "*" and a.rules["max_gpus"] == ""
+    # numbers are numbers; a list that allows anything, and a number with no limit, are None
+    assert a.rules.max_active_jobs == 100 and a.rules.partitions is None and a.rules.max_gpus is None
+    assert a.rules.default_time_min == 60
+    two = answers.policy(recorded("info", "key=partitions value=Kg==", "key=partitions value=Y3B1IGdwdQ=="))
+    assert two.rules.partitions == ["cpu", "gpu"]
     with pytest.raises(ProtocolError, match="key="):
-        answers.policy(recorded("policy", "key=qos ", ""))
+        answers.policy(recorded("info", "key=qos ", ""))
+    with pytest.raises(ProtocolError, match="max_active_jobs value"):
+        answers.policy(recorded("info", "value=MTAw", "value==many"))
 
 
 def test_info() -> None:
@@ -160,7 +168,7 @@ def test_info() -> None:
         "cpu", True, "up", "1-00:00:00", 2, 4, 4000, "gpu:fake:4",
     )  # fmt: skip
     assert (gpu.name, gpu.default) == ("gpu", False)
-    assert a.policy.rules["default_mem_mb"] == "1024"
+    assert a.policy.rules.default_mem_mb == 1024
     assert answers.info(recorded("info", "nodes=2", "nodes=2+")).partitions[0].nodes == 2  # sinfo: at least 2
     with pytest.raises(ProtocolError, match="default="):
         answers.info(recorded("info", "default=1", "default=yes"))
@@ -175,11 +183,15 @@ def test_gpus() -> None:
     ]  # fmt: skip
     assert a.nodes[0].used == "gpu:fake:2(IDX:0-1)"
     (held,) = a.held
-    assert (held.job, held.node, held.gres, held.start) == ("2190", "n1", "gpu:fake:2(IDX:0-1)", "2026-12-03T19:23:46")
+    assert (held.job, held.node, held.gres) == ("2190", "n1", "gpu:fake:2(IDX:0-1)")
+    assert held.start == datetime(2026, 12, 3, 19, 23, 46)  # Slurm's time, the cluster's clock
     assert held.name == "rsk:tae45560dbd:r20261203-192345-536219"
     lease = answers.gpus(recorded("lease_gpus"))
     assert [(n.name, n.gres, n.used) for n in lease.nodes] == [("n1", "gpu:2", "")]
     assert [(h.job, h.gres) for h in lease.held] == [("2190s1", "gpu:1(IDX:0)")]
+    # a step's start is the epoch its marker holds: one time format for an answer, UTC
+    assert lease.held[0].start == datetime.fromtimestamp(1796325834, UTC)
+    assert answers.gpus(recorded("lease_gpus", "start=1796325834", "start=soon")).held[0].start is None
     with pytest.raises(ProtocolError, match="node="):
         answers.gpus(recorded("gpus", " node=n1", ""))
     with pytest.raises(ProtocolError, match="base64"):
@@ -192,10 +204,11 @@ def test_lease() -> None:
         "L1", "2190", "running", 1, 2, 1024, 10, 5, "refuse",
     )  # fmt: skip
     assert (x.hosts, x.start, x.end, x.queued, x.running, x.ended, x.drained) == (
-        ["n1"], 1796325826, 1796326426, 0, 1, 0, False,
+        ["n1"], datetime.fromtimestamp(1796325826, UTC), datetime.fromtimestamp(1796326426, UTC), 0, 1, 0, False,
     )  # fmt: skip
     # the lease's files are a job's to write: a shape that is not a number is unknown, not a failure
     assert answers.leases(recorded("lease", "gpus=2", "gpus=two"))[0].gpus is None
+    assert answers.leases(recorded("lease", "end=1796326426", "end=-1"))[0].end is None
     with pytest.raises(ProtocolError, match="queued="):  # the program's own count
         answers.leases(recorded("lease", "queued=0", "queued=none"))
     with pytest.raises(ProtocolError, match="drained="):
@@ -217,6 +230,14 @@ def test_code() -> None:
         answers.code(recorded("code_need", "sha=", "hash="))
 
 
+def test_a_journal_that_refused_the_outcome_is_a_warning_for_the_caller() -> None:
+    msg = base64.b64encode(b"cannot append to /r/journal/p.log").decode()
+    out = recorded("submit_launch_go", "@@N accepted", f"@@N warning code=journal-unwritable msg={msg}\n@@N accepted")
+    assert answers.warnings(out) == ["the cluster warns (journal-unwritable): cannot append to /r/journal/p.log"]
+    assert [a.job_id for a in answers.accepted(out)] == ["2492_0", "2492_1"]  # what Slurm took stands
+    assert answers.warnings(recorded("submit_launch_go")) == []
+
+
 def test_submit_plan_and_accepted() -> None:
     plan = answers.plan(recorded("submit_plan"))
     assert (plan.kind, plan.argv, plan.verdict, plan.name) == ("argv", ["echo", "hi"], "allow", "job")
@@ -224,7 +245,13 @@ def test_submit_plan_and_accepted() -> None:
     assert (batch.kind, [t.key for t in batch.tasks], batch.active, batch.active_cap, batch.active_jobs) == (
         "batch", ["k1", "k2"], 0, 100, [],
     )  # fmt: skip
+    assert (plan.estimate_start, plan.estimate_nodes) == ("2026-12-04T19:24:00", "n2")
     assert batch.estimate_nodes == "n1"
+    said = next(w for w in recorded("submit_plan").records if w.kind == "estimate").kv["said"]
+    step = answers.plan(recorded("submit_plan", f"said={said}", "lease=dev"))
+    assert (step.estimate_start, step.estimate_nodes) == ("in-lease", "lease dev")
+    odd = answers.plan(recorded("submit_plan", f"said={said}", "said=bm8gZXN0aW1hdGU="))  # "no estimate"
+    assert (odd.estimate_start, odd.estimate_nodes) == ("unknown", "")
     accepted = answers.accepted(recorded("submit_launch_go"))
     assert [(a.job_id, a.request_id, a.idx, a.task, a.replay) for a in accepted] == [
         ("2492_0", "b1", 0, "k1", False), ("2492_1", "b1", 1, "k2", False),

@@ -65,6 +65,7 @@ class _Cluster:
         monkeypatch.setattr(launch_mod, "raise_for_error", lambda out: None)
         monkeypatch.setattr(launch_mod, "keep", lambda request: None)
         monkeypatch.setattr(launch_mod.answers, "plan", lambda out: cluster.plan)
+        monkeypatch.setattr(launch_mod.answers, "warnings", lambda out: [])
         monkeypatch.setattr(launch_mod.answers, "accepted", lambda out: [
             Accepted(job_id="101", request_id="r1", plan_hash=cluster.plan.hash, replay=out == "replay")])  # fmt: skip
 

@@ -71,7 +71,7 @@ def test_programs_are_whole_and_bound_to_the_content_digest() -> None:
     for entry in bundle.ENTRIES:
         text = bundle.program(entry)
         assert text.rstrip().endswith('main "$@"')  # one call, at the end
-        assert text.count('\nmain "$@"') + text.count('\npolicy_main "$@"') == 1, entry
+        assert text.count('\nmain "$@"') == 1, entry
         assert f"RSK_SCRIPTS={bundle.digest()}" in text
         assert text.isascii(), entry  # the loader counts characters as bytes
     assert "rsk_main" in bundle.program("submit") and "rsk_main" not in bundle.program("status")

@@ -181,7 +181,8 @@ def info(
         gpu = f"{p.gpus_per_node} GPU/node" + (f" ({','.join(p.gpu_types)})" if p.gpu_types else "")
         o.print(f"  {p.name + ('*' if p.default else ''):<12} {p.state:<6} {limit:<12} {p.nodes} node(s), "
                 f"{p.cpus_per_node} CPU and {p.mem_mb_per_node} MB per node, {gpu}")  # fmt: skip
-    rules = ", ".join(f"{k}={v}" for k, v in report.policy.items() if v not in ("", "*"))
+    said = {k: ",".join(v) if isinstance(v, list) else v for k, v in report.policy.model_dump().items()}
+    rules = ", ".join(f"{k}={v}" for k, v in said.items() if v is not None)
     o.print(f"policy: {rules or 'defaults'}")
     if not report.grants:
         o.print(f"grants of project {report.project}: none (every launch waits for a human)")
@@ -384,7 +385,7 @@ def gpus(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.ops.gpus import inventory
+    from rsk.ops.gpus import inventory, said
 
     if lease:
         from rsk.local.project import resolve_project
@@ -406,4 +407,4 @@ def gpus(
                 o.print(f"  gpu{g.index}{kind}  {g.state}")
                 continue
             who = f"{g.project}/{g.request_id}" if g.project else f"not rsk's: {g.job_name}"
-            o.print(f"  gpu{g.index}{kind}  held by job {g.job_id} ({who}) since {g.since}")
+            o.print(f"  gpu{g.index}{kind}  held by job {g.job_id} ({who}) since {said(g.since)}")

@@ -64,6 +64,9 @@ def open_(
         float | None, typer.Option("--wait", min=0, help="If a human must approve, block up to SECONDS.")
     ] = None,
     json_out: JsonOpt = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="With --json, also the whole plan (rsk plan --json always prints it).")
+    ] = False,
 ) -> None:
     from rsk.errors import UsageError
     from rsk.local.project import resolve_project, scope
@@ -79,8 +82,8 @@ def open_(
     console = err()
     said = None if json_out else (lambda m: console.print(f"rsk: {m}"))
     result = open_lease(spec, request, lambda r: launch(where, r, wait=wait, progress=said))
-    if json_out:
-        print_json(result)
+    if json_out:  # as rsk launch answers: what an agent acts on, the plan only with --verbose
+        print_json(result if verbose else result.brief())
         return
     o = out()
     p = result.plan

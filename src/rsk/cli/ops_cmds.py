@@ -56,17 +56,14 @@ def cancel(
     batch: Annotated[str | None, typer.Option("--batch", "-b", help="Cancel every task of this batch.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.errors import Exit
     from rsk.local.project import resolve_project, scope
     from rsk.ops.cancel import cancel as do_cancel
+    from rsk.ops.cancel import refused
 
     report = do_cancel(resolve_target(target), resolve_project(project), job=job, request_id=request_id, batch=batch)
-    # a job that is not this project's, or that could not be cancelled, is an answer the caller must see
-    bad = [r for r in report.results if r.result in ("not-ours", "failed")]
     if json_out:
+        refused(report)  # a job that is not this project's, or that Slurm kept: an error document
         print_json(report)
-        if bad:
-            raise typer.Exit(int(Exit.USAGE if bad[0].result == "not-ours" else Exit.UNAVAILABLE))
         return
     o = out()
     for r in report.results:
@@ -78,9 +75,8 @@ def cancel(
             "failed": "could not be cancelled",
         }[r.result]
         o.print(f"{what} {text}")
+    refused(report)
     o.print(f"next: rsk status{scope(report.project, report.target)}")
-    if bad:
-        raise typer.Exit(int(Exit.USAGE if bad[0].result == "not-ours" else Exit.UNAVAILABLE))
 
 
 def reconcile(target: TargetOpt = None, project: ProjectOpt = None, json_out: JsonOpt = False) -> None:

@@ -478,8 +478,11 @@ def build(pin: Pin) -> MCPServer:
         batch: Annotated[str | None, Field(description="Every task of a batch.")] = None,
     ) -> CancelReport:
         from rsk.ops.cancel import cancel as do_cancel
+        from rsk.ops.cancel import refused
 
-        return do_cancel(pin.target, pin.project, job=job, request_id=request_id, batch=batch)
+        report = do_cancel(pin.target, pin.project, job=job, request_id=request_id, batch=batch)
+        refused(report)
+        return report
 
     @server.tool(
         description="The project's attempt journal on the cluster (intent, outcome, ...), its seals checked.",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from rsk.cluster.remote import remote_for
-from rsk.errors import UsageError
+from rsk.errors import UnavailableError, UsageError, not_ours
 from rsk.ledger import guard
 from rsk.ledger.store import Store
 from rsk.local.paths import check_token
@@ -49,3 +49,23 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
         for c in answers.cancel(out)
     ]
     return CancelReport(target=target, project=project, results=results)
+
+
+def refused(report: CancelReport) -> None:
+    """A job that is not this project's, or that Slurm did not cancel, makes the answer an error document (`error`
+    is the reason: `not-ours`, exit 2, or `cancel-failed`, exit 69), carrying every job's result as `results`."""
+    theirs = [r for r in report.results if r.result == "not-ours"]
+    failed = [r for r in report.results if r.result == "failed"]
+    results = [r.model_dump() for r in report.results]
+    if theirs:
+        exc: UsageError | UnavailableError = not_ours(theirs[0].job_id, report.project, report.target)
+        exc.details = {"results": results}
+        raise exc
+    if failed:
+        raise UnavailableError(
+            f"Slurm did not cancel job {failed[0].job_id}"
+            + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""),
+            "run the same cancel again in a minute; `rsk status` shows whether it still runs",
+            code="cancel-failed",
+            details={"results": results},
+        )

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import Remote, remote_for
 from rsk.codelist import RESULTS_DIR
-from rsk.errors import StateError, UsageError
+from rsk.errors import StateError, UsageError, not_ours
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
 
@@ -258,9 +258,7 @@ def _succeeded(remote: Remote, target_name: str, project: str, job: str) -> None
 
     found = [j for j in status_call(remote, target_name, project)[0].jobs if j.job_id == job]
     if not found:
-        raise UsageError(f"job {job} is not a job of project {project} on {target_name}",
-                         "`rsk status` lists this project's jobs; --project names another",
-                         code="not-ours")  # fmt: skip
+        raise not_ours(job, project, target_name)
     if found[0].state != "succeeded":
         raise _no_result(job, f"is {found[0].state}: it has no result")
 

@@ -33,11 +33,11 @@ class Partition(BaseModel):
 class TargetInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: the policy's numbers are numbers, its lists lists, and no limit is null
     target: str
     project: str
     partitions: list[Partition]
-    policy: dict[str, str]
+    policy: answers.Policy
     grants: list[GrantView]  # this project's grants that may cover this target, with what they have left
 
 

@@ -230,7 +230,7 @@ def _launch(
         if failure is not None:
             raise failure
         result = _result(target.name, request, plan, allowed, accepted)
-        result.warnings += step_warnings(ledger, target.name, plan) + chain_warnings(plan)
+        result.warnings += answers.warnings(out) + step_warnings(ledger, target.name, plan) + chain_warnings(plan)
         return result
     finally:
         conn.close()

@@ -20,7 +20,7 @@ from rsk.ledger.guard import close_lease
 from rsk.ledger.models import Ledger, now
 from rsk.ledger.store import Store
 from rsk.local.paths import check_token, new_request_id
-from rsk.ops.gpus import GpuInventory, inventory_from
+from rsk.ops.gpus import GpuInventory, inventory_from, node_types
 from rsk.request.units import parse_mem, parse_time
 from rsk.wire import answers
 from rsk.wire.answers import LeaseLine
@@ -126,8 +126,8 @@ class LeaseInfo(BaseModel):
     drain_min: int
     overrun: str
     hosts: list[str]  # the allocation's nodes, once the controller runs
-    start: int | None  # epoch seconds, once the controller runs
-    end: int | None
+    start: datetime | None  # once the controller runs (ISO 8601, UTC)
+    end: datetime | None
     queued: int
     running: int
     ended: int
@@ -139,7 +139,7 @@ class LeaseInfo(BaseModel):
 class LeaseList(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: a lease's start and end are ISO 8601 times (they were epoch seconds)
     target: str
     project: str
     leases: list[LeaseInfo]
@@ -175,8 +175,8 @@ def _info(r: LeaseLine, ledger: Ledger, target: str) -> LeaseInfo:
         drain_min=max(r.drain or 0, 0),
         overrun=r.overrun,
         hosts=r.hosts,
-        start=r.start if r.start is None or r.start >= 0 else None,
-        end=r.end if r.end is None or r.end >= 0 else None,
+        start=r.start,
+        end=r.end,
         queued=r.queued,
         running=r.running,
         ended=r.ended,
@@ -261,14 +261,16 @@ def gpus(target: str, project: str, name: str) -> GpuInventory:
     check_token("lease name", name)
     with remote_for(target) as remote:
         out = _call(remote, "gpus", project, name)
-    return inventory_from(target, out)
+        cluster = remote.call("gpus")  # the nodes' GPU types, which the lease's own view does not know
+    raise_for_error(cluster)
+    return inventory_from(target, out, node_types(inventory_from(target, cluster)))
 
 
 def describe(info: LeaseInfo) -> str:
     """One line for humans."""
     left = ""
     if info.end and info.state in ("running", "draining", "drained"):
-        mins = max(info.end - int(now().timestamp()), 0) // 60
+        mins = max(int((info.end - now()).total_seconds()), 0) // 60
         left = f", {mins} min left"
     where = ",".join(info.hosts) or "-"
     return (

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rsk.cluster.remote import Remote, remote_for
-from rsk.errors import UsageError
+from rsk.errors import not_ours
 from rsk.ledger import guard
 from rsk.ledger.models import Ledger
 from rsk.ledger.store import Store
@@ -460,8 +460,7 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     if job:
         jobs = [j for j in jobs if j.job_id == job]
         if not jobs:
-            raise UsageError(f"no rsk job {job} in project {st.project} on {st.target}", "`rsk status` lists them",
-                             code="not-found")  # fmt: skip
+            raise not_ours(job, st.project, st.target)
     if request_id:
         jobs = of_request(jobs, request_id)
     if active:

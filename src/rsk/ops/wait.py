@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import remote_for
-from rsk.errors import PendingApproval, UsageError
+from rsk.errors import PendingApproval, UsageError, not_ours
 from rsk.ops.launch import LaunchResult
 from rsk.ops.status import ChainProgress, JobState, attempt_of, chains_of, of_request, outcome, status_call
 from rsk.ops.voice import CLI, Voice
@@ -118,7 +118,9 @@ def wait_jobs(
             st, _ = status_call(remote, target, project)
             chosen = _select(st.jobs, job, request_id)
             if not chosen:
-                what = f"job {job}" if job is not None else f"request {request_id}"
+                if job is not None:
+                    raise not_ours(job, project, target)
+                what = f"request {request_id}"
                 raise UsageError(
                     f"no rsk {what} in project {project} on {target}",
                     "`rsk status` lists the project's jobs; a pending launch has a card id instead",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from datetime import UTC, datetime
 from typing import Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -67,6 +68,32 @@ def _number(value: str | None, what: str, *, optional: bool = False, fact: bool 
     if fact:
         return None
     raise ProtocolError(f"{what} is {value[:40]!r}, not a number")
+
+
+_ISO = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
+
+
+def when(value: str | None) -> datetime | None:
+    """The one reading of a time on the wire: epoch seconds (a lease's files, a run's markers) are UTC; Slurm's
+    `2026-12-04T09:11:55` is the cluster's clock, as Slurm prints it. Anything else (empty, `N/A`, `Unknown`, a
+    word a job wrote) is unknown: None. An answer says every time as ISO 8601 (`...Z` when it is UTC)."""
+    if not value:
+        return None
+    if _COUNT.fullmatch(value):
+        try:
+            return datetime.fromtimestamp(int(value, 10), UTC)
+        except (OverflowError, OSError, ValueError):
+            return None
+    if _ISO.fullmatch(value):
+        try:
+            return datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _when(rec: Record, key: str) -> datetime | None:
+    return when(rec.kv.get(key))
 
 
 def _int(rec: Record, key: str, *, optional: bool = False, fact: bool = False) -> int | None:
@@ -514,18 +541,46 @@ def doctor(out: Output) -> list[DoctorCheck]:
     ]
 
 
+class Policy(Answer):
+    """The cluster policy's rules, read: a list is None when anything is allowed (`*`), a number None when it
+    has no limit (an empty value)."""
+
+    partitions: list[str] | None
+    accounts: list[str] | None
+    qos: list[str] | None
+    max_gpus: int | None  # per node
+    max_cpus: int | None  # per node
+    max_mem_mb: int | None  # per node
+    max_nodes: int | None
+    max_time_min: int | None
+    max_active_jobs: int | None  # the project's rsk jobs pending or running at once
+    default_time_min: int | None
+    default_mem_mb: int | None
+
+
 class PolicyAnswer(Answer):
     """`policy show` (and the policy part of `info`): every rule with its value, and where they come from."""
 
-    rules: dict[str, str]
+    rules: Policy
     source: str  # "" when the answer has no @@policy line
     digest: str
 
 
+_POLICY_LISTS = ("partitions", "accounts", "qos")
+
+
 def policy(out: Output) -> PolicyAnswer:
     head = out.first("policy")
+    rules: dict[str, object] = {}
+    for r in out.all("policy-rule"):
+        key, value = _text(r, "key"), _b64(r, "value", "")
+        if key in _POLICY_LISTS:
+            rules[key] = None if value.strip() in ("", "*") else [x for x in re.split(r"[\s,]+", value) if x]
+        elif key in Policy.model_fields:
+            rules[key] = _number(value, f"{_where(r)}'s {key} value", optional=True)
+    missing = {k: None for k in Policy.model_fields if k not in rules}  # a rule the program did not print: none
     return PolicyAnswer(
-        rules={_text(r, "key"): _b64(r, "value", "") for r in out.all("policy-rule")},
+        rules=_model(Policy, head, **rules, **missing),
         source=_text(head, "source") if head else "",
         digest=_text(head, "digest") if head else "",
     )
@@ -582,7 +637,7 @@ class GpuHeldLine(Answer):
     name: str  # the job's name (decoded)
     node: str
     gres: str  # what it holds on the node, with IDX
-    start: str
+    start: datetime | None  # when the job (or a lease's step) started
 
 
 class GpusAnswer(Answer):
@@ -610,7 +665,7 @@ def gpus(out: Output) -> GpusAnswer:
                 name=_b64(r, "name"),
                 node=_text(r, "node"),
                 gres=_b64(r, "gres"),
-                start=_text(r, "start", ""),
+                start=_when(r, "start"),
             )
             for r in out.all("held")
         ],
@@ -647,8 +702,8 @@ class LeaseLine(Answer):
     drain: int | None
     overrun: str
     hosts: list[str]
-    start: int | None
-    end: int | None
+    start: datetime | None
+    end: datetime | None
     queued: int
     running: int
     ended: int
@@ -673,8 +728,8 @@ def _lease(r: Record) -> LeaseLine:
         drain=fact("drain"),
         overrun=_text(r, "overrun"),
         hosts=_list(r, "hosts"),
-        start=fact("start"),
-        end=fact("end"),
+        start=_when(r, "start"),
+        end=_when(r, "end"),
         queued=_count(r, "queued"),
         running=_count(r, "running"),
         ended=_count(r, "ended"),
@@ -758,8 +813,7 @@ def plan(out: Output) -> Plan:
         fields["active_cap"] = _int(active, "cap", optional=True)
         fields["active_jobs"] = _list(active, "jobs", "")
     if estimate:
-        fields["estimate_start"] = _text(estimate, "start", "unknown")
-        fields["estimate_nodes"] = _b64(estimate, "nodes", "")
+        fields["estimate_start"], fields["estimate_nodes"] = _estimate(estimate)
     fields["prior"] = [
         {
             "idx": _count(r, "idx"),
@@ -777,6 +831,19 @@ def plan(out: Output) -> Plan:
             f"the plan from the cluster is incomplete or malformed at {'.'.join(map(str, first['loc']))}: "
             f"{first['msg']}"
         ) from exc
+
+
+# sbatch --test-only: "sbatch: Job N to start at 2026-12-04T10:00:00 using 1 processors on nodes n1 in partition p"
+_TEST_ONLY = re.compile(r" to start at (?P<start>[0-9T:-]+) using .*? on nodes (?P<nodes>\S+) in partition")
+
+
+def _estimate(rec: Record) -> tuple[str, str]:
+    """When and where the plan would start: a step "in-lease" (its lease's name), else what Slurm's test-only
+    said of the first shape (the one reading of that text), "unknown" where it said nothing readable."""
+    if "lease" in rec.kv:
+        return "in-lease", f"lease {_text(rec, 'lease')}"
+    said = _TEST_ONLY.search(_b64(rec, "said", ""))
+    return (said["start"], said["nodes"]) if said else ("unknown", "")
 
 
 def _placement(lease: object, job: object) -> Placement:
@@ -801,6 +868,12 @@ def slurm_facts(out: Output) -> tuple[str, str] | None:
     if not (_WIRE.fullmatch(cluster) and _WIRE.fullmatch(parts)):
         raise ProtocolError("the cluster's @@facts line is not two wire values")
     return cluster, parts
+
+
+def warnings(out: Output) -> list[str]:
+    """Every @@warning line (a journal that could not take a line the program wrote after Slurm acted), as a
+    sentence for the caller: what the program did stands, and Slurm's jobs carry their own evidence."""
+    return [f"the cluster warns ({_text(r, 'code', 'warning')}): {_b64(r, 'msg', '')}" for r in out.all("warning")]
 
 
 def accepted(out: Output) -> list[Accepted]:

@@ -24,7 +24,6 @@ _HERE = Path(__file__).resolve().parent.parent  # the rsk package
 ENTRIES: dict[str, tuple[str, ...]] = {
     "submit": ("policy.sh", "submit.sh"),
     "doctor": ("policy.sh", "doctor.sh"),
-    "policy": ("policy.sh",),
     "status": ("status.sh",),
     "journal": ("journal.sh",),
     "logs": ("logs.sh",),
@@ -37,7 +36,6 @@ ENTRIES: dict[str, tuple[str, ...]] = {
     "lease": ("lease.sh",),
     "submit-lease": ("policy.sh", "submit.sh"),  # submit, with the controller a lease's job runs
 }
-_MAIN = {"policy": "policy_main"}  # policy.sh is also a library part, so its entry has its own name
 # header variable -> the files whose texts it holds, joined (the controller runs in a job, with kv.sh of its own)
 _HEADER_FILES: dict[str, dict[str, tuple[str, ...]]] = {
     "submit": {"RSK_WRAPPER": ("wrapper.sh",)},
@@ -126,7 +124,7 @@ def program(entry: str) -> str:
     for var, names in _HEADER_FILES.get(entry, {}).items():
         header.append(f"{var}={shlex.quote(''.join(src[name] for name in names))}")
     parts = [src["kv.sh"], src["lib.sh"], *(src[name] for name in ENTRIES[entry])]
-    return "\n".join([*header, *parts, f'{_MAIN.get(entry, "main")} "$@"', ""])
+    return "\n".join([*header, *parts, 'main "$@"', ""])
 
 
 def write_all(directory: str | Path) -> list[Path]:

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rsk.errors import (
+    NOT_OURS_HINT,
     CapReached,
     ConfigError,
     ConflictError,
@@ -36,8 +37,8 @@ FRAME = f"rsk-frame {PROTOCOL}"  # the first stdin line of every call, followed 
 
 # record kinds that appear at most once in an answer: a second one is a protocol error (someone else's)
 SINGLETONS = frozenset(
-    {"hello", "plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
-     "mismatch", "error", "await", "facts"}
+    {"plan", "policy", "active", "estimate", "status", "cursor", "base", "anchor", "reconciled", "log",
+     "error", "await", "facts"}
 )  # fmt: skip
 POSITIONAL = frozenset({"planline", "journal", "chunk"})  # words, not key=value pairs
 
@@ -288,6 +289,7 @@ _REMOTE_ERRORS: dict[int, type[RskError]] = {
 }
 
 _HINTS = {
+    "not-ours": NOT_OURS_HINT,
     "policy-refused": "the cluster's policy.conf decides this; ask the cluster admins or change the request",
     "plan-mismatch": "something changed on the cluster or in the request since planning; launch again",
     "request-conflict": "the request id names another plan: another command, other resources, or other files "
