@@ -45,7 +45,9 @@ else:
 
     _scan = make_scanner(_Plain())  # type: ignore[arg-type]
 
-WIRE_VERSION = 2  # rsk.broker.server.Request
+WIRE_VERSION = 3  # rsk.broker.server.Request
+PROJECT_FILE = ".rsk.toml"  # rsk.local.project.NAME
+MAX_PROJECT_FILE = 1 << 16
 MAX_CONTENT = 16 << 20  # larger files are not sent (the broker's own user's are read there)
 EXIT_CONNECT = 75
 EXIT_CONFIG = 78
@@ -140,6 +142,41 @@ def _read_into(files: dict[str, str], path: str) -> None:
             files[path] = data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         pass
+
+
+def project_file(cwd: str) -> dict[str, str | None] | None:
+    """The nearest project file at or above `cwd`, as this user reads it, for the broker: the project is the
+    caller's, so the caller finds it (the broker never walks a caller's directory). None: there is none; a
+    file that cannot be read travels with its error, and the command says so."""
+    here = cwd
+    while True:
+        path = os.path.join(here, PROJECT_FILE)
+        try:  # non-blocking: a FIFO of that name must not hold the command
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno not in (2, 20, 21, 40):  # ENOENT, ENOTDIR, EISDIR, ELOOP: none here (Path.is_file)
+                return {"path": path, "text": None, "error": exc.strerror or str(exc)}
+        else:
+            try:
+                if os.fstat(fd).st_mode & 0o170000 == 0o100000:  # a regular file (stat.S_ISREG), as is_file asks
+                    return _project_text(path, os.read(fd, MAX_PROJECT_FILE + 1))
+            except OSError as exc:
+                return {"path": path, "text": None, "error": exc.strerror or str(exc)}
+            finally:
+                os.close(fd)
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def _project_text(path: str, data: bytes) -> dict[str, str | None]:
+    if len(data) > MAX_PROJECT_FILE:
+        return {"path": path, "text": None, "error": f"larger than {MAX_PROJECT_FILE} bytes"}
+    try:
+        return {"path": path, "text": data.decode("utf-8"), "error": ""}
+    except UnicodeDecodeError:
+        return {"path": path, "text": None, "error": "not UTF-8"}
 
 
 def try_broker(argv: list[str]) -> int | None:
@@ -255,10 +292,18 @@ def _through(path: str, argv: list[str]) -> int | None:
         except OSError:
             cols = 200
         env = {k: v for k, v in os.environ.items() if k in PASSED_ENV or k.startswith(PASSED_PREFIXES)}
+        try:
+            cwd = os.getcwd()
+        except OSError as exc:
+            sys.stderr.write(f"error: the working directory cannot be read ({exc.strerror}); nothing was done\n"
+                             "hint: cd to a directory that exists, and run the command again\n")  # fmt: skip
+            return 2
         # argv goes as it is: the broker reads it with the CLI's own parser, relative to cwd, and asks for
-        # the files it names when it may not open them itself (another user's broker)
-        req = {"v": WIRE_VERSION, "op": "run", "argv": argv, "cwd": os.getcwd(), "env": env,
-               "tty": os.isatty(1), "columns": max(20, min(cols, 1000)), "ppid": os.getppid()}  # fmt: skip
+        # the files it names when it may not open them itself (another user's broker); the project file
+        # is the one found here, from the caller's own view of its directory
+        req = {"v": WIRE_VERSION, "op": "run", "argv": argv, "cwd": cwd, "env": env, "project_file":
+               project_file(cwd), "tty": os.isatty(1), "columns": max(20, min(cols, 1000)),
+               "ppid": os.getppid()}  # fmt: skip
         sock.settimeout(None)
         try:
             sock.sendall((dumps(req) + "\n").encode())
@@ -268,6 +313,13 @@ def _through(path: str, argv: list[str]) -> int | None:
         except _NotSent as exc:
             sys.stderr.write(f"{exc}\n")
             return 2
+        except _Older as exc:  # a broker of an older rsk that refused this client's request: nothing ran
+            if path == auto_socket() and exc.version is not None:  # this install's own, from before its files changed
+                request("stop", path, 2.0, exc.version)
+            elif explicit():
+                sys.stderr.write(f"rsk: the broker on {path} runs another rsk (wire version {exc.version}); this "
+                                 "command runs here (`rsk broker stop`, then start, updates it)\n")  # fmt: skip
+            return None
         except _Stale:
             if explicit():
                 sys.stderr.write(f"rsk: the broker on {path} ran an older rsk and has stopped; this command runs "
@@ -379,9 +431,16 @@ def _frames(sock: Any) -> Any:
             yield loads(line)
 
 
+OLDER = "error: malformed broker request: wire version "  # what a broker of wire version 2 answers a newer client
+
+
 def _pump(sock: Any) -> int:
     """Copy the broker's frames to stdout and stderr as they come; the last frame is the exit code."""
+    first = True
     for frame in _frames(sock):
+        if first and str(frame.get("e", "")).startswith(OLDER):  # nothing ran: the command runs here
+            raise _Older(frame["e"])
+        first = False
         if "o" in frame:
             sys.stdout.write(frame["o"])
             sys.stdout.flush()
@@ -401,17 +460,29 @@ def _pump(sock: Any) -> int:
     raise OSError("the broker closed the socket without an exit code")
 
 
+class _Older(Exception):
+    """A broker of an older wire version refused the request (nothing ran); `version` is the one it speaks."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        _, _, tail = text.partition("this broker speaks ")
+        digits = tail[: len(tail) - len(tail.lstrip("0123456789"))]
+        self.version = int(digits) if digits else None
+
+
 class _Stale(Exception):
     """The broker runs older code than is installed now: it has stopped, and the command runs here."""
 
 
-def request(op: str, path: Path | None = None, timeout: float = 5.0) -> dict[str, object] | None:
+def request(
+    op: str, path: Path | str | None = None, timeout: float = 5.0, version: int = WIRE_VERSION
+) -> dict[str, object] | None:
     """A control request (ping, stop) to the broker: its info frame ({} for stop), or None: no broker."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(timeout)
         sock.connect(str(path or socket_path()))
-        sock.sendall((dumps({"v": WIRE_VERSION, "op": op}) + "\n").encode())
+        sock.sendall((dumps({"v": version, "op": op}) + "\n").encode())
         info: dict[str, object] = {}
         for frame in _frames(sock):
             if "info" in frame:

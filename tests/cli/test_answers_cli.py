@@ -173,7 +173,7 @@ def test_one_key_names_an_errors_reason() -> None:
     assert doc["error"] == "request-conflict" and doc["exit_code"] == Exit.CONFLICT and "remote_code" not in doc
 
 
-def test_work_that_falls_to_the_shared_default_project_is_warned_about(
+def test_work_with_no_project_chosen_is_refused_and_default_only_when_named(
     rsk_env: Path, tmp_path: Path, nowhere: dict[str, str]
 ) -> None:
     import os
@@ -181,22 +181,25 @@ def test_work_that_falls_to_the_shared_default_project_is_warned_about(
 
     from tests.conftest import ROOT, RSK
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **nowhere}
-    for command in ("plan", "launch"):
-        ran = subprocess.run([*RSK, command, "--json", "--", "true"], cwd=tmp_path, capture_output=True, text=True,
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RSK_BROKER": "off", **nowhere}
+    for command in (["plan"], ["launch"], ["lease", "open", "dev"], ["retry", "-b", "b", "--failed"],
+                    ["extend", "-r", "c", "--budget", "9"]):  # fmt: skip
+        extra = ["--", "true"] if command[0] in ("plan", "launch") else ["--time", "5"] if command[0] == "lease" else []
+        ran = subprocess.run([*RSK, *command, "--json", *extra], cwd=tmp_path, capture_output=True, text=True,
                              env=env, check=False, timeout=60)  # fmt: skip
-        assert "warning: no project chosen" in ran.stderr and "'default'" in ran.stderr, ran.stderr
-        chosen = subprocess.run([*RSK, command, "-p", "default", "--json", "--", "true"], cwd=tmp_path,
-                                capture_output=True, text=True, env=env, check=False, timeout=60)  # fmt: skip
-        assert "warning" not in chosen.stderr, chosen.stderr  # a project named on purpose, even `default`
-
-
-def test_the_shared_project_warning_names_only_an_unchosen_default(rsk_env: Path, tmp_path: Path) -> None:
-    from rsk.local.project import shared_warning
-
-    assert shared_warning(None, "default")
-    assert shared_warning("default", "default") is None
-    assert shared_warning(None, "mine") is None
+        assert ran.returncode == Exit.USAGE, (command, ran.stdout, ran.stderr)
+        doc = json.loads(ran.stdout)
+        assert doc["error"] == "no-project" and "rsk init --project" in doc["hint"], doc
+        assert not (rsk_env / "projects" / "default").exists()  # nothing filed, held or charged anywhere
+    for chosen in (["-p", "default"], []):  # named on purpose, even `default`: planned (then the unknown target)
+        named = {**env, "RSK_PROJECT": "default"} if not chosen else env
+        ran = subprocess.run([*RSK, "plan", *chosen, "--json", "--", "true"], cwd=tmp_path, capture_output=True,
+                             text=True, env=named, check=False, timeout=60)  # fmt: skip
+        assert json.loads(ran.stdout)["error"] != "no-project", ran.stdout
+    (tmp_path / ".rsk.toml").write_text('project = "default"\n')  # a project file that names it chooses it too
+    ran = subprocess.run([*RSK, "plan", "--json", "--", "true"], cwd=tmp_path, capture_output=True, text=True,
+                         env=env, check=False, timeout=60)  # fmt: skip
+    assert json.loads(ran.stdout)["error"] != "no-project", ran.stdout
 
 
 def test_fetched_results_are_never_part_of_a_code_snapshot(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ GPU_VISIBILITY = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBL
 
 
 def refused(args: list[str], project: str, home: Path, rc: Exit = Exit.USAGE) -> str:
-    r = rsk(*args, "--project", project, *NOWHERE)
+    r = rsk(args[0], "--project", project, *NOWHERE, *args[1:])  # before any `--`: after it, the command's
     assert r.rc == rc, (args, r.rc, r.out, r.err)
     assert "Traceback" not in r.err and "error:" in r.err and "hint:" in r.err, r.err
     assert not (home / "projects" / project / "ledger.json").exists()  # no card, no charge, nothing decided

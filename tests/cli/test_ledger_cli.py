@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from rsk.errors import Exit
@@ -79,6 +80,15 @@ def test_granting_without_a_terminal_or_yes_needs_a_human(rsk_env: Path, project
         assert r.rc == Exit.HUMAN, (args, r.err)
     ledger = Store(project).load()
     assert [c.status for c in ledger.cards] == ["pending"] and ledger.approvals == [] and ledger.deny_rules == []
+
+
+def test_releasing_stand_ins_is_a_humans_act_and_names_what_it_cannot_find(rsk_env: Path, project: str) -> None:
+    r = rsk("grant", "release", "r-1", "-p", project, "-t", "lab", stdin="")
+    assert r.rc == Exit.HUMAN and "needs a human" in r.err
+    r = rsk("grant", "release", "r-1", "-p", project, "-t", "lab", "--yes", "--json")
+    assert r.rc == Exit.USAGE and "holds no stand-in" in r.err, r.err
+    assert json.loads(r.out)["error"] == "not-found"
+    assert "never ran" in " ".join(rsk("grant", "release", "--help").out.split())
 
 
 def test_unknown_ids_get_clear_messages(rsk_env: Path, project: str) -> None:
@@ -230,5 +240,17 @@ def test_help_points_to_what_the_skill_ships_and_says_a_command_glob_is_no_guard
     for argv in (["launch", "--help"], ["lease", "--help"], ["mcp", "--help"], ["ui", "--help"]):
         text = " ".join(rsk(*argv, env={"COLUMNS": "400"}).out.split())
         assert "See docs/" not in text and "(docs/" not in text, argv
+    # an agent has the skill and --help only: the help of every command an agent runs names no file of rsk's
+    # source (it says what is needed, or names a section of the skill)
+    from rsk.commands import COMMANDS
+
+    for name, command in COMMANDS.items():
+        if command.audience != "agent":
+            continue
+        argvs = [[name, "--help"]] + ([[name, "open", "--help"]] if name == "lease" else [])
+        for argv in argvs:
+            text = " ".join(rsk(*argv, env={"COLUMNS": "400"}).out.split())
+            assert not re.search(r"docs/|README|INSTALL\.md", text), (argv, text)
+    assert "Many short GPU runs: a lease" in " ".join(rsk("lease", "--help", env={"COLUMNS": "400"}).out.split())
     rule = " ".join(rsk("deny-rule", "add", "--help", env={"COLUMNS": "400"}).out.split())
     assert "not a guard" in rule and "--code" in rule

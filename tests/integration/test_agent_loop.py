@@ -36,8 +36,8 @@ def test_a_project_that_sticks_and_hints_that_carry_it(lab: Lab, project: str, t
     pending = rsk("launch", "-t", "lab", "-p", project, "-r", "t3", "--json", "--", "echo", "more")
     assert pending.rc == Exit.PENDING
     assert f"--project {project}" in json.loads(pending.out)["hint"]
-    # the default project warns
-    assert "shared project 'default'" in rsk("launch", "-t", "lab", "-r", "t4", "--", "true").err
+    # no project chosen: refused, never the shared default
+    assert "no project chosen" in rsk("launch", "-t", "lab", "-r", "t4", "--", "true").err
 
 
 def test_card_ids_are_found_in_any_project(lab: Lab, project: str) -> None:

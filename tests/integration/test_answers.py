@@ -45,22 +45,16 @@ def _in(cwd: Path, *args: str, lab: Lab) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*RSK, *args], cwd=cwd, capture_output=True, text=True, env=env, check=False, timeout=300)
 
 
-def test_plan_and_launch_into_the_unchosen_shared_project_warn_on_stderr_and_in_json(lab: Lab, tmp_path: Path) -> None:
-    plan = _in(tmp_path, "plan", "--target", "lab", "-r", "shared-1", "--time", "1", "--json", "--", "true", lab=lab)
-    assert plan.returncode == 0, plan.stderr
-    doc = _doc(plan.stdout)
-    assert doc["project"] == "default" and "shared project 'default'" in doc["warnings"][0]
-    assert "warning: no project chosen" in plan.stderr
-    pending = _in(tmp_path, "launch", "--target", "lab", "-r", "shared-1", "--time", "1", "--json", "--", "true",
-                  lab=lab)  # fmt: skip
-    assert pending.returncode == Exit.PENDING, pending.stderr
-    err = _doc(pending.stdout)
-    assert err["error"] == "approval-pending" and "shared project 'default'" in err["warnings"][0]
-    assert err["closest_grant"] is None and err["closest_why"] == ["no grants"]  # what no grant covers, as plan says
-    assert rsk("withdraw", str(err["card_id"]), "--project", "default").rc == 0
+def test_plan_and_launch_with_no_project_chosen_are_refused_and_default_runs_when_named(
+    lab: Lab, tmp_path: Path
+) -> None:
+    for verb in ("plan", "launch"):
+        ran = _in(tmp_path, verb, "--target", "lab", "-r", "shared-1", "--time", "1", "--json", "--", "true", lab=lab)
+        assert ran.returncode == Exit.USAGE, ran.stderr
+        assert _doc(ran.stdout)["error"] == "no-project" and "--project default" in _doc(ran.stdout)["hint"]
     named = _in(tmp_path, "plan", "--target", "lab", "-p", "default", "-r", "shared-1", "--time", "1", "--json", "--",
                 "true", lab=lab)  # fmt: skip
-    assert named.returncode == 0 and _doc(named.stdout)["warnings"] == [] and "warning" not in named.stderr
+    assert named.returncode == 0 and _doc(named.stdout)["project"] == "default" and "warning" not in named.stderr
 
 
 def test_a_pending_launch_says_which_grant_came_closest_and_why_it_does_not_cover(lab: Lab, project: str) -> None:

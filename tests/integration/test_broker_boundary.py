@@ -148,7 +148,8 @@ def forged_status(broker: Path, cwd: Path) -> Any:
     return as_agent(broker, "/usr/bin/python3", "-c", (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 2, 'op': 'run', 'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
+        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
         " + b'\\n')\n"
         "print(s.makefile().read())"
     ), str(broker), str(cwd))  # fmt: skip
@@ -169,9 +170,12 @@ def test_a_symlinked_working_directory_is_read_where_it_points(
     ))  # fmt: skip
     r = as_agent(broker, "sh", "-c", "cd mine && /usr/bin/python3 -m rsk status -t lab --json")
     assert r.rc == 0, r.out + r.err
-    # a hand-made request whose working directory goes through the link: the tree it points into decides
-    forged = forged_status(broker, AGENT_HOME / "mine" / "ln")
-    assert f"project {other} is not one this user may use" in forged.out and '{"rc": 2}' in forged.out, forged.out
+    # through the link, the client finds the project file of the tree it points into (as the CLI does)
+    linked = as_agent(broker, "sh", "-c", "cd mine/ln && /usr/bin/python3 -m rsk status -t lab --json")
+    assert linked.rc == Exit.USAGE and f"project {other} is not one this user may use" in linked.err, linked.err
+    # a hand-made request that names the tree but sends no project file: the broker never looks there itself
+    forged = forged_status(broker, AGENT_HOME / "mine")
+    assert "project default is not one this user may use" in forged.out and '{"rc": 2}' in forged.out, forged.out
 
 
 def test_a_project_file_only_the_human_may_read_tells_the_agent_nothing(lab: Lab, broker: Path) -> None:
@@ -347,7 +351,8 @@ def test_a_forged_upload_with_a_git_directory_runs_nothing_as_the_human(lab: Lab
         "t.close(); data = buf.getvalue()\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
         "argv = ['plan', '-t', 'lab', '-p', sys.argv[3], '--code', '/home/rskagent', '--', 'sh', 'run.sh']\n"
-        "s.sendall(json.dumps({'v': 2, 'op': 'run', 'argv': argv, 'cwd': '/'}).encode() + b'\\n')\n"
+        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "'argv': argv, 'cwd': '/'}).encode() + b'\\n')\n"
         "f = s.makefile('rb')\n"
         "want = json.loads(f.readline())['want']\n"
         "s.sendall(json.dumps({'code': {'path': want['code'], 'size': len(data)}}).encode() + b'\\n' + data)\n"

@@ -19,7 +19,7 @@ OWNER = Rights(uid=ME, user="me")
 
 
 def req(*argv: str, op: str = "run", **kw: object) -> Request:
-    return Request.model_validate({"v": 2, "op": op, "argv": list(argv), **kw})
+    return Request.model_validate({"v": 3, "op": op, "argv": list(argv), **kw})
 
 
 def other(projects: frozenset[str] | None = frozenset({"p1"})) -> Rights:
@@ -99,7 +99,7 @@ def test_a_project_is_checked_where_it_is_resolved(tmp_path: Path, monkeypatch: 
 
 def test_a_request_is_validated_whole() -> None:
     with pytest.raises(ValueError):
-        Request.model_validate({"v": 2, "op": "run", "argv": ["approve"], "uid": 0})  # no field claims identity
+        Request.model_validate({"v": 3, "op": "run", "argv": ["approve"], "uid": 0})  # no field claims identity
     with pytest.raises(ValueError):
         Request.model_validate({"v": 1, "op": "run"})
 
@@ -165,7 +165,7 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
     def ask() -> socket.socket:
         s = socket.socket(socket.AF_UNIX)
         s.connect(str(sock))
-        s.sendall(json.dumps({"v": 2, "op": "run", "argv": ["status"]}).encode() + b"\n")
+        s.sendall(json.dumps({"v": 3, "op": "run", "project_file": None, "argv": ["status"]}).encode() + b"\n")
         return s
 
     try:
@@ -192,7 +192,7 @@ def test_the_clients_own_json_is_the_json_modules() -> None:
 
     from rsk.broker_client import dumps, loads
 
-    req = {"v": 2, "op": "run", "argv": ["launch", "--", "echo", 'a "b" \\ c', "é€😀", "\udcff", "\x00\n\t"],
+    req = {"v": 3, "op": "run", "argv": ["launch", "--", "echo", 'a "b" \\ c', "é€😀", "\udcff", "\x00\n\t"],
            "cwd": "/tmp/x y", "env": {"RSK_PROJECT": "p", "CODEX_X": ""}, "tty": False, "columns": 200,
            "ppid": -1, "none": None, "yes": True, "tuple": (1, 2)}  # fmt: skip
     assert dumps(req) == json.dumps(req)
@@ -368,7 +368,7 @@ def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monk
         peers.append(uid)
         s = socket.socket(socket.AF_UNIX)
         s.connect(str(sock))
-        s.sendall(json.dumps({"v": 2, "op": "run", "argv": ["status"]}).encode() + b"\n")
+        s.sendall(json.dumps({"v": 3, "op": "run", "project_file": None, "argv": ["status"]}).encode() + b"\n")
         return s
 
     try:
@@ -397,7 +397,7 @@ def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_pat
 
     said = io.StringIO()
     for argv, rc in ((["approve", "c-1", "--yes"], 77), (["doctor"], 2), (["init"], 2), (["fetch", "1", "x"], 2),
-                     (["broker", "stop"], 2)):  # fmt: skip
+                     (["broker", "stop"], 2), (["grant", "release", "r-1", "--yes"], 77)):  # fmt: skip
         assert cli_runner(argv, as_caller(tmp_path, other(), out=said, err=said)) == rc, said.getvalue()
     assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER, out=said, err=said)) == 77
     assert "never runs through the broker" in said.getvalue()  # said on the caller's own stream
@@ -465,7 +465,12 @@ def test_each_caller_gets_the_brokers_connections_and_its_own_streams(tmp_path: 
         with broker.lock:
             broker.serving[ME] = broker.serving.get(ME, 0) + 1
         done = threading.Thread(target=broker._serve_one, args=(b, ME))
-        a.sendall(json.dumps({"v": 2, "op": "run", "argv": [word], "cwd": str(tmp_path), "env": {}}).encode() + b"\n")
+        a.sendall(
+            json.dumps(
+                {"v": 3, "op": "run", "project_file": None, "argv": [word], "cwd": str(tmp_path), "env": {}}
+            ).encode()
+            + b"\n"
+        )
         done.start()
         with a, a.makefile("rb") as lines:
             got = [json.loads(line) for line in lines]
@@ -517,3 +522,17 @@ def test_a_stopping_broker_lets_the_commands_in_flight_end(tmp_path: Path) -> No
         broker.close()
         sock.with_suffix(".lock").unlink(missing_ok=True)
         sock.parent.rmdir()
+
+
+def test_the_client_finds_the_nearest_project_file_as_the_cli_does(tmp_path: Path) -> None:
+    from rsk.broker_client import project_file
+
+    deep = tmp_path / "a" / "b" / "c"
+    deep.mkdir(parents=True)
+    assert project_file(str(deep)) is None
+    (tmp_path / ".rsk.toml").write_text('project = "top"\n')
+    (tmp_path / "a" / "b" / ".rsk.toml").mkdir()  # a directory of that name is no project file: walk on
+    os.mkfifo(tmp_path / "a" / ".rsk.toml")  # nor a FIFO, which must not hold the command
+    assert project_file(str(deep)) == {"path": str(tmp_path / ".rsk.toml"), "text": 'project = "top"\n', "error": ""}
+    (deep / ".rsk.toml").write_bytes(b"project = \xff\n")
+    assert project_file(str(deep)) == {"path": str(deep / ".rsk.toml"), "text": None, "error": "not UTF-8"}

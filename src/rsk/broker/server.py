@@ -34,10 +34,10 @@ from rsk.broker_client import default_socket, peer_uid
 from rsk.codelist import MAX_BYTES
 from rsk.commands import BROKERED, HUMAN_ACTS, audience
 from rsk.errors import StateError
-from rsk.local.caller import Caller, Rights, Upload, passed_env
+from rsk.local.caller import Caller, ProjectFound, Rights, Upload, passed_env
 from rsk.wire import safejson
 
-WIRE_VERSION = 2
+WIRE_VERSION = 3  # rsk.broker_client.WIRE_VERSION
 MAX_REQUEST = 1 << 20  # the request line: argv, env and the working directory, at most 1 MiB
 MAX_UPLOAD = 40 << 20  # the line with the --script and --tasks files the broker asked for (16 MiB each at most)
 MAX_DEPTH = 8  # every JSON the broker reads is a flat object of strings and lists: no deep nesting
@@ -65,16 +65,29 @@ class CodeUpload(BaseModel):
     size: int = Field(ge=0, le=2 * MAX_BYTES)  # the files, at most the snapshot cap, and tar's headers
 
 
+class SentProject(BaseModel):
+    """The project file the client found from its working directory, as it read it (text None: it could not)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(max_length=4096)
+    text: str | None = Field(default=None, max_length=1 << 16)
+    error: str = Field(default="", max_length=500)
+
+
 class Request(BaseModel):
     """One request on the socket: a JSON line."""
 
     model_config = ConfigDict(extra="forbid")
 
-    v: Literal[2]
+    v: Literal[3]
     op: Literal["run", "ping", "stop"]
     argv: list[str] = []
     cwd: str = "/"
     env: dict[str, str] = {}
+    # run: the nearest project file at or above cwd as the client found it (null: none), always said, never
+    # looked for here (rsk.local.project.find)
+    project_file: SentProject | None = None
     tty: bool = False
     columns: int = Field(default=200, ge=20, le=1000)
     ppid: int = 0
@@ -367,13 +380,13 @@ class Broker:
         if lock_fd is not None:
             os.close(lock_fd)
 
-    def stale(self) -> bool:
+    def stale(self, force: bool = False) -> bool:
         """Whether the package's or the cluster programs' files changed on disk since this broker started
-        (read at most once a second)."""
+        (read at most once a second, unless forced)."""
         from rsk.wire.stamp import stamp
 
         now = time.monotonic()
-        if now - self.checked < 1.0:
+        if now - self.checked < 1.0 and not force:
             return False
         self.checked = now
         return stamp(self.sources) != self.build
@@ -398,8 +411,21 @@ class Broker:
         try:
             raw = _read_json(conn, MAX_REQUEST, REQUEST_DEADLINE)
             if isinstance(raw, dict) and raw.get("v") != WIRE_VERSION:
-                raise ValueError(f"wire version {raw.get('v')!r}; this broker speaks {WIRE_VERSION} (one rsk for both)")
+                if rights is not None and self.stale(force=True):  # a client of the rsk installed now: it runs it
+                    self._stop_stale(send)
+                    return
+                send(
+                    {
+                        "e": f"error: this broker speaks wire version {WIRE_VERSION} and the client "
+                        f"{raw.get('v')!r} (another rsk); nothing was done\nhint: run the command again with "
+                        "the rsk installed now; `rsk broker stop` and start stops a broker of another rsk\n"
+                    }
+                )
+                send({"rc": 75})
+                return
             req = Request.model_validate(raw)
+            if req.op == "run" and isinstance(raw, dict) and "project_file" not in raw:
+                raise ValueError("a run request says which project file its client found (project_file)")
         except (ValueError, ValidationError) as exc:
             send({"e": f"error: malformed broker request: {_short(exc)}\nhint: use rsk's own client\n"})
             send({"rc": 2})
@@ -417,12 +443,8 @@ class Broker:
             send({"rc": 0})
             self.stopping.set()
             return
-        if self.stale():  # the client runs the command itself, with the code installed now; this broker ends
-            self.stopping.set()
-            send({"stale": self.build})
-            send({"e": "error: this broker runs an older rsk than the one installed now, and has stopped\n"
-                       "hint: run the command again\n"})  # fmt: skip
-            send({"rc": 75})
+        if self.stale():
+            self._stop_stale(send)
             return
         with self.lock:
             self.requests += 1
@@ -440,7 +462,9 @@ class Broker:
                     return
                 files, upload = got
             stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
-            who = Caller(env=passed_env(req.env), cwd=cwd, rights=rights, ppid=req.ppid, tty=req.tty,
+            sent = req.project_file
+            found = ProjectFound(path=None) if sent is None else ProjectFound(sent.path, sent.text, sent.error)
+            who = Caller(env=passed_env(req.env), cwd=cwd, rights=rights, ppid=req.ppid, tty=req.tty, project=found,
                          columns=req.columns, files=files, upload=upload, stdio=stdio,
                          out=_frames(send, "o"), err=_frames(send, "e"), pool=self.pool)  # fmt: skip
             rc = self.runner(req.argv, who)
@@ -451,6 +475,14 @@ class Broker:
             with self.lock:
                 self.running -= 1
                 self.last = time.monotonic()
+
+    def _stop_stale(self, send: Callable[[dict[str, object]], None]) -> None:
+        """The client runs the command itself, with the code installed now; this broker ends."""
+        self.stopping.set()
+        send({"stale": self.build})
+        send({"e": "error: this broker runs an older rsk than the one installed now, and has stopped\n"
+                   "hint: run the command again\n"})  # fmt: skip
+        send({"rc": 75})
 
     def _ask(
         self, conn: socket.socket, send: Callable[[dict[str, object]], None], argv: list[str], cwd: Path

@@ -18,7 +18,8 @@ ProjectOpt = Annotated[
     typer.Option(
         "--project",
         "-p",
-        help="Project (ledger and journal); default: $RSK_PROJECT, else the project file (rsk init), else 'default'.",
+        help="Project (ledger and journal); default: $RSK_PROJECT, else the project file (rsk init), else the shared "
+        "'default' (to read; work that asks for resources must name it).",
     ),
 ]
 TargetOpt = Annotated[

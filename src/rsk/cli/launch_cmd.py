@@ -138,10 +138,11 @@ def launch(
             help='A batch: JSON lines {"key": K, "argv": [...] | "script": S, "env": {...}, "gpus"/"time"/...}. '
             "One plan, one approval, one remote call; each task its own job. A workflow: tasks with "
             '"needs": ["prep"] or [{"task": "train", "on": "ended"}] run after those tasks succeed (or end), '
-            "as Slurm dependencies: no process of yours has to stay alive (the skill's workflow section; "
-            "docs/workflows.md of rsk's source in depth). A file whose one "
+            "as Slurm dependencies: no process of yours has to stay alive; a task whose need failed is skipped, "
+            "and `rsk retry --batch B --failed` runs those again. Task fields: key, argv or script, env, gpus, "
+            "cpus, mem, nodes, time, name, needs. A file whose one "
             'line has "budget" (and "time", optionally "signal_before", "max_links") is a chain, as --budget is; '
-            "a chain is never one task among others (the skill's chain section; docs/long-work.md of rsk's source).",
+            'a chain is never one task among others (the rsk skill, section "Plan, then launch").',
         ),
     ] = None,
     lease: Annotated[
@@ -162,7 +163,8 @@ def launch(
             help="Long work: run the command as a chain of links of --time each, up to this much run time in all "
             "(3-00:00:00). All links are queued at once, one approval; a link continues the chain when the command "
             "exits 75 or is signalled at its limit (SIGUSR1 --signal-before it), and ends it otherwise "
-            "(the skill's chain section; docs/long-work.md of rsk's source in depth).",
+            "(RSK_LINK, RSK_LINKS, RSK_RUN_TIME say where it is; `rsk extend` adds links; the rsk skill, section "
+            '"Plan, then launch").',
         ),
     ] = None,
     signal_before: Annotated[
@@ -180,9 +182,9 @@ def launch(
     verbose: VerboseOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.errors import PendingApproval, UsageError
+    from rsk.errors import UsageError
     from rsk.local import caller
-    from rsk.local.project import resolve_project, shared_warning
+    from rsk.local.project import chosen_project
     from rsk.ops.launch import launch as do_launch
     from rsk.ops.launch import requester
     from rsk.request.spec import LaunchSpec, build_request
@@ -206,25 +208,17 @@ def launch(
         gpus=gpus, mem=mem, time=time, env=list(env or []), lease=lease, budget=budget, signal_before=signal_before,
         max_links=max_links,
     )  # fmt: skip
-    request = build_request(spec, resolve_project(project), requester())
+    request = build_request(spec, chosen_project(project), requester())
     progress = _progress(json_out)
     target_name = resolve_target(target)
     snap = _snapshot(code, exclude)
-    warnings = [w] if (w := shared_warning(project, request.project)) else []
-    for line in warnings:  # stderr for a human; the JSON answer carries them in `warnings`
-        err().print(f"rsk: warning: {line}")
     if ctx.info_name == "plan":
-        _print_plan(target_name, request, json_out, snap, warnings)
+        _print_plan(target_name, request, json_out, snap)
         return
-    try:
-        result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
-    except PendingApproval as pending:
-        if warnings:
-            pending.details["warnings"] = warnings
-        raise
+    result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
     for line in result.warnings:  # the core's own (a step that leaves its lease's GPUs idle)
         err().print(f"rsk: warning: {line}")
-    _print_result(result.model_copy(update={"warnings": [*warnings, *result.warnings]}), json_out, verbose)
+    _print_result(result, json_out, verbose)
 
 
 def _progress(json_out: bool) -> "Callable[[str], None] | None":
@@ -302,11 +296,11 @@ def retry(
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    from rsk.local.project import resolve_project
+    from rsk.local.project import chosen_project
     from rsk.ops.launch import requester
     from rsk.ops.retry import retry as do_retry
 
-    result = do_retry(resolve_target(target), resolve_project(project), batch, named=list(task or []),
+    result = do_retry(resolve_target(target), chosen_project(project), batch, named=list(task or []),
                       failed=failed, request_id=request_id, requester=requester(), wait=wait,
                       progress=_progress(json_out), code=_snapshot(code, exclude))  # fmt: skip
     _print_result(result, json_out, verbose)
@@ -332,28 +326,25 @@ def extend(
     verbose: VerboseOpt = False,
 ) -> None:
     from rsk.local.paths import check_token
-    from rsk.local.project import resolve_project
+    from rsk.local.project import chosen_project
     from rsk.ops.launch import requester
     from rsk.ops.retry import extend as do_extend
     from rsk.request.chain import MAX_LINKS
     from rsk.request.units import parse_seconds
 
-    result = do_extend(resolve_target(target), resolve_project(project), check_token("request id", request_id),
+    result = do_extend(resolve_target(target), chosen_project(project), check_token("request id", request_id),
                        budget_min=parse_seconds(budget) // 60, request_id=None, requester=requester(),
                        max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out))  # fmt: skip
     _print_result(result, json_out, verbose)
 
 
-def _print_plan(
-    target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None", warnings: list[str]
-) -> None:
+def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None") -> None:
     from rsk.local.inert import inert
     from rsk.ops.launch import preview
 
     report = preview(target, request, code)
     for line in report.warnings:  # the core's own (a step that leaves its lease's GPUs idle)
         err().print(f"rsk: warning: {line}")
-    report = report.model_copy(update={"warnings": [*warnings, *report.warnings]})
     if json_out:
         print_json(report)
         return

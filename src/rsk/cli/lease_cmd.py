@@ -13,8 +13,9 @@ lease_app = typer.Typer(
         "A lease is one Slurm job that holds nodes and GPUs; rsk's controller inside it starts the steps that "
         "`rsk launch --lease NAME -- CMD` queues, each as a Slurm step with its own GPUs, within seconds. "
         "Opening one is decided like any launch (a grant or a human) and charged at worst case for the whole "
-        "allocation; steps cost nothing more. The rsk skill's lease section says what an agent needs; "
-        "docs/leases.md of rsk's source has the rest.",
+        "allocation; steps cost nothing more. A step takes --gpus, --cpus and --mem from one node of the lease "
+        "(give each its share, or steps run one at a time); opening it again without -r returns the lease it "
+        'opened. The rsk skill, section "Many short GPU runs: a lease", says the rest an agent needs.',
     ),
     no_args_is_help=True,
 )
@@ -69,7 +70,7 @@ def open_(
     ] = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.local.project import resolve_project, scope
+    from rsk.local.project import chosen_project, scope
     from rsk.ops.launch import launch, requester
     from rsk.ops.leases import LeaseSpec, open_lease, open_request
 
@@ -78,7 +79,7 @@ def open_(
     spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                      account=account, qos=qos, drain_min=drain, overrun=overrun, request_id=request_id)  # fmt: skip
     where = resolve_target(target)
-    request = open_request(spec, resolve_project(project), requester(), where)
+    request = open_request(spec, chosen_project(project), requester(), where)
     console = err()
     said = None if json_out else (lambda m: console.print(f"rsk: {m}"))
     result = open_lease(spec, request, lambda r: launch(where, r, wait=wait, progress=said))

@@ -16,8 +16,8 @@ def register(app: typer.Typer) -> None:
             "Speaks MCP on stdin and stdout; register it with your agent (install.sh --mcp does). Every tool works "
             "on the project and target fixed here (flags, then $RSK_PROJECT / $RSK_TARGET, then the project file "
             "found from the working directory). No tool approves, grants or denies. Each tool's schema says its "
-            "arguments; docs/mcp.md of rsk's "
-            "source has the rest.",
+            "arguments and each answers what the command's --json prints; errors are the CLI's JSON error, flagged "
+            'is_error. The rsk skill, section "Tools instead of a shell", lists the tools.',
         ),
     )(mcp)
 
@@ -45,11 +45,13 @@ def mcp(
             "reinstall rsk (pip install -e . or ./install.sh): the mcp package is one of its dependencies",
         ) from exc
     from rsk.local import caller
+    from rsk.local.project import NO_PROJECT, env_or_file
 
-    pin = Pin(project=resolve_project(project), target=find_target(resolve_target(target)).name, max_wait=max_wait)
-    from rsk.local.project import shared_warning
-
-    if warning := shared_warning(project, pin.project):  # stderr: stdout is the protocol's
-        caller.stderr().write(f"rsk mcp: warning: {warning}\n")
+    chosen = bool(project or env_or_file("RSK_PROJECT", "project"))
+    pin = Pin(project=resolve_project(project), target=find_target(resolve_target(target)).name, max_wait=max_wait,
+              chosen=chosen)  # fmt: skip
+    if not chosen:  # stderr: stdout is the protocol's; the tools that plan or launch say it again, and refuse
+        caller.stderr().write(f"rsk mcp: warning: {NO_PROJECT.replace('; nothing was done', '')}: plan and launch "
+                              "tools refuse until one is\n")  # fmt: skip
     c = caller.current()
     serve(pin, c.stdio if c is not None else None)  # in the broker: the client's stdin and stdout

@@ -53,6 +53,16 @@ class Upload:
 
 
 @dataclass(frozen=True)
+class ProjectFound:
+    """The project file the caller's client found by walking up from its working directory, as it read it
+    (rsk.broker_client.project_file): path None when there is none; text None when it could not be read."""
+
+    path: str | None
+    text: str | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class Caller:
     env: Mapping[str, str]
     cwd: Path
@@ -66,6 +76,7 @@ class Caller:
     out: TextIO | None = None  # the caller's standard output and error: in the broker, frames to its client
     err: TextIO | None = None
     pool: Pool | None = None  # the connections the caller's commands share (the broker's warm ones); None: new ones
+    project: ProjectFound | None = None  # the client's project file (a broker request's); None: read from cwd
 
     @property
     def owner(self) -> bool:

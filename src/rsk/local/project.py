@@ -9,6 +9,7 @@ import os
 import stat
 import tomllib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -16,7 +17,10 @@ from rsk.errors import StateError, UsageError
 from rsk.local.atomic import write_atomic
 from rsk.local.paths import check_token, rsk_home
 
-NAME = ".rsk.toml"
+if TYPE_CHECKING:
+    from rsk.local.caller import ProjectFound
+
+NAME = ".rsk.toml"  # rsk.broker_client.PROJECT_FILE reads the same name
 SCHEMA = 1
 
 
@@ -61,12 +65,32 @@ def _own_text(path: Path, uid: int) -> str | None:
 
 def find(start: Path | None = None) -> tuple[Path, ProjectFile] | None:
     """The nearest project file at or above `start` (the caller's working directory), with its contents, read
-    anew each time (a few stat calls: the broker lives long and serves trees that change). In the broker,
-    another user's command reads only a project file that user owns (never one through a link)."""
+    anew each time (a few stat calls: the broker lives long and serves trees that change).
+
+    In the broker, the caller's client found it from its own working directory and sent its text
+    (rsk.broker_client.project_file): the broker never walks a caller's directory for it, so what the broker
+    can see there (another mount namespace, a directory only the caller may read, a race) never changes the
+    project. A caller the broker built itself (its own background work) has no such word: its directory is read."""
     from rsk.local import caller
 
+    c = caller.current()
+    if start is None and c is not None and c.project is not None:
+        return _sent(c.project)
     rights = caller.rights()
     return _find(str((start or caller.cwd()).resolve()), None if rights is None or rights.owner else rights.uid)
+
+
+def _sent(found: ProjectFound) -> tuple[Path, ProjectFile] | None:
+    """The project file the caller's client found and read, checked as a file read here is."""
+    if found.path is None:
+        return None
+    path = Path(found.path)
+    if found.text is None:
+        raise StateError(
+            f"the project file {path} cannot be read: {found.error or 'no text came with the request'}",
+            "make it readable (or fix it with `rsk init --force`), or name the project with --project",
+        )
+    return path, read(path, found.text)
 
 
 def read(path: Path, text: str | None = None) -> ProjectFile:
@@ -139,15 +163,24 @@ def resolve_project(option: str | None) -> str:
     return check_project(check_token("project", env_or_file("RSK_PROJECT", "project") or DEFAULT_PROJECT))
 
 
-def shared_warning(option: str | None, project: str) -> str | None:
-    """The warning for work that lands in the shared project `default` because nothing chose a project (no
-    --project, no RSK_PROJECT, no project file); None when something did."""
-    if project != DEFAULT_PROJECT or option or env_or_file("RSK_PROJECT", "project"):
-        return None
-    return (
-        f"no project chosen: this goes to the shared project '{DEFAULT_PROJECT}' (its ledger, grants and journal "
-        "are everyone's who did not choose); `rsk init --project NAME` in your working tree gives your work its own"
-    )
+def chosen_project(option: str | None) -> str:
+    """The project of work that asks for resources (plan, launch, lease open, retry, extend): as resolve_project,
+    but never the shared `default` for want of a choice (ADR 0049). `default` is used when it is named:
+    --project default, RSK_PROJECT=default, or a project file that says so."""
+    project = resolve_project(option)
+    if option or env_or_file("RSK_PROJECT", "project"):
+        return project
+    raise UsageError(NO_PROJECT, NO_PROJECT_HINT, code="no-project")
+
+
+NO_PROJECT = (
+    "no project chosen: no --project, no RSK_PROJECT, and no project file (.rsk.toml) here or above; work is "
+    f"never sent to the shared project '{DEFAULT_PROJECT}' unless it is named; nothing was done"
+)
+NO_PROJECT_HINT = (
+    "run `rsk init --project NAME` in your working tree (every command below it then uses NAME), or pass "
+    f"--project NAME; `--project {DEFAULT_PROJECT}` chooses the shared one"
+)
 
 
 def scope(project: str, target: str | None = None) -> str:

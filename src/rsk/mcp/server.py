@@ -33,7 +33,7 @@ from rsk.ops.journal import Journal
 from rsk.ops.launch import LaunchResult, PlanReport, preview
 from rsk.ops.launch import launch as do_launch
 from rsk.ops.leases import CloseReport, LeaseList
-from rsk.ops.logs import LogTail
+from rsk.ops.logs import LogSet, LogTail
 from rsk.ops.status import Status
 from rsk.ops.voice import TOOLS, for_tools
 from rsk.ops.wait import WaitResult
@@ -55,6 +55,16 @@ class Pin:
     project: str
     target: str
     max_wait: float = DEFAULT_MAX_WAIT
+    chosen: bool = True  # the project was named (flag, RSK_PROJECT, project file), not `default` for want of one
+
+    def spending(self) -> str:
+        """The project for a tool that plans or asks for resources: refused when nothing chose it (ADR 0049)."""
+        if not self.chosen:
+            from rsk.local.project import NO_PROJECT, NO_PROJECT_HINT
+
+            raise UsageError(NO_PROJECT, NO_PROJECT_HINT.replace("pass --project NAME", "start rsk mcp with "
+                             "--project NAME"), code="no-project")  # fmt: skip
+        return self.project
 
 
 class LaunchReply(BaseModel):
@@ -194,7 +204,7 @@ def build(pin: Pin) -> MCPServer:
         spec = LaunchSpec(
             argv=list(command or []), tasks=read.tasks, chain_line=read.chain, env=_env(a.pop("env")), **a
         )
-        request = build_request(spec, pin.project, f"mcp: {requester()}")
+        request = build_request(spec, pin.spending(), f"mcp: {requester()}")
         if code is None:
             return request, None
         from rsk.request.code import snapshot
@@ -261,7 +271,7 @@ def build(pin: Pin) -> MCPServer:
 
         spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
                          request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
-        request = open_request(spec, pin.project, f"mcp: {requester()}", pin.target)
+        request = open_request(spec, pin.spending(), f"mcp: {requester()}", pin.target)
         return open_lease(spec, request, _reply)
 
     @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
@@ -285,6 +295,7 @@ def build(pin: Pin) -> MCPServer:
         return close(pin.target, pin.project, name, f"mcp: {requester()}")
 
     def _reply(request: Request, snap: CodeSnapshot | None = None) -> LaunchReply:
+        pin.spending()
         try:
             result = do_launch(pin.target, request, code=snap)
         except PendingApproval as pending:
@@ -295,7 +306,8 @@ def build(pin: Pin) -> MCPServer:
                                next=TOOLS.wait(card=card),
                                closest_grant=cast(str | None, pending.details.get("closest_grant")),
                                closest_why=why)  # fmt: skip
-        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
+        said = result.brief().model_copy(update={"warnings": [for_tools(w) for w in result.warnings]})
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=said,
                            request_id=result.request_id)  # fmt: skip
 
     @server.tool(
@@ -466,6 +478,25 @@ def build(pin: Pin) -> MCPServer:
 
         return read_logs(pin.target, pin.project, job, stream=stream, max_bytes=max_bytes,
                          lines=0 if after is not None else lines, after=after, voice=TOOLS)  # fmt: skip
+
+    @server.tool(
+        description="logs for every job of a request, a chain or a batch, in order and labelled: a chain's links by "
+        "number (its extensions' too), a batch's tasks (each its latest attempt); a job that never ran is listed "
+        "with its state. Give request_id or batch.",
+        annotations=READ,
+    )
+    @_guarded
+    def logs_request(
+        request_id: Annotated[str | None, Field(description="The request (a chain's first request id).")] = None,
+        batch: Annotated[str | None, Field(description="The batch (its request id).")] = None,
+        stream: Literal["stdout", "stderr"] = "stdout",
+        lines: Annotated[int, Field(ge=0, description="The last N lines of each (0: all that fit).")] = 200,
+    ) -> LogSet:
+        from rsk.ops.logs import request_logs
+
+        if (request_id is None) == (batch is None):
+            raise UsageError("give request_id or batch", "a single job's: the logs tool")
+        return request_logs(pin.target, pin.project, request_id or batch or "", stream, lines=lines, voice=TOOLS)
 
     @server.tool(
         description="Cancel a job, a request or a batch this project launched (and only those).",

@@ -63,7 +63,7 @@ class LaunchResult(BaseModel):
     code: str = ""  # the code snapshot's digest the jobs run
     plan: Plan | None = None  # the whole plan (--verbose; `rsk plan --json` always has it)
     note: str = ""
-    warnings: list[str] = []  # what the caller should know: e.g. the work went to the shared project `default`
+    warnings: list[str] = []  # what the caller should know: e.g. a lease step that leaves GPUs idle
 
     def brief(self) -> LaunchResult:
         """What an agent acts on: status, job ids, cost, what allowed it, the plan's hash; not the whole plan."""
@@ -258,7 +258,7 @@ class PlanReport(BaseModel):
     policy_reasons: list[str]
     estimate_start: str
     plan: Plan
-    warnings: list[str] = []  # what the caller should know: e.g. the work would go to the shared project `default`
+    warnings: list[str] = []  # what the caller should know: e.g. a lease step that leaves GPUs idle
 
 
 def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:

@@ -1,0 +1,144 @@
+"""Through a broker, a command's project is its caller's: the client finds the project file from its own working
+directory and sends it; the broker never walks a caller's directory, its own directory never counts, and work
+with no project chosen is refused rather than sent to the shared `default` (ADR 0049)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rsk.errors import Exit
+from tests.conftest import ROOT, RSK, Lab, Ran
+
+
+def _env(sock: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT / "src"), "RSK_BROKER": str(sock)}
+
+
+def _start(sock: Path, cwd: Path) -> subprocess.Popen[bytes]:
+    """A broker started by hand, in the foreground, from `cwd` (whose project file must not count)."""
+    proc = subprocess.Popen([*RSK, "broker", "start", "--foreground", "--socket", str(sock), "--idle", "300"],
+                            cwd=cwd, env=_env(sock), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not sock.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the broker did not start"
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.fixture
+def elsewhere(tmp_path: Path) -> Path:
+    place = tmp_path / "elsewhere"
+    place.mkdir()
+    (place / ".rsk.toml").write_text('project = "elsewhere"\n')
+    return place
+
+
+@pytest.fixture
+def broker(lab: Lab, elsewhere: Path) -> Iterator[Path]:
+    sock = Path(f"/tmp/rsk-bp-{uuid.uuid4().hex[:8]}") / "b.sock"
+    proc = _start(sock, elsewhere)
+    yield sock
+    subprocess.run([*RSK, "broker", "stop", "--socket", str(sock)], env=_env(sock), capture_output=True, check=False)
+    proc.wait(timeout=60)
+    subprocess.run(["rm", "-rf", str(sock.parent)], check=False)
+
+
+def _run(sock: Path, cwd: Path, *args: str) -> Ran:
+    p = subprocess.run([*RSK, *args], cwd=cwd, env=_env(sock), capture_output=True, text=True, timeout=300,
+                       check=False)  # fmt: skip
+    return Ran(p.returncode, p.stdout, p.stderr)
+
+
+def _requests(sock: Path) -> int:
+    from rsk.broker_client import request
+
+    info = request("ping", sock)
+    assert info is not None
+    return int(str(info["requests"]))
+
+
+def _forged(sock: Path, cwd: Path, project_file: dict[str, Any] | None, *argv: str) -> Ran:
+    """A hand-made request: what a client says, the broker takes (its answer, from the frames)."""
+    import socket
+
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(str(sock))
+    req = {"v": 3, "op": "run", "argv": list(argv), "cwd": str(cwd), "env": {}, "project_file": project_file}
+    s.sendall(json.dumps(req).encode() + b"\n")
+    with s, s.makefile() as f:
+        frames = [json.loads(line) for line in f]
+    text = {k: "".join(str(fr[k]) for fr in frames if k in fr) for k in ("o", "e")}
+    return Ran(int(frames[-1]["rc"]), text["o"], text["e"])
+
+
+def test_the_project_is_the_callers_wherever_the_broker_started(
+    lab: Lab, project: str, broker: Path, tmp_path: Path
+) -> None:
+    deep = tmp_path / "tree" / "a" / "b"
+    deep.mkdir(parents=True)
+    (tmp_path / "tree" / ".rsk.toml").write_text(f'project = "{project}"\n')
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    before = _requests(broker)
+    plan = _run(broker, deep, "plan", "-t", "lab", "-r", "p1", "--time", "1", "--json", "--", "true")
+    assert plan.rc == 0 and json.loads(plan.out)["project"] == project, plan.out + plan.err
+    status = _run(broker, deep, "status", "-t", "lab", "--json")
+    assert json.loads(status.out)["project"] == project
+    # no project file here or above: refused, not the shared default, and never the broker's own directory's
+    for verb in ("plan", "launch"):
+        r = _run(broker, bare, verb, "-t", "lab", "-r", "p2", "--time", "1", "--json", "--", "true")
+        assert r.rc == Exit.USAGE and json.loads(r.out)["error"] == "no-project", r.out + r.err
+    assert json.loads(_run(broker, bare, "status", "-t", "lab", "--json").out)["project"] == "default"
+    assert _requests(broker) >= before + 5  # all of them went through the broker
+    # the broker takes the project file its client found, never the one at the directory the client names
+    said = _forged(broker, deep, None, "plan", "-t", "lab", "-r", "p3", "--time", "1", "--json", "--", "true")
+    assert said.rc == Exit.USAGE and json.loads(said.out)["error"] == "no-project", said
+    found = {"path": str(bare / ".rsk.toml"), "text": f'project = "{project}"\n', "error": ""}
+    said = _forged(broker, bare, found, "status", "-t", "lab", "--json")
+    assert said.rc == 0 and json.loads(said.out)["project"] == project, said
+    unread = {"path": str(deep / ".rsk.toml"), "text": None, "error": "Permission denied"}
+    said = _forged(broker, deep, unread, "plan", "-t", "lab", "--time", "1", "--json", "--", "true")
+    assert said.rc == Exit.STATE and "cannot be read: Permission denied" in said.err, said
+
+
+def test_commands_around_a_broker_restart_keep_their_project(
+    lab: Lab, project: str, broker: Path, elsewhere: Path, tmp_path: Path
+) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / ".rsk.toml").write_text(f'project = "{project}"\n')
+    answers: list[Ran] = []
+
+    def one(i: int) -> None:
+        answers.append(_run(broker, tree, "plan", "-t", "lab", "-r", f"r{i}", "--time", "1", "--json", "--", "true"))
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in threads[:4]:
+        t.start()
+    subprocess.run([*RSK, "broker", "stop", "--socket", str(broker)], env=_env(broker), capture_output=True,
+                   check=False, timeout=120)  # fmt: skip
+    for t in threads[4:6]:
+        t.start()  # no broker: they run in their own process
+    proc = _start(broker, elsewhere)
+    for t in threads[6:]:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    try:
+        assert len(answers) == 8
+        for r in answers:
+            assert r.rc == 0 and json.loads(r.out)["project"] == project, r.out + r.err
+    finally:
+        subprocess.run([*RSK, "broker", "stop", "--socket", str(broker)], env=_env(broker), capture_output=True,
+                       check=False, timeout=120)  # fmt: skip
+        proc.wait(timeout=60)
