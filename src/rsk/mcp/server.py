@@ -115,13 +115,38 @@ def _tool_error(exc: RskError) -> CallToolResult:
                           is_error=True)  # fmt: skip
 
 
+_SAID = ("hint", "next", "note", "warnings")  # what an answer tells the agent to do (never tell_human: the human's)
+
+
+def _voiced(value: object) -> object:
+    """An answer for an MCP agent: every hint, next step, note and warning in it (nested answers too) names the
+    tool calls a shell command would do (rsk.ops.voice.for_tools); nothing else changes."""
+    if isinstance(value, BaseModel):
+        if type(value).__module__.startswith(("rsk.ledger.", "rsk.wire.")):
+            return value  # records as kept (a grant's note, a card, a plan): the human's and the agent's words
+        update: dict[str, object] = {}
+        for name in type(value).model_fields:
+            field = getattr(value, name)
+            if name in _SAID and isinstance(field, str):
+                update[name] = for_tools(field)
+            elif name in _SAID and isinstance(field, list):
+                update[name] = [for_tools(x) if isinstance(x, str) else x for x in field]
+            elif isinstance(field, (BaseModel, list)):
+                update[name] = _voiced(field)
+        return value.model_copy(update=update)
+    if isinstance(value, list):
+        return [_voiced(x) for x in value]
+    return value
+
+
 def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
-    """Run a tool; an rsk error reaches the agent as the CLI's JSON error, not as a crash."""
+    """Run a tool; an rsk error reaches the agent as the CLI's JSON error, not as a crash, and its answer's hints
+    name tools."""
 
     @functools.wraps(fn)
     def run(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return fn(*args, **kwargs)
+            return cast(R, _voiced(fn(*args, **kwargs)))
         except RskError as exc:
             return cast(R, _tool_error(exc))  # the SDK passes a CallToolResult through as it is
 
@@ -306,8 +331,7 @@ def build(pin: Pin) -> MCPServer:
                                next=TOOLS.wait(card=card),
                                closest_grant=cast(str | None, pending.details.get("closest_grant")),
                                closest_why=why)  # fmt: skip
-        said = result.brief().model_copy(update={"warnings": [for_tools(w) for w in result.warnings]})
-        return LaunchReply(status=result.status, job_id=result.job_id, launch=said,
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
                            request_id=result.request_id)  # fmt: skip
 
     @server.tool(
