@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from rsk.errors import Exit
@@ -229,5 +230,17 @@ def test_help_points_to_what_the_skill_ships_and_says_a_command_glob_is_no_guard
     for argv in (["launch", "--help"], ["lease", "--help"], ["mcp", "--help"], ["ui", "--help"]):
         text = " ".join(rsk(*argv, env={"COLUMNS": "400"}).out.split())
         assert "See docs/" not in text and "(docs/" not in text, argv
+    # an agent has the skill and --help only: the help of every command an agent runs names no file of rsk's
+    # source (it says what is needed, or names a section of the skill)
+    from rsk.commands import COMMANDS
+
+    for name, command in COMMANDS.items():
+        if command.audience != "agent":
+            continue
+        argvs = [[name, "--help"]] + ([[name, "open", "--help"]] if name == "lease" else [])
+        for argv in argvs:
+            text = " ".join(rsk(*argv, env={"COLUMNS": "400"}).out.split())
+            assert not re.search(r"docs/|README|INSTALL\.md", text), (argv, text)
+    assert "Many short GPU runs: a lease" in " ".join(rsk("lease", "--help", env={"COLUMNS": "400"}).out.split())
     rule = " ".join(rsk("deny-rule", "add", "--help", env={"COLUMNS": "400"}).out.split())
     assert "not a guard" in rule and "--code" in rule

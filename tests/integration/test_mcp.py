@@ -84,6 +84,9 @@ def test_the_agents_loop_through_tools(lab: Lab, project: str, tmp_path: Path) -
             assert newer["text"] == "" and newer["start"] == tail["size"] and not newer["gap"]
             part = body(await c.call_tool("logs", {"job": job, "after": 4}))
             assert part["text"] == "42\n" and part["start"] == 4
+            # a request's logs, each job labelled, as `rsk logs -r` has them
+            each = body(await c.call_tool("logs_request", {"request_id": "m1", "stream": "stderr"}))
+            assert [(t["job_id"], t["text"], t["state"]) for t in each["logs"]] == [(job, "err\n", "succeeded")]
             st = body(await c.call_tool("status", {"request_id": "m1"}))
             assert [j["job_id"] for j in st["jobs"]] == [job] and st["counts"] == {"succeeded": 1}
             jr = body(await c.call_tool("journal", {}))

@@ -111,6 +111,38 @@ def test_shell_hints_become_tool_hints_but_a_humans_commands_stay() -> None:
     from rsk.ops.voice import for_tools
 
     assert for_tools("`rsk status` lists them") == "the status tool lists them"
-    assert for_tools("then `rsk wait c-1`") == "then the wait tool (`rsk wait c-1`)"
-    assert for_tools("`rsk fetch -r r7 --result --to d`") == "the fetch_result tool"
+    assert for_tools("then `rsk wait c-1`") == "then call wait with card c-1"
+    assert for_tools("`rsk fetch -r r7 --result --to d`") == "call fetch_result with request_id r7, to d"
     assert for_tools("ask for `rsk approve c-1`") == "ask for `rsk approve c-1`"  # the human's act, for the human
+    assert for_tools("`rsk approve c-1 --yes`") == "`rsk approve c-1 --yes`"  # its options too
+    # a command's options are the tool's arguments; the command a tool does is that tool's call
+    assert for_tools("`rsk logs 12 --stream stderr --tail 5`") == "call logs with job 12, stream stderr, lines 5"
+    assert for_tools("`rsk logs -r run-7`") == "call logs_request with request_id run-7"
+    assert for_tools("`rsk fetch --batch s1 --result`") == "call fetch_batch_result with batch s1"
+    assert for_tools("`rsk fetch 12 --result --partial --to d`") == "call fetch_result with job 12, partial true, to d"
+    assert for_tools("`rsk withdraw c-2` first") == "call withdraw with card c-2 first"
+    assert for_tools("`rsk lease status` shows it") == "the lease_status tool shows it"
+    assert for_tools("`rsk extend --request-id r --budget D`") == "call extend with request_id r, budget D"
+    assert for_tools("`rsk status -p other`") == "the status tool"  # the server is pinned to its project
+    # an option named in a sentence is the tool's argument; a bare command its tool
+    assert for_tools("launch again with --request-id r1") == "launch again with `request_id` r1"
+    assert for_tools("give --to a new directory; rsk status shows it") == (
+        "give `to` a new directory; the status tool shows it"
+    )
+    assert "--" not in for_tools("ask for GPUs with --gpus N (a tool's gpus), --tail 5")
+
+
+def test_every_tool_a_hint_names_is_a_tool() -> None:
+    """A hint over MCP never names a tool the server does not have."""
+    import re
+
+    from rsk.ops.voice import _FIRST, _TOOL_OF, for_tools
+
+    tools = {t.name for t in build(Pin(project="p", target="lab"))._tool_manager.list_tools()}
+    named = set(_TOOL_OF.values()) | {"fetch_result", "fetch_batch", "fetch_batch_result", "logs_request"}
+    named |= {f"lease_{x}" for x in ("open", "status", "close")}
+    assert named <= tools, named - tools
+    assert set(_FIRST) - {"lease"} <= tools
+    for text in ("`rsk fetch --batch b x`", "`rsk logs -b b`", "`rsk lease open dev`", "`rsk lease close dev`"):
+        tool = re.match(r"(?:call|the) (\w+)", for_tools(text))
+        assert tool and tool[1] in tools, text

@@ -60,7 +60,8 @@ def check_audience(name: str) -> None:
         raise UsageError(f"`rsk {name}` does not run through the broker", "run it in your own process")
     if who == "owner" and not rights.owner:
         raise UsageError(f"`rsk {name}` runs only for the broker's own user",
-                         "docs/broker.md says who may do what through the broker")  # fmt: skip
+                         "through another user's broker only the agent's commands run (launch, status, wait, logs, "
+                         "fetch, ...); ask that user to run it")  # fmt: skip
 
 
 _registered = False

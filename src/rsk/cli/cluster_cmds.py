@@ -346,7 +346,11 @@ def targets(json_out: JsonOpt = False) -> None:
         print_json(TargetList(pinned=pinned, targets=found))
         return
     if not found:
-        out().print("no targets; see INSTALL.md to add one")
+        from rsk.cluster.targets import search_dirs
+
+        looked = ", ".join(str(d) for d in search_dirs())
+        out().print(f"no targets (looked in {looked}); a target is a NAME.toml file there with host, user and "
+                    "remote_root, which the human who owns the cluster account writes")  # fmt: skip
     for t in found:
         where = f"{t.user + '@' if t.user else ''}{t.host}{':' + str(t.port) if t.port else ''}"
         out().print(f"{t.name:<12} {where:<28} root {t.remote_root}  ({t.source})")

@@ -138,10 +138,11 @@ def launch(
             help='A batch: JSON lines {"key": K, "argv": [...] | "script": S, "env": {...}, "gpus"/"time"/...}. '
             "One plan, one approval, one remote call; each task its own job. A workflow: tasks with "
             '"needs": ["prep"] or [{"task": "train", "on": "ended"}] run after those tasks succeed (or end), '
-            "as Slurm dependencies: no process of yours has to stay alive (the skill's workflow section; "
-            "docs/workflows.md of rsk's source in depth). A file whose one "
+            "as Slurm dependencies: no process of yours has to stay alive; a task whose need failed is skipped, "
+            "and `rsk retry --batch B --failed` runs those again. Task fields: key, argv or script, env, gpus, "
+            "cpus, mem, nodes, time, name, needs. A file whose one "
             'line has "budget" (and "time", optionally "signal_before", "max_links") is a chain, as --budget is; '
-            "a chain is never one task among others (the skill's chain section; docs/long-work.md of rsk's source).",
+            'a chain is never one task among others (the rsk skill, section "Plan, then launch").',
         ),
     ] = None,
     lease: Annotated[
@@ -162,7 +163,8 @@ def launch(
             help="Long work: run the command as a chain of links of --time each, up to this much run time in all "
             "(3-00:00:00). All links are queued at once, one approval; a link continues the chain when the command "
             "exits 75 or is signalled at its limit (SIGUSR1 --signal-before it), and ends it otherwise "
-            "(the skill's chain section; docs/long-work.md of rsk's source in depth).",
+            "(RSK_LINK, RSK_LINKS, RSK_RUN_TIME say where it is; `rsk extend` adds links; the rsk skill, section "
+            '"Plan, then launch").',
         ),
     ] = None,
     signal_before: Annotated[

@@ -13,8 +13,9 @@ lease_app = typer.Typer(
         "A lease is one Slurm job that holds nodes and GPUs; rsk's controller inside it starts the steps that "
         "`rsk launch --lease NAME -- CMD` queues, each as a Slurm step with its own GPUs, within seconds. "
         "Opening one is decided like any launch (a grant or a human) and charged at worst case for the whole "
-        "allocation; steps cost nothing more. The rsk skill's lease section says what an agent needs; "
-        "docs/leases.md of rsk's source has the rest.",
+        "allocation; steps cost nothing more. A step takes --gpus, --cpus and --mem from one node of the lease "
+        "(give each its share, or steps run one at a time); opening it again without -r returns the lease it "
+        'opened. The rsk skill, section "Many short GPU runs: a lease", says the rest an agent needs.',
     ),
     no_args_is_help=True,
 )

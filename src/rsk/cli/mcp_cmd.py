@@ -16,8 +16,8 @@ def register(app: typer.Typer) -> None:
             "Speaks MCP on stdin and stdout; register it with your agent (install.sh --mcp does). Every tool works "
             "on the project and target fixed here (flags, then $RSK_PROJECT / $RSK_TARGET, then the project file "
             "found from the working directory). No tool approves, grants or denies. Each tool's schema says its "
-            "arguments; docs/mcp.md of rsk's "
-            "source has the rest.",
+            "arguments and each answers what the command's --json prints; errors are the CLI's JSON error, flagged "
+            'is_error. The rsk skill, section "Tools instead of a shell", lists the tools.',
         ),
     )(mcp)
 

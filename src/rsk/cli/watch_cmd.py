@@ -41,7 +41,7 @@ def watch(
     if not names:
         from rsk.errors import UsageError
 
-        raise UsageError("no targets to watch", "pass --target NAME; see INSTALL.md to add one")
+        raise UsageError("no targets to watch", "pass --target NAME; `rsk targets` says where target files are found")
     w = Watcher(names, resolve_project(project), interval=interval, batch=batch)
     title = f"rsk watch: project {w.project}"
     try:

@@ -35,7 +35,7 @@ from rsk.ops.journal import Journal
 from rsk.ops.launch import LaunchResult, PlanReport, preview
 from rsk.ops.launch import launch as do_launch
 from rsk.ops.leases import CloseReport, LeaseList
-from rsk.ops.logs import LogTail
+from rsk.ops.logs import LogSet, LogTail
 from rsk.ops.status import Status
 from rsk.ops.voice import TOOLS, for_tools
 from rsk.ops.wait import WaitResult
@@ -340,7 +340,8 @@ def build(pin: Pin) -> MCPServer:
                                next=TOOLS.wait(card=card),
                                closest_grant=cast(str | None, pending.details.get("closest_grant")),
                                closest_why=why)  # fmt: skip
-        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
+        said = result.brief().model_copy(update={"warnings": [for_tools(w) for w in result.warnings]})
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=said,
                            request_id=result.request_id)  # fmt: skip
 
     @server.tool(
@@ -511,6 +512,25 @@ def build(pin: Pin) -> MCPServer:
 
         return read_logs(pin.target, pin.project, job, stream=stream, max_bytes=max_bytes,
                          lines=0 if after is not None else lines, after=after, voice=TOOLS)  # fmt: skip
+
+    @server.tool(
+        description="logs for every job of a request, a chain or a batch, in order and labelled: a chain's links by "
+        "number (its extensions' too), a batch's tasks (each its latest attempt); a job that never ran is listed "
+        "with its state. Give request_id or batch.",
+        annotations=READ,
+    )
+    @_guarded
+    def logs_request(
+        request_id: Annotated[str | None, Field(description="The request (a chain's first request id).")] = None,
+        batch: Annotated[str | None, Field(description="The batch (its request id).")] = None,
+        stream: Literal["stdout", "stderr"] = "stdout",
+        lines: Annotated[int, Field(ge=0, description="The last N lines of each (0: all that fit).")] = 200,
+    ) -> LogSet:
+        from rsk.ops.logs import request_logs
+
+        if (request_id is None) == (batch is None):
+            raise UsageError("give request_id or batch", "a single job's: the logs tool")
+        return request_logs(pin.target, pin.project, request_id or batch or "", stream, lines=lines, voice=TOOLS)
 
     @server.tool(
         description="Cancel a job, a request or a batch this project launched (and only those).",

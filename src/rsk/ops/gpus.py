@@ -22,7 +22,7 @@ class Gpu(BaseModel):
     project: str | None = None  # for rsk's jobs (named rsk:PROJECT:RID)
     request_id: str | None = None
     job_name: str | None = None  # for other jobs: the name Slurm shows
-    since: datetime | None = None  # when the job (a lease's step) started: ISO 8601 (Z: UTC; else the cluster's clock)
+    since: datetime | None = None  # when the job (a lease's step) started: ISO 8601, UTC
 
 
 class GpuNode(BaseModel):

@@ -50,7 +50,8 @@ class LogSet(BaseModel):
     logs: list[LogTail]
 
 
-def _read(remote: Remote, project: str, job_id: str, stream: str, max_bytes: int, lines: int) -> LogTail:
+def _read(remote: Remote, project: str, job_id: str, stream: str, max_bytes: int, lines: int,
+          voice: Voice = CLI) -> LogTail:  # fmt: skip
     out = remote.call("logs", project, job_id, stream, str(max_bytes), str(lines))
     raise_for_error(out)
     log = answers.logs(out)
@@ -60,7 +61,7 @@ def _read(remote: Remote, project: str, job_id: str, stream: str, max_bytes: int
                    start=max(size - len(data), 0))  # fmt: skip
     if size == 0 and log.other_size:
         other = "stderr" if stream == "stdout" else "stdout"
-        tail.note = f"{stream} is empty; {other} has {log.other_size} bytes: {CLI.logs(job_id, other)}"
+        tail.note = f"{stream} is empty; {other} has {log.other_size} bytes: {voice.logs(job_id, other)}"
     return tail
 
 
@@ -68,7 +69,7 @@ MAX_SET_BYTES = 1024 * 1024  # a request's logs in all: each job gets its share,
 
 
 def request_logs(target_name: str, project: str, request_id: str, stream: str = "stdout", lines: int = 0,
-                 max_bytes: int = MAX_SET_BYTES) -> LogSet:  # fmt: skip
+                 max_bytes: int = MAX_SET_BYTES, voice: Voice = CLI) -> LogSet:  # fmt: skip
     """Every job's tail of a request, over one connection: a chain's links in order, a batch's tasks. A job
     that never ran (a link not needed, a task skipped) is listed with its state and no call for its logs."""
     from rsk.errors import UsageError
@@ -93,7 +94,7 @@ def request_logs(target_name: str, project: str, request_id: str, stream: str = 
                 tail = LogTail(job_id=j.job_id, request_id=j.request_id, stream=stream, started=False, ended=None,
                                size=0, text="", note=f"never ran: {j.state} {j.where}".strip())  # fmt: skip
             else:
-                tail = _read(remote, project, j.job_id, stream, share, lines)
+                tail = _read(remote, project, j.job_id, stream, share, lines, voice)
             tails.append(tail.model_copy(update={"task": j.task or "", "state": j.state}))
     return LogSet(target=target_name, project=project, request_id=request_id, stream=stream, logs=tails)
 

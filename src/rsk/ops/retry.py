@@ -28,14 +28,18 @@ def choose(base: Request, latest: dict[str, JobState], named: list[str], failed:
     by_key = {t.key: t for t in base.tasks}
     unknown = [k for k in named if k not in by_key]
     if unknown:
-        raise UsageError(f"batch {base.request_id} has no task {', '.join(unknown)}", "rsk status --batch lists them")
+        raise UsageError(
+            f"batch {base.request_id} has no task {', '.join(unknown)}",
+            f"`rsk status --batch {base.request_id}` lists them",
+        )
     state = {k: (latest[k].state if k in latest else "lost") for k in by_key}
     if named:
         wrong = [k for k in named if state[k] not in RETRIED | {"lost"}]
         if wrong:
             raise UsageError(
                 "only a task that ended without success is retried: " + ", ".join(f"{k} is {state[k]}" for k in wrong),
-                "wait for running tasks to end (rsk wait --batch); a task that succeeded is not run again",
+                f"wait for running tasks to end (`rsk wait --batch {base.request_id}`); a task that succeeded is not "
+                "run again",
             )
         chosen = set(named)
     elif failed:
@@ -98,7 +102,7 @@ def retry(
         return launch(target, request, wait=wait, progress=progress, code=code)
     except PendingApproval as pending:  # the same retry again files nothing new: it finds the same card
         pending.hint = (pending.hint or "").replace(
-            f"launch again with --request-id {request.request_id}", f"run rsk retry --batch {batch} again"
+            f"launch again with --request-id {request.request_id}", f"run `rsk retry --batch {batch}` again"
         )
         raise
 
@@ -110,13 +114,13 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
     base_id = attempt_of(chain)[0]
     base = kept(project, base_id)
     if base.budget_min is None or not base.tasks:
-        raise UsageError(f"{base_id} is not a chain", "rsk extend adds links to a chain launched with --budget")
+        raise UsageError(f"{base_id} is not a chain", "`rsk extend` adds links to a chain launched with --budget")
     links = [j for j in jobs if attempt_of(j.request_id)[0] == base_id and j.link]
     if not links:
         raise UsageError(f"no link of chain {base_id} is on the cluster",
-                         f"rsk status --request-id {base_id} --json lists its jobs")  # fmt: skip
+                         f"`rsk status --request-id {base_id}` lists its jobs")  # fmt: skip
     if any(j.state not in FINAL for j in links):
-        raise UsageError(f"chain {base_id} has not ended", f"rsk wait --request-id {base_id}, then extend it")
+        raise UsageError(f"chain {base_id} has not ended", f"`rsk wait --request-id {base_id}`, then extend it")
     last = outcome(links)[0]
     if last.state not in ("stopped", "cancelled"):
         raise UsageError(f"chain {base_id} ended {last.state} at link {last.link}: only a chain that stopped short "
@@ -153,6 +157,6 @@ def extend(
         return launch(target, request, wait=wait, progress=progress)
     except PendingApproval as pending:  # the same extend again files nothing new: it finds the same card
         pending.hint = (pending.hint or "").replace(
-            f"launch again with --request-id {request.request_id}", "run the same rsk extend again"
+            f"launch again with --request-id {request.request_id}", "run the same `rsk extend` again"
         )
         raise

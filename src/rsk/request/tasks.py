@@ -20,8 +20,8 @@ from rsk.wire.protocol import Need, TaskSpec
 MAX_TASKS = 1000  # Slurm's default MaxArraySize allows array indices 0..1000
 _NEEDS_HINT = '"needs": ["prep"] or [{"task": "train", "on": "ended"}] (on: succeeded, the default, or ended)'
 _CHAIN_ALONE_HINT = (
-    "a chain is a request of its own: put its line in a file of its own (or rsk launch --budget ... -- CMD), "
-    "then rsk wait --request-id RID (it judges the chain by its last link that ran) and launch what comes after it"
+    "a chain is a request of its own: put its line in a file of its own (or `rsk launch --budget ... -- CMD`), "
+    "then `rsk wait --request-id RID` (it judges the chain by its last link that ran) and launch what comes after it"
 )
 
 
