@@ -519,7 +519,7 @@ def build(pin: Pin) -> MCPServer:
         "with its state. Give request_id or batch.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def logs_request(
         request_id: Annotated[str | None, Field(description="The request (a chain's first request id).")] = None,
         batch: Annotated[str | None, Field(description="The batch (its request id).")] = None,
