@@ -82,6 +82,15 @@ def test_granting_without_a_terminal_or_yes_needs_a_human(rsk_env: Path, project
     assert [c.status for c in ledger.cards] == ["pending"] and ledger.approvals == [] and ledger.deny_rules == []
 
 
+def test_releasing_stand_ins_is_a_humans_act_and_names_what_it_cannot_find(rsk_env: Path, project: str) -> None:
+    r = rsk("grant", "release", "r-1", "-p", project, "-t", "lab", stdin="")
+    assert r.rc == Exit.HUMAN and "needs a human" in r.err
+    r = rsk("grant", "release", "r-1", "-p", project, "-t", "lab", "--yes", "--json")
+    assert r.rc == Exit.USAGE and "holds no stand-in" in r.err, r.err
+    assert json.loads(r.out)["error"] == "not-found"
+    assert "never ran" in " ".join(rsk("grant", "release", "--help").out.split())
+
+
 def test_unknown_ids_get_clear_messages(rsk_env: Path, project: str) -> None:
     for args, text in (
         (["approve", "c-nope", "--yes"], "no card 'c-nope'"),

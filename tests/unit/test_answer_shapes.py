@@ -53,6 +53,7 @@ ANSWERS = [
     "rsk.ops.logs.LogSet",
     "rsk.ops.logs.LogTail",
     "rsk.ops.reconcile.ReconcileReport",
+    "rsk.ops.release.Released",
     "rsk.ops.status.Status",
     "rsk.ops.wait.WaitResult",
 ]

@@ -397,7 +397,7 @@ def test_the_command_click_chose_is_checked_against_the_callers_audience(tmp_pat
 
     said = io.StringIO()
     for argv, rc in ((["approve", "c-1", "--yes"], 77), (["doctor"], 2), (["init"], 2), (["fetch", "1", "x"], 2),
-                     (["broker", "stop"], 2)):  # fmt: skip
+                     (["broker", "stop"], 2), (["grant", "release", "r-1", "--yes"], 77)):  # fmt: skip
         assert cli_runner(argv, as_caller(tmp_path, other(), out=said, err=said)) == rc, said.getvalue()
     assert cli_runner(["approve", "c-1", "--yes"], as_caller(tmp_path, OWNER, out=said, err=said)) == 77
     assert "never runs through the broker" in said.getvalue()  # said on the caller's own stream

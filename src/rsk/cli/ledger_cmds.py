@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, YesOpt, out, print_json, require_human
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, YesOpt, out, print_json, require_human, resolve_target
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
@@ -426,6 +426,47 @@ def grant_revoke(
         print_json(show_grant(store, g.id))
     else:
         out().print(f"revoked grant {g.id}")
+
+
+@grant_app.command(
+    "release",
+    help="Release the stand-ins a lost answer left for request REQUEST_ID: the human's word that the tasks no job "
+    "was found for never ran.\n\n"
+    "When a launch's answer is lost and its request is adopted from the jobs the cluster shows, each task no job "
+    "was found for keeps an `unfound:N` stand-in at its worst case: it holds the grant's budget, a job and a "
+    "--max-active slot until a job is found for it. A task that was really never submitted (the submit was cut "
+    "between two sbatch calls) is held so for good. This command first asks the cluster (reconcile, then status) "
+    "and refuses when anything shows a job of the request may exist; otherwise the request's stand-ins (of its "
+    "charge and of an approval's use) count nothing and no job from then on, the charge settles once its jobs have, "
+    "and the audit names you and your reason. It never drops a job id. A job found later for the request is "
+    "charged its worst case all the same. Only you can know that a task which ran and ended unseen did not run: "
+    "release only what you know never ran. Never through the broker, never an MCP tool.",
+)
+def grant_release(
+    request_id: Annotated[str, typer.Argument(help="The request whose stand-ins are released.")],
+    project: ProjectOpt = None,
+    target: TargetOpt = None,
+    reason: Annotated[str, typer.Option(help="Why you know the tasks never ran (kept in the audit).")] = "",
+    yes: YesOpt = False,
+    json_out: JsonOpt = False,
+) -> None:
+    from rsk.ledger.cards import who
+    from rsk.ops.release import release
+
+    store = _store(project)
+    tgt = resolve_target(target)
+    require_human(f"release the stand-ins of request {request_id} on {tgt} (their tasks never ran)", yes)
+    done = release(tgt, store.project, request_id, who(yes), reason)
+    if json_out:
+        print_json(done)
+        return
+    for line in done.evidence:
+        out().print(f"  {line}")
+    for h in done.released:
+        jobs = ", ".join(h.jobs) or "(none)"
+        out().print(f"released {len(h.stand_ins)} stand-in(s) of {h.book} ({h.gpu_hours:.4f} GPU-h, "
+                    f"{h.cpu_hours:.4f} CPU-h at worst); its jobs {jobs} stay charged")  # fmt: skip
+    out().print(f"next: rsk grant list --project {store.project}")
 
 
 @rule_app.command("add", help="Add a deny rule; all the conditions given must match for it to deny.")

@@ -26,7 +26,17 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsk.errors import NewerLedger
-from rsk.ledger.models import LEDGER_SCHEMA, Approval, Card, Charge, Grant, Ledger, migrate, now
+from rsk.ledger.models import (
+    LEDGER_SCHEMA,
+    Approval,
+    Card,
+    Charge,
+    Grant,
+    Ledger,
+    migrate,
+    now,
+    released_stand_ins,
+)
 from rsk.wire import safejson
 
 ARCHIVE_SCHEMA = 2  # 2: a record says the ledger schema of its entry (1: entries of ledger schema 4 to 7)
@@ -61,7 +71,8 @@ def _old(t: datetime | None, at: datetime) -> bool:
 
 
 def _charge_cold(ch: Charge) -> bool:
-    return ch.state in ("settled", "released")
+    # a charge whose stand-ins a human released stays hot: a job found later for its request is still charged
+    return ch.state in ("settled", "released") and not released_stand_ins(ch.job_costs)
 
 
 def _approval_cold(a: Approval, at: datetime) -> bool:
@@ -70,6 +81,8 @@ def _approval_cold(a: Approval, at: datetime) -> bool:
         for u in a.uses
     )
     last_use = max((u.submitted_at or u.at for u in a.uses), default=a.decided_at)
+    if any(released_stand_ins(u.jobs) for u in a.uses):
+        return False  # a job found later for a use whose stand-ins a human released still joins it
     return not running and ((a.uses_left <= 0 and _old(last_use, at)) or _old(a.expires, at))
 
 

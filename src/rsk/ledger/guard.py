@@ -21,6 +21,7 @@ from rsk.ledger.archive import Archive
 from rsk.ledger.decide import Facts, decide, denial, find_approval
 from rsk.ledger.models import (
     CARD_FILES,
+    UNFOUND,
     Approval,
     AuditEntry,
     Card,
@@ -33,6 +34,8 @@ from rsk.ledger.models import (
     Ledger,
     Use,
     now,
+    stand_in_open,
+    unfound,
 )
 from rsk.ledger.store import Store
 from rsk.local import caller
@@ -170,7 +173,7 @@ def count_active(ledger: Ledger, target: str, plan: Plan, planned_at: datetime, 
             held += ch.jobs
             continue
         if ch.state == "submitted":  # a task not found since a lost answer may be pending or running
-            held += sum(unfound(j) for j in ch.job_costs)
+            held += sum(stand_in_open(j, c) for j, c in ch.job_costs.items())
         if ch.submitted_at is not None and ch.submitted_at >= planned_at:
             active |= {j for j, c in ch.job_costs.items() if c.gpu_hours_used is None and not unfound(j)}
     for a in ledger.approvals:
@@ -181,7 +184,7 @@ def count_active(ledger: Ledger, target: str, plan: Plan, planned_at: datetime, 
                 held += 1
                 continue
             if u.state == "submitted":  # a task not found since a lost answer may be pending or running
-                held += sum(map(unfound, u.jobs))
+                held += sum(stand_in_open(j, c) for j, c in u.jobs.items())
             if u.submitted_at is not None and u.submitted_at >= planned_at:
                 active |= {j for j, c in u.jobs.items() if c.gpu_hours_used is None and not unfound(j)}
     return len(active) + held
@@ -521,14 +524,6 @@ def _record_submitted(
                 u.submitted_at = u.submitted_at or at
 
 
-UNFOUND = "unfound:"  # a task of a plan whose job a lost answer's adoption did not see (docs/ledger.md)
-
-
-def unfound(key: str) -> bool:
-    """A charge's stand-in for a task of its plan no job was found for yet: counted at its worst case."""
-    return key.startswith(UNFOUND)
-
-
 def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
     """Holds whose request the cluster shows jobs for (request id -> job ids) were submitted after all
     (the answer was lost on the way back): record them, so they are never released or reused. The whole
@@ -551,11 +546,15 @@ def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[st
         if not new:  # another hold of the request took them (one job, one book)
             continue
         first = ch.state == "reserved"
+        reopened = ch.state == "settled"  # its stand-ins a human released: a job found since is charged all the same
         ch.job_costs = _found(ch.job_costs, new, n, worst, first)
         if first:
             ch.state, ch.submitted_at = "submitted", now()
+        ch.state = "submitted"
         detail = "found on the cluster" + ("" if first else " later: jobs " + ",".join(new))
-        if left := sum(map(unfound, ch.job_costs)):
+        if reopened:
+            detail += " (after its stand-ins were released: charged, and the charge is open again)"
+        if left := sum(stand_in_open(k, c) for k, c in ch.job_costs.items()):
             detail += f"; {left} task(s) of the plan not found yet, held at their worst case"
         taken |= set(new)
         count += 1
@@ -575,21 +574,33 @@ def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[st
 
 def _found(costs: dict[str, JobCost], new: list[str], n: int, worst: JobCost, first: bool) -> dict[str, JobCost]:
     """A hold's jobs once `new` were found for it (pure): on the first adoption, the plan's other tasks as
-    `unfound:N` stand-ins at their worst case; later, each found job takes a stand-in's place (a job claimed
-    for a request costs, never saves)."""
+    `unfound:N` stand-ins at their worst case; later, each found job takes a stand-in's place, an open one first,
+    else one a human released (the job is charged its task's worst case again: the human's word that the task never
+    ran gives way to the cluster's); a job claimed for a request costs, never saves."""
     if first:
         out = {j: worst.model_copy() for j in new}
         return out | {f"{UNFOUND}{i}": worst.model_copy() for i in range(len(new), n)}
     out = dict(costs)
-    stand_ins = sorted(k for k in out if unfound(k))
+    stand_ins = sorted(k for k, c in out.items() if unfound(k) and c.gpu_hours_used is None)
+    stand_ins += sorted(k for k, c in out.items() if unfound(k) and c.gpu_hours_used is not None)
     for j in new:
-        out[j] = out.pop(stand_ins.pop(0)) if stand_ins else worst.model_copy()
+        if not stand_ins:
+            out[j] = worst.model_copy()
+            continue
+        was = out.pop(stand_ins.pop(0))
+        out[j] = JobCost(gpu_hours_worst=was.gpu_hours_worst, cpu_hours_worst=was.cpu_hours_worst)
     return out
 
 
 def _short(state: str, costs: dict[str, JobCost]) -> bool:
     """Submitted with tasks of its plan not found yet (a lost answer's adoption saw only part of them)."""
-    return state == "submitted" and any(map(unfound, costs))
+    return state == "submitted" and any(stand_in_open(k, c) for k, c in costs.items())
+
+
+def _open_to_find(state: str, costs: dict[str, JobCost]) -> bool:
+    """Adopted with tasks of its plan not found: still held at their worst case, or released by a human (a job
+    found later for the request is charged all the same)."""
+    return state in ("submitted", "settled") and any(map(unfound, costs))
 
 
 def _taken(ledger: Ledger) -> set[str]:
@@ -614,9 +625,10 @@ def _holds_for(ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> tuple
         return rid in jobs and any(j not in taken for j in jobs[rid])
 
     charges = [c for c in ledger.charges if c.target == target and new(c.request_id)
-               and (c.state == "reserved" or _short(c.state, c.job_costs))]  # fmt: skip
+               and (c.state == "reserved" or _open_to_find(c.state, c.job_costs))]  # fmt: skip
     uses = [(_plan_jobs(ledger, a), u) for a in ledger.approvals for u in a.uses
-            if u.target == target and new(u.request_id) and (u.state == "held" or _short(u.state, u.jobs))]  # fmt: skip
+            if u.target == target and new(u.request_id)
+            and (u.state == "held" or _open_to_find(u.state, u.jobs))]  # fmt: skip
     return charges, uses
 
 

@@ -60,6 +60,25 @@ class JobCost(Model):
     run_s: int | None = None  # its run time as Slurm reported it when it settled (None: Slurm's record was gone)
 
 
+UNFOUND = "unfound:"  # a task of a plan whose job a lost answer's adoption did not see (docs/ledger.md)
+
+
+def unfound(key: str) -> bool:
+    """A charge's stand-in for a task of its plan no job was found for yet: counted at its worst case."""
+    return key.startswith(UNFOUND)
+
+
+def stand_in_open(key: str, cost: JobCost) -> bool:
+    """A stand-in that still holds its task's worst case (not released by a human: `rsk grant release`)."""
+    return unfound(key) and cost.gpu_hours_used is None
+
+
+def released_stand_ins(costs: dict[str, JobCost]) -> bool:
+    """Some stand-in of these costs was released by a human (its task never ran, on the human's word): a job found
+    later for the request is still charged, so the entry stays in the hot ledger."""
+    return any(unfound(k) and c.gpu_hours_used is not None for k, c in costs.items())
+
+
 class CostTally(NamedTuple):
     """Jobs' costs split as the books read them: what ended is spent, what has not is still reserved."""
 
