@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from rsk.errors import Exit
 from tests.conftest import ROOT, Lab, rsk
@@ -83,3 +84,78 @@ def test_a_task_hidden_after_a_lost_answer_stays_charged_counted_and_listed_with
     finally:
         mine = [line.split(" ")[0].replace("[", "").replace("]", "") for line in lab.jobs_named(f"rsk:{project}:")]
         lab.ssh(f"scancel {' '.join(mine + [t for t in (locals().get('t1'),) if t])}; rm -f /tmp/{project}.out")
+
+
+CUT_WORKFLOW = """
+import sys
+from rsk.errors import RskError
+from rsk.ops.launch import launch
+from rsk.request.spec import LaunchSpec, build_request
+from rsk.request.tasks import parse_tasks
+
+tasks = parse_tasks('{"key": "t0", "argv": ["sleep", "300"]}\\n'
+                    '{"key": "t1", "argv": ["sleep", "300"], "needs": ["t0"]}\\n')
+spec = LaunchSpec(tasks=tasks, request_id=sys.argv[2], cpus=1, time="10")
+try:
+    launch("lab", build_request(spec, sys.argv[1], "agent"))
+except RskError:
+    sys.exit(0)
+sys.exit(1)
+"""
+
+
+def test_a_task_never_submitted_after_a_lost_answer_is_released_by_the_human_only_when_the_cluster_shows_none(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    # the submit program dies between its two sbatch calls: t0 is submitted (held), t1 never is, the answer is lost
+    shims.add(
+        "sbatch",
+        f"""#!/bin/sh
+case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
+if [ -f {shims.flags}/cut ]; then
+    if [ -f {shims.flags}/one ]; then rm -f {shims.flags}/cut; kill -9 0; fi
+    : > {shims.flags}/one
+fi
+exec /usr/bin/sbatch --hold "$@"
+""",
+    )
+    shims.arm("cut")
+    grant(project, "--jobs", "5", "--cpu-hours", "5", "--max-active", "2")
+    cut = subprocess.run([sys.executable, "-c", CUT_WORKFLOW, project, "w2"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
+    assert cut.returncode == 0, cut.stdout + cut.stderr
+    mine = [line.split(" ")[0].replace("[", "").replace("]", "") for line in lab.jobs_named(f"rsk:{project}:")]
+    try:
+        assert len(mine) == 1 and mine[0].endswith("_0"), mine  # t1 was never submitted
+        [t0] = mine
+        rec = json.loads(rsk("reconcile", "-t", "lab", "-p", project, "--json").out)  # adopts t0; t1 abandoned
+        assert ("w2", "abandoned") in [(i["request_id"], i["result"]) for i in rec["items"]], rec
+        held = grant_view(project)
+        assert held["jobs_spent"] == 2 and held["jobs_reserved"] == 0, held  # t1's stand-in still holds a job
+        extra = launch(project, "-r", "x1", "--cpus", "1", "--time", "10", command=("sleep", "300"))
+        assert extra.rc == Exit.PENDING, extra.out + extra.err  # --max-active 2: t0 and t1's stand-in
+
+        # not the agent's to do: through the broker (exit 77) or without a terminal and --yes
+        assert rsk("grant", "release", "w2", "-t", "lab", "-p", project, stdin="").rc == Exit.HUMAN
+        assert grant_view(project)["jobs_spent"] == 2
+
+        # the human's word, once reconcile and status show no job of t1
+        r = rsk("grant", "release", "w2", "-t", "lab", "-p", project, "--reason", "cut before t1", "--yes", "--json")
+        assert r.rc == 0, r.out + r.err
+        done = json.loads(r.out)
+        [book] = done["released"]
+        assert book["stand_ins"] == ["unfound:1"] and book["jobs"] == [t0], done
+        after = grant_view(project)
+        assert after["jobs_spent"] == 1, after  # the stand-in counts no job; t0 still held at its worst case
+        assert after["cpu_hours_reserved"] > 0, after
+        assert launch(project, "-r", "x2", "--cpus", "1", "--time", "10", command=("sleep", "300")).rc == 0
+        audit = [json.loads(line) for line in (Path(os.environ["RSK_HOME"]) / "projects" / project /
+                                               "audit.jsonl").read_text().splitlines()]  # fmt: skip
+        [entry] = [e for e in audit if e["event"] == "stand-ins-released"]
+        assert "cut before t1" in entry["detail"] and entry["by"].endswith("(--yes)"), entry
+        again = rsk("grant", "release", "w2", "-t", "lab", "-p", project, "--yes")
+        assert again.rc == Exit.USAGE and "holds no stand-in" in again.err  # nothing left to release
+    finally:
+        mine = [line.split(" ")[0] for line in lab.jobs_named(f"rsk:{project}:")]
+        if mine:
+            lab.ssh(f"scancel {' '.join(mine)}")

@@ -119,6 +119,29 @@ def _tool_error(exc: RskError) -> CallToolResult:
 
 CALL_SLACK_S = 8.0  # a call's bound beyond max_wait: a wait answers at max_wait, then reads the queue once
 
+_SAID = ("hint", "next", "note", "warnings")  # what an answer tells the agent to do (never tell_human: the human's)
+
+
+def _voiced(value: object) -> object:
+    """An answer for an MCP agent: every hint, next step, note and warning in it (nested answers too) names the
+    tool calls a shell command would do (rsk.ops.voice.for_tools); nothing else changes."""
+    if isinstance(value, BaseModel):
+        if type(value).__module__.startswith(("rsk.ledger.", "rsk.wire.")):
+            return value  # records as kept (a grant's note, a card, a plan): the human's and the agent's words
+        update: dict[str, object] = {}
+        for name in type(value).model_fields:
+            field = getattr(value, name)
+            if name in _SAID and isinstance(field, str):
+                update[name] = for_tools(field)
+            elif name in _SAID and isinstance(field, list):
+                update[name] = [for_tools(x) if isinstance(x, str) else x for x in field]
+            elif isinstance(field, (BaseModel, list)):
+                update[name] = _voiced(field)
+        return value.model_copy(update=update)
+    if isinstance(value, list):
+        return [_voiced(x) for x in value]
+    return value
+
 
 def _guarded(bound_s: float) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Run a tool within `bound_s` seconds: an rsk error reaches the agent as the CLI's JSON error, not as a
@@ -151,7 +174,7 @@ def _guarded(bound_s: float) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 return cast(R, _tool_error(late))
             ok, value = done[0]
             if ok:
-                return cast(R, value)
+                return cast(R, _voiced(value))  # its hints name tools
             if isinstance(value, RskError):
                 return cast(R, _tool_error(value))  # the SDK passes a CallToolResult through as it is
             raise cast(BaseException, value)
@@ -340,8 +363,7 @@ def build(pin: Pin) -> MCPServer:
                                next=TOOLS.wait(card=card),
                                closest_grant=cast(str | None, pending.details.get("closest_grant")),
                                closest_why=why)  # fmt: skip
-        said = result.brief().model_copy(update={"warnings": [for_tools(w) for w in result.warnings]})
-        return LaunchReply(status=result.status, job_id=result.job_id, launch=said,
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
                            request_id=result.request_id)  # fmt: skip
 
     @server.tool(
