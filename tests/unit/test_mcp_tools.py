@@ -129,7 +129,7 @@ def test_shell_hints_become_tool_hints_but_a_humans_commands_stay() -> None:
     assert for_tools("give --to a new directory; rsk status shows it") == (
         "give `to` a new directory; the status tool shows it"
     )
-    assert "--" not in for_tools("ask for GPUs with --gpus N (a tool's gpus), --tail 5")
+    assert "--" not in for_tools("ask for GPUs with --gpus N, --tail 5")
 
 
 def test_every_tool_a_hint_names_is_a_tool() -> None:
@@ -146,3 +146,31 @@ def test_every_tool_a_hint_names_is_a_tool() -> None:
     for text in ("`rsk fetch --batch b x`", "`rsk logs -b b`", "`rsk lease open dev`", "`rsk lease close dev`"):
         tool = re.match(r"(?:call|the) (\w+)", for_tools(text))
         assert tool and tool[1] in tools, text
+
+
+def test_an_answers_hints_and_warnings_name_tools_and_the_records_it_carries_stay_as_kept() -> None:
+    from rsk.ledger.grants import GrantView
+    from rsk.ledger.models import Grant
+    from rsk.mcp.server import _voiced
+    from rsk.ops.info import TargetInfo
+    from rsk.ops.leases import LeaseList
+    from rsk.ops.logs import LogSet, LogTail
+
+    said = _voiced(LeaseList(target="lab", project="p", leases=[], warnings=["see `rsk status --json`; give --mem"]))
+    assert isinstance(said, LeaseList) and said.warnings == ["see the status tool; give `mem`"]
+    tail = LogTail(job_id="1", request_id="r", stream="stdout", started=True, ended=None, size=0, text="--x",
+                   note="stdout is empty: `rsk logs 1 --stream stderr`")  # fmt: skip
+    nested = _voiced(LogSet(target="lab", project="p", request_id="r", stream="stdout", logs=[tail]))
+    assert isinstance(nested, LogSet) and nested.logs[0].note == "stdout is empty: call logs with job 1, stream stderr"
+    assert nested.logs[0].text == "--x"  # what a job wrote is its own
+    view = GrantView(grant=Grant(note="for `rsk status` --fast"), status="active", jobs_spent=0, jobs_reserved=0,
+                     jobs_left=None, gpu_hours_spent=0, gpu_hours_reserved=0, gpu_hours_left=None,
+                     cpu_hours_spent=0, cpu_hours_reserved=0, cpu_hours_left=None)  # fmt: skip
+    kept = _voiced(TargetInfo(target="lab", project="p", partitions=[], policy=_policy(), grants=[view]))
+    assert isinstance(kept, TargetInfo) and kept.grants[0].grant.note == "for `rsk status` --fast"  # the human's
+
+
+def _policy() -> Any:
+    from rsk.wire.answers import Policy
+
+    return Policy.model_validate(dict.fromkeys(Policy.model_fields))

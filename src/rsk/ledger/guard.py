@@ -238,13 +238,14 @@ def allowed_or_raise(verdict: Allowed | RskError) -> Allowed:
     return verdict
 
 
-def _supersede(store: Store, ledger: Ledger, rid: str, plan_hash: str, grant: str) -> None:
-    """This request's own pending card for this plan no longer waits for a human: a grant allows it now."""
+def _supersede(store: Store, ledger: Ledger, rid: str, plan_hash: str, kind: str, by: str) -> None:
+    """This request's own pending card for this plan no longer waits for a human: a grant allows it now, or an
+    approval whose human gave uses beyond its own card's request."""
     for card in ledger.cards:
         if card.status == "pending" and card.request_id == rid and card.plan_hash == plan_hash:
             card.status, card.decided_at = "withdrawn", now()
-            card.decided_by, card.superseded_by = f"rsk (grant {grant} allows request {rid})", grant
-            store.audit(_entry(store, "withdraw", plan_hash, rid, card.id, f"superseded: grant {grant} allows it"))
+            card.decided_by, card.superseded_by = f"rsk ({kind} {by} allows request {rid})", by
+            store.audit(_entry(store, "withdraw", plan_hash, rid, card.id, f"superseded: {kind} {by} allows it"))
 
 
 def authorize_in(
@@ -285,6 +286,7 @@ def authorize_in(
             use = Use(request_id=rid, target=target)
             approval.uses.append(use)
         _hold(use.holders)
+        _supersede(store, ledger, rid, plan.hash, "approval", approval.id)
         return Allowed(kind="approval", id=approval.id)
     if d.kind == "grant":
         assert d.rule is not None
@@ -297,11 +299,13 @@ def authorize_in(
                             gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
             ledger.charges.append(charge)
         _hold(charge.holders)
-        _supersede(store, ledger, rid, plan.hash, d.rule)
+        _supersede(store, ledger, rid, plan.hash, "grant", d.rule)
         return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
-    # ask: a card for a human, the one pending for this plan or a new one
+    # ask: a card for a human, this request's pending one for this plan or a new one. A card names one request:
+    # the human's yes lets that request run, so another request of the same plan files its own (docs/adr/0049)
     _release_holds(store, ledger, rid, f"decided again: {d.reason}")
-    card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
+    card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.request_id == rid
+                 and c.target == target and c.status == "pending"), None)  # fmt: skip
     new_card = card is None
     if card is None:
         card = Card(
