@@ -1,4 +1,4 @@
-"""An approval allows the request its card names (docs/adr/0049): another request of the same plan files its own
+"""An approval allows the request its card names (docs/adr/0052): another request of the same plan files its own
 card and never takes the use kept for the card's request; uses a human gives beyond that one are open to other
 requests of the plan, whose own cards then wait no more. Pure decisions with an injected clock, and the guard's
 transaction on a real ledger file (no cluster)."""

@@ -302,7 +302,7 @@ def authorize_in(
         _supersede(store, ledger, rid, plan.hash, "grant", d.rule)
         return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
     # ask: a card for a human, this request's pending one for this plan or a new one. A card names one request:
-    # the human's yes lets that request run, so another request of the same plan files its own (docs/adr/0049)
+    # the human's yes lets that request run, so another request of the same plan files its own (docs/adr/0052)
     _release_holds(store, ledger, rid, f"decided again: {d.reason}")
     card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.request_id == rid
                  and c.target == target and c.status == "pending"), None)  # fmt: skip

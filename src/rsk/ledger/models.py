@@ -115,7 +115,7 @@ class Use(Model):
 
 class Approval(Model):
     """A human's yes for one exact plan hash under the request id its card names, for a number of uses, until an
-    expiry (docs/adr/0049). The card's request takes one use, kept for it until it does; uses beyond that one
+    expiry (docs/adr/0052). The card's request takes one use, kept for it until it does; uses beyond that one
     (`rsk approve --uses N`) let N-1 more launches of the same plan run under other request ids of the project."""
 
     id: str = Field(default_factory=lambda: new_id("a"))
