@@ -596,11 +596,6 @@ def _found(costs: dict[str, JobCost], new: list[str], n: int, worst: JobCost, fi
     return out
 
 
-def _short(state: str, costs: dict[str, JobCost]) -> bool:
-    """Submitted with tasks of its plan not found yet (a lost answer's adoption saw only part of them)."""
-    return state == "submitted" and any(stand_in_open(k, c) for k, c in costs.items())
-
-
 def _open_to_find(state: str, costs: dict[str, JobCost]) -> bool:
     """Adopted with tasks of its plan not found: still held at their worst case, or released by a human (a job
     found later for the request is charged all the same)."""
@@ -846,18 +841,19 @@ SINCE_SKEW_S = 300  # the cluster's clock may run behind the ledger's: a wider w
 def since_line(ledger: Ledger, target: str, request_id: str | None = None) -> bytes:
     """The "since EPOCH" line the cluster's submit and reconcile read after "held": when the ledger's oldest hold
     on the target whose outcome it does not know (reserved, no job: a launch that lost its answer after `go`, or
-    one still deciding) was made, less SINCE_SKEW_S; only the request's own with request_id. Empty when there is
-    none. The cluster keeps such an intent open while an active job of the account that Slurm took since then is
-    in no book (docs/adr/0039)."""
+    one still deciding; or adopted with tasks no job was found for, their stand-ins held or released by a human)
+    was made, less SINCE_SKEW_S; only the request's own with request_id. Empty when there is none. The cluster
+    keeps such an intent open while an active job of the account that Slurm took since then is in no book
+    (docs/adr/0039), and a job found so for a released stand-in is charged again (docs/adr/0051)."""
     times = [
         c.created
         for c in ledger.charges
-        if (c.state == "reserved" or _short(c.state, c.job_costs))
+        if (c.state == "reserved" or _open_to_find(c.state, c.job_costs))
         and c.target == target
         and request_id in (None, c.request_id)
     ]
     times += [u.at for a in ledger.approvals for u in a.uses
-              if (u.state == "held" or _short(u.state, u.jobs))
+              if (u.state == "held" or _open_to_find(u.state, u.jobs))
               and u.target == target and request_id in (None, u.request_id)]  # fmt: skip
     if not times:
         return b""
