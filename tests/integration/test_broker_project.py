@@ -142,3 +142,45 @@ def test_commands_around_a_broker_restart_keep_their_project(
         subprocess.run([*RSK, "broker", "stop", "--socket", str(broker)], env=_env(broker), capture_output=True,
                        check=False, timeout=120)  # fmt: skip
         proc.wait(timeout=60)
+
+
+def test_an_mcp_call_through_the_broker_answers_within_its_bound_when_the_work_hangs(
+    lab: Lab, project: str, broker: Path, tmp_path: Path, rsk_env: Path
+) -> None:
+    """A launch that cannot get on (the project's ledger held elsewhere) answers a retryable call-timeout
+    within the server's bound instead of hanging; once free, the same request_id runs it exactly once."""
+    import asyncio
+    import sys
+
+    from filelock import FileLock
+    from mcp import Client, StdioServerParameters
+
+    from tests.integration.helpers import grant
+
+    grant(project, "--jobs", "3", "--max-time", "10")
+    env = {k: v for k, v in _env(broker).items() if k.startswith(("RSK_", "XDG_", "NO_COLOR", "PYTHON"))}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "rsk", "mcp", "-t", "lab", "-p", project,
+                                   "--max-wait", "2"], env=env, cwd=tmp_path)  # fmt: skip
+    held = FileLock(str(rsk_env / "projects" / project / "ledger.lock"))
+    args = {"command": ["true"], "request_id": "bound-1", "time": "2"}
+
+    async def go() -> None:
+        async with Client(params, read_timeout_seconds=120) as c:
+            with held:
+                started = time.monotonic()
+                late = await c.call_tool("launch", args)
+                took = time.monotonic() - started
+            assert late.is_error and late.structured_content is not None, late.content
+            doc = late.structured_content
+            assert doc["error"] == "call-timeout" and doc["retryable"] and doc["exit_code"] == Exit.CONNECT, doc
+            assert 2 + 8 <= took < 40, took  # the bound (max-wait 2 + 8), far below the ledger lock's 60 s
+            again = await c.call_tool("launch", args)
+            assert not again.is_error and again.structured_content is not None, again.content
+            assert again.structured_content["status"] in ("submitted", "replayed"), again.structured_content
+
+    (rsk_env / "projects" / project).mkdir(parents=True, exist_ok=True)
+    asyncio.run(go())
+    before = _requests(broker)
+    assert before >= 1  # the session ran in the broker
+    st = json.loads(_run(broker, tmp_path, "status", "-t", "lab", "-p", project, "-r", "bound-1", "--json").out)
+    assert len(st["jobs"]) == 1, st  # one job for the request id, though launched twice

@@ -7,8 +7,10 @@ refused like any unknown tool. Blocking tools (wait, events) are bounded by `max
 below the client's own tool timeout (Codex: 60 s by default).
 """
 
+import contextvars
 import functools
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from io import TextIOBase
@@ -22,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rsk import __version__
 from rsk.cluster.targets import TargetList
 from rsk.commands import HUMAN_ACTS
-from rsk.errors import PendingApproval, RskError, UsageError
+from rsk.errors import ConnectError, PendingApproval, RskError, UsageError
 from rsk.ledger.cards import CardList, Decision
 from rsk.ops.cancel import CancelReport
 from rsk.ops.events import Events
@@ -115,6 +117,8 @@ def _tool_error(exc: RskError) -> CallToolResult:
                           is_error=True)  # fmt: skip
 
 
+CALL_SLACK_S = 8.0  # a call's bound beyond max_wait: a wait answers at max_wait, then reads the queue once
+
 _SAID = ("hint", "next", "note", "warnings")  # what an answer tells the agent to do (never tell_human: the human's)
 
 
@@ -139,18 +143,45 @@ def _voiced(value: object) -> object:
     return value
 
 
-def _guarded(fn: Callable[P, R]) -> Callable[P, R]:
-    """Run a tool; an rsk error reaches the agent as the CLI's JSON error, not as a crash, and its answer's hints
-    name tools."""
+def _guarded(bound_s: float) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Run a tool within `bound_s` seconds: an rsk error reaches the agent as the CLI's JSON error, not as a
+    crash, and a call that has not answered by then (a lock held elsewhere, a cluster that stopped answering,
+    a broker in the middle of an upgrade) is answered with a retryable error instead of a hang (the work goes
+    on in its thread: a launch repeated with the same request_id never submits twice)."""
 
-    @functools.wraps(fn)
-    def run(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return cast(R, _voiced(fn(*args, **kwargs)))
-        except RskError as exc:
-            return cast(R, _tool_error(exc))  # the SDK passes a CallToolResult through as it is
+    def guard(fn: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(fn)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            done: list[tuple[bool, object]] = []
+            context = contextvars.copy_context()  # the caller the broker acts for, in the call's own thread
 
-    return run
+            def work() -> None:
+                try:
+                    done.append((True, context.run(fn, *args, **kwargs)))
+                except BaseException as exc:  # handed to the caller's thread below
+                    done.append((False, exc))
+
+            worker = threading.Thread(target=work, name=f"rsk-mcp-{fn.__name__}", daemon=True)
+            worker.start()
+            worker.join(bound_s)
+            if not done:
+                late = ConnectError(
+                    f"{fn.__name__} did not answer within {bound_s:g} s (the server's bound); it may still finish",
+                    f"call {fn.__name__} again with the same arguments (a launch with the same request_id never "
+                    "submits twice); call status to see what ran",
+                    code="call-timeout",
+                )
+                return cast(R, _tool_error(late))
+            ok, value = done[0]
+            if ok:
+                return cast(R, _voiced(value))  # its hints name tools
+            if isinstance(value, RskError):
+                return cast(R, _tool_error(value))  # the SDK passes a CallToolResult through as it is
+            raise cast(BaseException, value)
+
+        return run
+
+    return guard
 
 
 READ = ToolAnnotations(read_only_hint=True, open_world_hint=True)
@@ -202,6 +233,7 @@ def build(pin: Pin) -> MCPServer:
     """The server and its tools, every one bound to `pin`."""
     from rsk.wire.bundle import data_dir
 
+    guarded = _guarded(pin.max_wait + CALL_SLACK_S)
     server = MCPServer(
         name="rsk",
         version=__version__,
@@ -242,7 +274,7 @@ def build(pin: Pin) -> MCPServer:
         return seconds
 
     @server.tool(description="The targets rsk knows, and the one this server is pinned to.", annotations=READ)
-    @_guarded
+    @guarded
     def targets() -> TargetList:
         from rsk.cluster.targets import list_targets
 
@@ -252,7 +284,7 @@ def build(pin: Pin) -> MCPServer:
         description="What the target offers: partitions and limits, the cluster's policy, this project's grants left.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def info() -> TargetInfo:
         from rsk.ops.info import info as get_info
 
@@ -263,7 +295,7 @@ def build(pin: Pin) -> MCPServer:
         "node that is down.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def gpus(
         lease: Annotated[str | None, Field(description="Only this lease's GPUs, as its controller sees them.")] = None,
     ) -> GpuInventory:
@@ -280,7 +312,7 @@ def build(pin: Pin) -> MCPServer:
         "decided like a launch (status pending: tell the human) and charged at worst case for the whole allocation.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def lease_open(
         name: Annotated[str, Field(description="The lease's name (A-Z a-z 0-9 . _ -).")],
         nodes: Nodes = None, gpus: Gpus = None, cpus: Cpus = None, mem: Mem = None,
@@ -301,7 +333,7 @@ def build(pin: Pin) -> MCPServer:
 
     @server.tool(description="The project's leases: state, nodes, time left, steps queued and running.",
                  annotations=READ)  # fmt: skip
-    @_guarded
+    @guarded
     def lease_status(name: Annotated[str | None, Field(description="One lease (default: all).")] = None) -> LeaseList:
         from rsk.ops.leases import status as get_lease_status
 
@@ -312,7 +344,7 @@ def build(pin: Pin) -> MCPServer:
         "its charge settles to what it held.",
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def lease_close(name: Annotated[str, Field(description="The lease's name.")]) -> CloseReport:
         from rsk.ops.launch import requester
         from rsk.ops.leases import close
@@ -339,7 +371,7 @@ def build(pin: Pin) -> MCPServer:
         "nothing. Give exactly one of command, script or tasks.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def plan(
         command: Command = None, script: Script = None, tasks: Tasks = None, request_id: RequestId = None,
         gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
@@ -356,7 +388,7 @@ def build(pin: Pin) -> MCPServer:
         "request_id never submits twice. Give exactly one of command, script or tasks.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def launch(
         command: Command = None, script: Script = None, tasks: Tasks = None, request_id: RequestId = None,
         gpus: Gpus = None, nodes: Nodes = None, cpus: Cpus = None, mem: Mem = None, time: Time = None,
@@ -374,7 +406,7 @@ def build(pin: Pin) -> MCPServer:
         "in the batch's RSK_WORK_DIR, on the batch's code snapshot unless code names a directory to send (a fix).",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def retry(
         batch: Annotated[str, Field(description="The batch or workflow: its first request id.")],
         tasks: Annotated[list[str] | None, Field(description="Task keys to retry.")] = None,
@@ -400,7 +432,7 @@ def build(pin: Pin) -> MCPServer:
         "a new total budget; only the extra is decided, like any launch. The links share the chain's RSK_WORK_DIR.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def extend(
         request_id: Annotated[str, Field(description="The chain: its first request id.")],
         budget: Annotated[
@@ -431,7 +463,7 @@ def build(pin: Pin) -> MCPServer:
         f"of all, run time used of its budget). Never blocks longer than {pin.max_wait:g} s.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def wait(
         card: Annotated[str | None, Field(description="A card id, c-...")] = None,
         job: Annotated[str | None, Field(description="A job id.")] = None,
@@ -452,7 +484,7 @@ def build(pin: Pin) -> MCPServer:
                          timeout=bounded(timeout), voice=TOOLS)  # fmt: skip
 
     @server.tool(description="State of the project's rsk jobs, newest last.", annotations=READ)
-    @_guarded
+    @guarded
     def status(
         job: Annotated[str | None, Field(description="Only this job.")] = None,
         request_id: Annotated[str | None, Field(description="Only this request's (or batch's) jobs.")] = None,
@@ -474,7 +506,7 @@ def build(pin: Pin) -> MCPServer:
         "gives reset=true and a fresh cursor.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def events(
         after: Annotated[str | None, Field(description="The cursor from the previous call.")] = None,
         wait: Annotated[
@@ -490,7 +522,7 @@ def build(pin: Pin) -> MCPServer:
         "only what is new.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def logs(
         job: Annotated[str, Field(description="The job id.")],
         stream: Literal["stdout", "stderr"] = "stdout",
@@ -509,7 +541,7 @@ def build(pin: Pin) -> MCPServer:
         "with its state. Give request_id or batch.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def logs_request(
         request_id: Annotated[str | None, Field(description="The request (a chain's first request id).")] = None,
         batch: Annotated[str | None, Field(description="The batch (its request id).")] = None,
@@ -526,7 +558,7 @@ def build(pin: Pin) -> MCPServer:
         description="Cancel a job, a request or a batch this project launched (and only those).",
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def cancel(
         job: Annotated[str | None, Field(description="A job id.")] = None,
         request_id: Annotated[str | None, Field(description="A request's job.")] = None,
@@ -543,7 +575,7 @@ def build(pin: Pin) -> MCPServer:
         description="The project's attempt journal on the cluster (intent, outcome, ...), its seals checked.",
         annotations=READ,
     )
-    @_guarded
+    @guarded
     def journal(
         after: Annotated[int, Field(ge=0, description="Only lines after this one (a previous cursor).")] = 0,
     ) -> Journal:
@@ -555,7 +587,7 @@ def build(pin: Pin) -> MCPServer:
         description="The project's approval cards (read only: a human approves or denies them in a terminal).",
         annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False),
     )
-    @_guarded
+    @guarded
     def approvals(
         include_decided: Annotated[bool, Field(description="Also approved, denied and withdrawn cards.")] = False,
     ) -> CardList:
@@ -569,7 +601,7 @@ def build(pin: Pin) -> MCPServer:
         "the human, and nothing was spent.",
         annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=False, open_world_hint=False),
     )
-    @_guarded
+    @guarded
     def withdraw(card: Annotated[str, Field(description="The card id, c-...")]) -> Decision:
         from rsk.ledger.cards import store_of_card
         from rsk.ledger.cards import withdraw as do_withdraw
@@ -584,7 +616,7 @@ def build(pin: Pin) -> MCPServer:
         "directory.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def fetch(
         job: Annotated[str, Field(description="The job id.")],
         paths: Annotated[list[str], Field(min_length=1, description="Paths relative to the job's directory.")],
@@ -603,7 +635,7 @@ def build(pin: Pin) -> MCPServer:
         "a task lacks is listed, not an error.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def fetch_batch(
         batch: Annotated[str, Field(description="The batch (its request id).")],
         paths: Annotated[list[str], Field(min_length=1, description="Paths relative to each task's directory.")],
@@ -622,7 +654,7 @@ def build(pin: Pin) -> MCPServer:
         "already in to/KEY is left as it is, so calling again finishes a cut call.",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def fetch_batch_result(
         batch: Annotated[str, Field(description="The batch (its request id).")],
         to: Annotated[str | None, Field(description="Local directory (default: rsk-results/BATCH here).")] = None,
@@ -640,7 +672,7 @@ def build(pin: Pin) -> MCPServer:
         "chain's last link that ran (a batch's: fetch_batch_result).",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
-    @_guarded
+    @guarded
     def fetch_result(
         job: Annotated[str | None, Field(description="The job id.")] = None,
         to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here).")] = None,
