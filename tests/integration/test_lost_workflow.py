@@ -134,6 +134,7 @@ exec /usr/bin/sbatch --hold "$@"
         assert ("w2", "abandoned") in [(i["request_id"], i["result"]) for i in rec["items"]], rec
         held = grant_view(project)
         assert held["jobs_spent"] == 2 and held["jobs_reserved"] == 0, held  # t1's stand-in still holds a job
+        assert held["stand_ins"] == [{"request_id": "w2", "target": "lab", "count": 1}], held  # told to the human
         extra = launch(project, "-r", "x1", "--cpus", "1", "--time", "10", command=("sleep", "300"))
         assert extra.rc == Exit.PENDING, extra.out + extra.err  # --max-active 2: t0 and t1's stand-in
 
@@ -149,7 +150,7 @@ exec /usr/bin/sbatch --hold "$@"
         assert book["stand_ins"] == ["unfound:1"] and book["jobs"] == [t0], done
         after = grant_view(project)
         assert after["jobs_spent"] == 1, after  # the stand-in counts no job; t0 still held at its worst case
-        assert after["cpu_hours_reserved"] > 0, after
+        assert after["cpu_hours_reserved"] > 0 and after["stand_ins"] == [], after
         assert launch(project, "-r", "x2", "--cpus", "1", "--time", "10", command=("sleep", "300")).rc == 0
         audit = [json.loads(line) for line in (Path(os.environ["RSK_HOME"]) / "projects" / project /
                                                "audit.jsonl").read_text().splitlines()]  # fmt: skip

@@ -332,6 +332,11 @@ def render_grant(v: "GrantView") -> str:
             f"{g.expires.strftime('%Y-%m-%d %H:%M UTC') if g.expires else 'never'}"
             + (f"; note: {g.note}" if g.note else ""),
             *([f"  {v.note}"] if v.note else []),
+            *[
+                f"  request {h.request_id} on {h.target}: {h.count} task(s) no job was found for since its answer was "
+                f"lost, held at their worst case (`rsk grant release {h.request_id} -t {h.target}` if they never ran)"
+                for h in v.stand_ins
+            ],
         ]
     )
 
