@@ -104,8 +104,16 @@ _TABLE: dict[str, tuple[str, Audience, str]] = {
         "agent",
         "Serve rsk's tools over MCP on stdio, pinned to one project and target (no human acts).",
     ),
-    "approvals": ("ledger_cmds", "agent", "List approval cards that wait for a human."),
-    "approve": ("ledger_cmds", "human", "Approve card CARD: its exact plan may run (once by default)."),
+    "approvals": (
+        "ledger_cmds",
+        "agent",
+        "List the approval cards that wait for a human in this project (--all-projects: every project's).",
+    ),
+    "approve": (
+        "ledger_cmds",
+        "human",
+        "Approve card CARD: its request may run its exact plan (--uses N: N-1 more launches of it too).",
+    ),
     "deny": ("ledger_cmds", "human", "Deny card CARD; the reason reaches the agent."),
     "withdraw": (
         "ledger_cmds",

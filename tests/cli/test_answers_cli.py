@@ -59,14 +59,27 @@ def test_ledger_reads_answer_an_object_with_a_named_list(argv: str, rsk_env: Pat
         assert doc["project"] == project
 
 
-def test_approvals_without_a_project_name_none_and_list_every_projects_cards(rsk_env: Path, project: str) -> None:
+def test_approvals_list_the_project_in_forces_cards_and_every_projects_only_when_asked(
+    rsk_env: Path, project: str
+) -> None:
     from tests.ui_cards import file_card
 
-    card = file_card(project)
-    doc = _doc(rsk("approvals", "--json").out)
-    assert doc["project"] is None and [c["id"] for c in doc["cards"]] == [card.id]
-    shown = _doc(rsk("approvals", "show", card.id, "--json").out)
-    assert shown["project"] == project and shown["card"]["id"] == card.id
+    mine = file_card(project)
+    theirs = file_card(f"{project}-other", "c-0123456789cd")
+    doc = _doc(rsk("approvals", "--json", env={"RSK_PROJECT": project}).out)  # an agent in its own project
+    assert doc["project"] == project and [c["id"] for c in doc["cards"]] == [mine.id]
+    every = _doc(rsk("approvals", "--all-projects", "--json").out)  # the human's view
+    assert every["project"] is None and sorted(c["id"] for c in every["cards"]) == sorted([mine.id, theirs.id])
+    text = rsk("approvals", "--all-projects").out
+    assert f"card {mine.id}  [pending]  project {project} " in text
+    assert f"card {theirs.id}  [pending]  project {project}-other " in text
+    elsewhere = rsk("approvals", "-p", f"{project}-none")
+    assert elsewhere.rc == 0 and f"no pending approval cards in project {project}-none" in elsewhere.out
+    assert "2 card(s) wait in other projects: rsk approvals --all-projects" in elsewhere.out
+    both = rsk("approvals", "--all-projects", "-p", project, "--json")
+    assert both.rc == Exit.USAGE and _doc(both.out)["error"] == "usage"
+    shown = _doc(rsk("approvals", "show", mine.id, "--json").out)
+    assert shown["project"] == project and shown["card"]["id"] == mine.id
 
 
 def test_targets_name_the_one_commands_use_by_default(rsk_env: Path, nowhere: dict[str, str]) -> None:

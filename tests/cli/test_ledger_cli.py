@@ -225,7 +225,8 @@ def test_an_unreadable_ledger_is_exit_6_for_every_reader_never_an_empty_queue(rs
     path = ledger_path(rsk_env, project)
     path.write_text(path.read_text().replace('"schema_version"', '"surprise": 1, "schema_version"', 1))
     kept = path.read_text()
-    for argv in (["approvals", "--json"], ["approvals", "--all", "--json"], ["approvals", "show", card.id],
+    for argv in (["approvals", "--all-projects", "--json"], ["approvals", "--all", "--all-projects", "--json"],
+                 ["approvals", "-p", project, "--json"], ["approvals", "show", card.id],
                  ["wait", card.id, "--timeout", "1", "--json"], ["withdraw", card.id]):  # fmt: skip
         r = rsk(*argv)
         assert r.rc == Exit.STATE, (argv, r.rc, r.out, r.err)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -151,7 +152,34 @@ def test_a_request_id_used_for_another_plan_names_the_jobs_it_ran(lab: Lab, proj
     assert other.rc == Exit.CONFLICT and doc["error"] == "request-conflict", doc
     assert doc["jobs"] == [str(first["job_id"])] and "!" not in doc["message"], doc
     assert "rsk wait -r twice" in doc["hint"] and "do not launch it again" in doc["hint"], doc
+    assert doc["differs"] == ["argv"] and "it differs in argv" in doc["message"], doc
     assert len(lab.jobs_named(f"rsk:{project}:twice")) <= 1
+
+
+def test_a_request_id_that_ran_says_what_another_launch_of_it_changes_under_code(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    grant(project, "--jobs", "5")
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("print('hi')\n")
+    (code / "old.txt").write_text("o\n")
+    first = launched(launch(project, "-r", "ran-code", "--code", str(code), command=("python3", "train.py")))
+    (code / "extra.txt").write_text("x\n")
+    (code / "old.txt").unlink()
+    other = launch(project, "-r", "ran-code", "--code", str(code), "--time", "3", command=("python3", "train.py"))
+    doc = json.loads(other.out)
+    assert other.rc == Exit.CONFLICT and doc["error"] == "request-conflict", doc
+    assert doc["differs"] == ["code", "time_min"] and doc["jobs"] == [str(first["job_id"])], doc
+    assert doc["code_added"] == ["extra.txt"] and doc["code_removed"] == ["old.txt"], doc
+    assert "added under --code: extra.txt; gone under --code: old.txt" in doc["message"], doc
+    planned = rsk("plan", "-t", "lab", "-p", project, "-r", "ran-code", "--code", str(code), "--json", "--",
+                  "python3", "train.py")  # fmt: skip
+    assert planned.rc == Exit.CONFLICT and json.loads(planned.out)["differs"] == ["code"], planned.out
+    (code / "extra.txt").unlink()
+    (code / "old.txt").write_text("o\n")
+    again = launched(launch(project, "-r", "ran-code", "--code", str(code), command=("python3", "train.py")))
+    assert again["status"] == "replayed" and again["job_id"] == first["job_id"]
 
 
 def test_hostile_arguments_and_environment_reach_the_job_byte_for_byte(lab: Lab, project: str) -> None:

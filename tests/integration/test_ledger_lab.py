@@ -46,6 +46,32 @@ def test_approval_of_exact_plan_allows_once_then_asks_again(lab: Lab, project: s
     assert launch(project, "-r", "x2", command=("echo", "approved")).rc == Exit.PENDING
 
 
+def test_an_approval_runs_its_cards_request_and_another_request_of_the_same_plan_does_not_ride_it(
+    lab: Lab, project: str
+) -> None:
+    mine = launch(project, "-r", "own-a", command=("echo", "mine"))
+    assert mine.rc == Exit.PENDING, mine.out + mine.err
+    card = json.loads(mine.out)["card_id"]
+    other = launch(project, "-r", "own-b", command=("echo", "mine"))  # the same plan under another request id
+    assert other.rc == Exit.PENDING
+    theirs = json.loads(other.out)
+    assert theirs["new_card"] and theirs["card_id"] != card  # its own card: the human sees two requests
+    cards = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
+    assert sorted((c["id"], c["request_id"]) for c in cards) == sorted([(card, "own-a"), (theirs["card_id"], "own-b")])
+    assert rsk("approve", card, "-p", project, "--yes").rc == 0
+    rode = launch(project, "-r", "own-b", command=("echo", "mine"))  # launched first, it still asks
+    assert rode.rc == Exit.PENDING and json.loads(rode.out)["card_id"] == theirs["card_id"], rode.out
+    assert "allows request own-a" in json.loads(rode.out)["message"]
+    waited = rsk("wait", card, "-p", project, "--json", "--timeout", "90")
+    assert waited.rc == 0, waited.out + waited.err
+    ran = json.loads(waited.out)["launch"]
+    assert ran["request_id"] == "own-a" and ran["allowed_by"]["kind"] == "approval"
+    assert finished_output(project, ran["job_id"])["text"] == "mine\n"
+    assert not [line for line in lab.journal(project) if " rid=own-b " in line]  # nothing of own-b reached Slurm
+    left = json.loads(rsk("approvals", "-p", project, "--json").out)["cards"]
+    assert [c["id"] for c in left] == [theirs["card_id"]]
+
+
 def test_changed_plan_needs_a_new_approval(lab: Lab, project: str) -> None:
     card = json.loads(launch(project, "-r", "p1", command=("echo", "v1")).out)["card_id"]
     assert rsk("approve", card, "-p", project, "--uses", "5", "--yes").rc == 0

@@ -187,6 +187,8 @@ def test_a_batchs_results_come_back_in_one_call_each_checked_and_a_second_call_f
     # one request of several jobs: the error names the batch form
     one = rsk("fetch", "-r", "sw", "--result", *common)
     assert one.rc == Exit.USAGE and "--batch sw --result" in one.err
+    said = json.loads(one.out)  # and says, as data, which task's job published a result
+    assert said["error"] == "several-jobs" and said["results"] == {t: by[t]["job_id"] for t in ("a", "b")}, said
 
 
 def test_files_a_directory_fetch_leaves_out_are_named_never_dropped_silently(

@@ -1,4 +1,4 @@
-"""Every JSON answer's shape is the one its `schema_version` names (docs/adr/0049): a key an answer at that version
+"""Every JSON answer's shape is the one its `schema_version` names (docs/adr/0050): a key an answer at that version
 had is still there, with no type it did not have. Adding a key is no change of version (an agent reads what it
 knows); removing or renaming one, or changing its type (a number that becomes a string, an int that becomes an
 ISO time, a list that becomes an object), is, and fails here until the answer's `schema_version` is bumped.
@@ -61,6 +61,7 @@ ANSWERS = [
 NOT_ANSWERS = {
     "rsk.cluster.targets.Target",  # a target file (an answer's too, inside TargetList, which covers it)
     "rsk.ledger.archive.Record",
+    "rsk.ledger.kept.Kept",  # a launch's request as it was accepted (RSK_HOME/projects/P/requests/RID.json)
     "rsk.ledger.models.AuditEntry",
     "rsk.ledger.models.Ledger",
     "rsk.ledger.notify.PageFile",

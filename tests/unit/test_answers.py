@@ -97,12 +97,14 @@ def test_cancel() -> None:
 
 
 def test_reconcile() -> None:
-    assert answers.reconcile(recorded("reconcile")).model_dump() == {"items": [], "open": 0, "stale": 0}
+    assert answers.reconcile(recorded("reconcile")).model_dump() == {"items": [], "open": 0, "stale": 0, "unknown": []}
     a = answers.reconcile(recorded("reconcile_items"))
     assert [(i.rid, i.idx, i.task, i.result, i.job) for i in a.items] == [
         ("seen", 0, "", "reconciled", "2018"), ("gone", 1, "k2", "abandoned", ""),
     ]  # fmt: skip
-    assert a.open == 2
+    assert a.open == 2 and a.unknown == []
+    said = recorded("reconcile", "reconciled open=0 stale=0", "reconciled open=0 stale=0 unknown=77,78_1")
+    assert answers.reconcile(said).unknown == ["77", "78_1"]  # unheld jobs whose batch script Slurm did not give
     with pytest.raises(ProtocolError, match="@@reconciled"):
         answers.reconcile(recorded("reconcile", "@@N reconciled open=0 stale=0\n", ""))
     with pytest.raises(ProtocolError, match="idx="):

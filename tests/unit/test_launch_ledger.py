@@ -63,7 +63,7 @@ class _Cluster:
         monkeypatch.setattr(launch_mod, "Remote", Remote)
         monkeypatch.setattr(launch_mod, "find_target", lambda name: type("T", (), {"name": name})())
         monkeypatch.setattr(launch_mod, "raise_for_error", lambda out: None)
-        monkeypatch.setattr(launch_mod, "keep", lambda request: None)
+        monkeypatch.setattr(launch_mod, "keep", lambda request, code=None: None)
         monkeypatch.setattr(launch_mod.answers, "plan", lambda out: cluster.plan)
         monkeypatch.setattr(launch_mod.answers, "warnings", lambda out: [])
         monkeypatch.setattr(launch_mod.answers, "accepted", lambda out: [

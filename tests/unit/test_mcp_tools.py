@@ -129,7 +129,7 @@ def test_shell_hints_become_tool_hints_but_a_humans_commands_stay() -> None:
     assert for_tools("give --to a new directory; rsk status shows it") == (
         "give `to` a new directory; the status tool shows it"
     )
-    assert "--" not in for_tools("ask for GPUs with --gpus N (a tool's gpus), --tail 5")
+    assert "--" not in for_tools("ask for GPUs with --gpus N, --tail 5")
 
 
 def test_every_tool_a_hint_names_is_a_tool() -> None:

@@ -161,6 +161,14 @@ def approvals(
     card_id: Annotated[str | None, typer.Argument(metavar="CARD", help="The card to show.")] = None,
     project: ProjectOpt = None,
     all_cards: Annotated[bool, typer.Option("--all", help="Include decided cards.")] = False,
+    all_projects: Annotated[
+        bool,
+        typer.Option(
+            "--all-projects",
+            help="Every project's cards, each naming its project (the human's view; through the broker, the "
+            "projects you may use). Default: the project in force (--project, RSK_PROJECT, the project file).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
@@ -178,28 +186,49 @@ def approvals(
         else:
             out().print(render_card(found, full=True, run=_run(owner.project, found)))
         return
-    # without --project, a human sees what waits in every project
-    if project:
+    # the project in force by default (an agent sees its own cards); --all-projects, what waits in every project
+    if all_projects and project:
+        raise UsageError("--all-projects lists every project's cards: give it without --project")
+    if all_projects:
+        pairs = cards_everywhere(include_decided=all_cards)
+    else:
         store = _store(project)
         pairs = [(store.project, c) for c in list_cards(store, include_decided=all_cards)]
-    else:
-        pairs = cards_everywhere(include_decided=all_cards)
     if json_out:
-        print_json(CardList(project=store.project if project else None, cards=[c for _, c in pairs]))
+        print_json(CardList(project=None if all_projects else store.project, cards=[c for _, c in pairs]))
         return
     o = out()
     if not pairs:
-        o.print("no pending approval cards")
+        where = "" if all_projects else f" in project {store.project}"
+        o.print(f"no {'' if all_cards else 'pending '}approval cards{where}")
+        elsewhere = [] if all_projects else _elsewhere(store.project)
+        if elsewhere:
+            o.print(f"{len(elsewhere)} card(s) wait in other projects: rsk approvals --all-projects")
         return
     for owner_project, card in pairs:
         o.print(render_card(card, run=_run(owner_project, card)) + "\n")
     o.print("next: rsk approve CARD [--uses N] [--expires 8h]  or  rsk deny CARD --reason '...'")
 
 
+def _elsewhere(project: str) -> list[str]:
+    """The projects of the cards that wait outside `project` (a hint only: a ledger that cannot be read is left out
+    here; `rsk approvals --all-projects` says what is wrong with it)."""
+    from rsk.ledger.cards import cards_everywhere
+
+    return [p for p, _ in cards_everywhere(broken=[]) if p != project]
+
+
 def approve(
     card: Annotated[str, typer.Argument(help="Card id (from rsk approvals); found in whichever project has it.")],
     project: ProjectOpt = None,
-    uses: Annotated[int, typer.Option(min=1, help="How many launches of this exact plan it allows.")] = 1,
+    uses: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="How many launches of this exact plan it allows: the card's own request, and N-1 more under "
+            "other request ids of the project (the card's request keeps its run whatever they do).",
+        ),
+    ] = 1,
     expires: Annotated[str | None, typer.Option(help="Expiry: 30m, 8h, 7d or an ISO date.")] = None,
     note: Annotated[str, typer.Option(help="A note kept with the approval.")] = "",
     yes: YesOpt = False,
@@ -227,7 +256,8 @@ def approve(
         decided = find_card(store.load(), card, store.archive)
         print_json(Decision.of(store.project, decided, approval))
         return
-    out().print(f"approved card {card} as {approval.id} ({uses} use(s))")
+    more = f", and {uses - 1} more launch(es) of the same plan under other request ids" if uses > 1 else ""
+    out().print(f"approved card {card} as {approval.id}: request {approval.request_id} may run{more}")
     out().print(f"next: the agent continues with `rsk wait {card}`")
 
 
@@ -302,6 +332,11 @@ def render_grant(v: "GrantView") -> str:
             f"{g.expires.strftime('%Y-%m-%d %H:%M UTC') if g.expires else 'never'}"
             + (f"; note: {g.note}" if g.note else ""),
             *([f"  {v.note}"] if v.note else []),
+            *[
+                f"  request {h.request_id} on {h.target}: {h.count} task(s) no job was found for since its answer was "
+                f"lost, held at their worst case (`rsk grant release {h.request_id} -t {h.target}` if they never ran)"
+                for h in v.stand_ins
+            ],
         ]
     )
 
@@ -439,8 +474,9 @@ def grant_revoke(
     "and refuses when anything shows a job of the request may exist; otherwise the request's stand-ins (of its "
     "charge and of an approval's use) count nothing and no job from then on, the charge settles once its jobs have, "
     "and the audit names you and your reason. It never drops a job id. A job found later for the request is "
-    "charged its worst case all the same. Only you can know that a task which ran and ended unseen did not run: "
-    "release only what you know never ran. Never through the broker, never an MCP tool.",
+    "charged its worst case all the same. The cluster cannot show a task that ran and ended unseen, nor one a job "
+    "of the account renamed and erased from the journal: release only what you know never ran (ask the agent "
+    "nothing: its jobs can write what it would tell you). Never through the broker, never an MCP tool.",
 )
 def grant_release(
     request_id: Annotated[str, typer.Argument(help="The request whose stand-ins are released.")],

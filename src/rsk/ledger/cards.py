@@ -114,9 +114,11 @@ def projects() -> list[str]:
     return sorted(p.parent.name for p in found if TOKEN.fullmatch(p.parent.name))
 
 
-def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
-    """(project, card) for every project's cards: what a human sees without --project. A ledger that cannot
-    be read is a StateError (exit 6), never an empty list: its cards may be waiting."""
+def cards_everywhere(include_decided: bool = False, broken: list[str] | None = None) -> list[tuple[str, Card]]:
+    """(project, card) for every project's cards: what a human sees with --all-projects. A ledger that cannot
+    be read is a StateError (exit 6), never an empty list: its cards may be waiting (with `broken`, its project
+    is named there instead, for a caller that only counts)."""
+    from rsk.errors import StateError
     from rsk.local.caller import rights
 
     r = rights()
@@ -124,7 +126,12 @@ def cards_everywhere(include_decided: bool = False) -> list[tuple[str, Card]]:
     for project in projects():
         if r is not None and not r.allows(project):
             continue  # through the broker, another user sees only the projects it may use
-        out += [(project, c) for c in list_cards(Store(project), include_decided)]
+        try:
+            out += [(project, c) for c in list_cards(Store(project), include_decided)]
+        except StateError:
+            if broken is None:
+                raise
+            broken.append(project)
     return out
 
 
@@ -183,6 +190,7 @@ def approve(
             decided_by=by,
             note=note,
             card_id=card.id,
+            request_id=card.request_id,
         )
         ledger.approvals.append(approval)
     store.audit(
@@ -232,12 +240,16 @@ def withdraw(store: Store, card_id: str, by: str) -> Card:
 
 
 def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float = 1.0) -> Card:
-    """Block until a human decides the card (or the timeout passes: PendingApproval). A denied card is a
+    """Block until a human decides the card, or an approval of its plan has a use open to its request (or the
+    timeout passes: PendingApproval). A denied card is a
     DeniedError, with the human's reason; a withdrawn one too (exit 3, `card-withdrawn`): nothing is filed or
     run for it."""
+    from rsk.ledger.decide import find_approval
+
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
-        card = find_card(store.load(), card_id, store.archive)
+        ledger = store.load()
+        card = find_card(ledger, card_id, store.archive)
         if card.status == "denied":
             raise DeniedError(
                 f"card {card_id} was denied by {card.decided_by}: {card.reason}",
@@ -256,6 +268,8 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
             )
         if card.status != "pending":
             return card
+        if find_approval(ledger, card.plan_hash, now(), card.request_id) is not None:
+            return card  # a human's spare use of this plan (`--uses N` on another card) lets it run: the launch decides
         if deadline is not None and time.monotonic() >= deadline:
             raise PendingApproval(
                 f"card {card_id} is still pending",

@@ -163,12 +163,14 @@ def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
 
 
 def find_approval(ledger: Ledger, plan_hash: str, at: datetime, request_id: str = "") -> Approval | None:
-    """A live approval of this plan that this request already holds a use of, else one with a use left."""
+    """A live approval of this plan that this request already holds a use of, else the one whose card named this
+    request, else one whose human gave uses beyond its card's request (never the use kept for that request)."""
     alive = [a for a in ledger.approvals if a.plan_hash == plan_hash and live(a.expires, at)]
     for a in alive:
         if any(u.request_id == request_id and u.state == "held" for u in a.uses):
             return a
-    return next((a for a in alive if a.uses_left > 0), None)
+    own = [a for a in alive if a.request_id == request_id]
+    return next((a for a in own + alive if a.open_to(request_id)), None)
 
 
 def denied_card(ledger: Ledger, plan_hash: str) -> Card | None:
@@ -203,7 +205,7 @@ def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
             return Decision("grant", g.id)
         if best is None or len(gaps) < best[0]:
             best = (len(gaps), g.id, gaps)
-    why_no_approval = stale_approval(ledger, f.plan_hash, at)
+    why_no_approval = stale_approval(ledger, f.plan_hash, at, f.request_id)
     if best is None:
         return Decision("ask", reason=why_no_approval or "no grant exists for this project", closest_why=["no grants"])
     return Decision(
@@ -211,8 +213,8 @@ def decide(ledger: Ledger, f: Facts, at: datetime) -> Decision:
     )
 
 
-def stale_approval(ledger: Ledger, plan_hash: str, at: datetime) -> str:
-    """Why an earlier approval of this plan no longer allows it (expired, used up), or ""."""
+def stale_approval(ledger: Ledger, plan_hash: str, at: datetime, request_id: str = "") -> str:
+    """Why an approval of this plan does not allow this request (expired, used up, another request's), or ""."""
     for a in reversed(ledger.approvals):
         if a.plan_hash != plan_hash:
             continue
@@ -220,4 +222,7 @@ def stale_approval(ledger: Ledger, plan_hash: str, at: datetime) -> str:
             return f"approval {a.id} of this plan expired at {a.expires:%Y-%m-%d %H:%M} UTC"
         if a.uses_left <= 0:
             return f"approval {a.id} of this plan is used up"
+        if request_id and not a.open_to(request_id):  # its use is kept for the request its card named
+            return (f"approval {a.id} of this plan allows request {a.request_id} (card {a.card_id}), not this one: "
+                    "a human decides this request's own card")  # fmt: skip
     return ""

@@ -238,13 +238,14 @@ def allowed_or_raise(verdict: Allowed | RskError) -> Allowed:
     return verdict
 
 
-def _supersede(store: Store, ledger: Ledger, rid: str, plan_hash: str, grant: str) -> None:
-    """This request's own pending card for this plan no longer waits for a human: a grant allows it now."""
+def _supersede(store: Store, ledger: Ledger, rid: str, plan_hash: str, kind: str, by: str) -> None:
+    """This request's own pending card for this plan no longer waits for a human: a grant allows it now, or an
+    approval whose human gave uses beyond its own card's request."""
     for card in ledger.cards:
         if card.status == "pending" and card.request_id == rid and card.plan_hash == plan_hash:
             card.status, card.decided_at = "withdrawn", now()
-            card.decided_by, card.superseded_by = f"rsk (grant {grant} allows request {rid})", grant
-            store.audit(_entry(store, "withdraw", plan_hash, rid, card.id, f"superseded: grant {grant} allows it"))
+            card.decided_by, card.superseded_by = f"rsk ({kind} {by} allows request {rid})", by
+            store.audit(_entry(store, "withdraw", plan_hash, rid, card.id, f"superseded: {kind} {by} allows it"))
 
 
 def authorize_in(
@@ -285,6 +286,7 @@ def authorize_in(
             use = Use(request_id=rid, target=target)
             approval.uses.append(use)
         _hold(use.holders)
+        _supersede(store, ledger, rid, plan.hash, "approval", approval.id)
         return Allowed(kind="approval", id=approval.id)
     if d.kind == "grant":
         assert d.rule is not None
@@ -297,11 +299,13 @@ def authorize_in(
                             gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
             ledger.charges.append(charge)
         _hold(charge.holders)
-        _supersede(store, ledger, rid, plan.hash, d.rule)
+        _supersede(store, ledger, rid, plan.hash, "grant", d.rule)
         return Allowed(kind="grant", id=d.rule, charge_id=charge.id)
-    # ask: a card for a human, the one pending for this plan or a new one
+    # ask: a card for a human, this request's pending one for this plan or a new one. A card names one request:
+    # the human's yes lets that request run, so another request of the same plan files its own (docs/adr/0052)
     _release_holds(store, ledger, rid, f"decided again: {d.reason}")
-    card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.status == "pending"), None)
+    card = next((c for c in ledger.cards if c.plan_hash == plan.hash and c.request_id == rid
+                 and c.target == target and c.status == "pending"), None)  # fmt: skip
     new_card = card is None
     if card is None:
         card = Card(
@@ -592,11 +596,6 @@ def _found(costs: dict[str, JobCost], new: list[str], n: int, worst: JobCost, fi
     return out
 
 
-def _short(state: str, costs: dict[str, JobCost]) -> bool:
-    """Submitted with tasks of its plan not found yet (a lost answer's adoption saw only part of them)."""
-    return state == "submitted" and any(stand_in_open(k, c) for k, c in costs.items())
-
-
 def _open_to_find(state: str, costs: dict[str, JobCost]) -> bool:
     """Adopted with tasks of its plan not found: still held at their worst case, or released by a human (a job
     found later for the request is charged all the same)."""
@@ -842,18 +841,19 @@ SINCE_SKEW_S = 300  # the cluster's clock may run behind the ledger's: a wider w
 def since_line(ledger: Ledger, target: str, request_id: str | None = None) -> bytes:
     """The "since EPOCH" line the cluster's submit and reconcile read after "held": when the ledger's oldest hold
     on the target whose outcome it does not know (reserved, no job: a launch that lost its answer after `go`, or
-    one still deciding) was made, less SINCE_SKEW_S; only the request's own with request_id. Empty when there is
-    none. The cluster keeps such an intent open while an active job of the account that Slurm took since then is
-    in no book (docs/adr/0039)."""
+    one still deciding; or adopted with tasks no job was found for, their stand-ins held or released by a human)
+    was made, less SINCE_SKEW_S; only the request's own with request_id. Empty when there is none. The cluster
+    keeps such an intent open while an active job of the account that Slurm took since then is in no book
+    (docs/adr/0039), and a job found so for a released stand-in is charged again (docs/adr/0051)."""
     times = [
         c.created
         for c in ledger.charges
-        if (c.state == "reserved" or _short(c.state, c.job_costs))
+        if (c.state == "reserved" or _open_to_find(c.state, c.job_costs))
         and c.target == target
         and request_id in (None, c.request_id)
     ]
     times += [u.at for a in ledger.approvals for u in a.uses
-              if (u.state == "held" or _short(u.state, u.jobs))
+              if (u.state == "held" or _open_to_find(u.state, u.jobs))
               and u.target == target and request_id in (None, u.request_id)]  # fmt: skip
     if not times:
         return b""

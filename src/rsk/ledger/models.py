@@ -14,7 +14,7 @@ from rsk.wire.resources import Resources
 # The ledger's shape. Every change of it bumps this, with a step in `migrate` and a fixture in tests/unit/ledgers/
 # (tests/unit/test_ledger_schema.py holds each version's fingerprint): a reader refuses a newer ledger whole, so
 # an added field is never read past by an rsk that does not know what it means (docs/adr/0044).
-LEDGER_SCHEMA = 10
+LEDGER_SCHEMA = 11
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 
 
@@ -114,7 +114,9 @@ class Use(Model):
 
 
 class Approval(Model):
-    """A human's yes for one exact plan hash, for a number of uses, until an expiry."""
+    """A human's yes for one exact plan hash under the request id its card names, for a number of uses, until an
+    expiry (docs/adr/0052). The card's request takes one use, kept for it until it does; uses beyond that one
+    (`rsk approve --uses N`) let N-1 more launches of the same plan run under other request ids of the project."""
 
     id: str = Field(default_factory=lambda: new_id("a"))
     plan_hash: str
@@ -125,6 +127,20 @@ class Approval(Model):
     note: str = ""
     card_id: str | None = None
     uses: list[Use] = []  # every request that took a use, kept for the audit and for replays
+    request_id: str = ""  # the card's request: the one it allows ("": approved before schema 11, any request)
+
+    def kept_for_card(self) -> bool:
+        """Whether one of the uses left is the card's request's: it has not taken (or gave back) its use."""
+        return bool(self.request_id) and not any(
+            u.request_id == self.request_id and u.state != "released" for u in self.uses
+        )
+
+    def open_to(self, request_id: str) -> bool:
+        """Whether this request may take a new use now: the card's own request while a use is left; another
+        request of the plan only from the uses beyond the one kept for the card's request."""
+        if not self.request_id or request_id == self.request_id:
+            return self.uses_left > 0
+        return self.uses_left > int(self.kept_for_card())
 
 
 class Grant(Model):
@@ -289,7 +305,7 @@ class Card(Model):
     decided_by: str | None = None
     decided_at: datetime | None = None
     reason: str = ""
-    superseded_by: str = ""  # withdrawn by rsk: a grant allowed its request meanwhile (its wait goes on)
+    superseded_by: str = ""  # withdrawn by rsk: a grant or a spare approval use allowed its request (its wait goes on)
 
 
 class LeaseStep(Model):
@@ -373,8 +389,16 @@ def _lease_open(card: dict[str, object]) -> dict[str, object]:
     return {**card, "plan": {("lease_open" if k == "lease" else k): v for k, v in plan.items()}}
 
 
+def _named(approval: dict[str, object], named: dict[object, object]) -> dict[str, object]:
+    """An approval of schema < 11: the request its card names, when that card is at hand."""
+    rid = named.get(approval.get("card_id"))
+    return {**approval, "request_id": rid} if isinstance(rid, str) and "request_id" not in approval else approval
+
+
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema, one version at a time. 9 -> 10: a lease card's plan names the
+    """An older ledger as the current schema, one version at a time. 10 -> 11: an approval names the request its
+    card named, the one it allows (from its card, when the card is still in the ledger; else "", any request of
+    the plan, as it was approved). 9 -> 10: a lease card's plan names the
     lease it opens `lease_open` (it was `lease`). 8 -> 9: a job cost says whether Slurm said it
     never started (none settled so far did) and its run time (not known for those). 7 -> 8: nothing moves (a
     version-7 ledger may hold fields added while 7 was current: cards' `filed_by` and `superseded_by`, a chain's and
@@ -384,11 +408,18 @@ def migrate(raw: dict[str, object]) -> dict[str, object]:
     worst case (none did). 3 -> 4: grants carry what their archived charges spent (nothing yet). 2 -> 3 adds leases
     (none). 1 -> 2: spent charges become submitted, approvals' used_by become uses, cards show env values. Anything
     malformed is left as it is for validation to refuse."""
+    if raw.get("schema_version", 1) == 10:
+        cards, approvals = _dicts(raw.get("cards", [])), _dicts(raw.get("approvals", []))
+        if cards is None or approvals is None:
+            return raw
+        named = {c.get("id"): c.get("request_id") for c in cards}
+        return {**raw, "schema_version": 11,
+                **({"approvals": [_named(a, named) for a in approvals]} if approvals else {})}  # fmt: skip
     if raw.get("schema_version", 1) == 9:
         cards = _dicts(raw.get("cards", []))
         if cards is None:
             return raw
-        return {**raw, "schema_version": 10, **({"cards": [_lease_open(c) for c in cards]} if cards else {})}
+        return migrate({**raw, "schema_version": 10, **({"cards": [_lease_open(c) for c in cards]} if cards else {})})
     if raw.get("schema_version", 1) == 8:
         return migrate({**raw, "schema_version": 9})
     if raw.get("schema_version", 1) == 7:

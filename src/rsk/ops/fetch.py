@@ -237,6 +237,8 @@ def result_job(target_name: str, project: str, request_id: str) -> str:
             f"request {request_id} has {len(ends)} jobs: fetch a result by its job id, or every task's at once",
             f"`rsk fetch --batch {request_id} --result` brings each task's into DIR/KEY; "
             + (("published results: " + ", ".join(published[:10])) if published else "none of them published a result"),
+            code="several-jobs",
+            details={"results": {j.task or j.job_id: j.job_id for j in ends if j.result}},  # as data: task -> job
         )
     return ends[0].job_id
 

@@ -116,16 +116,34 @@ def launch(
         return _launch(target_name, request, wait, progress, code)
 
 
-def _ran_before(exc: ConflictError, ledger: Ledger, target: str, request_id: str) -> ConflictError:
-    """A request id used for another plan: when the ledger recorded its jobs, the answer names them. A launch
-    repeated as it was can still be another plan (every plan binds rsk's own cluster programs, which an upgrade
-    changes): then those jobs are this work's, and a new request id would run it a second time."""
-    jobs = request_jobs(ledger, request_id, target) if exc.code == "request-conflict" else []
+def _ran_before(exc: ConflictError, ledger: Ledger, target: str, request: Request,
+                code: CodeSnapshot | None = None) -> ConflictError:  # fmt: skip
+    """A request id used for another plan: when the ledger recorded its jobs, the answer names them, and when the
+    launch that ran was made from here, what this one asks differently (`differs`, and `code_added` and
+    `code_removed`: files only one of the two snapshots held). A launch repeated as it was can still be another
+    plan (every plan binds rsk's own cluster programs, which an upgrade changes): then those jobs are this work's,
+    and a new request id would run it a second time."""
+    from rsk.ledger.kept import asked
+
+    if exc.code != "request-conflict":
+        return exc
+    request_id = request.request_id
+    before = asked(request.project, request_id)
+    if before is not None:
+        fields, added, removed = before.differs(request, code)
+        exc.details.update(differs=fields, code_added=added, code_removed=removed)
+        files = "".join(f"; {w} under --code: {', '.join(f[:10])}" for w, f in (("added", added), ("gone", removed))
+                        if f)  # fmt: skip
+        alike = ": you asked for the same work as then (rsk's programs or the cluster changed since)"
+        exc.message += f": it differs in {', '.join(fields)}{files}" if fields else alike
+    jobs = request_jobs(ledger, request_id, target)
     if jobs:
         exc.details["jobs"] = jobs
+        same = before is not None and not exc.details.get("differs")
         exc.hint = (
-            f"request id {request_id} already ran as job(s) {', '.join(jobs)}. If you asked for the same work, "
-            f"that is its job (rsk's own programs, bound in every plan, change with an upgrade): follow it with "
+            f"request id {request_id} already ran as job(s) {', '.join(jobs)}. "
+            + ("You asked for the same work: " if same else "If you asked for the same work, ")
+            + f"that is its job (rsk's own programs, bound in every plan, change with an upgrade): follow it with "
             f"`rsk wait -r {request_id}`, and do not launch it again under a new id. For different work, use a new "
             "--request-id"
         )
@@ -158,7 +176,7 @@ def _launch(
             try:
                 raise_for_error(out)
             except ConflictError as exc:
-                raise _ran_before(exc, ledger, target.name, request.request_id) from None
+                raise _ran_before(exc, ledger, target.name, request, code) from None
             plan = answers.plan(out)
             try:
                 allowed, known = allow(store, target.name, plan, request, planned_at, code)
@@ -198,7 +216,7 @@ def _launch(
             talk.close()  # without a `go`, the program ends having submitted nothing
         accepted = answers.accepted(out)
         if accepted:
-            keep(request)  # a batch's tasks, for `rsk retry`
+            keep(request, code)  # a batch's tasks, for `rsk retry`; what it asked, for a later conflict
         failure: RskError | None = None
         try:
             raise_for_error(out)
@@ -259,7 +277,10 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         ledger = store.view()  # a preview binds nothing: one reading serves the cluster's count and the decision
         held = held_line(held_jobs(ledger, target.name)) + since_line(ledger, target.name, request.request_id)
         out = remote.call(submit_entry(request), "plan", stdin=held + request.encode())
-    raise_for_error(out)
+    try:
+        raise_for_error(out)
+    except ConflictError as exc:
+        raise _ran_before(exc, ledger, target.name, request, code) from None
     plan = answers.plan(out)
     base = {
         "target": target.name, "project": request.project, "request_id": request.request_id,

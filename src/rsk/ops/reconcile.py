@@ -29,6 +29,8 @@ class ReconcileReport(Model):
     project: str
     open_intents: int
     stale_stages: int = 0  # results a killed job never published, set aside as partial
+    # active jobs of the account since the ledger's oldest open hold, in no book, whose batch script Slurm did not give
+    unknown_jobs: list[str] = Field(default_factory=list)
     items: list[ReconcileItem]
 
 
@@ -55,4 +57,4 @@ def reconcile(target: str, project: str) -> ReconcileReport:
         if item.result == "abandoned":
             guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")
     return ReconcileReport(target=target, project=project, open_intents=answer.open, stale_stages=answer.stale,
-                           items=items)  # fmt: skip
+                           items=items, unknown_jobs=answer.unknown)  # fmt: skip

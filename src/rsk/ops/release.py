@@ -34,8 +34,8 @@ def release(target: str, project: str, request_id: str, by: str, reason: str) ->
     evidence: list[str] = []
     rec = reconcile(target, project)
     unresolved = [i for i in rec.items if i.result == "unresolved"]
-    if unresolved:
-        jobs = sorted({j for i in unresolved for j in i.unknown_jobs})
+    if unresolved or rec.unknown_jobs:
+        jobs = sorted({j for i in unresolved for j in i.unknown_jobs} | set(rec.unknown_jobs))
         raise ConflictError(
             f"the cluster cannot rule out a job of request {request_id}: job(s) {','.join(jobs) or '?'} of the "
             "account, submitted since a hold whose outcome is unknown, are in no book and Slurm did not give their "
@@ -67,8 +67,9 @@ def release(target: str, project: str, request_id: str, by: str, reason: str) ->
             details={"request_id": request_id, "stand_ins_before": before, "stand_ins_now": after},
         )
     evidence.append(
-        "not asked: jobs of the account that ran and ended unseen (no batch script is left to read); the release "
-        "is the human's word that the tasks never ran"
+        "not seen: a job that ran and ended unseen (no batch script is left to read), and one of the account that "
+        "renamed itself and erased its journal lines while no intent of it is open; the release is your word that "
+        "the tasks never ran, and a job of them found later is charged again"
     )
     done = stand_ins.release(store, target, request_id, before, by, reason)
     return Released(target=target, project=project, request_id=request_id, by=by, reason=reason, released=done,

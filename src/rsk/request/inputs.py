@@ -33,13 +33,13 @@ def check_env(entry: str, where: str = "--env") -> str:
     if name in GPU_VISIBILITY:
         raise UsageError(
             f"{where}: {name} chooses which GPUs the job sees; Slurm sets it from the GPUs the job was given",
-            "ask for GPUs with --gpus N (a tool's gpus): the plan, the charge and the human's card then show them",
+            "ask for GPUs with --gpus N: the plan, the charge and the human's card then show them",
         )
     if name.startswith(RESERVED_PREFIXES) or name in RESERVED_NAMES:
         raise UsageError(
             f"{where}: the name {name} belongs to rsk or Slurm",
             "rsk and Slurm set SLURM_*, SBATCH_*, RSK_* and the wrapper's rsk_* themselves; give the job's PATH "
-            "with --path (a tool's path)",
+            "with --path",
         )
     return entry
 

@@ -249,7 +249,7 @@ def card_acts(project: str, card: Card, csrf: str) -> Markup:
         _hidden(csrf, project, card),
         el(
             "label",
-            {},
+            {"title": "1: this card's request runs. N: it, and N-1 more launches of this plan under other request ids"},
             "uses ",
             el("input", {"type": "number", "name": "uses", "value": "1", "min": "1", "max": "1000", "required": True}),
         ),

@@ -416,6 +416,10 @@ class ReconcileAnswer(Answer):
     items: list[ReconcileLine]
     open: int  # how many intents had no outcome
     stale: int  # stages of ended jobs set aside as partial
+    # active jobs of the account since the ledger's `since` that no book holds and whose batch script Slurm did not
+    # give, whether or not an intent is open (the `reconciled` line's optional `unknown`; empty from a cluster side
+    # that does not say)
+    unknown: list[str] = []
 
 
 def reconcile(out: Output) -> ReconcileAnswer:
@@ -434,7 +438,8 @@ def reconcile(out: Output) -> ReconcileAnswer:
         for r in out.all("reconcile")
     ]
     done = _one(out, "reconciled")
-    return ReconcileAnswer(items=items, open=_count(done, "open"), stale=_count(done, "stale", 0))
+    return ReconcileAnswer(items=items, open=_count(done, "open"), stale=_count(done, "stale", 0),
+                           unknown=_list(done, "unknown", ""))  # fmt: skip
 
 
 # logs, fetch ----------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ base = {
             "decided_at": T,
             "note": "one-off",
             "card_id": "c-000000000001",
+            "request_id": "r-appr",
             "uses": [
                 {
                     "request_id": "r-appr",
