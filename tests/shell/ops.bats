@@ -42,6 +42,22 @@ teardown() { teardown_root; }
     [ -z "$(jfact c rc)" ] && [ -z "$(jfact c sq)" ]
 }
 
+@test "the words a job can write in the journal and the markers reach status as one word of plain characters" {
+    mkdir -p "$ROOT/journal" "$ROOT/runs/$PROJECT/zz/t0"
+    esc=$(printf '\033')
+    printf 'v=2 t=%s[2J ev=accepted rid=zz plan=x idx=0 task=[bold]HI[/bold]%s[31mRED[link=http://evil.example/]x job=99998 res=1,%s]0;t lease=a%sb\n' \
+        "$esc" "$esc" "$esc" "$esc" >"$ROOT/journal/$PROJECT.log"
+    printf 'rc=1%s[0m sig=TERM%s]8 t=1 elapsed=5 limit=60\n' "$esc" "$esc" >"$ROOT/runs/$PROJECT/zz/t0/ended"
+    chown -R "$LAB_USER" "$ROOT"
+    run remote status "$PROJECT"
+    [ "$status" -eq 0 ]
+    line=$(printf '%s\n' "$output" | grep '^@@job rid=zz ')
+    [ -n "$line" ]
+    case $line in *"$esc"*) false ;; esac # no escape character passes
+    [ "$(jfact zz task)" = "[bold]HI[_bold]_[31mRED[link_http:__evil.example_]x" ]
+    [ "$(jfact zz sig)" = "TERM_]8" ]
+}
+
 @test "status with a cursor also returns the journal lines after it" {
     submit one arg=true
     run remote status "$PROJECT" 1
