@@ -444,6 +444,33 @@ def test_a_pending_job_whose_output_was_moved_is_still_found_by_its_batch_script
         lab.ssh(f"scancel {job}; rm -f /tmp/{project}.out")
 
 
+def test_a_relaunch_after_a_lost_answer_looks_for_a_task_whose_journal_lines_were_all_erased(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    """As above, but the job erases every line of the request, its intent too, and nothing reconciles first: the
+    ledger still holds the request with no known outcome, so the relaunch looks for each task's job by its
+    batch script before it submits anything. It finds the hidden job and replays it: no second job runs."""
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
+    grant(project, "--jobs", "5", "--cpu-hours", "5")
+    lost = subprocess.run([sys.executable, "-c", LOST_ANSWER, project, "e1"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    [job] = jobs_of(lab, project, "e1")
+    try:
+        log = f"{lab.root_sh}/journal/{project}.log"
+        hide = (f"scontrol update JobId={job} JobName=innocent Comment=none StdOut=/tmp/{project}.out && "
+                f"grep -v ' rid=e1 ' {log} > {log}.x; cat {log}.x > {log} && rm -f {log}.x")  # fmt: skip
+        assert lab.ssh(hide).returncode == 0
+        assert not [line for line in lab.journal(project) if " rid=e1 " in line]  # no line of the request is left
+        again = launched(launch(project, "-r", "e1", "--cpus", "1", "--time", "10", command=("sleep", "300")))
+        assert again["status"] == "replayed" and again["job_id"] == job, again
+        assert jobs_of(lab, project, "e1") == []  # no second job
+        books = grant_view(project)
+        assert books["jobs_spent"] + books["jobs_reserved"] == 1, books  # the one job, held by the grant
+    finally:
+        lab.ssh(f"scancel {job}; rm -f /tmp/{project}.out")
+
+
 def test_a_job_raised_in_slurm_while_it_pended_is_shown_and_charged_for_what_slurm_holds(
     lab: Lab, project: str, shims: Shims
 ) -> None:

@@ -215,8 +215,12 @@ def _launch(
         finally:
             talk.close()  # without a `go`, the program ends having submitted nothing
         accepted = answers.accepted(out)
+        unkept = ""
         if accepted:
-            keep(request, code)  # a batch's tasks, for `rsk retry`; what it asked, for a later conflict
+            try:  # a batch's tasks, for `rsk retry`; what it asked, for a later conflict
+                keep(request, code)
+            except OSError as exc:  # jobs run: the ledger records them all the same, and the answer says so
+                unkept = f"the request was not kept here ({exc.strerror}): rsk retry and extend cannot plan it again"
         failure: RskError | None = None
         try:
             raise_for_error(out)
@@ -231,6 +235,7 @@ def _launch(
             raise failure
         result = _result(target.name, request, plan, allowed, accepted)
         result.warnings += answers.warnings(out) + step_warnings(ledger, target.name, plan) + chain_warnings(plan)
+        result.warnings += [unkept] if unkept else []
         return result
     finally:
         conn.close()
