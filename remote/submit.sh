@@ -539,11 +539,10 @@ resolve_open() {
     rsk_look=open
     [ -z "$RSK_SINCE" ] || rsk_look='open|none'
     case $STATES in *" open "*) ;; *" none "*) [ -n "$RSK_SINCE" ] || return 0 ;; *) return 0 ;; esac
-    rsk_scripts=$(rsk_script_runs "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
-    STATES=$({ printf '%s\n--\n' "$rsk_scripts"; printf '%s\n' "$STATES"; } | awk -v d="$RSK_ROOT/runs/$PROJECT/$RID" \
-        -v look="^($rsk_look)$" '
+    rsk_scripts=$(rsk_script_runs "$PROJECT" "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
+    STATES=$({ printf '%s\n--\n' "$rsk_scripts"; printf '%s\n' "$STATES"; } | awk -v rid="$RID" -v look="^($rsk_look)$" '
         !q && $0 == "--" { q = 1; next }
-        !q { if ($2 == "?") u = u " " $1; else if ($2 == d) s[$3] = $1; next }
+        !q { if ($1 == "?") u = u " " $2; else if ($1 == rid) s[$2] = $3; next }
         $2 ~ look && (($1 + 0) in s) { print $1, "found", s[$1 + 0], $4; next }
         $2 ~ look && u != "" { print "!" substr(u, 2); exit }
         { print }')
@@ -789,24 +788,14 @@ do_submit() {
     rsk_lock "$PROJECT" # (which finds the journal's directory writable first)
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     request_facts
-    DONE='' TODO='' rsk_found='' rsk_open='' rsk_n=0
-    while read -r rsk_i rsk_st rsk_job _; do
-        case $rsk_st in
-            done | found) DONE="$DONE$rsk_i $rsk_job
-" ;;
-            *) TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
-        esac
-        case $rsk_st in
-            found) rsk_found="$rsk_found$rsk_i $rsk_job
-" ;;
-            open) rsk_open="$rsk_open $rsk_i" ;; # the lock is ours: the process that wrote the intent is gone, and no job exists
-        esac
-    done <<EOT
-$STATES
-EOT
+    # a task with a job (done; found: journaled reconciled) is replayed, any other is to do (open: journaled abandoned,
+    # for the lock is ours: the process that wrote the intent is gone, and no job exists)
+    DONE=$(printf '%s\n' "$STATES" | awk '$2 ~ /^(done|found)$/ { print $1, $3 } END { print "." }') DONE=${DONE%.}
+    TODO=$(printf '%s\n' "$STATES" | awk 'NF && $2 !~ /^(done|found)$/ { printf " %s", $1 }') rsk_n=0
+    for rsk_i in $TODO; do rsk_n=$((rsk_n + 1)); done
     rsk_block_start
-    jlines reconciled '' "$rsk_found"
-    jlines abandoned "$rsk_open" '' code=no-evidence
+    jlines reconciled '' "$(printf '%s\n' "$STATES" | awk '$2 == "found" { print $1, $3 }')"
+    jlines abandoned "$(printf '%s\n' "$STATES" | awk '$2 == "open" { printf " %s", $1 }')" '' code=no-evidence
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
     # a replay was allowed without a decision, on what the plan showed submitted: anything left now, nobody decided
     [ -z "$TODO" ] || [ -z "$REPLAY" ] || rsk_fail "$RSK_E_MISMATCH" replay-changed \

@@ -198,9 +198,24 @@ teardown() { teardown_root; }
     [ "$status" -eq 0 ]
     printf '%s\n' "$output" | grep -q "^@@reconcile rid=seen idx=0 task= plan=p result=reconciled job=$job"
     printf '%s\n' "$output" | grep -q '^@@reconcile rid=gone idx=0 task= plan=q result=abandoned'
+    [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 2 ] # one line per open intent, nothing else
     [ "$(runuser -u "$LAB_USER" -- squeue -h | wc -l)" -eq "$before" ]
     run remote reconcile "$PROJECT"
     [ "$(field reconciled open)" = 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 0 ]
+}
+
+@test "with since, reconcile finds by its batch script a job whose every journal line is gone, and journals it" {
+    submit hid arg=sleep arg=60 # its intent and accepted lines, then the job erases them and renames itself
+    runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" JobName=innocent
+    : >"$ROOT/journal/$PROJECT.log"
+    SINCE=0 run remote reconcile "$PROJECT"
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q "^@@reconcile rid=hid idx=0 task= plan=[0-9a-f]* result=reconciled job=$JOB "
+    grep -q " ev=reconciled rid=hid .* job=$JOB" "$ROOT/journal/$PROJECT.log"
+    run remote reconcile "$PROJECT" # without since: nothing is read by script, nothing is added
+    [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 0 ]
+    runuser -u "$LAB_USER" -- scancel "$JOB"
 }
 
 @test "doctor reports every check, with sacct unavailable, devices unconstrained and processes untracked on the lab" {
