@@ -117,3 +117,19 @@ def test_a_hold_given_back_takes_a_found_job_only_after_the_requests_live_holds(
     assert guard.adopt(store, "lab", {"s": ["70"]}) == 1
     states = sorted((c.state, tuple(c.job_costs)) for c in store.load().charges)
     assert states == [("released", ()), ("submitted", ("70",))], states
+
+
+def test_status_warns_of_a_live_job_no_book_holds_and_of_no_other() -> None:
+    from rsk.ops.status import JobState, Status, flag_unbooked
+
+    store = Store("p7")
+    _reserved(store, jobs=1, rid="a")
+    guard.adopt(store, "lab", {"a": ["80"]})
+
+    def job(jid: str, state: str, lease: str | None = None) -> JobState:
+        return JobState.model_construct(job_id=jid, request_id="x", state=state, lease=lease)
+
+    jobs = [job("80", "running"), job("81", "running"), job("82", "succeeded"), job("83", "pending", lease="dev")]
+    st = flag_unbooked(Status(target="lab", project="p7", slurm="up", at="", jobs=[]).model_copy(update={"jobs": jobs}),
+                       store.load())  # fmt: skip
+    assert [w.split(" ")[1] for w in st.warnings] == ["81"], st.warnings  # a step is its lease's; ended ones are not

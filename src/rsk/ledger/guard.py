@@ -626,6 +626,12 @@ def _open_to_find(state: str, costs: dict[str, JobCost]) -> bool:
     return state in ("submitted", "settled") and any(map(unfound, costs))
 
 
+def booked(ledger: Ledger, target: str) -> set[str]:
+    """Every job id a charge or approval use of the ledger holds on the target (pure)."""
+    out = {j for ch in ledger.charges if ch.target == target for j in ch.job_costs}
+    return out | {j for a in ledger.approvals for u in a.uses if u.target == target for j in u.jobs}
+
+
 def _taken(ledger: Ledger) -> set[str]:
     """Every job id some charge or approval use of the ledger already holds."""
     out = {j for ch in ledger.charges for j in ch.job_costs}
