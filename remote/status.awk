@@ -6,6 +6,7 @@ function add(key, j) {
     k_lease[key] = kv($0, "lease"); k_needs[key] = kv($0, "needs"); k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
 }
 BEGIN {
+    nonce = ENVIRON["RSK_NONCE"] # (from the environment: any user of the node can read a command line)
     nh = split(held, hw, " ")
     for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
     srand(); now = srand()

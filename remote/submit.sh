@@ -750,8 +750,9 @@ jlines() {
     shift 3
     [ -n "$jl_idxs$jl_jobs" ] || return 0
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
-    jl_out=$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | awk -v ev="$jl_ev" -v rid="$RID" -v nt="$NT" \
-        -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" -v nonce="$RSK_NONCE" '
+    jl_out=$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | RSK_NONCE=$RSK_NONCE awk -v ev="$jl_ev" \
+        -v rid="$RID" -v nt="$NT" -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" '
+        BEGIN { nonce = ENVIRON["RSK_NONCE"] } # (from the environment: any user of the node can read a command line)
         $0 == "--" { d = 1; next }
         d { job[$1] = $2; next }
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }

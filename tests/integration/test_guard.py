@@ -297,6 +297,30 @@ def test_a_full_journal_after_sbatch_keeps_the_charge_and_the_job(lab: Lab, proj
     assert grant_view(project)["jobs_spent"] == 1
 
 
+def test_an_error_after_go_gives_nothing_back_while_slurm_holds_a_job_of_the_request(
+    lab: Lab, project: str, sbatch_shim: Shims
+) -> None:
+    """The cluster's program says sbatch failed, but Slurm took the job (what a process of the account that reads
+    and answers on the program's pipes can make it say): Slurm's word wins, the job is charged and held. A real
+    failure, with no job on Slurm, still gives the hold back."""
+    grant(project, "--jobs", "3", "--cpu-hours", "1")
+    sbatch_shim.arm("fail-after")
+    said = launched(launch(project, "-r", "x1", "--time", "5", command=("sleep", "30")))
+    [job] = jobs_of(lab, project, "x1")
+    try:
+        assert said["job_id"] == job and any("sbatch-failed" in w and job in w for w in said["warnings"]), said
+        books = grant_view(project)
+        assert books["jobs_spent"] + books["jobs_reserved"] == 1 and books["cpu_hours_reserved"] > 0, books
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        assert [j["request_id"] for j in st["jobs"] if j["job_id"] == job] == ["x1"], st
+        sbatch_shim.arm("fail-before")
+        failed = launch(project, "-r", "x2", "--time", "5", command=("sleep", "30"))
+        assert failed.rc == Exit.REJECTED, failed.err
+        assert grant_view(project)["jobs_reserved"] + grant_view(project)["jobs_spent"] == 1  # x2's hold went back
+    finally:
+        lab.ssh(f"scancel {job}")
+
+
 def test_an_ended_job_settles_to_what_it_used(lab: Lab, project: str) -> None:
     grant(project, "--cpu-hours", "1", "--jobs", "5")
     job = launched(launch(project, "--time", "30", "--cpus", "2", command=("sleep", "2")))["job_id"]

@@ -40,10 +40,13 @@ from rsk.ledger.models import (
 from rsk.ledger.store import Store
 from rsk.local import caller
 from rsk.local.project import scope
-from rsk.wire.protocol import Accepted, Placement, Plan, Request, is_job_id
+from rsk.wire import answers
+from rsk.wire.answers import ReconcileAnswer
+from rsk.wire.protocol import Accepted, Placement, Plan, Request, is_job_id, raise_for_error
 from rsk.wire.resources import Resources
 
 if TYPE_CHECKING:
+    from rsk.cluster.remote import Remote
     from rsk.request.code import CodeSnapshot
 
 
@@ -537,6 +540,22 @@ def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
         return 0
     with store.transaction() as ledger:
         return _adopt_in(store, ledger, target, jobs)
+
+
+def adopt_reconciled(remote: Remote, store: Store, target: str, project: str) -> ReconcileAnswer:
+    """The cluster's reconcile, asked with the ledger's held jobs and its `since` (so it reads the batch scripts of
+    the account's unheld jobs since the oldest hold of unknown outcome, ADR 0039), and every job it found adopted:
+    held by id from now on, whatever name the job gives itself."""
+    ledger = store.view()
+    out = remote.call("reconcile", project, stdin=held_line(held_jobs(ledger, target)) + since_line(ledger, target))
+    raise_for_error(out)
+    answer = answers.reconcile(out)
+    found: dict[str, list[str]] = {}
+    for r in answer.items:
+        if r.result == "reconciled" and r.job:
+            found.setdefault(r.rid, []).append(r.job)
+    adopt(store, target, found)
+    return answer
 
 
 def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> int:
