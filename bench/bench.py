@@ -271,6 +271,38 @@ def bench_ledger_step() -> None:
                  "(nothing can be archived)", ""))  # fmt: skip
 
 
+def bench_ledger_write() -> None:
+    """The write of a launch's ledger step (a charge reserved in a transaction, the previous file kept as the
+    backup) against the least a durable replace of the same bytes costs: one atomic write (temporary file,
+    fsync, rename, fsync of the directory). Local: no cluster."""
+    from rsk.ledger.models import Charge, Grant, Ledger
+    from rsk.ledger.store import Store
+    from rsk.local.atomic import write_atomic
+
+    os.environ["RSK_HOME"] = str(WORK / "ledger-write-home")
+    store = Store("bench-write")
+    store.dir.mkdir(parents=True, exist_ok=True)
+    store.path.write_text(Ledger(project="bench-write", grants=[Grant() for _ in range(20)]).model_dump_json())
+    n = iter(range(10**6))
+
+    def step() -> None:
+        with Store("bench-write").transaction() as ledger:
+            ledger.charges.append(Charge(grant_id="g", plan_hash=f"w{next(n)}", request_id=f"w{next(n)}",
+                                         target="lab", gpu_hours=1, cpu_hours=1))  # fmt: skip
+
+    step()
+    data = store.path.read_bytes()
+    other = WORK / "ledger-write-home" / "plain.json"
+    mine: list[float] = []
+    base: list[float] = []
+    for _ in range(40):  # alternating: a shared disk's fsync time drifts, and both sides see the same drift
+        mine += timed(step, 1)
+        base += timed(lambda: write_atomic(other, data), 1)
+    rows.append(("ledger write of a launch's step", "transaction: reserve, write, keep the backup", ms(mine),
+                 "one atomic write of the same bytes", ms(base)))  # fmt: skip
+    ratios.append(("ledger-write", statistics.median(mine) / statistics.median(base), "target <= 2"))
+
+
 def _facts() -> Facts:
     from rsk.ledger.decide import Facts
     from rsk.wire.resources import Resources
@@ -689,8 +721,8 @@ def bench_board() -> None:
 BENCHES = {"single": bench_single, "batch": bench_batch, "dag": bench_dag, "status": bench_status,
            "ledger": bench_ledger, "startup": bench_startup, "step": bench_step, "broker": bench_broker,
            "profile": bench_profile, "agents": bench_agents,
-           "board": bench_board}  # fmt: skip
-LOCAL = {"board", "startup"}  # benches that need no lab cluster
+           "board": bench_board, "ledger-write": bench_ledger_write}  # fmt: skip
+LOCAL = {"board", "startup", "ledger-write"}  # benches that need no lab cluster
 
 
 def main() -> None:

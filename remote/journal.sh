@@ -12,7 +12,7 @@ main() {
     [ -f "$jf" ] || jf=/dev/null
     rsk_need_line ANCHOR_LINE "$anchor_n"
     case $anchor_h in *[!0-9a-f]*) rsk_fail "$RSK_E_USAGE" usage "ANCHOR_SEAL is hex" ;; esac
-    awk -v nonce="$RSK_NONCE" -v after="$after" -v an="$anchor_n" -v ah="$anchor_h" "$RSK_AWK"'
+    RSK_NONCE=$RSK_NONCE awk -v after="$after" -v an="$anchor_n" -v ah="$anchor_h" "$RSK_AWK"'BEGIN { nonce = ENVIRON["RSK_NONCE"] }
         { line[NR] = $0; if (NR <= after && seal($0) != "") { base = NR; bseal = seal($0) } }
         END {
             print "@@" nonce " base n=" base + 0 " seal=" bseal

@@ -163,10 +163,11 @@ rsk_since() { # rsk_since EPOCH
     if ! rsk_is_uint "$1" || [ "${#1}" -gt 12 ]; then rsk_fail "$RSK_E_USAGE" bad-since "since is a time in epoch seconds"; fi
     RSK_SINCE=$1
 }
-rsk_read_held() { # rsk_read_held: RSK_HELD from an optional "held LIST" line on stdin (after the frame)
+rsk_read_held() { # RSK_HELD and RSK_SINCE from the optional "held LIST", then "since EPOCH", lines on stdin
+    RSK_HELD='' rsk_w='' rsk_l=''
     IFS=' ' read -r rsk_w rsk_l || true
-    RSK_HELD=''
-    [ "${rsk_w:-}" != held ] || rsk_held "${rsk_l:-}"
+    [ "$rsk_w" != held ] || { rsk_held "$rsk_l"; rsk_w=''; IFS=' ' read -r rsk_w rsk_l || true; }
+    [ "$rsk_w" != since ] || rsk_since "$rsk_l"
 }
 
 # Slurm (docs/protocol.md, "The prelude") -----------------------------------------
@@ -252,24 +253,23 @@ rsk_evidence_lines() {
         "$rsk_runs"/t*/started 2>/dev/null || true
     [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
 }
-# rsk_script_runs EXCEPT: "JOB DIR IDX" for each active job of the account since RSK_SINCE that the ledger does not
-# hold and EXCEPT (" JOB JOB ") does not name: DIR, the run directory of its batch script (Slurm's copy, which no one
-# can change once submitted: ADR 0039), "-" for none or not rsk's, "?" when the controller does not answer; IDX, the
-# task the job runs there (an array task's index, else 0)
+# rsk_script_runs PROJECT EXCEPT: "RID IDX JOB PLAN" for each active job of the account since RSK_SINCE that the ledger
+# does not hold and EXCEPT (" JOB JOB ") does not name, whose batch script (Slurm's copy, which no one can change once
+# submitted: ADR 0039) runs task IDX (an array task's index, else 0) in request RID's run directory of PROJECT, with
+# the plan it names ("-": none); "? JOB" for each whose script the controller does not give (it could be one)
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $1 " \
+    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $2 " \
         "$RSK_AWK"'{ sq($0) } active(SQ_STATE) && SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
             && !index(held, " " SQ_ID ":") && !index(except, " " SQ_ID " ") { print SQ_ID }'); do
         if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
-            printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v tail="'/t\"\$rsk_ti\"" '
-                index($0, "rsk_run='"'"'") == 1 && substr($0, length($0) - length(tail) + 1) == tail {
-                    d = substr($0, 10, length($0) - 9 - length(tail)); if (d !~ /['"'"' ]/) { print j, d, (j ~ /_/ ? substr(j, index(j, "_") + 1) + 0 : 0); f = 1; exit } }
-                END { if (!f) print j, "-" }'
-        elif rsk_slurm_down "$rsk_s"; then
-            printf '%s ?\n' "$rsk_j"
-        else # no batch script (an salloc or srun job: not sbatch's), or gone since the queue was read
-            printf '%s -\n' "$rsk_j"
+            printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v runs="'$RSK_ROOT/runs/$1/" -v tail="'/t\"\$rsk_ti\"" "$RSK_AWK"'
+                d == "" && index($0, "rsk_run=" runs) == 1 && substr($0, length($0) - length(tail) + 1) == tail {
+                    d = substr($0, 9 + length(runs), length($0) - 8 - length(runs) - length(tail)) }
+                p == "" && index($0, "rsk_plan=") == 1 { p = substr($0, 10) }
+                END { if (is_rid(d)) print d, (j ~ /_/ ? substr(j, index(j, "_") + 1) + 0 : 0), j, (p ~ /^[0-9a-f]+$/ ? p : "-") }'
+        else # no batch script: not sbatch's (salloc, srun) or gone since the queue was read, unless Slurm is down
+            ! rsk_slurm_down "$rsk_s" || printf '? %s\n' "$rsk_j"
         fi
     done
 }

@@ -6,6 +6,7 @@ function add(key, j) {
     k_lease[key] = kv($0, "lease"); k_needs[key] = kv($0, "needs"); k_dir[key] = runs "/" rid (idx != "" ? "/t" idx : "")
 }
 BEGIN {
+    nonce = ENVIRON["RSK_NONCE"] # (from the environment: any user of the node can read a command line)
     nh = split(held, hw, " ")
     for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
     srand(); now = srand()
@@ -73,9 +74,10 @@ END {
     for (i = 1; i <= n; i++) { # (a held job has no run directory: d is "", which no marker has)
         key = order[i]; j = job[key]; d = k_dir[key]
         printf "@@%s job rid=%s task=%s idx=%s job=%s sq=%s sq_elapsed=%s sq_limit=%s where=%s ac=%s ac_exit=%s ac_elapsed=%s ac_limit=%s st=%s st_lease=%s st_node=%s st_age=%s st_limit=%s st_why=%s st_ret=%d rc=%s sig=%s elapsed=%s limit=%s cancel=%d submitted=%s res=%s sq_shape=%s sq_part=%s sq_account=%s sq_qos=%s needs=%s stop=%s result=%d lease=%s held=%d starts=%d\n", \
-            nonce, k_rid[key], k_task[key], k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
-            ac_state[j], ac_exit[j], ac_el[j], ac_lim[j], st_q[j], clean(st_lease[j]), clean(st_node[j]), st_age[j], st_limit[j], \
-            clean(st_why[j]), st_ret[j], m_rc[d], m_sig[d], m_el[d], m_lim[d], (j in cancel), t_sub[key], k_res[key], sq_sh[j], \
-            sq_part[j], sq_acct[j], sq_qos[j], clean(k_needs[key]), clean(m_stop[d]), (d in m_result), k_lease[key], (j in h_rid), starts[j]
+            nonce, k_rid[key], clean(k_task[key]), k_idx[key], j, sq_state[j], sq_elapsed[j], sq_limit[j], sq_where[j], \
+            ac_state[j], ac_exit[j], ac_el[j], ac_lim[j], st_q[j], clean(st_lease[j]), clean(st_node[j]), st_age[j], \
+            st_limit[j], clean(st_why[j]), st_ret[j], clean(m_rc[d]), clean(m_sig[d]), clean(m_el[d]), clean(m_lim[d]), \
+            (j in cancel), clean(t_sub[key]), clean(k_res[key]), sq_sh[j], sq_part[j], sq_acct[j], sq_qos[j], \
+            clean(k_needs[key]), clean(m_stop[d]), (d in m_result), clean(k_lease[key]), (j in h_rid), starts[j]
     }
 }

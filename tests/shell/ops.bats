@@ -42,6 +42,22 @@ teardown() { teardown_root; }
     [ -z "$(jfact c rc)" ] && [ -z "$(jfact c sq)" ]
 }
 
+@test "the words a job can write in the journal and the markers reach status as one word of plain characters" {
+    mkdir -p "$ROOT/journal" "$ROOT/runs/$PROJECT/zz/t0"
+    esc=$(printf '\033')
+    printf 'v=2 t=%s[2J ev=accepted rid=zz plan=x idx=0 task=[bold]HI[/bold]%s[31mRED[link=http://evil.example/]x job=99998 res=1,%s]0;t lease=a%sb\n' \
+        "$esc" "$esc" "$esc" "$esc" >"$ROOT/journal/$PROJECT.log"
+    printf 'rc=1%s[0m sig=TERM%s]8 t=1 elapsed=5 limit=60\n' "$esc" "$esc" >"$ROOT/runs/$PROJECT/zz/t0/ended"
+    chown -R "$LAB_USER" "$ROOT"
+    run remote status "$PROJECT"
+    [ "$status" -eq 0 ]
+    line=$(printf '%s\n' "$output" | grep '^@@job rid=zz ')
+    [ -n "$line" ]
+    case $line in *"$esc"*) false ;; esac # no escape character passes
+    [ "$(jfact zz task)" = "[bold]HI[_bold]_[31mRED[link_http:__evil.example_]x" ]
+    [ "$(jfact zz sig)" = "TERM_]8" ]
+}
+
 @test "status with a cursor also returns the journal lines after it" {
     submit one arg=true
     run remote status "$PROJECT" 1
@@ -182,9 +198,24 @@ teardown() { teardown_root; }
     [ "$status" -eq 0 ]
     printf '%s\n' "$output" | grep -q "^@@reconcile rid=seen idx=0 task= plan=p result=reconciled job=$job"
     printf '%s\n' "$output" | grep -q '^@@reconcile rid=gone idx=0 task= plan=q result=abandoned'
+    [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 2 ] # one line per open intent, nothing else
     [ "$(runuser -u "$LAB_USER" -- squeue -h | wc -l)" -eq "$before" ]
     run remote reconcile "$PROJECT"
     [ "$(field reconciled open)" = 0 ]
+    [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 0 ]
+}
+
+@test "with since, reconcile finds by its batch script a job whose every journal line is gone, and journals it" {
+    submit hid arg=sleep arg=60 # its intent and accepted lines, then the job erases them and renames itself
+    runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" JobName=innocent
+    : >"$ROOT/journal/$PROJECT.log"
+    SINCE=0 run remote reconcile "$PROJECT"
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q "^@@reconcile rid=hid idx=0 task= plan=[0-9a-f]* result=reconciled job=$JOB "
+    grep -q " ev=reconciled rid=hid .* job=$JOB" "$ROOT/journal/$PROJECT.log"
+    run remote reconcile "$PROJECT" # without since: nothing is read by script, nothing is added
+    [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 0 ]
+    runuser -u "$LAB_USER" -- scancel "$JOB"
 }
 
 @test "doctor reports every check, with sacct unavailable, devices unconstrained and processes untracked on the lab" {

@@ -86,3 +86,50 @@ def test_two_holds_of_one_request_never_adopt_the_same_job_and_the_one_left_stay
     states = {c.id: (c.state, set(c.job_costs)) for c in store.load().charges}
     assert sorted(states.values()) == [("reserved", set()), ("submitted", {"30"})], states
     assert {first.id, second.id} == set(states)
+
+
+def test_a_job_found_for_a_request_whose_hold_an_error_after_go_gave_back_is_charged() -> None:
+    """An `@@error` after `go` (which a process of the account can write in the program's place) gives the hold
+    back; the cluster's word wins: a job of the request found after is adopted and charged."""
+    store = Store("p5")
+    with store.transaction() as ledger:  # made now: a hold given back stays where adoption looks for a day
+        ledger.charges.append(Charge(grant_id="g-1", plan_hash="h", request_id="s", target="lab", gpu_hours=0.0,
+                                     cpu_hours=1.0))  # fmt: skip
+    guard.release(store, "s", "not submitted: sbatch-failed")
+    assert _charge(store, "s").state == "released"
+    assert usage_by_grant(store.load().charges).get("g-1") is None
+    assert guard.adopt(store, "lab", {"s": ["60"]}) == 1  # status lists the request's job, running
+    ch = _charge(store, "s")
+    assert ch.state == "submitted" and set(ch.job_costs) == {"60"} and ch.job_costs["60"].cpu_hours_worst == 1.0
+    assert guard.held_jobs(store.load(), "lab") == {"60": "s"}
+    u = usage_by_grant(store.load().charges)["g-1"]
+    assert u.jobs == 1 and u.cpu_hours == 1.0
+    entry = [e for e in store.read_audit() if e.event == "charge-submitted"][-1]
+    assert "given back" in entry.detail and "sbatch-failed" in entry.detail
+
+
+def test_a_hold_given_back_takes_a_found_job_only_after_the_requests_live_holds() -> None:
+    store = Store("p6")
+    with store.transaction() as ledger:
+        ledger.charges.append(Charge(grant_id="g-1", plan_hash="h1", request_id="s", target="lab", gpu_hours=0.0,
+                                     cpu_hours=1.0, state="released", reason="not submitted"))  # fmt: skip
+    _reserved(store, jobs=1, rid="s")  # launched again; its answer lost too
+    assert guard.adopt(store, "lab", {"s": ["70"]}) == 1
+    states = sorted((c.state, tuple(c.job_costs)) for c in store.load().charges)
+    assert states == [("released", ()), ("submitted", ("70",))], states
+
+
+def test_status_warns_of_a_live_job_no_book_holds_and_of_no_other() -> None:
+    from rsk.ops.status import JobState, Status, flag_unbooked
+
+    store = Store("p7")
+    _reserved(store, jobs=1, rid="a")
+    guard.adopt(store, "lab", {"a": ["80"]})
+
+    def job(jid: str, state: str, lease: str | None = None) -> JobState:
+        return JobState.model_construct(job_id=jid, request_id="x", state=state, lease=lease)
+
+    jobs = [job("80", "running"), job("81", "running"), job("82", "succeeded"), job("83", "pending", lease="dev")]
+    st = flag_unbooked(Status(target="lab", project="p7", slurm="up", at="", jobs=[]).model_copy(update={"jobs": jobs}),
+                       store.load())  # fmt: skip
+    assert [w.split(" ")[1] for w in st.warnings] == ["81"], st.warnings  # a step is its lease's; ended ones are not

@@ -48,14 +48,16 @@ def card(status: str, decided_at: object = LONG_AGO, plan_hash: str = "h-c") -> 
 def test_settled_and_released_charges_leave_and_their_grant_keeps_what_they_spent() -> None:
     g = Grant(jobs=3, gpu_hours=10.0)
     released = Charge(grant_id=g.id, plan_hash="h-x", request_id="r-x", target="lab", gpu_hours=1.0,
-                      cpu_hours=1.0, state="released")  # fmt: skip
+                      cpu_hours=1.0, state="released", created=LONG_AGO)  # fmt: skip
+    fresh = released.model_copy(update={"id": "ch-fresh", "request_id": "r-z", "created": AT - timedelta(hours=1)})
     running = Charge(grant_id=g.id, plan_hash="h-y", request_id="r-y", target="lab", gpu_hours=1.0, cpu_hours=1.0,
                      state="submitted", job_costs={"9": JobCost(gpu_hours_worst=1.0, cpu_hours_worst=1.0)})  # fmt: skip
-    lg = Ledger(project="p", grants=[g], charges=[settled(g, "r1", 0.5, "1"), released, running])
+    lg = Ledger(project="p", grants=[g], charges=[settled(g, "r1", 0.5, "1"), released, running, fresh])
     before = usage_by_grant(lg.charges, grants=lg.grants)[g.id]
     records = compact(lg, AT)
     assert sorted(r.kind for r in records) == ["charge", "charge"]
-    assert [ch.request_id for ch in lg.charges] == ["r-y"]  # the running one stays: it may still settle
+    # the running one stays: it may still settle; so does one given back within a day (a job found for it is charged)
+    assert [ch.request_id for ch in lg.charges] == ["r-y", "r-z"]
     after = usage_by_grant(lg.charges, grants=lg.grants)[g.id]
     assert (after.jobs, after.gpu_hours, after.cpu_hours) == (before.jobs, before.gpu_hours, before.cpu_hours)
     assert (g.archived_jobs, g.archived_gpu_hours) == (1, 0.5)

@@ -536,3 +536,39 @@ def test_the_client_finds_the_nearest_project_file_as_the_cli_does(tmp_path: Pat
     assert project_file(str(deep)) == {"path": str(tmp_path / ".rsk.toml"), "text": 'project = "top"\n', "error": ""}
     (deep / ".rsk.toml").write_bytes(b"project = \xff\n")
     assert project_file(str(deep)) == {"path": str(deep / ".rsk.toml"), "text": None, "error": "not UTF-8"}
+
+
+def test_a_client_of_another_wire_version_is_told_to_run_it_again_and_nothing_runs() -> None:
+    import json
+    import socket
+    import threading
+
+    from rsk.broker.server import Broker
+    from rsk.broker_client import OLDER, _Older
+
+    ran: list[list[str]] = []
+    sock = Path(f"/tmp/rsk-uv-{os.getpid()}") / "b.sock"
+    broker = Broker(Config(socket=sock), lambda argv, who: ran.append(argv) or 0)
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+
+    def ask(request: dict[str, object]) -> list[dict[str, object]]:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(sock))
+            s.sendall(json.dumps(request).encode() + b"\n")
+            return [json.loads(line) for line in s.makefile("rb")]
+
+    try:
+        old = ask({"v": 2, "op": "run", "argv": ["status"], "cwd": "/"})
+        assert old[-1] == {"rc": 75} and "wire version 3 and the client 2" in str(old[0]["e"]), old
+        unsaid = ask({"v": 3, "op": "run", "argv": ["status"], "cwd": "/"})  # which project file: not said
+        assert unsaid[-1] == {"rc": 2} and "project_file" in str(unsaid[0]["e"]), unsaid
+        assert ran == [] and not broker.stopping.is_set()
+    finally:
+        broker.stopping.set()
+        broker.close()
+        sock.with_suffix(".lock").unlink(missing_ok=True)
+        sock.parent.rmdir()
+    # what a broker of wire version 2 answers this client: it runs the command itself, and knows the version
+    said = _Older(OLDER + "3; this broker speaks 2 (one rsk for both)\nhint: use rsk's own client\n")
+    assert said.version == 2

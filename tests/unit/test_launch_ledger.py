@@ -158,3 +158,20 @@ def test_a_request_the_cluster_shows_submitted_is_replayed_without_a_write(monke
     result = launch_mod.launch("lab", Request(project=PROJECT, request_id="r1", argv=["true"]))
     assert result.allowed_by.kind == "replay"
     assert counts == Counter(read=2, parse=1, lock=1)  # decided in one transaction that changed nothing
+
+
+def test_a_request_that_cannot_be_kept_is_still_recorded_in_the_ledger_and_says_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    g = _granted()
+    _Cluster(_plan()).install(monkeypatch)
+
+    def full(request: Request, code: object = None) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(launch_mod, "keep", full)
+    result = launch_mod.launch("lab", Request(project=PROJECT, request_id="r1", argv=["true"]))
+    assert result.status == "submitted" and result.job_id == "101"
+    assert any("not kept here (No space left on device)" in w for w in result.warnings), result.warnings
+    [charge] = Store(PROJECT).load().charges
+    assert (charge.grant_id, charge.state, list(charge.job_costs)) == (g.id, "submitted", ["101"])

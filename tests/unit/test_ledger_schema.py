@@ -209,3 +209,22 @@ def test_an_archive_line_of_a_newer_rsk_is_refused_never_skipped() -> None:
         store.archive.charges()
     store.archive.path.write_text('{"schema_version": 1, "kind": "charge", "entry": {"broken\n')
     assert store.archive.charges() == []  # a damaged line (a crash mid-append) is still skipped
+
+
+def test_each_write_keeps_the_ledger_it_replaces_as_the_backup_a_file_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rsk.ledger.models import Charge
+    from rsk.ledger.store import Store
+
+    monkeypatch.setenv("RSK_HOME", str(tmp_path))
+    store = Store("p")
+    for k in range(3):
+        before = store.path.read_bytes() if store.path.exists() else None
+        with store.transaction() as ledger:
+            ledger.charges.append(Charge(grant_id="g", plan_hash=f"h{k}", request_id=f"r{k}", target="lab",
+                                         gpu_hours=1, cpu_hours=1))  # fmt: skip
+        if before is not None:
+            assert store.backup.read_bytes() == before  # the previous version, whole
+            assert store.backup.stat().st_ino != store.path.stat().st_ino  # never the same file as the ledger
+    assert not list(store.dir.glob(".*.tmp"))  # no temporary name left behind

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rsk.errors import ConflictError, UsageError
-from rsk.ledger import guard, stand_ins
+from rsk.ledger import grants, guard, stand_ins
 from rsk.ledger.decide import usage_by_grant
 from rsk.ledger.models import Approval, Charge, Use
 from rsk.ledger.store import Store
@@ -43,6 +43,8 @@ def test_a_released_stand_in_counts_nothing_and_the_charge_settles_with_its_job_
     assert stand_ins.count(store.load(), "lab", "wf") == 1 and _active(store) == 1 + 1
     guard.settle(store, "lab", {"10_0": (60, 600)})  # t0 ended; t1's stand-in still holds its worst case
     assert _charge(store).state == "submitted"
+    shown = grants.stand_ins_by_grant(store.load().charges)  # what `rsk grant list` tells the human
+    assert [(h.request_id, h.target, h.count) for h in shown["g-1"]] == [("wf", "lab", 1)]
     [h] = stand_ins.release(store, "lab", "wf", 1, "ann (terminal)", "the submit was cut before t1's sbatch")
     assert h.book == f"charge {ch.id}" and h.stand_ins == ["unfound:1"] and h.jobs == ["10_0"] and h.cpu_hours == 1.0
     after = _charge(store)
@@ -52,7 +54,7 @@ def test_a_released_stand_in_counts_nothing_and_the_charge_settles_with_its_job_
     assert u.jobs == 1 and u.cpu_hours == pytest.approx(0.1)  # the stand-in: no job, no hours
     assert _active(store) == 0
     assert guard.since_line(store.load(), "lab") != b""  # the cluster still looks for a job of the task since the hold
-    assert stand_ins.count(store.load(), "lab", "wf") == 0
+    assert stand_ins.count(store.load(), "lab", "wf") == 0 and grants.stand_ins_by_grant(store.load().charges) == {}
     [entry] = [e for e in store.read_audit() if e.event == "stand-ins-released"]
     assert entry.by == "ann (terminal)" and entry.request_id == "wf" and entry.rule == f"charge {ch.id}"
     assert "never ran" in entry.detail and "cut before t1's sbatch" in entry.detail and "settled" in entry.detail

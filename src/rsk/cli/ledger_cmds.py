@@ -332,6 +332,11 @@ def render_grant(v: "GrantView") -> str:
             f"{g.expires.strftime('%Y-%m-%d %H:%M UTC') if g.expires else 'never'}"
             + (f"; note: {g.note}" if g.note else ""),
             *([f"  {v.note}"] if v.note else []),
+            *[
+                f"  request {h.request_id} on {h.target}: {h.count} task(s) no job was found for since its answer was "
+                f"lost, held at their worst case (`rsk grant release {h.request_id} -t {h.target}` if they never ran)"
+                for h in v.stand_ins
+            ],
         ]
     )
 
@@ -469,8 +474,8 @@ def grant_revoke(
     "and refuses when anything shows a job of the request may exist; otherwise the request's stand-ins (of its "
     "charge and of an approval's use) count nothing and no job from then on, the charge settles once its jobs have, "
     "and the audit names you and your reason. It never drops a job id. A job found later for the request is "
-    "charged its worst case all the same. The cluster cannot show a task that ran and ended unseen, nor one a job "
-    "of the account renamed and erased from the journal: release only what you know never ran (ask the agent "
+    "charged its worst case all the same. The cluster cannot show a task that ran and ended unseen (a pending or "
+    "running one is found by its batch script): release only what you know never ran (ask the agent "
     "nothing: its jobs can write what it would tell you). Never through the broker, never an MCP tool.",
 )
 def grant_release(

@@ -70,9 +70,13 @@ def _old(t: datetime | None, at: datetime) -> bool:
     return t is not None and t + GRACE <= at
 
 
-def _charge_cold(ch: Charge) -> bool:
-    # a charge whose stand-ins a human released stays hot: a job found later for its request is still charged
-    return ch.state in ("settled", "released") and not released_stand_ins(ch.job_costs)
+def _charge_cold(ch: Charge, at: datetime) -> bool:
+    # a charge whose stand-ins a human released stays hot: a job found later for its request is still charged; so
+    # does a charge given back, for GRACE after its hold was made: a job the cluster shows for its request (an
+    # error after `go` that said nothing was submitted) is charged to it
+    if ch.state == "released":
+        return _old(ch.created, at)
+    return ch.state == "settled" and not released_stand_ins(ch.job_costs)
 
 
 def _approval_cold(a: Approval, at: datetime) -> bool:
@@ -98,7 +102,7 @@ def compact(ledger: Ledger, at: datetime) -> list[Record]:
     """Move the cold entries out of `ledger` (in place) and return them as archive records. A settled
     charge's use is added to its grant's `archived_*` totals first, so the grant's budget is unchanged."""
     records: list[Record] = []
-    cold = [ch for ch in ledger.charges if _charge_cold(ch)]
+    cold = [ch for ch in ledger.charges if _charge_cold(ch, at)]
     if cold:
         by_id = {g.id: g for g in ledger.grants}
         for ch in cold:
@@ -111,7 +115,7 @@ def compact(ledger: Ledger, at: datetime) -> list[Record]:
             records.append(
                 Record(kind="charge", archived=at, ledger_schema=LEDGER_SCHEMA, entry=ch.model_dump(mode="json"))
             )
-        ledger.charges = [ch for ch in ledger.charges if not _charge_cold(ch)]
+        ledger.charges = [ch for ch in ledger.charges if not _charge_cold(ch, at)]
     records += [Record(kind="approval", archived=at, ledger_schema=LEDGER_SCHEMA, entry=a.model_dump(mode="json"))
                 for a in ledger.approvals if _approval_cold(a, at)]  # fmt: skip
     ledger.approvals = [a for a in ledger.approvals if not _approval_cold(a, at)]

@@ -10,8 +10,18 @@ from pydantic import BaseModel, ConfigDict
 from rsk.errors import UsageError
 from rsk.ledger.cards import human_entry
 from rsk.ledger.decide import Usage, usage_by_grant
-from rsk.ledger.models import DenyRule, Grant, now
+from rsk.ledger.models import Charge, DenyRule, Grant, now, stand_in_open
 from rsk.ledger.store import Store
+
+
+class StandIns(BaseModel):
+    """A request's tasks no job was found for since its answer was lost, held at their worst case (docs/ledger.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str
+    target: str
+    count: int
 
 
 class GrantView(BaseModel):
@@ -33,6 +43,8 @@ class GrantView(BaseModel):
     cpu_hours_left: float | None
     jobs_at_worst: int = 0  # ended jobs charged their worst case
     note: str = ""
+    # lost answers' tasks no job was found for, held at their worst case (`rsk grant release` if they never ran)
+    stand_ins: list[StandIns] = []
 
 
 class GrantList(BaseModel):
@@ -84,7 +96,7 @@ def ceilings_text(g: Grant) -> str:
     return ", ".join(form.format(value) for form, value in pairs if value is not None) or "none"
 
 
-def view(g: Grant, u: Usage, at: datetime) -> GrantView:
+def view(g: Grant, u: Usage, at: datetime, held: list[StandIns] | None = None) -> GrantView:
     status = "active"
     if g.revoked is not None:
         status = "revoked"
@@ -110,7 +122,18 @@ def view(g: Grant, u: Usage, at: datetime) -> GrantView:
         cpu_hours_left=None if g.cpu_hours is None else round(max(g.cpu_hours - u.cpu_hours, 0.0), 4),
         jobs_at_worst=u.jobs_at_worst,
         note=f"{u.jobs_at_worst} job(s) settled at worst case: Slurm's record was gone" if u.jobs_at_worst else "",
+        stand_ins=held or [],
     )
+
+
+def stand_ins_by_grant(charges: list[Charge]) -> dict[str, list[StandIns]]:
+    """Each grant's charges that hold stand-ins at their worst case (pure)."""
+    out: dict[str, list[StandIns]] = {}
+    for ch in charges:
+        n = sum(stand_in_open(k, c) for k, c in ch.job_costs.items()) if ch.state == "submitted" else 0
+        if n:
+            out.setdefault(ch.grant_id, []).append(StandIns(request_id=ch.request_id, target=ch.target, count=n))
+    return out
 
 
 def add_grant(store: Store, grant: Grant) -> Grant:
@@ -131,8 +154,9 @@ def list_grants(store: Store, archived: bool = False) -> list[GrantView]:
         hot = {g.id for g in grants}
         grants = [g for g in store.archive.grants() if g.id not in hot] + grants
     usage = usage_by_grant(ledger.charges, grants=grants)
+    held = stand_ins_by_grant(ledger.charges)
     at = now()
-    return [view(g, usage.get(g.id, Usage()), at) for g in grants]
+    return [view(g, usage.get(g.id, Usage()), at, held.get(g.id)) for g in grants]
 
 
 def show_grant(store: Store, grant_id: str) -> GrantView:

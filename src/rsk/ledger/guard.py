@@ -40,10 +40,13 @@ from rsk.ledger.models import (
 from rsk.ledger.store import Store
 from rsk.local import caller
 from rsk.local.project import scope
-from rsk.wire.protocol import Accepted, Placement, Plan, Request, is_job_id
+from rsk.wire import answers
+from rsk.wire.answers import ReconcileAnswer
+from rsk.wire.protocol import Accepted, Placement, Plan, Request, is_job_id, raise_for_error
 from rsk.wire.resources import Resources
 
 if TYPE_CHECKING:
+    from rsk.cluster.remote import Remote
     from rsk.request.code import CodeSnapshot
 
 
@@ -539,6 +542,22 @@ def adopt(store: Store, target: str, jobs: dict[str, list[str]]) -> int:
         return _adopt_in(store, ledger, target, jobs)
 
 
+def adopt_reconciled(remote: Remote, store: Store, target: str, project: str) -> ReconcileAnswer:
+    """The cluster's reconcile, asked with the ledger's held jobs and its `since` (so it reads the batch scripts of
+    the account's unheld jobs since the oldest hold of unknown outcome, ADR 0039), and every job it found adopted:
+    held by id from now on, whatever name the job gives itself."""
+    ledger = store.view()
+    out = remote.call("reconcile", project, stdin=held_line(held_jobs(ledger, target)) + since_line(ledger, target))
+    raise_for_error(out)
+    answer = answers.reconcile(out)
+    found: dict[str, list[str]] = {}
+    for r in answer.items:
+        if r.result == "reconciled" and r.job:
+            found.setdefault(r.rid, []).append(r.job)
+    adopt(store, target, found)
+    return answer
+
+
 def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> int:
     charges, uses = _holds_for(ledger, target, jobs)
     taken = _taken(ledger)
@@ -549,8 +568,9 @@ def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[st
         new = [j for j in sorted(set(jobs[ch.request_id])) if j not in taken]
         if not new:  # another hold of the request took them (one job, one book)
             continue
-        first = ch.state == "reserved"
+        first = ch.state in ("reserved", "released")
         reopened = ch.state == "settled"  # its stand-ins a human released: a job found since is charged all the same
+        given_back = ch.reason if ch.state == "released" else ""
         ch.job_costs = _found(ch.job_costs, new, n, worst, first)
         if first:
             ch.state, ch.submitted_at = "submitted", now()
@@ -558,6 +578,8 @@ def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[st
         detail = "found on the cluster" + ("" if first else " later: jobs " + ",".join(new))
         if reopened:
             detail += " (after its stand-ins were released: charged, and the charge is open again)"
+        if given_back:
+            detail += f" (after its hold was given back, {given_back!r}: Slurm has its job, so it is charged)"
         if left := sum(stand_in_open(k, c) for k, c in ch.job_costs.items()):
             detail += f"; {left} task(s) of the plan not found yet, held at their worst case"
         taken |= set(new)
@@ -567,7 +589,9 @@ def _adopt_in(store: Store, ledger: Ledger, target: str, jobs: dict[str, list[st
         new = [j for j in sorted(set(jobs[use.request_id])) if j not in taken]
         if not new:
             continue
-        first = use.state == "held"
+        first = use.state in ("held", "released")
+        if use.state == "released":  # given back: Slurm has its job, so it ran on the approval after all
+            next(a for a in ledger.approvals if any(x is use for x in a.uses)).uses_left -= 1
         use.jobs = _found(use.jobs, new, n, JobCost(gpu_hours_worst=0.0, cpu_hours_worst=0.0), first)
         if first:
             use.state, use.submitted_at = "submitted", now()
@@ -602,6 +626,12 @@ def _open_to_find(state: str, costs: dict[str, JobCost]) -> bool:
     return state in ("submitted", "settled") and any(map(unfound, costs))
 
 
+def booked(ledger: Ledger, target: str) -> set[str]:
+    """Every job id a charge or approval use of the ledger holds on the target (pure)."""
+    out = {j for ch in ledger.charges if ch.target == target for j in ch.job_costs}
+    return out | {j for a in ledger.approvals for u in a.uses if u.target == target for j in u.jobs}
+
+
 def _taken(ledger: Ledger) -> set[str]:
     """Every job id some charge or approval use of the ledger already holds."""
     out = {j for ch in ledger.charges for j in ch.job_costs}
@@ -616,19 +646,25 @@ def _plan_jobs(ledger: Ledger, approval: Approval) -> int:
 
 def _holds_for(ledger: Ledger, target: str, jobs: dict[str, list[str]]) -> tuple[list[Charge], list[tuple[int, Use]]]:
     """What `jobs` (request id -> job ids the cluster shows) resolves, when a job no book holds is among a
-    request's: its reserved charges and held uses, and its submitted ones with tasks not found yet. Each use
-    comes with the number of jobs its plan submits."""
+    request's: its reserved charges and held uses, its submitted ones with tasks not found yet, and those given
+    back (an error after `go` says nothing was submitted, and the cluster shows a job: its word wins), in that
+    order. Each use comes with the number of jobs its plan submits."""
     taken = _taken(ledger)
 
     def new(rid: str) -> bool:
         return rid in jobs and any(j not in taken for j in jobs[rid])
 
-    charges = [c for c in ledger.charges if c.target == target and new(c.request_id)
-               and (c.state == "reserved" or _open_to_find(c.state, c.job_costs))]  # fmt: skip
-    uses = [(_plan_jobs(ledger, a), u) for a in ledger.approvals for u in a.uses
-            if u.target == target and new(u.request_id)
-            and (u.state == "held" or _open_to_find(u.state, u.jobs))]  # fmt: skip
-    return charges, uses
+    def rank(state: str, costs: dict[str, JobCost]) -> int | None:
+        if state in ("reserved", "held"):
+            return 0
+        return 1 if _open_to_find(state, costs) else 2 if state == "released" else None
+
+    charges = sorted(((r, i, c) for i, c in enumerate(ledger.charges) if c.target == target and new(c.request_id)
+                      and (r := rank(c.state, c.job_costs)) is not None), key=lambda x: (x[0], x[1]))  # fmt: skip
+    uses = sorted(((r, i, (_plan_jobs(ledger, a), u)) for i, (a, u) in enumerate((a, u) for a in ledger.approvals
+                   for u in a.uses) if u.target == target and new(u.request_id)
+                   and (r := rank(u.state, u.jobs)) is not None), key=lambda x: (x[0], x[1]))  # fmt: skip
+    return [c for _, _, c in charges], [u for _, _, u in uses]
 
 
 def _mine(use: Use) -> bool:

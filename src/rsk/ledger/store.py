@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from rsk.errors import NewerLedger, StateError
 from rsk.ledger.archive import Archive, compact
 from rsk.ledger.models import LEDGER_SCHEMA, AuditEntry, Ledger, migrate, now
-from rsk.local.atomic import append_line, write_atomic
+from rsk.local.atomic import append_line, keep_as, write_atomic
 from rsk.local.project import project_dir
 from rsk.wire import safejson
 
@@ -96,8 +96,10 @@ class Store:
             ) from exc
 
     def _write(self, data: bytes, previous: bytes | None) -> None:
-        """The new ledger; the one it replaces (as read under the lock) becomes the backup."""
-        if previous is not None:
+        """The new ledger; the one it replaces (as read under the lock, so the file on disk) becomes the backup:
+        a second name for that file, not a copy (one fsync of a file and one of the directory fewer per write;
+        the directory's fsync in write_atomic makes both renames durable)."""
+        if previous is not None and not keep_as(self.path, self.backup):
             write_atomic(self.backup, previous)
         write_atomic(self.path, data)
 

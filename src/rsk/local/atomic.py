@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 
 
@@ -26,6 +27,24 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def keep_as(path: Path, backup: Path) -> bool:
+    """Give the file at `path` a second name, `backup` (replacing it), without copying its bytes: they are on
+    disk already. The rename is made durable by the next write_atomic in the same directory (its fsync of the
+    directory), which is how the ledger uses it. False: the filesystem makes no links (copy instead)."""
+    tmp = backup.with_name(f".{backup.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        os.link(path, tmp)
+    except OSError:
+        return False
+    try:
+        tmp.replace(backup)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+    return True
 
 
 def append_line(path: Path, line: str) -> None:

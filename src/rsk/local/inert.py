@@ -6,12 +6,15 @@ requester, argument, environment value or script line cannot move the cursor, re
 reorder text or start a line of its own. A backslash is doubled so that an escape cannot be faked. A run of
 blanks after a line's first word that is long enough to push what follows out of sight (a box that scrolls,
 a terminal that wraps it onto blank-looking rows) is shown by its length, `⟨400 spaces⟩`, so the tail of a
-line (`; curl ... | sh`) stands next to its head. Indentation is left as it is: it is seen as indentation.
+line (`; curl ... | sh`) stands next to its head. Indentation is left as it is (it is seen as indentation) up
+to a terminal's width. Every blank other than the ASCII space (no-break, em and ideographic spaces, the
+Hangul and braille fillers) is escaped too, and a run that mixes blanks, escaped characters and invisible
+ones is counted the same way (`⟨8000 blank, invisible or control characters⟩`): no character that renders
+as nothing can stand in for a space the count would show.
 """
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
@@ -28,17 +31,60 @@ def _escape(ch: str) -> str:
     return f"\\U{code:08x}"
 
 
+# characters that render as blank but are not spaces by category (Hangul fillers, the braille blank)
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
 def _unsafe(ch: str) -> bool:
-    return ch == "\\" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+    """Escaped when shown: a control, format, surrogate, private or unassigned character, a line or paragraph
+    separator, every blank but the ASCII space, and the backslash (so that an escape cannot be faked)."""
+    if ch == "\\":
+        return True
+    cat = unicodedata.category(ch)
+    return cat in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or (cat == "Zs" and ch != " ") or ch in _FILLERS
 
 
-_BLANKS = re.compile(r"(?<=\S) {16,}")  # after some text: 16 or more spaces (a tab is already shown as \t)
+def _filler(ch: str) -> bool:
+    """What a run that hides a line's tail is made of: spaces, and anything that shows as nothing or as an escape."""
+    return ch == " " or (ch != "\\" and _unsafe(ch))
+
+
+RUN = 16  # a run of this many fillers after some text is shown by its length
+INDENT = 80  # and, at the start of a line, one of this many (a terminal's width: no code is indented so far)
+
+
+def _runs(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each run of fillers long enough to push what follows out of sight."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if not _filler(text[i]):
+            i += 1
+            continue
+        j = i
+        while j < n and _filler(text[j]):
+            j += 1
+        spaces = text[i:j].count(" ") == j - i
+        if j - i >= (INDENT if i == 0 and spaces else RUN):
+            out.append((i, j))
+        i = j
+    return out
+
+
+def _count(run: str) -> str:
+    if run.count(" ") == len(run):
+        return f"⟨{len(run)} spaces⟩"
+    return f"⟨{len(run)} blank, invisible or control characters⟩"
 
 
 def inert(text: str) -> str:
     """One line: every unsafe character escaped (newlines too), long runs of blanks shown by their length."""
-    shown = "".join(_escape(ch) if _unsafe(ch) else ch for ch in text)
-    return _BLANKS.sub(lambda m: f"⟨{len(m.group())} spaces⟩", shown)
+    parts, at = [], 0
+    for start, end in _runs(text):
+        parts += [_escape(ch) if _unsafe(ch) else ch for ch in text[at:start]]
+        parts.append(_count(text[start:end]))
+        at = end
+    parts += [_escape(ch) if _unsafe(ch) else ch for ch in text[at:]]
+    return "".join(parts)
 
 
 def inert_lines(text: str) -> list[str]:

@@ -13,6 +13,7 @@ from rsk.ledger import attempts
 from rsk.ledger.cards import wait_for_card
 from rsk.ledger.guard import (
     Allowed,
+    adopt_reconciled,
     allowed_or_raise,
     authorize_in,
     authorize_step_in,
@@ -215,8 +216,12 @@ def _launch(
         finally:
             talk.close()  # without a `go`, the program ends having submitted nothing
         accepted = answers.accepted(out)
+        unkept = ""
         if accepted:
-            keep(request, code)  # a batch's tasks, for `rsk retry`; what it asked, for a later conflict
+            try:  # a batch's tasks, for `rsk retry`; what it asked, for a later conflict
+                keep(request, code)
+            except OSError as exc:  # jobs run: the ledger records them all the same, and the answer says so
+                unkept = f"the request was not kept here ({exc.strerror}): rsk retry and extend cannot plan it again"
         failure: RskError | None = None
         try:
             raise_for_error(out)
@@ -224,6 +229,18 @@ def _launch(
             failure = exc
         if failure is not None and failure.code == "intent-unresolved":
             raise failure  # an earlier launch's outcome is unknown: what the request holds stays held
+        if failure is not None and not accepted:  # the program's word alone: Slurm's decides what is given back
+            found = _slurm_word(remote, store, target.name, request.project, request.request_id, failure)
+            if found:
+                accepted = [Accepted(job_id=j, request_id=request.request_id, plan_hash=plan.hash, replay=False)
+                            for j in found]  # fmt: skip
+                result = _result(target.name, request, plan, allowed, accepted)
+                result.warnings.append(
+                    f"the cluster's program answered {failure.code} after the go, but Slurm holds job(s) "
+                    f"{', '.join(found)} of request {request.request_id}: they are charged (a process of the "
+                    "cluster account can answer for rsk's programs: docs/security.md)"
+                )
+                return result
         # one transaction records what the cluster did: the jobs it accepted, else (on a failure) the holds given back
         record_outcome(store, target.name, allowed, plan, request.request_id, accepted,
                        f"not submitted: {failure.code}" if failure is not None else "")  # fmt: skip
@@ -231,9 +248,39 @@ def _launch(
             raise failure
         result = _result(target.name, request, plan, allowed, accepted)
         result.warnings += answers.warnings(out) + step_warnings(ledger, target.name, plan) + chain_warnings(plan)
+        result.warnings += [unkept] if unkept else []
         return result
     finally:
         conn.close()
+
+
+def _slurm_word(
+    remote: Remote, store: Store, target: str, project: str, request_id: str, failure: RskError
+) -> list[str]:
+    """After the go, an error is the cluster program's word alone, and a process of the account on the login node
+    can answer in its place (docs/security.md, ADR 0053). Before anything is given back, Slurm is asked: reconcile
+    (its evidence of open intents, and the batch scripts of the account's unheld jobs since the request's hold,
+    which is still reserved) adopts every job of the request it finds. The jobs so found (charged); none: the
+    failure stands and the caller gives the hold back. When Slurm cannot say, the hold stays reserved, as a lost
+    answer's does."""
+    before = held_jobs(store.view(), target)
+    try:
+        answer = adopt_reconciled(remote, store, target, project)
+    except RskError as exc:
+        failure.hint = (
+            f"Slurm could not be asked whether request {request_id} has a job ({exc.message}): what it holds "
+            "stays reserved until `rsk status` or `rsk reconcile` shows, on Slurm's word, whether a job of it runs; "
+            f"then launch again with --request-id {request_id}"
+        )
+        raise failure from None
+    if answer.unknown:  # jobs of the account whose script Slurm did not give: one could be the request's
+        failure.hint = (
+            f"Slurm did not give the batch script of job(s) {', '.join(answer.unknown)} of the account: one may be "
+            f"request {request_id}'s, so what it holds stays reserved; `rsk reconcile` later settles it"
+        )
+        raise failure
+    after = held_jobs(store.view(), target)
+    return sorted(j for j, rid in after.items() if rid == request_id and j not in before)
 
 
 class PlanReport(BaseModel):

@@ -6,12 +6,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from rsk.cluster.remote import remote_for
+from rsk.cluster.remote import Remote, remote_for
 from rsk.ledger import guard
 from rsk.ledger.store import Store
-from rsk.ops.status import Model, status_call
-from rsk.wire import answers
-from rsk.wire.protocol import raise_for_error
+from rsk.ops.status import Model, Status, status_call
 
 
 class ReconcileItem(Model):
@@ -38,23 +36,21 @@ def reconcile(target: str, project: str) -> ReconcileReport:
     """Resolve intents without outcome on the cluster, then bring the ledger in line: holds of requests
     that have jobs become submitted, those of abandoned intents are released, ended jobs settle. An intent
     left unresolved (jobs of the account since the hold that no book holds) keeps its hold."""
-    store = Store(project)
     with remote_for(target) as remote:
-        ledger = store.view()
-        held = guard.held_line(guard.held_jobs(ledger, target)) + guard.since_line(ledger, target)
-        out = remote.call("reconcile", project, stdin=held)
-        raise_for_error(out)
-        answer = answers.reconcile(out)
-        found: dict[str, list[str]] = {}
-        for r in answer.items:  # found by Slurm's word: held by id from now on, whatever name the job gives itself
-            if r.result == "reconciled" and r.job:
-                found.setdefault(r.rid, []).append(r.job)
-        guard.adopt(store, target, found)
-        status_call(remote, target, project)  # adopts and settles what the cluster knows
+        return reconcile_on(remote, target, project)[0]
+
+
+def reconcile_on(remote: Remote, target: str, project: str) -> tuple[ReconcileReport, Status]:
+    """`reconcile` over a connection the caller holds (a launch that must hear Slurm's word before it gives
+    anything back), with the status read that brought the ledger in line."""
+    store = Store(project)
+    answer = guard.adopt_reconciled(remote, store, target, project)
+    st, _ = status_call(remote, target, project)  # adopts and settles what the cluster knows
     items = [ReconcileItem(request_id=r.rid, plan_hash=r.plan, result=r.result, job_id=r.job,
                            unknown_jobs=r.unknown) for r in answer.items]  # fmt: skip
     for item in items:  # the ledger follows what the cluster found
         if item.result == "abandoned":
             guard.release(store, item.request_id, "reconcile: the intent was abandoned (no job exists)")
-    return ReconcileReport(target=target, project=project, open_intents=answer.open, stale_stages=answer.stale,
-                           items=items, unknown_jobs=answer.unknown)  # fmt: skip
+    report = ReconcileReport(target=target, project=project, open_intents=answer.open, stale_stages=answer.stale,
+                             items=items, unknown_jobs=answer.unknown)  # fmt: skip
+    return report, st

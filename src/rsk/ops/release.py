@@ -67,9 +67,8 @@ def release(target: str, project: str, request_id: str, by: str, reason: str) ->
             details={"request_id": request_id, "stand_ins_before": before, "stand_ins_now": after},
         )
     evidence.append(
-        "not seen: a job that ran and ended unseen (no batch script is left to read), and one of the account that "
-        "renamed itself and erased its journal lines while no intent of it is open; the release is your word that "
-        "the tasks never ran, and a job of them found later is charged again"
+        "not seen: a job that ran and ended unseen (no batch script is left to read); the release is your word "
+        "that the tasks never ran, and a job of them found later is charged again"
     )
     done = stand_ins.release(store, target, request_id, before, by, reason)
     return Released(target=target, project=project, request_id=request_id, by=by, reason=reason, released=done,

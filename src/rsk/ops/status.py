@@ -376,7 +376,25 @@ def status_call(remote: Remote, target: str, project: str,
     # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
     never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
     ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs), never)
-    return mark_undecided(st, ledger), answer
+    return flag_unbooked(mark_undecided(st, ledger), ledger), answer
+
+
+LIVE: frozenset[str] = frozenset({"pending", "blocked", "running"})
+
+
+def flag_unbooked(st: Status, ledger: Ledger) -> Status:
+    """A job of the project Slurm still has that no book holds, once the read's adoptions are recorded (every hold
+    of its request was given back long ago, or it never had one): warned of, for the human. A lease's steps are
+    the lease's."""
+    books = guard.booked(ledger, st.target)
+    for j in st.jobs:
+        if j.state in LIVE and not j.lease and j.job_id not in books:
+            st.warnings.append(
+                f"job {j.job_id} (request {j.request_id}) is {j.state} on Slurm and no book of the ledger holds it: "
+                "nothing charges it or counts it against --max-active. Tell the human, and "
+                f"`rsk cancel {j.job_id}` unless they say otherwise"
+            )
+    return st
 
 
 def explain_queued_steps(jobs: list[JobState]) -> None:

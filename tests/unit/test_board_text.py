@@ -1,0 +1,33 @@
+"""The human's job table shows the words a job could write (a task key, a node or reason, a warning) as they are:
+no markup read, no terminal escape passed (a job of the account can write the journal and the markers)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from rsk.cli.board import render_status
+from rsk.ops.status import JobState, Status
+
+CRAFTED = "[bold]HI[/bold]\x1b[31mRED[link=http://evil.example/]x[/link]\x1b]52;c;aGk=\x07"
+
+
+def _shown(status: Status, *, terminal: bool) -> str:
+    out = io.StringIO()
+    console = Console(file=out, width=400, force_terminal=terminal, color_system="standard" if terminal else None)
+    console.print(render_status([status]))
+    return out.getvalue()
+
+
+def test_crafted_words_from_the_cluster_are_shown_inert_in_status_and_watch() -> None:
+    job = JobState(request_id="zz", task=CRAFTED, job_id="99998", state="running", exit_code=None, signal=None,
+                   elapsed_s=1, limit_s=60, where=CRAFTED, submitted="")  # fmt: skip
+    status = Status(target="lab", project="p", slurm="up", at="", jobs=[job], warnings=[f"task {CRAFTED} ran"])
+    for terminal in (False, True):
+        shown = _shown(status, terminal=terminal)
+        assert "evil.example" in shown and "[bold]HI[/bold]" in shown  # the words are shown as they are
+        assert "\\x1b" in shown and "\\x07" in shown  # escapes shown, never sent
+        assert "\x1b]" not in shown and "\x07" not in shown  # no OSC (a link, the clipboard) reaches the terminal
+        if not terminal:
+            assert "\x1b" not in shown
