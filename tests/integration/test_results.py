@@ -204,3 +204,12 @@ def test_files_a_directory_fetch_leaves_out_are_named_never_dropped_silently(
     assert [f["path"] for f in got["files"]] == ["out/ok.csv"] and got["skipped"] == ["out/my results.csv"], got
     text = rsk("fetch", job, "out", "--to", str(tmp_path / "g"), *common)
     assert "left out 1 file(s)" in text.err and "my results.csv" in text.err, text.err
+    # a succeeded job whose result could not be published: the answer names where to read why
+    kept = run_to_end(project, "sp2", 'echo r > "$RSK_OUT/r e.txt"')
+    none = rsk("fetch", kept, "--result", "--to", str(tmp_path / "h"), *common, "--json")
+    said = json.loads(none.out)
+    assert none.rc == Exit.USAGE and said["error"] == "no-result", none.out
+    assert f"rsk logs {kept} --stream stderr" in said["hint"] and f"rsk fetch {kept} --result --partial" in said["hint"]
+    # what it left is named, not dropped silently: its name is not one rsk fetches
+    back = rsk("fetch", kept, "--result", "--partial", "--to", str(tmp_path / "p"), *common, "--json")
+    assert back.rc == 0 and json.loads(back.out)["skipped"] == ["r e.txt"], back.out + back.err

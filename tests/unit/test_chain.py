@@ -122,3 +122,10 @@ def test_a_chain_whose_links_never_yielded_is_not_sent_to_extend() -> None:
     assert "no link yielded (exit 75)" in hint and "rsk extend" not in hint
     yielded = [j.model_copy(update={"exit_code": 75}) for j in killed]
     assert "rsk extend --request-id run" in _hint(yielded, done=True)
+
+
+def test_an_unknown_task_field_is_named_with_the_field_meant_and_the_fields_a_line_takes() -> None:
+    with pytest.raises(UsageError) as bad:
+        read_tasks('{"key": "a", "argv": ["true"], "gpu": 1}', "t.jsonl")
+    assert bad.value.message == "t.jsonl line 1 (task a): unknown field 'gpu' (did you mean 'gpus'?)"
+    assert bad.value.hint is not None and "key, argv, script, env" in bad.value.hint and "max_links" in bad.value.hint

@@ -84,6 +84,14 @@ def test_remote_errors_map_to_typed_errors(rc: int, cls: type[Exception]) -> Non
     assert "boom" in str(info.value)
 
 
+@pytest.mark.parametrize("code", ["bad-lease", "not-ours"])
+def test_a_refusal_the_agent_can_fix_carries_a_hint(code: str) -> None:
+    out = parse_framed(f"@@error code={code} rc=2 msg={b64('no')}\n@@done rc=2\n")
+    with pytest.raises(UsageError) as info:
+        raise_for_error(out)
+    assert info.value.code == code and info.value.hint
+
+
 def test_request_encoding_is_base64_lines_with_empty_items_marked() -> None:
     req = Request(project="p", request_id="r", argv=["a b", ""], env=["Z=1", "A=$(x)"], gpus=0)
     lines = req.encode().decode().splitlines()

@@ -296,6 +296,12 @@ def fetch(
         what = "partial stage (NOT a result)" if rep.partial else "result"
         done = "was already there" if rep.already else f"fetched: {rep.file_count} file(s), {rep.bytes} bytes, checked"
         out().print(f"job {job}'s {what} in {rep.to}: {done}")
+        if rep.skipped:
+            from rsk.local.inert import inert
+            from rsk.ops.fetch import NAME_RULE
+
+            shown = ", ".join(inert(p) for p in rep.skipped[:10])
+            err().print(f"rsk: warning: left out {len(rep.skipped)} file(s) rsk does not fetch ({NAME_RULE}): {shown}")
         return
     if job is None:
         raise UsageError(

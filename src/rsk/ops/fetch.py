@@ -206,6 +206,7 @@ class ResultReport(BaseModel):
     bytes: int
     partial: bool = False  # --partial: the stage of a job that did not succeed, not a result
     already: bool = False  # DIR already held this very result: nothing was fetched
+    skipped: list[str] = []  # --partial: files the job left whose names rsk does not fetch (NAME_RULE)
 
 
 def _manifest(text: str) -> dict[str, tuple[str, int]]:
@@ -247,8 +248,8 @@ def _no_result(job: str, what: str) -> UsageError:
     return UsageError(
         f"job {job} {what}",
         "a result is published only when the command exits 0 after writing under $RSK_OUT (at most 1000 files, "
-        "names of A-Z a-z 0-9 . _ + @ : , -; the job's stderr says when it was not); "
-        "`rsk fetch JOB --result --partial --to DIR` brings back what a job that did not succeed left",
+        f"names of A-Z a-z 0-9 . _ + @ : , -, which is also all rsk fetches): `rsk logs {job} --stream stderr` "
+        f"says why it was not; `rsk fetch {job} --result --partial` brings back what a job that did not succeed left",
         code="no-result",
     )
 
@@ -282,7 +283,9 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
             if exc.code != "not-found":
                 raise
             raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
-        listed = {e.path: e.size for e in answers.fetch(out).entries}
+        found = answers.fetch(out)
+        listed = {e.path: e.size for e in found.entries}
+        skipped = found.skipped[:100] if partial else []
         if partial:  # the label is rsk's: what the job left under that name (or a manifest's) does not come back
             listed = {p: n for p, n in listed.items() if p.split("/")[0] not in (".rsk-partial", ".rsk-manifest")}
         manifest: dict[str, tuple[str, int]] = {}
@@ -327,7 +330,8 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
     shutil.rmtree(work, ignore_errors=True)
     files = [FetchedFile(path=p, size=size, to=str(to / p)) for p, size in sorted(listed.items())]
     return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=files,
-                        file_count=len(files), bytes=sum(f.size for f in got), partial=partial)  # fmt: skip
+                        file_count=len(files), bytes=sum(f.size for f in got), partial=partial,
+                        skipped=skipped)  # fmt: skip
 
 
 def _read_small(remote: Remote, project: str, job: str, path: str) -> str:

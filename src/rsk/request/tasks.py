@@ -91,7 +91,11 @@ def read_tasks(text: str, source: str = "tasks file") -> TaskFile:
             continue
         where = f"{source} line {n}"
         try:
-            t = TaskLine.model_validate(safejson.loads(line, max_depth=8))
+            raw = safejson.loads(line, max_depth=8)
+            named = where
+            if isinstance(raw, dict) and isinstance(raw.get("key"), str) and TOKEN.fullmatch(raw["key"]):
+                named += f" (task {raw['key']})"
+            t = TaskLine.model_validate(raw)
         except safejson.BadJson as exc:
             raise UsageError(
                 f"{where}: {exc.message}", 'each line is an object like {"key": "a", "argv": ["echo", "a"]}'
@@ -100,11 +104,21 @@ def read_tasks(text: str, source: str = "tasks file") -> TaskFile:
             e = exc.errors()[0]
             if e["loc"] and e["loc"][0] == "needs":
                 raise UsageError(
-                    f"{where}: needs: each need is a task key or an object with task and on", _NEEDS_HINT
+                    f"{named}: needs: each need is a task key or an object with task and on", _NEEDS_HINT
+                ) from exc
+            fields = ", ".join(TaskLine.model_fields)
+            if e["type"] == "extra_forbidden" and len(e["loc"]) == 1:  # a field a task line does not take
+                import difflib
+
+                name = str(e["loc"][0])
+                near = difflib.get_close_matches(name, list(TaskLine.model_fields), n=1)
+                raise UsageError(
+                    f"{named}: unknown field {name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""),
+                    f"a task line takes {fields}",
                 ) from exc
             raise UsageError(
-                f"{where}: {'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}",
-                'numbers are JSON numbers ("gpus": 1, not true or "1"); text is a string; see rsk launch --help',
+                f"{named}: {'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}",
+                f'numbers are JSON numbers ("gpus": 1, not true or "1"); text is a string; a task line takes {fields}',
             ) from exc
         if not TOKEN.fullmatch(t.key):
             raise UsageError(f"{where}: key {t.key!r} is not valid", "keys are 1-64 characters of A-Z a-z 0-9 . _ -")
