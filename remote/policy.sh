@@ -36,16 +36,18 @@ rsk_policy_load() { # sets P_KEY for each key, RSK_POLICY_DIGEST, and RSK_PL: th
 $RSK_PL
 EOT
 }
-# rsk_policy_check SHAPES PARTITION ACCOUNT QOS: RSK_VERDICT, and RSK_REASONS (a line each, each once) over every
-# shape of SHAPES ("NODES CPUS MEM_MB GPUS TIME_MIN" a line); an empty account or QOS is always allowed
+# rsk_policy_check SHAPES PARTITION ACCOUNT QOS JOBS: RSK_VERDICT, and RSK_REASONS (a line each, each once) over every
+# shape of SHAPES ("NODES CPUS MEM_MB GPUS TIME_MIN" a line) and the JOBS it queues at once against the active cap
+# (a batch over the cap could never be submitted); an empty account or QOS is always allowed
 rsk_policy_check() {
-    RSK_REASONS=$(printf '%s\n' "$1" | awk -v part="$2" -v acct="$3" -v qos="$4" -v parts="$P_partitions" \
+    RSK_REASONS=$(printf '%s\n' "$1" | awk -v part="$2" -v acct="$3" -v qos="$4" -v jobs="$5" -v cap="$P_max_active_jobs" -v parts="$P_partitions" \
         -v accts="$P_accounts" -v qoss="$P_qos" -v mn="$P_max_nodes" -v mc="$P_max_cpus" -v mm="$P_max_mem_mb" \
         -v mg="$P_max_gpus" -v mt="$P_max_time_min" '
         function say(r) { if (!(r in seen)) print r; seen[r] = 1 }
         function allow(what, v, list,    l) { l = " " list " "; gsub(/[ \t]+/, " ", l)
             if (v != "" && list != "*" && !index(l, " " v " ")) say(what " " v " is not allowed (allowed: " list ")") }
         function ceil(what, v, max) { if (max != "" && v + 0 > max + 0) say(what " " v " exceeds the ceiling " max) }
+        BEGIN { if (cap != "" && jobs + 0 > cap + 0) say(jobs " jobs queued at once exceed the cap of " cap " active jobs: split the batch") }
         NF { allow("partition", part, parts); allow("account", acct, accts); allow("qos", qos, qoss); ceil("nodes", $1, mn)
             ceil("cpus per node", $2, mc); ceil("memory per node (MB)", $3, mm); ceil("gpus per node", $4, mg)
             ceil("time limit (min)", $5, mt) }')

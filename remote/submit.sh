@@ -190,6 +190,7 @@ resolve() {
     else rsk_fail "$RSK_E_USAGE" no-command "the request has no command"; fi
     [ -z "$BUDGET_MIN" ] || [ "$KIND" = batch ] || rsk_fail "$RSK_E_USAGE" bad-chain "a chain's links are its tasks"
     resolve_tasks
+    CAPPED=$NT; [ "$PLACE" != step ] || CAPPED=0 # the jobs of their own it queues at once, which the active cap counts
     # a lease starts each step as soon as it fits: it would run a workflow's or a chain's tasks ignoring their needs
     [ -z "$DAG" ] || [ "$PLACE" != step ] || rsk_fail "$RSK_E_USAGE" bad-request \
         "a lease's steps start as they fit, not after one another: run a workflow or a chain without --lease"
@@ -417,7 +418,7 @@ run_sbatch() {
     [ -z "$SIGNAL_S" ] || set -- --signal="B:USR1@$SIGNAL_S" "$@"
     set -- "$SBATCH" "$@"
     [ -z "${SLURM_CONF:-}" ] || set -- "SLURM_CONF=$SLURM_CONF" "$@"
-    set -- env -i "PATH=$PATH" "HOME=$HOME" "USER=$USER_NAME" "LOGNAME=$USER_NAME" "$@"
+    set -- env -i "PATH=$PATH" "HOME=$HOME" "USER=$USER_NAME" "LOGNAME=$USER_NAME" SLURM_TIME_FORMAT=%s "$@"
     if [ "$rsk_mode" = test-only ]; then
         SB_OUT=$("$@" --test-only --wrap true 2>&1) && SB_RC=0 || SB_RC=$?
     else
@@ -558,7 +559,7 @@ do_plan() {
     [ "$RSK_SLURM" = up ] || rsk_need_slurm
     printf '%s' "$PLAN" | sed "s/^/@@$RSK_NONCE planline /" # the plan's lines as they are (KEY VALUE, a line each)
     rsk_emit plan "$PLAN_HASH"
-    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
+    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS" "$CAPPED"
     rsk_policy_emit
     request_facts
     rsk_emit active "count=${ACTIVE%% *}" "cap=$P_max_active_jobs" "jobs=${ACTIVE#* }"
@@ -724,10 +725,11 @@ queue_idxs() {
         mv "$LDIR/seq.tmp" "$LDIR/seq"
         rsk_sn=$(printf '%06d' "$rsk_seq")
         rsk_sid="${LEASE_JOB}s$rsk_seq"
-        JOB=$(job_text "$rsk_i" "$rsk_sid")
+        JOB=$(job_text "$rsk_i" "$rsk_sid") # and the task's key (a single job has none)
+        rsk_key=$(printf '%s\n' "$TASKOUT" | awk -v i="$rsk_i" '$1 == "P" && $2 == "task" && n++ == i { print substr($3, 2); exit }')
         { printf '%s\n' "$JOB" >"$LDIR/q/$rsk_sn.sh.tmp" && mv "$LDIR/q/$rsk_sn.sh.tmp" "$LDIR/q/$rsk_sn.sh" \
             && printf 'seq=%s job=%s rid=%s idx=%s task=%s plan=%s gpus=%s cpus=%s mem=%s time=%s\n' "$rsk_sn" "$rsk_sid" \
-                "$RID" "$rsk_i" "$(task_key "$rsk_i")" "$PLAN_HASH" "$GPUS" "$CPUS" "$MEM_MB" "$TIME_MIN" >"$LDIR/q/$rsk_sn.step.tmp" \
+                "$RID" "$rsk_i" "$rsk_key" "$PLAN_HASH" "$GPUS" "$CPUS" "$MEM_MB" "$TIME_MIN" >"$LDIR/q/$rsk_sn.step.tmp" \
             && mv "$LDIR/q/$rsk_sn.step.tmp" "$LDIR/q/$rsk_sn.step"; } \
             || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the queue of lease $LEASE"
         rsk_new="$rsk_new$rsk_i $rsk_sid
@@ -772,16 +774,11 @@ jlines() {
 "; fi
 }
 
-task_key() { # task_key IDX: the key of a batch task ("" for a single job)
-    [ "$KIND" = batch ] || return 0
-    printf '%s\n' "$TASKOUT" | awk -v i="$1" '$1 == "P" && $2 == "task" { if (n++ == i) { print substr($3, 2); exit } }'
-}
-
 do_submit() {
     [ "$PLAN_HASH" = "$EXPECT" ] \
         || rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the plan changed: expected $EXPECT, the cluster computes $PLAN_HASH"
     [ -n "$RID" ] || rsk_fail "$RSK_E_USAGE" no-request-id "submit needs a request id"
-    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS"
+    rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS" "$CAPPED"
     [ "$RSK_VERDICT" = allow ] || { rsk_policy_emit; rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"; }
     RUN_DIR=$RSK_ROOT/runs/$PROJECT/$RID
     make_dirs

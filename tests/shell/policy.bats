@@ -56,6 +56,16 @@ write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$R
     tail -n 1 "$ROOT/journal/$PROJECT.log" | grep -q 'ev=refused rid=b .* code=active-cap'
 }
 
+@test "a batch that queues more jobs at once than the active cap is refused at plan time, whatever is active" {
+    write_policy "max_active_jobs = 2"
+    run remote submit plan < <(request request_id=big task=a targ=true task=b targ=true task=c targ=true)
+    [ "$status" -eq 3 ]
+    [ "$(field policy verdict)" = refuse ]
+    printf '%s\n' "$output" | sed -n 's/^@@policy-reason msg=//p' | base64 -d | grep -q '3 jobs queued at once exceed the cap of 2'
+    run remote submit plan < <(request request_id=two task=a targ=true task=b targ=true)
+    [ "$status" -eq 0 ]
+}
+
 @test "policy.conf can limit QOS; an allowed one passes" {
     write_policy "qos = normal"
     run remote submit plan < <(request qos=high arg=true)

@@ -247,7 +247,7 @@ def test_submit_plan_and_accepted() -> None:
     assert (batch.kind, [t.key for t in batch.tasks], batch.active, batch.active_cap, batch.active_jobs) == (
         "batch", ["k1", "k2"], 0, 100, [],
     )  # fmt: skip
-    assert (plan.estimate_start, plan.estimate_nodes) == ("2026-12-04T19:24:00", "n2")
+    assert (plan.estimate_start, plan.estimate_nodes) == ("2026-12-04T19:24:00Z", "n2")  # Slurm's instant, UTC
     assert batch.estimate_nodes == "n1"
     said = next(w for w in recorded("submit_plan").records if w.kind == "estimate").kv["said"]
     step = answers.plan(recorded("submit_plan", f"said={said}", "lease=dev"))

@@ -838,17 +838,22 @@ def plan(out: Output) -> Plan:
         ) from exc
 
 
-# sbatch --test-only: "sbatch: Job N to start at 2026-12-04T10:00:00 using 1 processors on nodes n1 in partition p"
+# sbatch --test-only, its times in epoch seconds (SLURM_TIME_FORMAT=%s): "sbatch: Job N to start at 1796391286
+# using 1 processors on nodes n1 in partition p"
 _TEST_ONLY = re.compile(r" to start at (?P<start>[0-9T:-]+) using .*? on nodes (?P<nodes>\S+) in partition")
 
 
 def _estimate(rec: Record) -> tuple[str, str]:
-    """When and where the plan would start: a step "in-lease" (its lease's name), else what Slurm's test-only
-    said of the first shape (the one reading of that text), "unknown" where it said nothing readable."""
+    """When (ISO 8601, `Z` for UTC) and where the plan would start: a step "in-lease" (its lease's name), else what
+    Slurm's test-only said of the first shape (the one reading of that text), "unknown" where it said nothing
+    readable."""
     if "lease" in rec.kv:
         return "in-lease", f"lease {_text(rec, 'lease')}"
     said = _TEST_ONLY.search(_b64(rec, "said", ""))
-    return (said["start"], said["nodes"]) if said else ("unknown", "")
+    start = when(said["start"]) if said else None
+    if said is None or start is None:
+        return "unknown", said["nodes"] if said else ""
+    return start.isoformat().replace("+00:00", "Z"), said["nodes"]
 
 
 def _placement(lease: object, job: object) -> Placement:

@@ -305,6 +305,8 @@ _HINTS = {
     "memory, GPUs and time limit",
     "step-never-fits": "ask the step for what one node of the lease holds (`rsk lease status` shows it), or open "
     "a larger lease for it",
+    "bad-lease": "a lease starts no step in its last --drain minutes (5 by default), so its --time must be longer "
+    "(or give --drain 0); a lease file the message calls damaged is written anew by `rsk lease open`",
     "outlives-lease": "ask for a --time within what is left of the lease (`rsk lease status`), or leave --time out "
     "to run until the lease ends",
     "sbatch-failed": "Slurm refused the job; the charge was released; see the message",
