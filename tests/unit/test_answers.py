@@ -321,3 +321,11 @@ def test_a_job_runs_on_slurm_or_in_a_lease_one_placement() -> None:
     assert job_plan.placement == Placement(kind="slurm") and not job_plan.is_step
     step = Placement(kind="lease", lease="L1", job="9")
     assert answers.plan(recorded("submit_launch_plan")).model_copy(update={"placement": step}).is_step
+
+
+def test_a_jobs_end_time_reads_as_an_iso_time() -> None:
+    end = answers.job_end("rc=75 sig=USR1 t=1796390761 elapsed=53 limit=120 stop=yielded")
+    assert end is not None and end.at == datetime.fromtimestamp(1796390761, UTC) and end.exit_code == 75
+    assert end.model_dump(mode="json")["at"].endswith("Z")
+    late = answers.job_end("rc=0 sig=none t=soon elapsed=1 limit=60")  # a job's own file: a word is unknown
+    assert late is not None and late.at is None

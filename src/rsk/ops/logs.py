@@ -17,7 +17,7 @@ from rsk.wire.protocol import raise_for_error
 class LogTail(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: end.at is an ISO 8601 time (it was epoch seconds)
     job_id: str
     request_id: str
     task: str = ""  # of a batch or chain (rsk logs -r): the task's key, link1 .. linkN for a chain's links
@@ -42,7 +42,7 @@ class LogSet(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
+    schema_version: int = 2  # 2: each tail is a LogTail of schema 2 (end.at an ISO time)
     target: str
     project: str
     request_id: str

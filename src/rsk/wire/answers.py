@@ -452,7 +452,7 @@ class JobEnd(Answer):
     signal: str | None  # None: it exited on its own
     elapsed_s: int | None
     limit_s: int | None
-    at: int | None  # seconds since the epoch
+    at: datetime | None  # when it ended (ISO 8601, UTC, in an answer)
 
 
 def job_end(marker: str) -> JobEnd | None:
@@ -470,7 +470,7 @@ def job_end(marker: str) -> JobEnd | None:
         signal=None if sig in (None, "", "none") else sig,
         elapsed_s=num("elapsed"),
         limit_s=num("limit"),
-        at=num("t"),
+        at=_when(rec, "t"),
     )
 
 

@@ -290,8 +290,6 @@ _REMOTE_ERRORS: dict[int, type[RskError]] = {
 
 _HINTS = {
     "not-ours": NOT_OURS_HINT,
-    "bad-lease": "a lease starts no step in its last --drain minutes (default 5): ask --time longer than --drain, "
-    "or a shorter --drain (0: steps until its end); a damaged lease file: `rsk lease open NAME` again",
     "policy-refused": "the cluster's policy.conf decides this; ask the cluster admins or change the request",
     "plan-mismatch": "something changed on the cluster or in the request since planning; launch again",
     "request-conflict": "the request id names another plan: another command, other resources, or other files "
