@@ -39,29 +39,38 @@ main() {
     steps=''
     case $matches in *s*) steps=$(rsk_lease_steps "$project") ;; esac
     rsk_block_start
-    results=''
+    results='' kill=''
     while read -r job rid idx task plan; do
         [ "$task" != - ] || task=''
         [ "$idx" != - ] || idx=''
         case $job in *s*) cancel_step ;; *) cancel_job ;; esac
-        [ "$result" != cancelled ] || rsk_jline cancelled "$rid" "$plan" "${idx:--}" "job=$job" "task=$task"
-        results="${results}job=$job rid=$rid task=$task result=$result
+        results="${results}$job $rid ${idx:--} ${task:--} $plan $result
 "
     done <<EOT
 $matches
 EOT
+    # the jobs to cancel go to one scancel (which says 0 for a job that already ended), then Slurm's word says which
+    # it cancelled: one that ended by itself first is finished
+    # shellcheck disable=SC2086  # job ids
+    [ -z "$kill" ] || { scancel $kill 2>/dev/null || true; rsk_need_slurm; }
+    while read -r job rid idx task plan result; do
+        [ "$result" != kill ] || { result=cancelled; ! rsk_sq_job "$job" || case $SQ_STATE in
+            CANCELLED | COMPLETING) ;; *) if rsk_is_active "$SQ_STATE"; then result=failed; else result=finished; fi ;; esac; }
+        [ "$task" != - ] || task=''
+        [ "$result" != cancelled ] || rsk_jline cancelled "$rid" "$plan" "$idx" "job=$job" "task=$task"
+        [ -z "$job" ] || rsk_emit cancel "job=$job" "rid=$rid" "task=$task" "result=$result"
+    done <<EOT
+$results
+EOT
     rsk_journal_write "$project" || true
-    printf '%s' "$results" | while read -r j r t x; do rsk_emit cancel "$j" "$r" "$t" "$x"; done
 }
 cancel_job() { # sets result for one Slurm job: touched only while it carries rsk:PROJECT:RID or the ledger holds it
     if ! rsk_sq_job "$job" || ! rsk_is_active "$SQ_STATE"; then
         result=finished
     elif [ "$SQ_NAME" != "rsk:$project:$rid" ] && case " $RSK_HELD" in *" $job:$rid "*) false ;; esac; then
         result=not-ours
-    elif scancel "$job" 2>/dev/null; then
-        result=cancelled
     else
-        result=failed
+        result=kill kill="$kill $job"
     fi
 }
 # cancel_step: a queued step leaves the queue (under the project lock, so the controller either claimed it

@@ -6,20 +6,15 @@
 SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
 
 read_request() {
-    IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
-    FACTS_GIVEN='' FACTS_WANTED=''
-    if [ "$rq_magic" = facts ]; then # a broker's copy of this cluster's facts, or "-": read them, and print them
-        if [ "$rq_version" = - ]; then FACTS_WANTED=1; else facts_given "$rq_version" "$rq_x"; fi
-        IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
-    fi
-    [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_magic' has more than one value"
-    # "held": the ledger's jobs, counted by id (rsk_active_jobs); "since": the request's oldest hold whose outcome
-    # the ledger does not know (rsk_since); each at most once, in this order
-    for rq_k in held since; do
-        [ "$rq_magic" = "$rq_k" ] || continue
-        "rsk_$rq_k" "$rq_version"
-        IFS=' ' read -r rq_magic rq_version || rsk_fail "$RSK_E_USAGE" bad-request "empty request"
+    # ahead of the request, each at most once and in this order: "facts" (a broker's copy of the cluster's facts, or
+    # "-": print them), "held" (the ledger's jobs: rsk_held) and "since" (its oldest unknown outcome: rsk_since)
+    FACTS_GIVEN='' FACTS_WANTED='' rq_order='facts held since'
+    while IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"; do
+        case " $rq_order " in *" $rq_magic "*) rq_order=${rq_order#*"$rq_magic"} ;; *) break ;; esac
+        if [ "$rq_magic" != facts ]; then "rsk_$rq_magic" "$rq_version${rq_x:+ $rq_x}" # (one word: checked there)
+        elif [ "$rq_version" = - ]; then FACTS_WANTED=1; else facts_given "$rq_version" "$rq_x"; fi
     done
+    [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_magic' has more than one value"
     [ "$rq_magic" = rsk-request ] || rsk_fail "$RSK_E_USAGE" bad-request "not an rsk request"
     [ "$rq_version" = "$RSK_PROTOCOL" ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
         "request protocol $rq_version is not the protocol of this program ($RSK_PROTOCOL)"

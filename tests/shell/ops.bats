@@ -188,6 +188,24 @@ teardown() { teardown_root; }
     [ "$(printf '%s\n' "$output" | grep -c 'result=cancelled')" -eq 3 ]
 }
 
+@test "cancel says cancelled only for what Slurm cancelled: a job that ended before the scancel is finished" {
+    submit brief arg=sleep arg=1 # running when cancel reads the queue, ended by the time scancel runs
+    brief=$JOB
+    submit long arg=sleep arg=120
+    fake=$(mktemp -d) # root's, as a site's own command is (one the account could rewrite is refused)
+    printf '#!/bin/sh\nsleep 12\nexec /usr/bin/scancel "$@"\n' >"$fake/scancel" # a scancel that comes late
+    chmod 0755 "$fake" "$fake/scancel"
+    for _ in $(seq 30); do [ "$(runuser -u "$LAB_USER" -- squeue -h -j "$brief" -o %T)" = RUNNING ] && break; sleep 1; done
+    run remote_env "$fake:$PATH" cancel "$PROJECT" rid brief
+    [ "$status" -eq 0 ]
+    printf '%s\n' "$output" | grep -q "^@@cancel job=$brief rid=brief task= result=finished"
+    ! grep -q " ev=cancelled rid=brief " "$ROOT/journal/$PROJECT.log"
+    run remote_env "$fake:$PATH" cancel "$PROJECT" rid long
+    printf '%s\n' "$output" | grep -q "^@@cancel job=$JOB rid=long task= result=cancelled"
+    grep -q " ev=cancelled rid=long " "$ROOT/journal/$PROJECT.log"
+    rm -rf "$fake"
+}
+
 @test "reconcile records evidence, abandons what never reached Slurm, and submits nothing" {
     job=$(lab_sbatch --job-name "rsk:$PROJECT:seen" --wrap 'sleep 60')
     mkdir -p "$ROOT/journal"
