@@ -245,3 +245,41 @@ def test_a_chain_through_a_shell_without_exec_is_warned_before_it_runs(lab: Lab,
     fine = rsk("plan", "--target", "lab", "--project", project, "-r", "shy", "--budget", "4", "--time", "2",
                "--json", "--", "sh", "-c", "exec python3 long.py")  # fmt: skip
     assert not any("without exec" in w for w in json.loads(fine.out)["warnings"]), fine.out
+
+
+def test_an_extension_with_code_runs_a_fixed_program_in_the_chains_work_directory(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """A chain whose program did not do what it should goes on, after a fix sent with `rsk extend --code`, from
+    what its links left in its RSK_WORK_DIR; the extension's card shows the new snapshot and its files, and a
+    later extension without --code keeps the fix."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "run.sh").write_text('echo "v1 $RSK_LINK" >> "$RSK_WORK_DIR/seen"; exit 75\n')
+    args = ["--target", "lab", "--project", project, "--json"]
+    first = rsk("launch", *args, "-r", "fx", "--budget", "2", "--time", "1", "--signal-before", "0:30", "--mem",
+                "100M", "--code", str(code), "--", "sh", "run.sh")  # fmt: skip
+    assert first.rc == Exit.PENDING, first.err
+    assert rsk("approve", json.loads(first.out)["card_id"], "--project", project, "--yes").rc == 0
+    assert rsk("wait", json.loads(first.out)["card_id"], *args).rc == Exit.UNSUCCESSFUL  # submitted; ran out
+    rc, got = links(project, "fx")
+    assert rc == Exit.UNSUCCESSFUL and got["link2"]["where"] == "(budget-spent)", got
+    (code / "run.sh").write_text('echo "v2 $RSK_LINK" >> "$RSK_WORK_DIR/seen"; exit 75\n')
+    (code / "fix.txt").write_text("the fix\n")
+    more = rsk("extend", *args, "-r", "fx", "--budget", "3", "--code", str(code))
+    assert more.rc == Exit.PENDING, more.err
+    card = json.loads(more.out)["card_id"]
+    shown = rsk("approvals", "show", card, "--project", project).out
+    digest = json.loads(rsk("plan", *args, "-r", "fx-d", "--time", "1", "--code", str(code), "--", "true").out)
+    assert f"code          snapshot {digest['plan']['code']}" in shown, shown
+    assert "fix.txt" in shown and "run.sh" in shown and "they add 1 min to its budget" in shown, shown
+    assert rsk("approve", card, "--project", project, "--yes").rc == 0
+    assert rsk("wait", card, *args).rc == Exit.UNSUCCESSFUL
+    rc, got = links(project, "fx")
+    assert rc == Exit.UNSUCCESSFUL and got["link3"]["where"] == "(budget-spent)", got
+    # a later extension without --code goes on with the fix
+    again = rsk("extend", *args, "-r", "fx", "--budget", "4")
+    assert again.rc == Exit.PENDING, again.err
+    shown = rsk("approvals", "show", json.loads(again.out)["card_id"], "--project", project).out
+    assert f"code          snapshot {digest['plan']['code']}" in shown, shown
+    assert lab.ssh(f"cat {lab.root_sh}/runs/{project}/fx/work/seen").stdout.splitlines() == ["v1 1", "v1 2", "v2 3"]

@@ -45,3 +45,17 @@ def test_a_chains_progress_is_in_numbers_with_what_is_left_of_its_budget() -> No
     assert (c.request_id, c.link, c.links) == ("c", 2, 3)
     assert (c.run_time_s, c.budget_s, c.left_s) == (80, 180, 100)
     assert c.text == "link 2/3, run time 0:01:20 / 0:03:00"
+
+
+def test_an_ended_chain_has_nothing_left_and_its_budget_leaves_out_links_that_never_started() -> None:
+    # link1 started and was cancelled; link2 was cancelled before it started; the extension's links 3 and 4 ran
+    # and link 4 stopped with the budget spent: `rsk extend --budget 6` counted link1 (2 min) and added 4
+    jobs = chain_jobs(
+        "job rid=c idx=0 task=link1 job=1 sq=CANCELLED sq_elapsed=20 sq_limit=120 res=1,1,1,0,1",
+        "job rid=c idx=1 task=link2 job=2 sq=CANCELLED sq_elapsed=0 sq_limit=120 needs=0:notok res=1,1,1,0,1",
+        "job rid=c.a2 idx=0 task=link3 job=3 sq=COMPLETED sq_elapsed=60 sq_limit=120 rc=75 res=1,1,1,0,1",
+        "job rid=c.a2 idx=1 task=link4 job=4 sq=COMPLETED sq_elapsed=69 sq_limit=120 rc=75 needs=0:notok res=1,1,1,0,1",
+    )
+    [c] = chains_of("lab", jobs)
+    assert (c.link, c.links) == (4, 4)
+    assert (c.run_time_s, c.budget_s, c.left_s) == (149, 360, 0)

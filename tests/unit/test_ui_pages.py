@@ -114,6 +114,11 @@ def test_a_chain_card_shows_its_links_and_budget(project: str) -> None:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"link0": 4, "signal_s": 600})
     html = pages.card_facts(Store(project).load().cards[0])
     assert "go on after its 4 links" in html and "(SIGUSR1, 600 s before its limit)" in html
+    # what the links add to the chain's budget, as `rsk extend --budget` counted it (a new total)
+    assert "they add 150 min to its budget (the new total asked, less each link that started counted" in html
+    from rsk.cli.ledger_cmds import render_card
+
+    assert "they add 150 min to its budget" in render_card(Store(project).load().cards[0])
     # `rsk retry`: the card says which batch the attempt runs again, in that batch's work directory
     with Store(project).transaction() as ledger:
         ledger.cards[0].plan = ledger.cards[0].plan.model_copy(update={"attempt_of": "wf<i>"})
@@ -255,7 +260,8 @@ def test_the_board_shows_a_request_with_its_attempts_and_a_cancelled_chain_where
     assert html.count('<details class="batch"') == 3
     assert "<code>b</code> (with <code>b.a2</code>) p on lab: 5 job(s)" in html
     assert "link 5/5, run time 0:04:30 / 0:05:00" in html
-    assert "link 2/4, run time 0:01:32 / 0:04:00" in html  # where it was cancelled, of its whole budget
+    # where it was cancelled, of the budget its links that started count (as `rsk extend` counts it)
+    assert "link 2/4, run time 0:01:32 / 0:02:00" in html
     assert "<code>wf</code> (with <code>wf.a2</code>)" in html
     assert "level 1: 1 task(s), 1 running" in html  # the retry's attempt is the task's state now
     assert "0.15 CPU-h used, 0.02 reserved" in html  # b: 270 s of 2 CPUs, and 30 s still to go

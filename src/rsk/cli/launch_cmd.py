@@ -91,7 +91,9 @@ def register(app: typer.Typer) -> None:
             "Example: rsk extend --request-id run-7 --budget 5-00:00:00. Only a chain that stopped short of success "
             "(yielded, time limit, budget spent) or was cancelled goes on; only the extra run time is planned and "
             "decided (a card "
-            "unless a grant covers it). The new links share the chain's RSK_WORK_DIR and go on numbering it.",
+            "unless a grant covers it). The new links share the chain's RSK_WORK_DIR and go on numbering it; "
+            "--code DIR sends a fixed program for them (a chain whose links did not yield goes on from its "
+            "checkpoints).",
         ),
     )(extend)
     app.command("init", help=help_for("init"))(init)
@@ -319,6 +321,16 @@ def extend(
     max_links: Annotated[
         int | None, typer.Option("--max-links", min=1, help="Refuse an extension that needs more links.")
     ] = None,
+    code: Annotated[
+        Path | None,
+        typer.Option(
+            "--code",
+            help="Run the new links on a new snapshot of this directory (a fix: the card shows its digest and "
+            "files), still in the chain's RSK_WORK_DIR with its checkpoints. Without it, they run the snapshot "
+            "the chain's last links ran.",
+        ),
+    ] = None,
+    exclude: ExcludeOpt = None,
     target: TargetOpt = None,
     project: ProjectOpt = None,
     wait: WaitOpt = None,
@@ -334,7 +346,8 @@ def extend(
 
     result = do_extend(resolve_target(target), chosen_project(project), check_token("request id", request_id),
                        budget_min=parse_seconds(budget) // 60, request_id=None, requester=requester(),
-                       max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out))  # fmt: skip
+                       max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out),
+                       code=_snapshot(code, exclude))  # fmt: skip
     _print_result(result, json_out, verbose)
 
 

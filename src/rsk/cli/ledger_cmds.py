@@ -69,10 +69,9 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
             + (f"signalled (SIGUSR1, {p.signal_s} s before its limit)" if p.signal_s else "signalled before its limit")
         )
         if p.chain_of:
-            lines.append(
-                f"  extends       chain {inert(p.chain_of)}: these links go on after its {_before(p.link0)}, in its "
-                "work directory"
-            )
+            from rsk.ops.board import extension_terms
+
+            lines.append(f"  extends       chain {inert(p.chain_of)}{extension_terms(p)}")
             if run is not None:
                 from rsk.ops.board import chain_so_far
 
@@ -605,8 +604,3 @@ def _run(project: str, card: "Card") -> "ChainRun | None":
 
     store = Store(project)
     return chain_run(store, store.load(), card)
-
-
-def _before(link0: int | None) -> str:
-    """What an extension's links go on after: the chain's links so far."""
-    return "last" if link0 is None else f"{link0} links"

@@ -429,7 +429,8 @@ def build(pin: Pin) -> MCPServer:
     @server.tool(
         description="Add links to a chain that stopped short of success (yielded, time limit, budget spent) or was "
         "cancelled, up to "
-        "a new total budget; only the extra is decided, like any launch. The links share the chain's RSK_WORK_DIR.",
+        "a new total budget; only the extra is decided, like any launch. The links share the chain's RSK_WORK_DIR, "
+        "on the chain's code snapshot unless code names a directory to send (a fix).",
         annotations=ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=True),
     )
     @guarded
@@ -443,18 +444,21 @@ def build(pin: Pin) -> MCPServer:
                 "whole links."
             ),
         ],
+        code: Code = None,
+        exclude: Exclude = None,
     ) -> LaunchReply:
         from rsk.local.paths import check_token
         from rsk.ops.launch import requester
         from rsk.ops.retry import plan_extend
         from rsk.ops.status import status
+        from rsk.request.code import snapshot
         from rsk.request.units import parse_seconds
 
         jobs = status(pin.target, pin.project).jobs
         minutes = parse_seconds(budget) // 60  # a budget never grows: whole minutes, rounded down
         request = plan_extend(pin.project, check_token("request id", request_id), jobs, minutes, None,
-                              f"mcp: {requester()}")  # fmt: skip
-        return _reply(request)
+                              f"mcp: {requester()}", new_code=code is not None)  # fmt: skip
+        return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
 
     @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "

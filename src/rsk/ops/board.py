@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rsk.local.paths import attempt_of as attempt_of  # its one reading, with the request ids named there
+from rsk.wire.states import FINAL
 
 if TYPE_CHECKING:  # names only: the page (rsk.ui) groups jobs without loading status's imports
     from rsk.ledger.cards import ChainRun
@@ -23,6 +24,7 @@ class ChainFacts:
     links: int
     run_time_s: int
     budget_s: int
+    left_s: int = 0  # what the links not ended may still run (0 once every link ended)
 
 
 @dataclass
@@ -69,11 +71,15 @@ class BatchView:
         ran = [j for j in links if j.state not in ("skipped", "pending") and (j.elapsed_s or j.state != "cancelled")]
         at = max(ran or links[:1], key=lambda j: int(j.link.split("/")[0]))
         used = sum(j.elapsed_s or 0 for j in links)
-        # Slurm may not say the limit of a link it removed before it started: count it as a full link
+        # the budget counts, as `rsk extend` does, each link that started and each that still may start at its
+        # whole limit (Slurm may not say a link's limit: a full link's); a link skipped or cancelled before it
+        # started, nothing. What is left is what the links not ended may still run: nothing once all ended.
         full = max((j.limit_s or 0 for j in links), default=0)
-        budget = sum(j.limit_s or full for j in links)
+        live = [j for j in links if j.state not in FINAL]
+        budget = sum(j.limit_s or full for j in links if j in live or j in ran)
+        left = sum(max((j.limit_s or full) - (j.elapsed_s or 0), 0) for j in live)
         link, total = (int(x) for x in at.link.split("/"))
-        return ChainFacts(link=link, links=total, run_time_s=used, budget_s=budget)
+        return ChainFacts(link=link, links=total, run_time_s=used, budget_s=budget, left_s=left)
 
     @property
     def chain(self) -> str:
@@ -137,6 +143,16 @@ def duration(seconds: int | None) -> str:
     h, rest = divmod(rest, 3600)
     m, s = divmod(rest, 60)
     return (f"{d}-" if d else "") + f"{h:d}:{m:02d}:{s:02d}"
+
+
+def extension_terms(plan: CardPlan) -> str:
+    """An extension's links in words after "extends chain C" (the CLI's card and the page say the same): where
+    they go on, and what they add to the chain's budget as `rsk extend --budget` counted it."""
+    before = "last" if plan.link0 is None else f"{plan.link0} links"
+    added = sum(t.time_min for t in plan.tasks)
+    return (f": these links go on after its {before}, in its work directory; they add {added} min to its budget "
+            "(the new total asked, less each link that started counted at its whole limit; a link that never "
+            "started counts nothing)")  # fmt: skip
 
 
 def chain_so_far(run: ChainRun, plan: CardPlan) -> tuple[str, str]:

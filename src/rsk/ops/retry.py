@@ -10,7 +10,7 @@ tasks retried and do not run again.
 from __future__ import annotations
 
 from rsk.errors import PendingApproval, UsageError
-from rsk.ledger.kept import kept
+from rsk.ledger.kept import asked, kept
 from rsk.ops.launch import LaunchResult, Progress, launch
 from rsk.ops.status import JobState, attempt_of, outcome, ran, status
 from rsk.request.chain import MAX_LINKS, link_minutes
@@ -108,9 +108,11 @@ def retry(
 
 
 def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int, request_id: str | None,
-                requester: str, max_links: int = MAX_LINKS) -> Request:  # fmt: skip
+                requester: str, max_links: int = MAX_LINKS, new_code: bool = False) -> Request:  # fmt: skip
     """More links for a chain that ended stopped short of success, up to a new total budget: the extra only is
-    planned (and decided); the links go on numbering the chain and share its RSK_WORK_DIR."""
+    planned (and decided); the links go on numbering the chain and share its RSK_WORK_DIR. They run the code
+    snapshot of the chain's last extension launched from here (else the chain's own); with `new_code`, the
+    launch binds a new snapshot (a fix), in which the links run instead of any --workdir."""
     base_id = attempt_of(chain)[0]
     base = kept(project, base_id)
     if base.budget_min is None or not base.tasks:
@@ -143,18 +145,28 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
         for k, (key, m) in enumerate(zip(keys, minutes, strict=True))
     ]
     rid = request_id or next_attempt(base_id, [j.request_id for j in links])
-    return base.model_copy(update={"request_id": rid, "tasks": tasks, "requester": requester,
-                                   "budget_min": sum(minutes), "chain_of": base_id, "link0": done})  # fmt: skip
+    update: dict[str, object] = {"request_id": rid, "tasks": tasks, "requester": requester,
+                                 "budget_min": sum(minutes), "chain_of": base_id, "link0": done}  # fmt: skip
+    # a later extension goes on with the code the last one ran (a fix sent with `--code` stays the chain's)
+    latest = max(links, key=lambda j: (attempt_of(j.request_id)[1], int(j.link.split("/")[0])))
+    if latest.request_id != base_id and (prior := asked(project, latest.request_id)) is not None:
+        update |= {"code": prior.request.code, "workdir": prior.request.workdir}
+    if new_code:
+        update |= {"workdir": ""}
+    return base.model_copy(update=update)
 
 
 def extend(
     target: str, project: str, chain: str, *, budget_min: int, request_id: str | None, requester: str,
     max_links: int = MAX_LINKS, wait: float | None = None, progress: Progress | None = None,
+    code: CodeSnapshot | None = None,
 ) -> LaunchResult:  # fmt: skip
-    """Plan more links for a chain from the cluster's word on the links so far, then launch them like any launch."""
-    request = plan_extend(project, chain, status(target, project).jobs, budget_min, request_id, requester, max_links)
+    """Plan more links for a chain from the cluster's word on the links so far, then launch them like any launch:
+    on the chain's code snapshot, or on `code` (a fix) when given, in the chain's RSK_WORK_DIR either way."""
+    request = plan_extend(project, chain, status(target, project).jobs, budget_min, request_id, requester, max_links,
+                          new_code=code is not None)  # fmt: skip
     try:
-        return launch(target, request, wait=wait, progress=progress)
+        return launch(target, request, wait=wait, progress=progress, code=code)
     except PendingApproval as pending:  # the same extend again files nothing new: it finds the same card
         pending.hint = (pending.hint or "").replace(
             f"launch again with --request-id {request.request_id}", "run the same `rsk extend` again"

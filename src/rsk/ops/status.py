@@ -108,8 +108,8 @@ class ChainProgress(Model):
     link: int  # the last link that ran (the first while none has)
     links: int  # its links in all, an extension's included
     run_time_s: int
-    budget_s: int
-    left_s: int  # budget_s - run_time_s: what the queued links may still run
+    budget_s: int  # the limits of its links that started or may still start (as `rsk extend` counts them)
+    left_s: int  # what its links not ended may still run: 0 once every link ended (extend to go on)
     text: str  # "link K/N, run time H:MM:SS / H:MM:SS"
 
 
@@ -124,7 +124,7 @@ def chains_of(target: str, jobs: list[JobState]) -> list[ChainProgress]:
         view = BatchView(target, base, links)
         if (c := view.chain_facts) is not None:
             out.append(ChainProgress(request_id=base, link=c.link, links=c.links, run_time_s=c.run_time_s,
-                                     budget_s=c.budget_s, left_s=max(c.budget_s - c.run_time_s, 0),
+                                     budget_s=c.budget_s, left_s=c.left_s,
                                      text=view.chain))  # fmt: skip
     return out
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from rsk.local.inert import inert
-from rsk.ops.board import BatchView, batches, chain_so_far, duration, with_attempts
+from rsk.ops.board import BatchView, batches, chain_so_far, duration, extension_terms, with_attempts
 from rsk.ui.html import Markup, agent, el, join
 from rsk.wire.states import FINAL
 
@@ -81,7 +81,7 @@ def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
         )
         if p.chain_of:
             rows.append(_row("extends", "chain ", el("code", {}, agent(p.chain_of)),
-                             f": these links go on after its {_before(p.link0)}, in its work directory"))  # fmt: skip
+                             extension_terms(p)))  # fmt: skip
             if run is not None:
                 so_far, total = chain_so_far(run, p)
                 rows.append(_row("so far", so_far, el("span", {"class": "muted"}, " (the books, on Slurm's word)")))
@@ -696,8 +696,3 @@ def logs_section(project: str, target: str, job: str, stream: str, tail: LogTail
         lines = tail.text.rstrip("\n").split("\n") if tail.text else []
         parts.append(el("pre", {"class": "script log"}, Markup("\n".join(agent(line) for line in lines))))
     return join(parts)
-
-
-def _before(link0: int | None) -> str:
-    """What an extension's links go on after: the chain's links so far."""
-    return "last" if link0 is None else f"{link0} links"
