@@ -2,7 +2,7 @@
 # rsk reconcile PROJECT (stdin: optional "held" and "since" lines): every task whose last journal event is an intent
 # is reconciled from evidence (rsk_evidence_lines, then rsk_script_runs: ADR 0039), left unresolved while Slurm does
 # not give the script of a job that could be its own, else abandoned (the lock is held: the writer died before
-# sbatch); with since, a job whose script runs a task no journal line names is that task's, reconciled too. Never
+# sbatch); with since, a job whose script runs a task no open intent names is reported (unknown=). Never
 # resubmits (docs/protocol.md, "Other entries").
 
 main() {
@@ -46,11 +46,11 @@ EOT
         [ -n "$RSK_SLURM" ] || rsk_need_slurm
         known=$(awk "$RSK_AWK"'kv($0, "ev") ~ /^(accepted|reconciled)$/ { printf "%s ", kv($0, "job") }' "$jf")
         scripts=$(rsk_script_runs "$project" "${known:-} $(printf '%s' "$found" | awk '$6 != "-" { printf "%s ", $6 }')")
-        unknown=$(printf '%s\n' "$scripts" | awk '$1 == "?" { printf "%s%s", s, $2; s = "," }')
+        # unknown: jobs whose script Slurm does not give, and those whose script runs a task no open intent names: any
+        # may be a request's (hidden by a job of the account, or a script of its own that claims it): never adopted
+        unknown=$(printf '%s\n' "$scripts" | awk -v seen=" $(printf '%s' "$found" | awk '{ printf "%s/%s ", $1, $3 }')" \
+            '$1 == "?" || (NF && !index(seen, " " $1 "/" $2 " ")) { printf "%s%s", s, ($1 == "?" ? $2 : $3); s = "," }')
     fi
-    # a job found by its script in a request's directory for a task no open intent names: that task's, reconciled
-    found="$found$(printf '%s\n' "$scripts" | awk -v seen=" $(printf '%s' "$found" | awk '{ printf "%s/%s ", $1, $3 }')" \
-        'NF && $1 != "?" && !index(seen, " " $1 "/" $2 " ") { print $1, $2, $2, $4, "-", $3 }')"
     while read -r rid idx i plan task job; do
         [ -n "$rid" ] || continue
         [ "$task" != - ] || task=''

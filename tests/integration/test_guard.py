@@ -301,18 +301,20 @@ def test_an_error_after_go_gives_nothing_back_while_slurm_holds_a_job_of_the_req
     lab: Lab, project: str, sbatch_shim: Shims
 ) -> None:
     """The cluster's program says sbatch failed, but Slurm took the job (what a process of the account that reads
-    and answers on the program's pipes can make it say): Slurm's word wins, the job is charged and held. A real
-    failure, with no job on Slurm, still gives the hold back."""
+    and answers on the program's pipes can make it say): the hold is not given back while a job that may be the
+    request's runs, and the next status read adopts and charges it. A real failure, with no job on Slurm, still
+    gives the hold back."""
     grant(project, "--jobs", "3", "--cpu-hours", "1")
     sbatch_shim.arm("fail-after")
-    said = launched(launch(project, "-r", "x1", "--time", "5", command=("sleep", "30")))
+    said = launch(project, "-r", "x1", "--time", "5", command=("sleep", "30"))
     [job] = jobs_of(lab, project, "x1")
     try:
-        assert said["job_id"] == job and any("sbatch-failed" in w and job in w for w in said["warnings"]), said
-        books = grant_view(project)
-        assert books["jobs_spent"] + books["jobs_reserved"] == 1 and books["cpu_hours_reserved"] > 0, books
+        assert said.rc == Exit.REJECTED and job in said.err and "stays reserved" in said.err, said.err
+        assert grant_view(project)["jobs_reserved"] == 1  # held, not given back
         st = json.loads(rsk("status", "-t", "lab", "-p", project, "--json").out)
         assert [j["request_id"] for j in st["jobs"] if j["job_id"] == job] == ["x1"], st
+        books = grant_view(project)
+        assert books["jobs_spent"] + books["jobs_reserved"] == 1 and books["cpu_hours_reserved"] > 0, books
         sbatch_shim.arm("fail-before")
         failed = launch(project, "-r", "x2", "--time", "5", command=("sleep", "30"))
         assert failed.rc == Exit.REJECTED, failed.err

@@ -273,10 +273,12 @@ def _slurm_word(
             f"then launch again with --request-id {request_id}"
         )
         raise failure from None
-    if answer.unknown:  # jobs of the account whose script Slurm did not give: one could be the request's
+    if answer.unknown:  # unbooked jobs of the account since the hold: any may be the request's
         failure.hint = (
-            f"Slurm did not give the batch script of job(s) {', '.join(answer.unknown)} of the account: one may be "
-            f"request {request_id}'s, so what it holds stays reserved; `rsk reconcile` later settles it"
+            f"job(s) {', '.join(answer.unknown)} of the account, submitted since, may be request {request_id}'s (Slurm "
+            "did not give their batch script, or it runs a task no journal line names): what the request holds stays "
+            "reserved; `rsk status` adopts and charges a job of it that Slurm lists, and `rsk reconcile` says what "
+            "is still unknown"
         )
         raise failure
     after = held_jobs(store.view(), target)
