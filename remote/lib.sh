@@ -253,14 +253,14 @@ rsk_evidence_lines() {
         "$rsk_runs"/t*/started 2>/dev/null || true
     [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
 }
-# rsk_script_runs PROJECT EXCEPT: "RID IDX JOB PLAN" for each active job of the account since RSK_SINCE that the ledger
-# does not hold and EXCEPT (" JOB JOB ") does not name, whose batch script (Slurm's copy, which no one can change once
-# submitted: ADR 0039) runs task IDX (an array task's index, else 0) in request RID's run directory of PROJECT, with
-# the plan it names ("-": none); "? JOB" for each whose script the controller does not give (it could be one)
+# rsk_script_runs PROJECT EXCEPT: "RID IDX JOB PLAN" for each job of the account Slurm lists (ended ones too, until it
+# forgets them) since RSK_SINCE that the ledger does not hold and EXCEPT (" JOB ") does not name, whose batch script
+# (Slurm's copy: ADR 0039) runs task IDX (an array task's index, else 0) in request RID's run directory of PROJECT,
+# with the plan it names ("-": none); "? JOB" for each whose script the controller does not give (it could be one)
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
     for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $2 " \
-        "$RSK_AWK"'{ sq($0) } active(SQ_STATE) && SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
+        "$RSK_AWK"'{ sq($0) } SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
             && !index(held, " " SQ_ID ":") && !index(except, " " SQ_ID " ") { print SQ_ID }'); do
         if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
             printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v runs="'$RSK_ROOT/runs/$1/" -v tail="'/t\"\$rsk_ti\"" "$RSK_AWK"'
