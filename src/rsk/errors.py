@@ -32,6 +32,13 @@ class Exit(IntEnum):
     INTERRUPTED = 130
 
 
+# what an agent does with a denial (the skill's exit-3 row says the same)
+DENIED_HINT = (
+    "if the human's reason asks for a specific change, make exactly that change under a new request id (it is "
+    "decided again); otherwise tell the human and ask what to do instead. Never try to get around a denial"
+)
+
+
 class RskError(Exception):
     """An error the user can act on: a message, a hint and an exit code."""
 

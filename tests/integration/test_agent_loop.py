@@ -117,7 +117,7 @@ def test_info_lists_partitions_policy_and_grants_left(lab: Lab, project: str) ->
     parts = {p["name"]: p for p in body["partitions"]}
     assert parts["cpu"]["default"] is True and parts["gpu"]["gpus_per_node"] == 4
     assert parts["gpu"]["gpu_types"] == ["fake"] and parts["cpu"]["max_time_min"] == 1440
-    assert body["policy"]["max_gpus"] == "2"
+    assert body["policy"]["max_gpus"] == 2  # a number (no limit: null)
     assert body["grants"][0]["jobs_left"] == 7
     refused = launch(project, "--partition", "gpu", "--gpus", "1", "--nodes", "9")
     assert refused.rc == Exit.REJECTED and "9 nodes are more than the partition's 2" in refused.err

@@ -62,7 +62,7 @@ def test_a_job_that_did_not_succeed_publishes_nothing_and_its_stage_comes_back_o
     # a result fetch could not bring back whole (a name outside the fetchable set) is never published either
     odd = run_to_end(project, "odd", 'echo ok > "$RSK_OUT/my results.txt"; echo ok > "$RSK_OUT/plain"')
     rc, _, err = fetch_result(project, odd, tmp_path / "odd")
-    assert rc == Exit.USAGE and "has no published result" in err and "stderr says" in err, err
+    assert rc == Exit.USAGE and "has no published result" in err and "--stream stderr" in err, err
     log = json.loads(rsk("logs", odd, "--stream", "stderr", "--target", "lab", "--project", project, "--json").out)
     assert "the result is not published (a file name outside" in log["text"]
     rc, _, err = fetch_result(project, odd, tmp_path / "odd-part", "--partial")

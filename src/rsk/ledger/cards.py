@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.errors import ConflictError, DeniedError, PendingApproval, UsageError
+from rsk.errors import DENIED_HINT, ConflictError, DeniedError, PendingApproval, UsageError
 from rsk.ledger.archive import Archive
 from rsk.ledger.models import Approval, AuditEntry, Card, JobCost, Ledger, now, tally
 from rsk.ledger.models import tell_human as tell_human  # its one wording, with the card
@@ -253,7 +253,7 @@ def wait_for_card(store: Store, card_id: str, timeout: float | None, poll: float
         if card.status == "denied":
             raise DeniedError(
                 f"card {card_id} was denied by {card.decided_by}: {card.reason}",
-                "do not try to get around a denial; tell the human and ask what to do instead",
+                DENIED_HINT,
                 details={"card_id": card_id, "reason": card.reason},
             )
         if card.status == "withdrawn" and card.superseded_by:

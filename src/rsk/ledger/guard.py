@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.errors import ConflictError, DeniedError, PendingApproval, RskError, UsageError
+from rsk.errors import DENIED_HINT, ConflictError, DeniedError, PendingApproval, RskError, UsageError
 from rsk.ledger import attempts
 from rsk.ledger.archive import Archive
 from rsk.ledger.decide import Facts, decide, denial, find_approval
@@ -272,7 +272,7 @@ def authorize_in(
         _release_holds(store, ledger, rid, f"denied by {d.rule}")
         return DeniedError(
             f"denied by {d.rule}: {d.reason}",
-            "do not try to get around a denial; tell the human and ask what to do instead",
+            DENIED_HINT,
             details={"rule": d.rule, "reason": d.reason, "plan_hash": plan.hash},
         )
     other = next((c for c in ledger.cards if c.status == "pending" and c.request_id == rid and c.target == target
@@ -395,7 +395,7 @@ def authorize_step_in(store: Store, ledger: Ledger, target: str, plan: Plan, req
     if kind == "deny":
         return DeniedError(
             f"denied by {rule}: {reason}",
-            "do not try to get around a denial; tell the human and ask what to do instead",
+            DENIED_HINT,
             details={"rule": rule, "reason": reason, "plan_hash": plan.hash},
         )
     if kind == "closed":

@@ -266,11 +266,13 @@ def _slurm_word(
     before = held_jobs(store.view(), target)
     try:
         answer = adopt_reconciled(remote, store, target, project)
-    except RskError as exc:
+    except RskError as exc:  # reconcile takes the project's lock and journal (a full disk): read Slurm's queue alone
+        if _listed(remote, project, request_id, before) is False:
+            return []
         failure.hint = (
-            f"Slurm could not be asked whether request {request_id} has a job ({exc.message}): what it holds "
-            "stays reserved until `rsk status` or `rsk reconcile` shows, on Slurm's word, whether a job of it runs; "
-            f"then launch again with --request-id {request_id}"
+            f"Slurm could not be asked whether request {request_id} has a job ({exc.message}), or lists one: what "
+            "it holds stays reserved until `rsk status` or `rsk reconcile` shows, on Slurm's word, whether a job of "
+            f"it runs; then launch again with --request-id {request_id}"
         )
         raise failure from None
     if answer.unknown:  # unbooked jobs of the account since the hold: any may be the request's
@@ -283,6 +285,18 @@ def _slurm_word(
         raise failure
     after = held_jobs(store.view(), target)
     return sorted(j for j, rid in after.items() if rid == request_id and j not in before)
+
+
+def _listed(remote: Remote, project: str, request_id: str, held: dict[str, str]) -> bool | None:
+    """Whether the cluster's status (read-only: no lock, no journal written) lists a job of the request; None when
+    it cannot say (Slurm down, or the call fails)."""
+    try:
+        out = remote.call("status", project, stdin=held_line(held))
+        raise_for_error(out)
+        st = answers.status(out)
+    except RskError:
+        return None
+    return any(j.rid == request_id for j in st.jobs) if st.slurm_up else None
 
 
 class PlanReport(BaseModel):
