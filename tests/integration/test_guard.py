@@ -440,6 +440,23 @@ def test_a_job_that_hides_itself_after_a_lost_answer_is_found_charged_and_not_su
         lab.ssh(f"scancel {job}")
 
 
+def _lost_and_hidden(lab: Lab, project: str, shims: Shims, rid: str, erase: str) -> str:
+    """A launch whose answer is lost, its job held pending; then a job of the account renames that job, clears its
+    comment, moves its output (Slurm lets the owner change a pending job's StdOut) and erases the journal lines
+    that match `erase` (a grep pattern). The hidden job's id."""
+    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
+    grant(project, "--jobs", "5", "--cpu-hours", "5")
+    lost = subprocess.run([sys.executable, "-c", LOST_ANSWER, project, rid], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
+    assert lost.returncode == 0, lost.stdout + lost.stderr
+    [job] = jobs_of(lab, project, rid)
+    log = f"{lab.root_sh}/journal/{project}.log"
+    hide = (f"scontrol update JobId={job} JobName=innocent Comment=none StdOut=/tmp/{project}.out && "
+            f"grep -v '{erase}' {log} > {log}.x; cat {log}.x > {log} && rm -f {log}.x")  # fmt: skip
+    assert lab.ssh(hide).returncode == 0
+    return job
+
+
 def test_a_pending_job_whose_output_was_moved_is_still_found_by_its_batch_script(
     lab: Lab, project: str, shims: Shims
 ) -> None:
@@ -447,17 +464,8 @@ def test_a_pending_job_whose_output_was_moved_is_still_found_by_its_batch_script
     moves its output (Slurm lets the owner change a pending job's StdOut); the job then erases its accepted
     line. Its batch script, Slurm's copy, still runs in the request's run directory: reconcile finds it and
     the ledger holds it, and the same request id replays it."""
-    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
-    grant(project, "--jobs", "5", "--cpu-hours", "5")
-    lost = subprocess.run([sys.executable, "-c", LOST_ANSWER, project, "p1"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
-    assert lost.returncode == 0, lost.stdout + lost.stderr
-    [job] = jobs_of(lab, project, "p1")
+    job = _lost_and_hidden(lab, project, shims, "p1", " ev=accepted rid=p1 ")
     try:
-        log = f"{lab.root_sh}/journal/{project}.log"
-        hide = (f"scontrol update JobId={job} JobName=innocent Comment=none StdOut=/tmp/{project}.out && "
-                f"grep -v ' ev=accepted rid=p1 ' {log} > {log}.x && cat {log}.x > {log} && rm -f {log}.x")  # fmt: skip
-        assert lab.ssh(hide).returncode == 0
         assert f"/tmp/{project}.out" in lab.ssh(f"squeue -h -j {job} -O StdOut").stdout  # moved
         rec = json.loads(rsk("reconcile", "-t", "lab", "-p", project, "--json").out)
         assert [(i["request_id"], i["result"], i["job_id"]) for i in rec["items"]] == [("p1", "reconciled", job)], rec
@@ -476,17 +484,8 @@ def test_a_relaunch_after_a_lost_answer_looks_for_a_task_whose_journal_lines_wer
     """As above, but the job erases every line of the request, its intent too, and nothing reconciles first: the
     ledger still holds the request with no known outcome, so the relaunch looks for each task's job by its
     batch script before it submits anything. It finds the hidden job and replays it: no second job runs."""
-    shims.add("sbatch", '#!/bin/sh\nexec /usr/bin/sbatch --hold "$@"\n')  # the job pends until released
-    grant(project, "--jobs", "5", "--cpu-hours", "5")
-    lost = subprocess.run([sys.executable, "-c", LOST_ANSWER, project, "e1"], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=120, check=False)  # fmt: skip
-    assert lost.returncode == 0, lost.stdout + lost.stderr
-    [job] = jobs_of(lab, project, "e1")
+    job = _lost_and_hidden(lab, project, shims, "e1", " rid=e1 ")
     try:
-        log = f"{lab.root_sh}/journal/{project}.log"
-        hide = (f"scontrol update JobId={job} JobName=innocent Comment=none StdOut=/tmp/{project}.out && "
-                f"grep -v ' rid=e1 ' {log} > {log}.x; cat {log}.x > {log} && rm -f {log}.x")  # fmt: skip
-        assert lab.ssh(hide).returncode == 0
         assert not [line for line in lab.journal(project) if " rid=e1 " in line]  # no line of the request is left
         again = launched(launch(project, "-r", "e1", "--cpus", "1", "--time", "10", command=("sleep", "300")))
         assert again["status"] == "replayed" and again["job_id"] == job, again
