@@ -106,6 +106,9 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=/var/log/slurm/jobcomp.log
 JobAcctGatherType=jobacct_gather/none
 MinJobAge=30
+# room for a 10,000-task sweep (bench/run.sh scale) beside the suites' jobs; MaxArraySize stays Slurm's 1001,
+# so a sweep is split into arrays as on most clusters
+MaxJobCount=50000
 ReturnToService=2
 SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1
@@ -136,7 +139,12 @@ start_slurm() { # start_slurm [restart]
         say "slurm configuration changed: restarting"
         pkill -x slurmd 2>/dev/null || true
         pkill -x slurmctld 2>/dev/null || true
-        sleep 1
+        i=0 # slurmctld saves its state before it exits: a start before then finds it still running
+        while pgrep -x slurmctld >/dev/null 2>&1 || pgrep -x slurmd >/dev/null 2>&1; do
+            i=$((i + 1))
+            [ "$i" -lt 30 ] || break
+            sleep 1
+        done
     fi
     pgrep -x slurmctld >/dev/null 2>&1 || /usr/sbin/slurmctld
     for node in n1 n2; do
