@@ -26,8 +26,8 @@ from rsk.errors import UsageError
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO of the name never holds the command
 LINK_HINT = (
-    "rsk follows no symbolic link on the way to where it writes or reads in a tree an agent may write: name the "
-    "directory by its real path, or remove the link (docs/security.md)"
+    "in a tree an agent may write, rsk follows no link on the way to what it writes or reads, and writes only "
+    "into files it made: name the directory by its real path, or remove what is in the way (docs/security.md)"
 )
 
 
@@ -116,11 +116,13 @@ class Dir:
 
     def lookup(self, rel: str) -> os.stat_result | None:
         """What `rel` below this directory is (a link at its last name as a link; one on the way refused), or
-        None when there is nothing."""
+        None when there is nothing (or no directory on the way to it)."""
         head, _, name = rel.rpartition("/")
         try:
             where = self.sub(head) if _parts(head) else self
-        except Missing:
+        except LinkRefused:
+            raise
+        except UsageError:  # missing, not a directory, not readable: nothing is there for rsk
             return None
         try:
             return os.stat(name, dir_fd=where.fd, follow_symlinks=False)
