@@ -253,10 +253,7 @@ def _spawn(path: str, idle: float, lock_fd: int) -> None:
     here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the directory that holds rsk/
     env = dict(os.environ)
     rest = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([here, *rest]))
-    for name in ("RSK_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "RSK_TARGETS_PATH"):
-        if env.get(name):
-            env[name] = _absolute(env[name]) or env[name]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([here, *rest]))  # (rsk's settings pass as they are)
     args = [sys.executable, "-P", "-m", "rsk", "broker", "start", "--foreground", "--idle", repr(idle), "--socket",
             path]  # fmt: skip
     log = path[: -len(".sock")] + ".log"

@@ -80,9 +80,11 @@ def test_a_target_naming_a_file_by_a_relative_path_is_refused(tree: Path, projec
 
 
 def test_relative_rsk_targets_path_and_rsk_home_are_refused(tree: Path, project: str) -> None:
-    r = clean(rsk("status", "-t", "lab", "-p", project, cwd=tree, env={"RSK_TARGETS_PATH": "targets"}))
+    """The process's own settings (a broker has its own, made absolute when it starts): run here."""
+    here = {"RSK_BROKER": "off"}
+    r = clean(rsk("status", "-t", "lab", "-p", project, cwd=tree, env={**here, "RSK_TARGETS_PATH": "targets"}))
     assert r.rc == Exit.CONFIG and "RSK_TARGETS_PATH" in r.err
-    r = clean(rsk("grant", "list", "-p", project, cwd=tree, env={"RSK_HOME": "state"}))
+    r = clean(rsk("grant", "list", "-p", project, cwd=tree, env={**here, "RSK_HOME": "state"}))
     assert r.rc == Exit.CONFIG and "RSK_HOME" in r.err and not (tree / "state").exists()
     assert not (tree / "RAN").exists()
 
