@@ -65,15 +65,13 @@ act() { # act DESCRIPTION CMD...: run CMD (or only say it with --dry-run)
 }
 
 receipt_has() { [ -f "$RECEIPT" ] && grep -qxF "$1" "$RECEIPT"; }
-receipt_add() {
+receipt_add() { # rsk's state directory is its user's own (0700, files 0600), as rsk makes it
     [ "$DRY" = 1 ] && return 0
-    mkdir -p "$STATE"
-    receipt_has "$1" || printf '%s\n' "$1" >>"$RECEIPT"
+    (umask 077 && mkdir -p "$STATE" && { receipt_has "$1" || printf '%s\n' "$1" >>"$RECEIPT"; })
 }
 receipt_drop() { # receipt_drop PREFIX: forget every line that starts with PREFIX
     [ -f "$RECEIPT" ] || return 0
-    grep -vF -- "$1" "$RECEIPT" >"$RECEIPT.tmp" || true
-    mv "$RECEIPT.tmp" "$RECEIPT"
+    (umask 077 && { grep -vF -- "$1" "$RECEIPT" >"$RECEIPT.tmp" || true; } && mv "$RECEIPT.tmp" "$RECEIPT")
 }
 
 digest_dir() { (cd "$1" && find . -type f ! -name '.rsk-install' | LC_ALL=C sort | xargs cat | cksum | cut -d' ' -f1); }

@@ -96,8 +96,14 @@ def project() -> str:
 RSK = [sys.executable, "-S", str(ROOT / "src" / "rsk" / "launcher.py")]
 
 
-def rsk(*args: str, env: dict[str, str] | None = None, stdin: str | None = None, timeout: float = 300) -> Ran:
-    """Run the rsk command as a new process (the way agents and humans run it)."""
+def rsk(
+    *args: str,
+    env: dict[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 300,
+    cwd: Path | None = None,
+) -> Ran:
+    """Run the rsk command as a new process (the way agents and humans run it), in `cwd` when given."""
     full = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     if (
         BROKER_MODE
@@ -114,6 +120,7 @@ def rsk(*args: str, env: dict[str, str] | None = None, stdin: str | None = None,
         input=stdin,
         timeout=timeout,
         check=False,
+        cwd=cwd,
     )
     return Ran(proc.returncode, proc.stdout, proc.stderr)
 

@@ -37,9 +37,13 @@ except ImportError:  # another Python: the public modules
     _scan: Any = JSONDecoder().scan_once  # type: ignore[attr-defined]
 else:
 
+    def _no_constant(name: str) -> object:
+        raise ValueError(f"a broker frame with {name}, which is not JSON")
+
     class _Plain:  # what the C scanner reads from a decoder: JSON as the json module decodes it
         strict = True
-        object_hook = object_pairs_hook = parse_constant = None
+        object_hook = object_pairs_hook = None
+        parse_constant = staticmethod(_no_constant)  # Infinity, NaN (an older broker's idle 0): a bad frame
         parse_float = float
         parse_int = int
 
@@ -133,15 +137,22 @@ def expected_uid(path: str) -> int | None:
     return st.st_uid
 
 
-def _read_into(files: dict[str, str], path: str) -> None:
-    """The file's text as this process may read it; nothing when it cannot (the command says why)."""
+def _read_into(files: dict[str, str], unread: dict[str, object], path: str) -> None:
+    """The file's text as this process may read it; else why not, for the command to say: the first byte that
+    is not UTF-8 (an int, as a direct run reports it), or the reason it could not be read."""
     try:
         with open(path, "rb") as f:
             data = f.read(MAX_CONTENT + 1)
-        if len(data) <= MAX_CONTENT:
-            files[path] = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        pass
+    except OSError as exc:
+        unread[path] = exc.strerror or "it cannot be read"
+        return
+    if len(data) > MAX_CONTENT:
+        unread[path] = f"larger than {MAX_CONTENT >> 20} MiB"
+        return
+    try:
+        files[path] = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        unread[path] = exc.start
 
 
 def project_file(cwd: str) -> dict[str, str | None] | None:
@@ -242,10 +253,7 @@ def _spawn(path: str, idle: float, lock_fd: int) -> None:
     here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # the directory that holds rsk/
     env = dict(os.environ)
     rest = [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([here, *rest]))
-    for name in ("RSK_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "RSK_TARGETS_PATH"):
-        if env.get(name):
-            env[name] = _absolute(env[name]) or env[name]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([here, *rest]))  # (rsk's settings pass as they are)
     args = [sys.executable, "-P", "-m", "rsk", "broker", "start", "--foreground", "--idle", repr(idle), "--socket",
             path]  # fmt: skip
     log = path[: -len(".sock")] + ".log"
@@ -344,9 +352,12 @@ def _send_wanted(sock: Any, want: dict[str, Any]) -> None:
     """The files the broker asked for, read as this user: --script and --tasks as text, then --code's
     directory as a tar of its files (after the line that gives its size)."""
     files: dict[str, str] = {}
+    unread: dict[str, object] = {}
     for path in want.get("files") or []:
-        _read_into(files, str(path))
+        _read_into(files, unread, str(path))
     sent: dict[str, object] = {"files": files}
+    if unread:  # only then: a broker of the same wire version from before takes the line as it always did
+        sent["unread"] = unread
     upload = None
     if (code := want.get("code")) is not None:
         try:

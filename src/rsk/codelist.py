@@ -25,10 +25,10 @@ def listed(root: str, git: bool = True) -> list[str]:
     if not git:
         return _walked(root)
     try:
-        out = subprocess.run(
-            ["git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-            capture_output=True, check=True, timeout=60,
-        ).stdout  # fmt: skip
+        # core.fsmonitor names a command in the tree's own .git/config that ls-files would run as this user
+        argv = ["git", "-c", "core.fsmonitor=false", "-C", root, "ls-files", "-z", "--cached", "--others",
+                "--exclude-standard"]  # fmt: skip
+        out = subprocess.run(argv, capture_output=True, check=True, timeout=60).stdout
         return [p for p in out.decode("utf-8", "surrogateescape").split("\0") if p]
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return _walked(root)

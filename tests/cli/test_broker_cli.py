@@ -118,3 +118,20 @@ def test_the_broker_exits_when_idle(sock: Path) -> None:
         time.sleep(0.2)
     assert not sock.exists()
     assert rsk("broker", "status").rc == 75
+
+
+def test_a_broker_that_never_idles_out_starts_and_answers(sock: Path, rsk_env: Path) -> None:
+    """`--idle 0` (never): it starts, `rsk broker status` reads it (its answer is JSON: 0, not Infinity), and
+    an idle limit that is not a number is refused."""
+    r = rsk("broker", "start", "--idle", "0")
+    assert r.rc == 0 and "Traceback" not in r.err, r.err
+    st = rsk("broker", "status")
+    assert st.rc == 0 and "broker pid" in st.out and "Traceback" not in st.err, st.err
+    doc = json.loads(rsk("broker", "status", "--json").out)
+    assert doc["up"] is True and doc["idle_exit_s"] == 0
+    for bad in ("inf", "nan"):
+        refused = rsk("broker", "start", "--idle", bad, "--socket", str(sock.parent / "other.sock"))
+        assert refused.rc == 2 and "Traceback" not in refused.err and "--idle" in refused.err, refused.err
+    # RSK_HOME and what the broker writes there are this user's own
+    assert (rsk_env.stat().st_mode & 0o777) == 0o700
+    assert ((rsk_env / "broker.log").stat().st_mode & 0o777) == 0o600

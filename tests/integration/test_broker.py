@@ -163,6 +163,53 @@ def test_an_agents_script_and_tasks_travel_as_content_and_the_broker_opens_no_pa
     assert ledger.read_bytes() == before
 
 
+def test_a_tasks_file_that_is_not_utf8_says_so_through_the_broker_as_it_does_directly(
+    lab: Lab, project: str, broker: Path, tmp_path: Path
+) -> None:
+    """The agent's client could not send it as text: the broker says why (the byte that is not UTF-8), as a
+    direct run does, instead of calling it a file that never came."""
+    agent_sh(broker, 'printf \'{"key": "a", "argv": ["echo", "\\377"]}\\n\' > bad.jsonl')
+    brokered = agent_rsk(broker, "plan", "-t", "lab", "-p", project, "--tasks", "bad.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes((AGENT_HOME / "bad.jsonl").read_bytes())
+    direct = rsk("plan", "-t", "lab", "-p", project, "--tasks", "bad.jsonl", env={"RSK_BROKER": "off"}, cwd=tmp_path)
+    assert brokered.rc == direct.rc == Exit.USAGE, brokered.err + direct.err
+    assert "is not UTF-8 text (byte 31)" in brokered.err and brokered.err == direct.err, brokered.err + direct.err
+    unreadable = agent_rsk(broker, "plan", "-t", "lab", "-p", project, "--tasks", "/root/none.jsonl")
+    assert unreadable.rc == Exit.USAGE and "cannot read --tasks /root/none.jsonl: " in unreadable.err, unreadable.err
+
+
+def test_another_user_can_neither_read_the_ledger_nor_take_its_lock(project: str) -> None:
+    """RSK_HOME, each directory rsk makes in it 0700 and each file 0600 from the moment it is made: another OS
+    user cannot list the projects, read a ledger, or hold ledger.lock so the human's `rsk grant add` waits. A
+    looser RSK_HOME (made by hand, or by an older rsk) is tightened at the next change of a ledger."""
+    home = Path(f"/tmp/rsk-home-{uuid.uuid4().hex[:8]}")  # where another user could reach it, were it open
+    env = {"RSK_HOME": str(home)}
+    try:
+        assert rsk("grant", "add", "-p", project, "--jobs", "1", "--yes", env=env).rc == 0
+        made = [home, *home.rglob("*")]
+        assert {p.relative_to(home).as_posix(): oct(p.stat().st_mode & 0o777) for p in made if p.stat().st_mode
+                & 0o077} == {}  # fmt: skip
+        lock = home / "projects" / project / "ledger.lock"
+        assert lock.exists()
+        take = as_agent(Path("/nonexistent"), "/usr/bin/python3", "-c", (
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDONLY)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "print('held')"
+        ), str(lock))  # fmt: skip
+        assert take.rc != 0 and "held" not in take.out, take.out + take.err
+        for path in (home / "projects", home / "projects" / project / "ledger.json"):
+            assert as_agent(Path("/nonexistent"), "cat", str(path)).rc != 0
+        assert as_agent(Path("/nonexistent"), "ls", str(home / "projects")).rc != 0
+        for d in (home, home / "projects", home / "projects" / project):
+            d.chmod(0o755)
+        assert rsk("grant", "add", "-p", project, "--jobs", "1", "--yes", env=env).rc == 0
+        assert all((d.stat().st_mode & 0o777) == 0o700 for d in (home, home / "projects", home / "projects" / project))
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)
+
+
 def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_else(
     lab: Lab, project: str, broker: Path, rsk_env: Path
 ) -> None:

@@ -5,11 +5,14 @@ once."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rsk.errors import Exit
-from tests.conftest import Lab, rsk
+from tests.conftest import Lab, Ran, rsk
 from tests.integration.helpers import grant, launch, launched
 
 
@@ -213,3 +216,151 @@ def test_files_a_directory_fetch_leaves_out_are_named_never_dropped_silently(
     # what it left is named, not dropped silently: its name is not one rsk fetches
     back = rsk("fetch", kept, "--result", "--partial", "--to", str(tmp_path / "p"), *common, "--json")
     assert back.rc == 0 and json.loads(back.out)["skipped"] == ["r e.txt"], back.out + back.err
+
+
+# the human's fetch in a tree an agent writes: no link it placed is followed -----------------------------------
+def human_dir(tmp_path: Path) -> Path:
+    """A directory of the human's that a planted link points at: nothing may appear in it or change."""
+    human = tmp_path / "human"
+    human.mkdir()
+    (human / "precious").write_text("precious\n")
+    return human
+
+
+def untouched(human: Path) -> bool:
+    return sorted(p.name for p in human.iterdir()) == ["precious"] and (human / "precious").read_text() == "precious\n"
+
+
+def refused(r: Ran, human: Path) -> str:
+    """'' when the fetch was refused for the link and left the human's directory as it was, else what went wrong
+    (and the directory is put back, for the next attempt)."""
+    if not untouched(human):
+        for p in human.iterdir():
+            subprocess.run(["rm", "-rf", str(p)], check=False)
+        (human / "precious").write_text("precious\n")
+        return f"wrote through the link (rc {r.rc})"
+    if r.rc != Exit.USAGE or json.loads(r.out or "{}").get("error") != "link-refused":
+        return f"rc {r.rc}: {r.out.strip()[:300]} {r.err.strip()[:300]}"
+    return ""
+
+
+def planted(tmp_path: Path, n: int, *dirs: str) -> Path:
+    """The agent's working tree for one attempt, with these directories made in it."""
+    tree = tmp_path / f"tree{n}"
+    for d in ("", *dirs):
+        (tree / d).mkdir(parents=True, exist_ok=True)
+    return tree
+
+
+def test_a_fetch_of_paths_follows_no_link_an_agent_placed(lab: Lab, project: str, tmp_path: Path) -> None:
+    """`rsk fetch JOB PATH` and `--to DIR`: a link at rsk-results, at rsk-results/JOB, below it, at a parent of
+    --to, or at a resumed .rsk-part (a symbolic or a hard link to the human's file) is refused, and nothing of
+    the human's changes; a link at the file's own name is replaced, never written through."""
+    grant(project, "--cpu-hours", "1")
+    job = run_to_end(project, "links", 'mkdir -p "$RSK_RUN_DIR/out" && echo 0.9 > "$RSK_RUN_DIR/out/metrics.json"')
+    human = human_dir(tmp_path)
+    where = ("--target", "lab", "--project", project, "--json")
+    res = Path("rsk-results")
+    part = res / job / "out" / "metrics.json.rsk-part"
+    plants: list[tuple[str, tuple[str, ...], Callable[[Path], None]]] = [
+        ("rsk-results", (), lambda t: (t / res).symlink_to(human)),
+        ("rsk-results/JOB", (str(res),), lambda t: (t / res / job).symlink_to(human)),
+        ("rsk-results/JOB/out", (str(res / job),), lambda t: (t / res / job / "out").symlink_to(human)),
+        ("a resumed .rsk-part, a symlink", (str(part.parent),), lambda t: (t / part).symlink_to(human / "precious")),
+        ("a resumed .rsk-part, a hard link", (str(part.parent),), lambda t: os.link(human / "precious", t / part)),
+    ]
+    failed = {}
+    for n, (what, dirs, plant) in enumerate(plants):
+        tree = planted(tmp_path, n, *dirs)
+        plant(tree)
+        failed[what] = refused(rsk("fetch", job, "out/metrics.json", *where, cwd=tree), human)
+    # a parent named by --to, absolute and relative
+    tree = planted(tmp_path, 10)
+    (tree / "res").symlink_to(human)
+    r = rsk("fetch", job, "out/metrics.json", "--to", str(tree / "res" / "x"), *where)
+    failed["--to's parent"] = refused(r, human)
+    failed["--to's parent, relative"] = refused(
+        rsk("fetch", job, "out/metrics.json", "--to", "res/x", *where, cwd=tree), human
+    )
+    assert not {k: v for k, v in failed.items() if v}, failed
+    # the file's own name: the link is replaced by the file, the human's file stays as it was
+    tree = planted(tmp_path, 11, str(res / job / "out"))
+    (tree / res / job / "out" / "metrics.json").symlink_to(human / "precious")
+    r = rsk("fetch", job, "out/metrics.json", *where, cwd=tree)
+    assert r.rc == 0, r.err
+    got = tree / res / job / "out" / "metrics.json"
+    assert not got.is_symlink() and got.read_text() == "0.9\n"
+    assert untouched(human)
+
+
+def test_a_result_fetch_follows_no_link_an_agent_placed(lab: Lab, project: str, tmp_path: Path) -> None:
+    """`--result`, `-r R --result` and `--partial`: a link at the stage inside the work directory (the way it
+    was found: the human's file overwritten with the job's text), at the work directory, at a resumed part, at
+    DIR's parent, at DIR itself, at a parent named by --to, is refused and nothing of the human's changes."""
+    grant(project, "--cpu-hours", "1")
+    ok = run_to_end(project, "res", 'echo 0.91 > "$RSK_OUT/acc"')
+    bad = run_to_end(project, "part", 'echo half > "$RSK_OUT/model"; exit 4')
+    human = human_dir(tmp_path)
+    where = ("--target", "lab", "--project", project, "--json")
+    res = Path("rsk-results")
+    work, pwork = res / f".{ok}.rsk-fetch-{ok}", res / f".{bad}.rsk-fetch-{bad}"
+    forms: list[tuple[str, tuple[str, ...], tuple[str, ...], Callable[[Path], None]]] = [
+        ("--result: the stage", (ok, "--result"), (str(work),), lambda t: (t / work / ".rsk-result").symlink_to(human)),
+        ("--result: the work directory", (ok, "--result"), (str(res),), lambda t: (t / work).symlink_to(human)),
+        ("--result: a resumed part", (ok, "--result"), (str(work / ".rsk-result"),),
+         lambda t: (t / work / ".rsk-result" / "acc.rsk-part").symlink_to(human / "precious")),
+        ("--result: rsk-results", (ok, "--result"), (), lambda t: (t / res).symlink_to(human)),
+        ("--result: DIR itself", (ok, "--result"), (str(res),), lambda t: (t / res / ok).symlink_to(human)),
+        ("-r R --result: the stage", ("-r", "res", "--result"), (str(work),),
+         lambda t: (t / work / ".rsk-result").symlink_to(human)),
+        ("--partial: the stage", (bad, "--result", "--partial"), (str(pwork),),
+         lambda t: (t / pwork / ".rsk-partial").symlink_to(human)),
+        ("--partial: rsk-results/JOB", (bad, "--result", "--partial"), (str(res),),
+         lambda t: (t / res / bad).symlink_to(human)),
+    ]  # fmt: skip
+    failed = {}
+    for n, (what, argv, dirs, plant) in enumerate(forms):
+        tree = planted(tmp_path, n, *dirs)
+        plant(tree)
+        failed[what] = refused(rsk("fetch", *argv, *where, cwd=tree), human)
+    tree = planted(tmp_path, 20)
+    (tree / "out").symlink_to(human)
+    r = rsk("fetch", "-r", "res", "--result", "--to", str(tree / "out" / "r"), *where)
+    failed["-r R --result --to: its parent"] = refused(r, human)
+    assert not {k: v for k, v in failed.items() if v}, failed
+    # without a link, the same forms bring the result back where they always did
+    tree = planted(tmp_path, 21)
+    assert rsk("fetch", ok, "--result", *where, cwd=tree).rc == 0
+    assert (tree / res / ok / "acc").read_text() == "0.91\n" and not list((tree / res).glob(".*"))
+
+
+def test_a_batch_fetch_follows_no_link_an_agent_placed(lab: Lab, project: str, tmp_path: Path) -> None:
+    """`--batch B PATH...` and `--batch B --result`: a link at rsk-results/B, at rsk-results/B/KEY, or at a
+    task's work directory is refused, and nothing of the human's changes."""
+    grant(project, "--cpu-hours", "1")
+    tasks = tmp_path / "t.jsonl"
+    body = 'echo 0.5 > "$RSK_OUT/m.json" && echo 1 > "$RSK_RUN_DIR/log.txt"'
+    tasks.write_text(json.dumps({"key": "a", "argv": ["sh", "-c", body], "mem": "100M", "time": "2"}) + "\n")
+    where = ("--target", "lab", "--project", project, "--json")
+    assert rsk("launch", "-r", "bl", "--tasks", str(tasks), *where).rc == 0
+    assert rsk("wait", "--batch", "bl", "--timeout", "150", *where).rc == 0
+    job = json.loads(rsk("status", "--batch", "bl", *where).out)["jobs"][0]["job_id"]
+    human = human_dir(tmp_path)
+    res = Path("rsk-results")
+    forms: list[tuple[str, tuple[str, ...], tuple[str, ...], Callable[[Path], None]]] = [
+        ("--batch B PATH: rsk-results/B", ("log.txt",), (str(res),), lambda t: (t / res / "bl").symlink_to(human)),
+        ("--batch B PATH: rsk-results/B/KEY", ("log.txt",), (str(res / "bl"),),
+         lambda t: (t / res / "bl" / "a").symlink_to(human)),
+        ("--batch B --result: rsk-results/B", ("--result",), (str(res),),
+         lambda t: (t / res / "bl").symlink_to(human)),
+        ("--batch B --result: the work directory", ("--result",), (str(res / "bl"),),
+         lambda t: (t / res / "bl" / f".a.rsk-fetch-{job}").symlink_to(human)),
+        ("--batch B --result: the stage", ("--result",), (str(res / "bl" / f".a.rsk-fetch-{job}"),),
+         lambda t: (t / res / "bl" / f".a.rsk-fetch-{job}" / ".rsk-result").symlink_to(human)),
+    ]  # fmt: skip
+    failed = {}
+    for n, (what, argv, dirs, plant) in enumerate(forms):
+        tree = planted(tmp_path, n, *dirs)
+        plant(tree)
+        failed[what] = refused(rsk("fetch", "--batch", "bl", *argv, *where, cwd=tree), human)
+    assert not {k: v for k, v in failed.items() if v}, failed

@@ -130,7 +130,9 @@ def test_the_socket_directory_must_be_our_own_real_directory(tmp_path: Path) -> 
         prepare_directory(afile, shared=False)
 
 
-def test_target_files_come_from_the_callers_tree_only_for_the_owner(tmp_path: Path) -> None:
+def test_target_files_never_come_from_the_callers_tree(tmp_path: Path) -> None:
+    """Not another user's, and not the owner's own either (ADR 0054): whoever writes the tree could name a
+    host, a key, or an ssh_config whose ProxyCommand runs as the human."""
     from rsk.cluster.targets import search_dirs
     from rsk.local.caller import acting_for
 
@@ -138,8 +140,8 @@ def test_target_files_come_from_the_callers_tree_only_for_the_owner(tmp_path: Pa
         with acting_for(as_caller(tmp_path, OWNER if owner else other())):
             return search_dirs()
 
-    assert tmp_path / "targets" in dirs(owner=True)
-    assert tmp_path / "targets" not in dirs(owner=False)  # another user's tree never names a host or key
+    assert tmp_path / "targets" not in dirs(owner=True)
+    assert tmp_path / "targets" not in dirs(owner=False)
 
 
 def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
@@ -210,18 +212,20 @@ def test_the_broker_reads_another_users_files_only_from_what_its_client_sent(tmp
     """--script and --tasks: the content the client read, as that user. The broker opens the path itself
     only for its own user, so an agent cannot have it read the human's key or ledger."""
     from rsk.errors import UsageError
-    from rsk.local.caller import Upload, acting_for, local_dir, read_text
+    from rsk.local.caller import Upload, acting_for, local_dir, sent_text
 
     secret = tmp_path / "key"
     secret.write_text("the human's secret")
     sent = {str(secret): "what the agent sent"}
     with acting_for(as_caller(tmp_path, other(), files=sent)):
-        assert read_text(secret) == "what the agent sent"
-        assert read_text("key") == "what the agent sent"  # relative to the caller's directory
+        assert sent_text(secret) == "what the agent sent"
+        assert sent_text("key") == "what the agent sent"  # relative to the caller's directory
     with acting_for(as_caller(tmp_path, other())), pytest.raises(PermissionError):
-        read_text(secret)
+        sent_text(secret)
+    with acting_for(as_caller(tmp_path, other(), unread={str(secret): 7})), pytest.raises(UnicodeDecodeError):
+        sent_text(secret)  # what the client found when it read the file: the command says it as a direct run would
     with acting_for(as_caller(tmp_path, OWNER)):
-        assert read_text(secret) == "the human's secret"
+        assert sent_text(secret) is None  # the broker's own user: the command reads the file itself
     upload = Upload(path=str(tmp_path / "code"), local=tmp_path / "copy")
     with acting_for(as_caller(tmp_path, other(), upload=upload)):
         assert local_dir("code") == tmp_path / "copy"
@@ -229,7 +233,7 @@ def test_the_broker_reads_another_users_files_only_from_what_its_client_sent(tmp
             local_dir(tmp_path)
     with acting_for(as_caller(tmp_path, OWNER)):
         assert local_dir("code") == tmp_path / "code"
-    assert read_text(secret) == "the human's secret"  # no broker: this process's own file
+    assert sent_text(secret) is None  # no broker: this process's own file, read by the command
 
 
 def test_the_broker_asks_for_what_clicks_reading_of_argv_names(tmp_path: Path) -> None:

@@ -27,11 +27,12 @@ def test_a_child_imports_this_rsk_even_from_a_planted_directory(tmp_path: Path) 
 def test_relative_settings_keep_their_meaning_in_the_childs_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The child runs in `/`: a relative RSK_HOME or PYTHONPATH entry (`.` names the working directory
-    again) is made absolute first."""
+    """The child runs in `/`: a relative PYTHONPATH entry (`.` names the working directory again) is made
+    absolute first. A relative RSK_HOME passes as it is: the child refuses it as rsk does here (ADR 0054), so
+    it never becomes a ledger in whatever directory the parent ran in (an agent's tree)."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RSK_HOME", "home")
     monkeypatch.setenv("PYTHONPATH", "lib:.")
     _, env = python("rsk")
-    assert env["RSK_HOME"] == str(tmp_path / "home")
+    assert env["RSK_HOME"] == "home"
     assert str(tmp_path / "lib") in env["PYTHONPATH"].split(":")

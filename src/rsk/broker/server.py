@@ -109,6 +109,8 @@ class Sent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     files: dict[str, str] = {}
+    # the files the client could not send, and why: the first byte that is not UTF-8, or the reason
+    unread: dict[str, int | str] = {}
     code: CodeUpload | None = None
 
 
@@ -120,7 +122,7 @@ class BrokerInfo(BaseModel):
     uid: int
     socket: str
     started: float
-    idle_exit_s: float
+    idle_exit_s: float  # 0: it never exits for want of requests
     requests: int
     running: int
     connections: dict[str, bool]  # target -> its warm connection is up
@@ -146,7 +148,7 @@ def prepare_directory(directory: Path, shared: bool) -> None:
 @dataclass
 class Config:
     socket: Path
-    idle_exit_s: float = 3600.0
+    idle_exit_s: float = 3600.0  # 0: never
     allowed: dict[int, frozenset[str] | None] = field(default_factory=dict)  # uid -> projects (None: any)
     max_running: int = 32  # the broker's own user's connections served at once; beyond, retry (exit 75)
     max_running_other: int = 8  # at once per other user, so one agent cannot take every slot
@@ -394,7 +396,8 @@ class Broker:
     def _idle_watch(self) -> None:
         while not self.stopping.wait(1.0):
             with self.lock:
-                idle = self.running == 0 and time.monotonic() - self.last > self.config.idle_exit_s
+                idle = (self.config.idle_exit_s > 0 and self.running == 0
+                        and time.monotonic() - self.last > self.config.idle_exit_s)  # fmt: skip
             if idle:
                 self.stopping.set()
 
@@ -452,20 +455,21 @@ class Broker:
             self.last = time.monotonic()
         cwd = Path(req.cwd).resolve()  # as the CLI finds a project file: from the real directory
         files: dict[str, str] = {}
+        unread: dict[str, int | str] = {}
         upload: Upload | None = None
         try:
             if not rights.owner:
                 # another user's paths are never opened here: ask its client for what the argv names (as
-                # Click reads it), and let the command take only that (rsk.local.caller.read_text, local_dir)
+                # Click reads it), and let the command take only that (rsk.local.caller.sent_text, local_dir)
                 got = self._ask(conn, send, req.argv, cwd)
                 if got is None:
                     return
-                files, upload = got
+                files, unread, upload = got
             stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
             sent = req.project_file
             found = ProjectFound(path=None) if sent is None else ProjectFound(sent.path, sent.text, sent.error)
             who = Caller(env=passed_env(req.env), cwd=cwd, rights=rights, ppid=req.ppid, tty=req.tty, project=found,
-                         columns=req.columns, files=files, upload=upload, stdio=stdio,
+                         columns=req.columns, files=files, unread=unread, upload=upload, stdio=stdio,
                          out=_frames(send, "o"), err=_frames(send, "e"), pool=self.pool)  # fmt: skip
             rc = self.runner(req.argv, who)
             send({"rc": rc})
@@ -486,11 +490,12 @@ class Broker:
 
     def _ask(
         self, conn: socket.socket, send: Callable[[dict[str, object]], None], argv: list[str], cwd: Path
-    ) -> tuple[dict[str, str], Upload | None] | None:
-        """The files and the directory argv names, as the client sends them; None: the request ended here."""
+    ) -> tuple[dict[str, str], dict[str, int | str], Upload | None] | None:
+        """The files and the directory argv names, as the client sends them, and why a file did not come; None:
+        the request ended here."""
         want = self.reader(argv, lambda name: cwd / name)
         if want.empty:
-            return {}, None
+            return {}, {}, None
         send({"want": Want(files=want.files, code=want.code, exclude=want.exclude).model_dump()})
         try:
             sent = Sent.model_validate(_read_json(conn, MAX_UPLOAD, UPLOAD_DEADLINE))
@@ -501,15 +506,16 @@ class Broker:
                 send({"rc": 2})
             return None
         files = {p: text for p, text in sent.files.items() if p in want.files}
+        unread = {p: why for p, why in sent.unread.items() if p in want.files and p not in files}
         if sent.code is None or sent.code.path != want.code:
-            return files, None
+            return files, unread, None
         try:
             local = receive_code(conn, sent.code.size)
         except ValueError as exc:
             send({"e": f"error: --code {sent.code.path}: {exc}\nhint: send it again; nothing was done\n"})
             send({"rc": 2})
             return None
-        return files, Upload(path=sent.code.path, local=local)
+        return files, unread, Upload(path=sent.code.path, local=local)
 
 
 def _short(exc: Exception) -> str:
@@ -647,7 +653,7 @@ def _sender(conn: socket.socket) -> Callable[[dict[str, object]], None]:
     lock = threading.Lock()
 
     def send(frame: dict[str, object]) -> None:
-        data = (json.dumps(frame) + "\n").encode()
+        data = (json.dumps(frame, allow_nan=False) + "\n").encode()  # JSON: no Infinity or NaN
         with lock:
             conn.sendall(data)
 

@@ -2,7 +2,7 @@
 files a request names this way, so no second parser of rsk's options exists beside Click's.
 
 Reading is not deciding: the command itself checks, where it opens a file or a directory, that the content
-came from the client (rsk.local.caller.read_text, rsk.local.caller.local_dir).
+came from the client (rsk.local.caller.sent_text, rsk.local.caller.local_dir).
 """
 
 from __future__ import annotations

@@ -136,28 +136,33 @@ def start(
     socket_path: SocketOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
-    from rsk.broker.server import Config, default_socket, parse_allow
+    import math
 
+    from rsk.broker.server import Config, default_socket, parse_allow
+    from rsk.errors import UsageError
+
+    if not math.isfinite(idle):
+        raise UsageError(f"--idle {idle} is not a number of seconds", "give --idle 0 (never) or a number of seconds")
     path = (socket_path or default_socket()).absolute()
-    config = Config(socket=path, idle_exit_s=idle or float("inf"), allowed=parse_allow(list(allow or [])))
+    config = Config(socket=path, idle_exit_s=idle, allowed=parse_allow(list(allow or [])))
     if foreground:
         _serve(config)
         return
     from rsk.broker_client import request
     from rsk.errors import StateError
-    from rsk.local.paths import rsk_home
+    from rsk.local.paths import private_dir, rsk_home
 
     running = request("ping", path)
     if running is not None and "pid" in running:
         raise StateError(f"a broker already runs on {path} (pid {running['pid']})", "`rsk broker stop` stops it")
-    rsk_home().mkdir(parents=True, exist_ok=True)
-    log = rsk_home() / "broker.log"
+    log = private_dir(rsk_home()) / "broker.log"
     from rsk.local.child import python
 
     args, env = python("rsk", "broker", "start", "--foreground", "--idle", str(idle), "--socket", str(path))
     for spec in allow or []:
         args += ["--allow", spec]
-    with log.open("ab") as fh:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "ab") as fh:
         proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=fh, stderr=fh, start_new_session=True,
                                 cwd="/", env=env)  # fmt: skip
     deadline = time.monotonic() + 15

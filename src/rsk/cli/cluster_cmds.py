@@ -257,14 +257,25 @@ def fetch(
     from rsk.ops.fetch import default_dest, fetch_batch
     from rsk.ops.fetch import fetch as do_fetch
 
-    where = (resolve_target(target), resolve_project(project))
     if request_id is not None and not (result or partial):
         raise UsageError("--request-id goes with --result", "files of a job: rsk fetch JOB PATH...; of a batch: "
                          "rsk fetch --batch B PATH...; see rsk fetch --help")  # fmt: skip
-    if result or partial:
+    results = result or partial
+    many_results = results and batch is not None and not partial and job is None and not paths and request_id is None
+    if results and not many_results and (paths or batch is not None or (job is None) == (request_id is None)):
+        raise UsageError("--result takes a JOB, --request-id R or --batch B, no paths; --to DIR is a directory "
+                         "that does not exist yet (default rsk-results/JOB)",
+                         "e.g. rsk fetch -r run-7 --result --to results/run-7, or every task's: rsk fetch "
+                         "--batch sweep-1 --result --to results/sweep-1; see rsk fetch --help")  # fmt: skip
+    if not results and (job is None or (batch is None and not paths)):
+        raise UsageError(
+            "say what to fetch: rsk fetch JOB PATH...", "e.g. rsk fetch 1234 out/metrics.json --to results/"
+        )
+    where = (resolve_target(target), resolve_project(project))
+    if results:
         from rsk.ops.fetch import fetch_result, result_job
 
-        if batch is not None and not partial and job is None and not paths and request_id is None:
+        if many_results and batch is not None:
             from rsk.ops.fetch import fetch_batch_results
 
             dest = to if to is not None else default_dest(batch)
@@ -282,11 +293,6 @@ def fetch(
                 f"{many.fetched} of {len(many.tasks)} task(s) of batch {batch} have their result in {dest}/KEY/"
             )
             return
-        if paths or batch is not None or (job is None) == (request_id is None):
-            raise UsageError("--result takes a JOB, --request-id R or --batch B, no paths; --to DIR is a directory "
-                             "that does not exist yet (default rsk-results/JOB)",
-                             "e.g. rsk fetch -r run-7 --result --to results/run-7, or every task's: rsk fetch "
-                             "--batch sweep-1 --result --to results/sweep-1; see rsk fetch --help")  # fmt: skip
         job = job if job is not None else result_job(*where, request_id or "")
         dest = to if to is not None else default_dest(job)
         rep = fetch_result(*where, job, caller.path(str(dest)), partial=partial, max_bytes=max_bytes)
@@ -303,10 +309,7 @@ def fetch(
             shown = ", ".join(inert(p) for p in rep.skipped[:10])
             err().print(f"rsk: warning: left out {len(rep.skipped)} file(s) rsk does not fetch ({NAME_RULE}): {shown}")
         return
-    if job is None:
-        raise UsageError(
-            "say what to fetch: rsk fetch JOB PATH...", "e.g. rsk fetch 1234 out/metrics.json --to results/"
-        )
+    assert job is not None
     if batch is not None:  # JOB is the first path: `rsk fetch --batch B out/metrics.json logs/`
         dest = to if to is not None else default_dest(batch)
         report = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(dest)), max_bytes)
@@ -319,12 +322,8 @@ def fetch(
             out().print(f"{t.task:<24} job {t.job_id} ({t.state}): {len(t.files)} file(s){lack}")
         out().print(f"fetched {report.bytes} bytes from {len(report.tasks)} task(s) of batch {batch} into {dest}/KEY/")
         return
-    if not paths:
-        raise UsageError(
-            "say what to fetch: rsk fetch JOB PATH...", "e.g. rsk fetch 1234 out/metrics.json --to results/"
-        )
     dest = to if to is not None else default_dest(job)
-    report1 = do_fetch(*where, job, list(paths), caller.path(str(dest)), max_bytes)
+    report1 = do_fetch(*where, job, list(paths or []), caller.path(str(dest)), max_bytes)
     if json_out:
         print_json(report1)
         return

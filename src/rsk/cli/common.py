@@ -27,7 +27,8 @@ TargetOpt = Annotated[
     typer.Option(
         "--target",
         "-t",
-        help="Target name (targets/NAME.toml); default: $RSK_TARGET, else the project file, else the only one.",
+        help="Target name (~/.config/rsk/targets/NAME.toml); default: $RSK_TARGET, else the project file, else the "
+        "only one.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (for agents).")]

@@ -193,8 +193,13 @@ def launch(
     from rsk.request.tasks import TaskFile, read_tasks
 
     def read(option: str, file: Path) -> str:
+        from rsk.local.nolink import Missing, read_file
+
         try:
-            return caller.read_text(file)
+            sent = caller.sent_text(file)  # another user's, through the broker: what its client read
+            return sent if sent is not None else read_file(caller.path(str(file))).decode("utf-8")
+        except Missing:
+            raise UsageError(f"cannot read {option} {file}: it does not exist") from None
         except UnicodeDecodeError as exc:
             hint = "rsk binds the plan to text a human can read: save the file as UTF-8"
             raise UsageError(f"{option} {file} is not UTF-8 text (byte {exc.start})", hint) from None

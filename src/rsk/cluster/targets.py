@@ -59,17 +59,27 @@ class TargetList(BaseModel):
 
 
 def search_dirs() -> list[Path]:
-    """RSK_TARGETS_PATH (colon separated), ./targets, then the user's config directory. In the broker,
-    ./targets is the caller's, and only for the broker's own user: a target file names the host, user and
-    key to connect with, so another user's tree never supplies one."""
-    from rsk.local import caller
-
-    dirs = [Path(p) for p in os.environ.get("RSK_TARGETS_PATH", "").split(":") if p]
-    c = caller.current()
-    if c is None or c.owner:
-        dirs.append(caller.cwd() / "targets")
+    """RSK_TARGETS_PATH (colon separated, absolute directories), then the user's config directory: the human's
+    own, never the working directory (ADR 0054). A target file names the host, user, key and ssh_config to
+    connect with, and an ssh_config can name a command to run (ProxyCommand): one read from the tree rsk runs
+    in would let whoever writes that tree (an agent) run commands as the human."""
+    dirs = []
+    for p in os.environ.get("RSK_TARGETS_PATH", "").split(":"):
+        if p and not Path(p).is_absolute():
+            raise ConfigError(f"RSK_TARGETS_PATH names {p!r}, a relative directory: rsk reads target files from no "
+                              "working directory", "name absolute directories in RSK_TARGETS_PATH")  # fmt: skip
+        if p:
+            dirs.append(Path(p))
     dirs.append(config_dir() / "targets")
     return dirs
+
+
+def _in_tree(name: str) -> Path | None:
+    """A target file of this name in the working directory's `targets/`, which rsk never reads (ADR 0054)."""
+    from rsk.local import caller
+
+    path = caller.cwd() / "targets" / f"{name}.toml"
+    return path if os.path.lexists(path) else None
 
 
 def load_target_file(path: Path) -> Target:
@@ -102,6 +112,14 @@ def find_target(name: str) -> Target:
             return load_target_file(path)
     known = ", ".join(t.name for t in list_targets()) or "none"
     looked = ", ".join(str(d) for d in search_dirs())
+    if (planted := _in_tree(name)) is not None:
+        raise ConfigError(
+            f"no target named {name!r} where rsk reads targets ({looked}); {planted} is not read: target files come "
+            "only from your configuration, never from the directory rsk runs in",
+            f"if that file is yours, move it to {config_dir() / 'targets'} (or a directory in RSK_TARGETS_PATH) and "
+            "check what it names; a target file there that you did not write may be an agent's: do not copy it",
+            code="target-in-tree",
+        )
     raise UsageError(
         f"no target named {name!r} (known: {known}; looked in {looked})",
         f"create {config_dir() / 'targets' / (name + '.toml')}; `rsk targets` lists what is found",

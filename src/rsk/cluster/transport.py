@@ -8,6 +8,7 @@ ProxyJump, ProxyCommand); each remote command has a deadline and bounded output.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import shlex
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
     import paramiko
 else:
     paramiko = _import_paramiko()
+# paramiko's transport thread logs what ended a connection (a ProxyCommand that failed, a reset) with its
+# traceback, which Python's last-resort handler would print on stderr: rsk reports it as a typed error instead
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 MAX_OUTPUT = 16 * 1024 * 1024
 
@@ -66,30 +70,57 @@ class Endpoint:
     proxy_command: str | None
 
 
-def _ssh_config(target: Target) -> paramiko.SSHConfig:
-    path = Path(target.ssh_config or "~/.ssh/config").expanduser()
-    if path.is_file():
-        return paramiko.SSHConfig.from_path(str(path))
-    return paramiko.SSHConfig()
+def local_file(value: str, what: str, where: str) -> Path:
+    """A file a target or an ssh_config names (ssh_config, identity_file, known_hosts, IdentityFile): absolute
+    or ~/..., never relative, which would be read from whatever directory rsk runs in (an agent's tree could
+    then supply a key, the host keys, or an ssh_config whose ProxyCommand runs as the human: ADR 0054)."""
+    path = Path(value).expanduser()
+    if not path.is_absolute():
+        raise ConfigError(
+            f"{where} names {what} {value!r}, a relative path: rsk reads no file from the directory it runs in",
+            f"write {what} as an absolute path or ~/... (a file of your own configuration)",
+            code="relative-path",
+        )
+    return path
+
+
+def _ssh_config(target: Target) -> tuple[paramiko.SSHConfig, str]:
+    """The ssh_config the target names (it must exist), else ~/.ssh/config when there is one; and its path."""
+    if target.ssh_config is None:
+        path = local_file("~/.ssh/config", "ssh_config", "the default")
+        if not path.is_file():
+            return paramiko.SSHConfig(), str(path)
+    else:
+        path = local_file(target.ssh_config, "ssh_config", f"target {target.name} ({target.source})")
+    try:
+        return paramiko.SSHConfig.from_path(str(path)), str(path)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(f"cannot read ssh_config {path} of target {target.name}: {exc}",
+                          "fix ssh_config in the target file") from exc  # fmt: skip
 
 
 def resolve_endpoint(target: Target, host: str | None = None) -> Endpoint:
     """Merge the target with ~/.ssh/config: explicit target fields win."""
-    cfg = _ssh_config(target).lookup(host or target.host)
+    config, config_path = _ssh_config(target)
+    cfg = config.lookup(host or target.host)
     is_main = host is None
     hostname = cfg.get("hostname", host or target.host)
     port = (target.port if is_main else None) or int(cfg.get("port", 22))
     user = (target.user if is_main else None) or cfg.get("user") or os.environ.get("USER", "root")
-    identities = [target.identity_file] if (is_main and target.identity_file) else []
-    identities += list(cfg.get("identityfile", []))
-    known = (target.known_hosts if target.known_hosts else None) or "~/.ssh/known_hosts"
+    where = f"target {target.name} ({target.source})"
+    identities = (
+        [local_file(target.identity_file, "identity_file", where)] if (is_main and target.identity_file) else []
+    )
+    identities += [local_file(i, "IdentityFile", f"{config_path} (Host {host or target.host})")
+                   for i in cfg.get("identityfile", [])]  # fmt: skip
+    known = local_file(target.known_hosts, "known_hosts", where) if target.known_hosts else None
     return Endpoint(
         host=host or target.host,
         hostname=hostname,
         port=port,
         user=user,
-        identity_files=[str(Path(i).expanduser()) for i in identities],
-        known_hosts=Path(known).expanduser(),
+        identity_files=[str(i) for i in identities],
+        known_hosts=known or local_file("~/.ssh/known_hosts", "known_hosts", "the default"),
         proxy_jump=(target.proxy_jump if is_main else None) or cfg.get("proxyjump"),
         proxy_command=cfg.get("proxycommand"),
     )
@@ -211,7 +242,12 @@ class Connection:
             assert via is not None
             sock = self._channel(via, ep)
         elif sock is None and ep.proxy_command:
-            sock = paramiko.ProxyCommand(ep.proxy_command)
+            try:
+                sock = paramiko.ProxyCommand(ep.proxy_command)
+            except (OSError, ValueError) as exc:  # not found, not executable, unbalanced quotes
+                raise ConfigError(f"the ProxyCommand for {ep.host} cannot start ({ep.proxy_command!r}): {exc}",
+                                  "fix ProxyCommand in the ssh_config the target uses; `ssh -G HOST` shows it",
+                                  code="proxy-command") from exc  # fmt: skip
         client = paramiko.SSHClient()
         if not ep.known_hosts.is_file():
             raise ConfigError(
@@ -246,6 +282,12 @@ class Connection:
             raise ConfigError(
                 f"authentication failed for {where}",
                 "check the user and identity_file in the target (or ssh-agent); try `ssh` with the same settings",
+            ) from exc
+        except paramiko.ProxyCommandFailure as exc:
+            raise ConnectError(
+                f"the ProxyCommand for {ep.host} ended before SSH could begin: {exc}",
+                f"run it by hand to see why ({ep.proxy_command}); try again once it connects",
+                code="proxy-command",
             ) from exc
         except paramiko.SSHException as exc:
             if "no authentication methods available" in str(exc).lower():

@@ -37,6 +37,7 @@ from rsk.ledger.models import (
     now,
     released_stand_ins,
 )
+from rsk.local.atomic import make_dirs
 from rsk.wire import safejson
 
 ARCHIVE_SCHEMA = 2  # 2: a record says the ledger schema of its entry (1: entries of ledger schema 4 to 7)
@@ -138,7 +139,7 @@ class Archive:
     def append(self, records: list[Record]) -> None:
         if not records:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.path.parent)
         data = "".join(r.model_dump_json() + "\n" for r in records).encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:

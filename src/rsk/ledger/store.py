@@ -24,6 +24,7 @@ from rsk.errors import NewerLedger, StateError
 from rsk.ledger.archive import Archive, compact
 from rsk.ledger.models import LEDGER_SCHEMA, AuditEntry, Ledger, migrate, now
 from rsk.local.atomic import append_line, keep_as, write_atomic
+from rsk.local.paths import private_dir
 from rsk.local.project import project_dir
 from rsk.wire import safejson
 
@@ -48,7 +49,7 @@ class Store:
         self.backup = self.dir / "ledger.json.bak"
         self.audit_path = self.dir / "audit.jsonl"
         self.archive = Archive(self.dir / "archive.jsonl")
-        self.lock = FileLock(str(self.dir / "ledger.lock"), timeout=LOCK_TIMEOUT)
+        self.lock = FileLock(str(self.dir / "ledger.lock"), timeout=LOCK_TIMEOUT, mode=0o600)
         self.last: Snapshot | None = None  # the ledger as this Store last read it for a view or a transaction
 
     def load(self) -> Ledger:
@@ -68,7 +69,7 @@ class Store:
         """Lock, read, let the caller change the ledger, write it back if it changed. A write first moves
         what went cold to the archive (rsk.ledger.archive), appended and synced before the hot file is replaced.
         One read of the file under the lock; it is parsed only when it changed since this Store last saw it."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir)  # RSK_HOME, projects/ and this project's, 0700: another user takes no lock
         try:
             with self.lock:
                 raw = _raw(self.path)

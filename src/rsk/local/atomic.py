@@ -4,14 +4,26 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import threading
 from pathlib import Path
 
 
+def make_dirs(path: Path) -> None:
+    """`path` and its missing parents, each made 0700 (mkdir -p, closed to others): what rsk keeps is its user's."""
+    if path.is_dir():
+        return
+    if path.parent != path:
+        make_dirs(path.parent)
+    path.mkdir(mode=0o700, exist_ok=True)
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o600) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    """The temp file is new (O_EXCL) under a name no one can guess, opened without following a link: a file or
+    link planted at a predictable name (`rsk init` writes in a tree an agent may write) never takes the data."""
+    make_dirs(path.parent)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -49,7 +61,7 @@ def keep_as(path: Path, backup: Path) -> bool:
 
 def append_line(path: Path, line: str) -> None:
     """Append one line (O_APPEND, fsync): for append-only logs."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         os.write(fd, (line.rstrip("\n") + "\n").encode())

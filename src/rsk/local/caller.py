@@ -71,6 +71,7 @@ class Caller:
     tty: bool = False  # the client's stdout is a terminal
     columns: int = 200
     files: Mapping[str, str] = field(default_factory=dict)  # --script and --tasks files, as the client read them
+    unread: Mapping[str, int | str] = field(default_factory=dict)  # why the client could not: a byte not UTF-8
     upload: Upload | None = None  # --code's files, as the client read them
     stdio: tuple[TextIOBase, TextIOBase] | None = None  # rsk mcp's input and output: the client's, over the socket
     out: TextIO | None = None  # the caller's standard output and error: in the broker, frames to its client
@@ -188,17 +189,22 @@ def check_project(project: str) -> str:
     return project
 
 
-def read_text(name: Path | str) -> str:
-    """A file the caller named (--script, --tasks), relative to its working directory: in the broker, the
-    content its client read and sent, so the broker never opens a path another user names. Only the broker's
-    own user may be read from disk."""
+def sent_text(name: Path | str) -> str | None:
+    """A file the caller named (--script, --tasks), relative to its working directory, as its client read and
+    sent it: in the broker, for another user, the broker never opens a path that user names (why the client
+    could not send it is raised as it would be read here). None: this process's own user, whose command reads
+    the file from disk itself (rsk.local.nolink.read_file)."""
     p = path(str(name))
     c = _current.get()
     if c is not None and str(p) in c.files:
         return c.files[str(p)]
+    if c is not None and (why := c.unread.get(str(p))) is not None:  # what the client found reading it
+        if isinstance(why, int):
+            raise UnicodeDecodeError("utf-8", b"", why, why + 1, "not UTF-8")
+        raise OSError(why)
     if c is not None and not c.owner:
         raise PermissionError("its content did not come with the request; the broker opens no file for another user")
-    return p.read_text(encoding="utf-8")
+    return None
 
 
 def local_dir(name: Path | str) -> Path:

@@ -5,7 +5,8 @@ interpreter, isolated from the working directory, importing this very rsk.
 agent left in its tree would run as the human (as root, when the human is root). The child gets `-P` (no
 unsafe path first on sys.path), the directory that holds this rsk package first on PYTHONPATH, every other
 PYTHONPATH entry made absolute (a relative one would name the working directory again), and the caller
-runs it in `/`.
+runs it in `/`. rsk's own settings pass as they are: a relative RSK_HOME or RSK_TARGETS_PATH is refused in the
+child as here, and a relative XDG_* ignored (ADR 0054), so none of them names the working directory.
 """
 
 from __future__ import annotations
@@ -21,7 +22,4 @@ def python(module: str, *args: str) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     rest = [str(Path(p).absolute()) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([package_parent, *rest]))
-    for name in ("RSK_HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "RSK_TARGETS_PATH"):
-        if env.get(name):  # read in `/` from now on: relative settings keep meaning what they meant here
-            env[name] = os.pathsep.join(str(Path(p).absolute()) for p in env[name].split(os.pathsep) if p)
     return [sys.executable, "-P", "-m", module, *args], env

@@ -5,26 +5,62 @@ from __future__ import annotations
 import os
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 
-from rsk.errors import UsageError
+from rsk.errors import ConfigError, StateError, UsageError
 
 TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")  # used with fullmatch: a whole string, never a prefix
 
 
 def rsk_home() -> Path:
-    """RSK_HOME, else $XDG_STATE_HOME/rsk, else ~/.local/state/rsk."""
+    """RSK_HOME, else $XDG_STATE_HOME/rsk, else ~/.local/state/rsk. A relative RSK_HOME is refused: it would put
+    the ledger in whatever directory rsk runs in (an agent's tree); a relative XDG_STATE_HOME is ignored, as
+    the XDG spec says."""
     if home := os.environ.get("RSK_HOME"):
+        if not Path(home).is_absolute():
+            raise ConfigError(f"RSK_HOME={home!r} is a relative path: rsk would keep the ledger wherever it runs",
+                              "set RSK_HOME to an absolute path (or unset it: ~/.local/state/rsk)")  # fmt: skip
         return Path(home)
-    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state) / "rsk"
+    return _xdg("XDG_STATE_HOME", ".local/state") / "rsk"
 
 
 def config_dir() -> Path:
-    """The user's rsk configuration: $XDG_CONFIG_HOME/rsk (targets/ lives there)."""
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "rsk"
+    """The user's rsk configuration: $XDG_CONFIG_HOME/rsk (targets/ lives there); a relative XDG_CONFIG_HOME is
+    ignored, as the XDG spec says."""
+    return _xdg("XDG_CONFIG_HOME", ".config") / "rsk"
+
+
+def _xdg(name: str, default: str) -> Path:
+    value = Path(os.environ.get(name, ""))
+    return value if value.is_absolute() else Path.home() / default
+
+
+def private_dir(path: Path) -> Path:
+    """`path`, RSK_HOME or a directory below it, ready for rsk's state: RSK_HOME and each directory down to
+    `path` made 0700 when missing, tightened to 0700 when looser (an RSK_HOME made by hand, or by an rsk that
+    made it 0755), and refused when it is another user's. Another user then can neither read the ledger nor take
+    its lock (docs/security.md)."""
+    home = rsk_home()
+    parts = path.relative_to(home).parts
+    try:
+        home.parent.mkdir(parents=True, exist_ok=True)
+        for i in range(len(parts) + 1):
+            d = home.joinpath(*parts[:i])
+            d.mkdir(mode=0o700, exist_ok=True)
+            st = d.stat()
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+                raise StateError(
+                    f"{d} is not a directory of this user (uid {st.st_uid}): rsk keeps its state only in its own",
+                    "set RSK_HOME to a directory of your own (docs/security.md)",
+                )
+            if st.st_mode & 0o077:
+                d.chmod(stat.S_IMODE(st.st_mode) & 0o700)
+    except OSError as exc:
+        raise StateError(f"cannot make rsk's state directory {path}: {exc.strerror or exc}",
+                         "set RSK_HOME to a directory this user may write") from exc  # fmt: skip
+    return path
 
 
 _ATTEMPT = re.compile(r"(?P<base>.+)\.a(?P<n>[0-9]{1,4})")

@@ -65,8 +65,33 @@ def broker_mode() -> Check:
                  f"{idle:g} s)", hint="RSK_BROKER=off turns it off")  # fmt: skip
 
 
+def state_home() -> Check:
+    """RSK_HOME is this user's and closed to others (0700): rsk makes it so, and tightens a looser one at the
+    next write of a ledger; until then this says so."""
+    import os
+    import stat
+
+    from rsk.local.paths import rsk_home
+
+    home = rsk_home()
+    try:
+        st = home.stat()
+    except FileNotFoundError:
+        return Check(name="state", result="pass", message=f"{home} does not exist yet (rsk makes it 0700)")
+    except OSError as exc:
+        return Check(name="state", result="fail", message=f"{home}: {exc.strerror}", hint="set RSK_HOME")
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_uid != os.geteuid():
+        return Check(name="state", result="fail", message=f"{home} belongs to uid {st.st_uid}, not this user",
+                     hint="set RSK_HOME to a directory of your own")  # fmt: skip
+    if mode & 0o077:
+        said = f"{home} is {mode:04o}: other users may reach the ledger and take its lock"
+        return Check(name="state", result="warn", message=said, hint=f"chmod 700 {home} (rsk does at the next write)")
+    return Check(name="state", result="pass", message=f"{home} ({mode:04o}, this user's)")
+
+
 def doctor(target_name: str) -> Report:
-    checks: list[Check] = [broker_mode()]
+    checks: list[Check] = [broker_mode(), state_home()]
 
     def report() -> Report:
         return Report(target=target_name, ok=all(c.result != "fail" for c in checks), checks=checks)

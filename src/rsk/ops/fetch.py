@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
-import shutil
+import stat
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from rsk.cluster.remote import Remote, remote_for
 from rsk.codelist import RESULTS_DIR
 from rsk.errors import StateError, UsageError, not_ours
+from rsk.local.nolink import LINK_HINT, Dir, LinkRefused
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
 
@@ -53,37 +53,56 @@ class FetchReport(BaseModel):
     bytes: int
 
 
-def _fetch_one(
-    remote: Remote, project: str, job: str, path: str, size: int, to: Path, budget: list[int]
-) -> FetchedFile:
-    dest = to / path
-    part = dest.with_name(dest.name + ".rsk-part")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    offset = 0
-    if part.exists():  # a cut transfer: resume from the whole blocks already here
-        offset = part.stat().st_size // BLOCK * BLOCK
-    resumed = offset
-    with part.open("r+b" if part.exists() else "wb") as fh:
-        fh.truncate(offset)
-        fh.seek(offset)
-        while offset < size:
-            chunk = min(FETCH_CHUNK, budget[0] // BLOCK * BLOCK)  # the bound holds: whole blocks, none past it
-            if chunk <= 0:
-                raise UsageError(f"fetch stopped at its byte limit ({offset} of {size} bytes of {path} are here)",
-                                 "pass a larger --max-bytes; run the same command again to resume",
-                                 code="byte-limit")  # fmt: skip
-            out = remote.call("fetch", project, job, path, str(offset), str(chunk))
-            raise_for_error(out)
-            block = answers.fetch(out)
-            data = block.data
-            size = block.size if block.size is not None else size  # a file that still grows
-            if not data:
-                break
-            fh.write(data)
-            offset += len(data)
-            budget[0] -= len(data)
-    part.replace(dest)
-    return FetchedFile(path=path, size=offset, to=str(dest), resumed_from=resumed)
+def _fetch_one(remote: Remote, project: str, job: str, path: str, size: int, to: Dir, budget: list[int]) -> FetchedFile:
+    """One file into `to` (rsk.local.nolink: no link followed on the way), through PATH.rsk-part: a cut
+    transfer resumes from the whole blocks already there, and the file appears by one rename."""
+    head, _, name = path.rpartition("/")
+    with to.sub(head, create=True) as where:
+        part = name + ".rsk-part"
+        fh, have = where.open_to_write(part)
+        offset = resumed = have // BLOCK * BLOCK
+        with fh:
+            fh.truncate(offset)
+            fh.seek(offset)
+            while offset < size:
+                chunk = min(FETCH_CHUNK, budget[0] // BLOCK * BLOCK)  # the bound holds: whole blocks, none past it
+                if chunk <= 0:
+                    raise UsageError(f"fetch stopped at its byte limit ({offset} of {size} bytes of {path} are here)",
+                                     "pass a larger --max-bytes; run the same command again to resume",
+                                     code="byte-limit")  # fmt: skip
+                out = remote.call("fetch", project, job, path, str(offset), str(chunk))
+                raise_for_error(out)
+                block = answers.fetch(out)
+                data = block.data
+                size = block.size if block.size is not None else size  # a file that still grows
+                if not data:
+                    break
+                fh.write(data)
+                offset += len(data)
+                budget[0] -= len(data)
+        where.rename(part, where, name)
+    return FetchedFile(path=path, size=offset, to=str(to.path / path), resumed_from=resumed)
+
+
+class _Into:
+    """Where a fetch puts files: the directory is opened (and made) at the first file, from `/` without
+    following a link (rsk.local.nolink), so a fetch that finds nothing makes nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._dir: Dir | None = None
+
+    def dir(self) -> Dir:
+        if self._dir is None:
+            self._dir = Dir.open(self.path, create=True)
+        return self._dir
+
+    def __enter__(self) -> _Into:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._dir is not None:
+            self._dir.close()
 
 
 def _check(paths: list[str]) -> None:
@@ -98,7 +117,7 @@ NAME_RULE = "names of A-Z a-z 0-9 . _ + @ : , - and / only"
 
 
 def _fetch_paths(
-    remote: Remote, project: str, job: str, paths: list[str], to: Path, budget: list[int], missing: list[str] | None,
+    remote: Remote, project: str, job: str, paths: list[str], to: _Into, budget: list[int], missing: list[str] | None,
     skipped: list[str] | None = None,
 ) -> list[FetchedFile]:  # fmt: skip
     """Each path (a file, or a directory's files) into `to`; with `missing`, a path the job's directory lacks is
@@ -115,14 +134,14 @@ def _fetch_paths(
             continue
         found = answers.fetch(out)
         if found.size is not None:
-            files.append(_fetch_one(remote, project, job, p, found.size, to, budget))
+            files.append(_fetch_one(remote, project, job, p, found.size, to.dir(), budget))
             continue
         if skipped is not None:
             skipped += [f"{p.rstrip('/')}/{name}" for name in found.skipped][:100]
         for e in found.entries:
             sub = f"{p.rstrip('/')}/{e.path}"
             if _FETCH_PATH.fullmatch(sub) and ".." not in sub.split("/"):
-                files.append(_fetch_one(remote, project, job, sub, e.size, to, budget))
+                files.append(_fetch_one(remote, project, job, sub, e.size, to.dir(), budget))
             elif skipped is not None:
                 skipped.append(sub)
     return files
@@ -133,8 +152,8 @@ def fetch(target_name: str, project: str, job: str, paths: list[str], to: Path,
     """Files from a job's run directory (its work copy, where it wrote), whole files or directories."""
     _check(paths)
     skipped: list[str] = []
-    with remote_for(target_name) as remote:
-        files = _fetch_paths(remote, project, job, paths, to, [max_bytes], None, skipped)
+    with remote_for(target_name) as remote, _Into(to) as into:
+        files = _fetch_paths(remote, project, job, paths, into, [max_bytes], None, skipped)
     return FetchReport(target=target_name, project=project, job_id=job, to=str(to), files=files, file_count=len(files),
                        bytes=sum(f.size for f in files), skipped=skipped)  # fmt: skip
 
@@ -182,8 +201,8 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
             assert j.task is not None
             missing: list[str] = []
             skipped: list[str] = []
-            got = _fetch_paths(remote, project, j.job_id, paths, to / check_token("task", j.task), budget, missing,
-                               skipped)  # fmt: skip
+            with _Into(to / check_token("task", j.task)) as into:
+                got = _fetch_paths(remote, project, j.job_id, paths, into, budget, missing, skipped)
             tasks.append(TaskFetch(task=j.task, job_id=j.job_id, state=j.state, files=got, missing=missing,
                                    skipped=skipped))  # fmt: skip
     total = sum(f.size for t in tasks for f in t.files)
@@ -270,68 +289,85 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
                  max_bytes: int = 1024**3, via: Remote | None = None,
                  succeeded: bool = False) -> ResultReport:  # fmt: skip
     """A job's published result into DIR (which must not exist yet), every file checked against the manifest,
-    made to appear with one rename; with `partial`, the stage of a job that did not succeed, labelled so."""
+    made to appear with one rename; with `partial`, the stage of a job that did not succeed, labelled so. DIR's
+    parent, the work directory beside it and everything below are reached without following a link
+    (rsk.local.nolink)."""
     root = ".rsk-partial" if partial else ".rsk-result"
-    work = to.parent / f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
-    with nullcontext(via) if via is not None else remote_for(target_name) as remote:
-        if not partial and not succeeded:  # `succeeded`: the caller read that state of this job just now
-            _succeeded(remote, target_name, project, job)
-        out = remote.call("fetch", project, job, root, "0", "0")
-        try:
-            raise_for_error(out)
-        except UsageError as exc:
-            if exc.code != "not-found":
-                raise
-            raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
-        found = answers.fetch(out)
-        listed = {e.path: e.size for e in found.entries}
-        skipped = found.skipped[:100] if partial else []
-        if partial:  # the label is rsk's: what the job left under that name (or a manifest's) does not come back
-            listed = {p: n for p, n in listed.items() if p.split("/")[0] not in (".rsk-partial", ".rsk-manifest")}
-        manifest: dict[str, tuple[str, int]] = {}
-        if not partial:
-            text = _read_small(remote, project, job, f"{root}/.rsk-manifest")
-            manifest = _manifest(text)
-            listed.pop(".rsk-manifest", None)
-            if len(manifest) > len(listed) >= 999:  # the cluster lists at most 1,000 files (the manifest one of them)
-                raise StateError(f"job {job}'s result has {len(manifest)} files, more than rsk lists (1000); nothing "
-                                 "was fetched", f"fetch the files you need by path: rsk fetch {job} .rsk-result/PATH "
-                                 "(a job of this rsk keeps such a result partial)")  # fmt: skip
-            if set(listed) != set(manifest) or any(listed[p] != manifest[p][1] for p in listed):
-                raise StateError(f"job {job}'s result does not match its manifest: files changed after it was "
-                                 "published; nothing was fetched")  # fmt: skip
-            if to.exists():
-                if (to / ".rsk-manifest").is_file() and (to / ".rsk-manifest").read_text() == text:
-                    there = [
-                        FetchedFile(path=p, size=size, to=str(to / p)) for p, (_, size) in sorted(manifest.items())
-                    ]
-                    return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=there,
-                                        file_count=len(there), bytes=0, already=True)  # fmt: skip
-                raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
-        elif to.exists():
-            raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
-        budget = [max_bytes]
-        got = [
-            _fetch_one(remote, project, job, f"{root}/{p}", size, work, budget) for p, size in sorted(listed.items())
-        ]
-    stage = work / root
-    stage.mkdir(parents=True, exist_ok=True)
-    for path, (digest, size) in manifest.items():
-        with (stage / path).open("rb") as fh:
-            seen = hashlib.file_digest(fh, "sha256").hexdigest()
-        if (stage / path).stat().st_size != size or seen != digest:
-            shutil.rmtree(work, ignore_errors=True)
-            raise StateError(f"{path} of job {job}'s result does not match its manifest: refused, nothing kept")
-    if partial:
-        (stage / ".rsk-partial").write_text(f"job {job} did not succeed: this is what it left, not a result\n")
-    else:
-        (stage / ".rsk-manifest").write_text(text)
-    stage.replace(to)  # the whole result appears at once
-    shutil.rmtree(work, ignore_errors=True)
+    work_name = f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
+    with _Into(to.parent) as parent:
+        with nullcontext(via) if via is not None else remote_for(target_name) as remote:
+            if not partial and not succeeded:  # `succeeded`: the caller read that state of this job just now
+                _succeeded(remote, target_name, project, job)
+            out = remote.call("fetch", project, job, root, "0", "0")
+            try:
+                raise_for_error(out)
+            except UsageError as exc:
+                if exc.code != "not-found":
+                    raise
+                raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
+            found = answers.fetch(out)
+            listed = {e.path: e.size for e in found.entries}
+            skipped = found.skipped[:100] if partial else []
+            if partial:  # the label is rsk's: what the job left under that name (or a manifest's) does not come back
+                listed = {p: n for p, n in listed.items() if p.split("/")[0] not in (".rsk-partial", ".rsk-manifest")}
+            manifest: dict[str, tuple[str, int]] = {}
+            text = ""
+            if not partial:
+                text = _read_small(remote, project, job, f"{root}/.rsk-manifest")
+                manifest = _manifest(text)
+                listed.pop(".rsk-manifest", None)
+                if len(manifest) > len(listed) >= 999:  # the cluster lists at most 1,000 files (the manifest one)
+                    raise StateError(f"job {job}'s result has {len(manifest)} files, more than rsk lists (1000); "
+                                     f"nothing was fetched", f"fetch the files you need by path: rsk fetch {job} "
+                                     ".rsk-result/PATH (a job of this rsk keeps such a result partial)")  # fmt: skip
+                if set(listed) != set(manifest) or any(listed[p] != manifest[p][1] for p in listed):
+                    raise StateError(f"job {job}'s result does not match its manifest: files changed after it was "
+                                     "published; nothing was fetched")  # fmt: skip
+            if (there := _there(parent.dir(), to, None if partial else text)) is not None:
+                return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=there,
+                                    file_count=len(there), bytes=0, already=True)  # fmt: skip
+            budget = [max_bytes]
+            with parent.dir().sub(work_name, create=True) as work:
+                got = [
+                    _fetch_one(remote, project, job, f"{root}/{p}", size, work, budget)
+                    for p, size in sorted(listed.items())
+                ]
+        with parent.dir().sub(f"{work_name}/{root}", create=True) as stage:
+            for path, (digest, size) in manifest.items():
+                if stage.sha256(path) != (digest, size):
+                    parent.dir().remove_tree(work_name)
+                    raise StateError(f"{path} of job {job}'s result does not match its manifest: refused, nothing kept")
+            if partial:
+                stage.write(".rsk-partial", f"job {job} did not succeed: this is what it left, not a result\n".encode())
+            else:
+                stage.write(".rsk-manifest", text.encode())
+        with parent.dir().sub(work_name) as work:
+            work.rename(root, parent.dir(), to.name)  # the whole result appears at once
+        parent.dir().remove_tree(work_name)
     files = [FetchedFile(path=p, size=size, to=str(to / p)) for p, size in sorted(listed.items())]
     return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=files,
                         file_count=len(files), bytes=sum(f.size for f in got), partial=partial,
                         skipped=skipped)  # fmt: skip
+
+
+def _there(parent: Dir, to: Path, manifest: str | None) -> list[FetchedFile] | None:
+    """The files of the same result already in DIR (its manifest is this one), or None when DIR does not exist;
+    a DIR that holds anything else, or is a link, is refused."""
+    found = parent.lookup(to.name)
+    if found is None:
+        return None
+    if stat.S_ISLNK(found.st_mode):
+        raise LinkRefused(f"{to} is a symbolic link: refused, nothing was written there", LINK_HINT)
+    if manifest is not None and stat.S_ISDIR(found.st_mode):
+        with parent.sub(to.name) as there:
+            label = there.lookup(".rsk-manifest")
+            if label is not None and stat.S_ISREG(label.st_mode) and there.read(".rsk-manifest") == manifest.encode():
+                return [
+                    FetchedFile(path=p, size=size, to=str(to / p))
+                    for p, (_, size) in sorted(_manifest(manifest).items())
+                ]
+        raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
+    raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
 
 
 def _read_small(remote: Remote, project: str, job: str, path: str) -> str:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from rsk.codelist import MAX_BYTES, selected
 from rsk.errors import UsageError
+from rsk.local.nolink import Dir, Missing
 
 DEFAULT_MAX_BYTES = MAX_BYTES
 _SAFE = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
@@ -49,24 +51,29 @@ def snapshot(
 ) -> CodeSnapshot:
     """The files `--code root` takes. `git=False` for files another user's client sent: they are its
     selection already, and git is never run on a tree another user wrote (rsk.codelist.listed)."""
-    root = root.resolve()
-    if not root.is_dir():
-        raise UsageError(f"--code {root} is not a directory")
+    # another user's files sit in the broker's own new directory; a tree of the caller's is walked from `/`
+    # without following a link (rsk.local.nolink): a link placed on the way would send the human's files
+    root = root.resolve() if not git else Path(os.path.normpath(root.absolute()))
+    try:
+        opened = Dir.open(root)
+    except Missing:
+        raise UsageError(f"--code {root} is not a directory") from None
     files: list[CodeFile] = []
-    for rel in selected(str(root), excludes or [], git):
-        full = root / rel
-        if full.is_symlink():
-            raise UsageError(f"--code: {rel} is a symlink", "rsk copies regular files only: exclude it (--exclude)")
-        if not full.is_file():
-            continue  # a file git knows that was deleted
-        if not _SAFE.fullmatch(rel) or any(c in (".", "..") for c in rel.split("/")) or rel.startswith("-"):
-            raise UsageError(
-                f"--code: the file name {rel!r} cannot travel",
-                "names are A-Z a-z 0-9 . _ + @ : , - and /; rename the file or exclude it (--exclude)",
-            )
-        data = full.read_bytes()
-        files.append(CodeFile(path=rel, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
-                              executable=os.access(full, os.X_OK)))  # fmt: skip
+    with opened as top:
+        for rel in selected(str(root), excludes or [], git):
+            found = top.lookup(rel)
+            if found is not None and stat.S_ISLNK(found.st_mode):
+                raise UsageError(f"--code: {rel} is a symlink", "rsk copies regular files only: exclude it (--exclude)")
+            if found is None or not stat.S_ISREG(found.st_mode):
+                continue  # a file git knows that was deleted
+            if not _SAFE.fullmatch(rel) or any(c in (".", "..") for c in rel.split("/")) or rel.startswith("-"):
+                raise UsageError(
+                    f"--code: the file name {rel!r} cannot travel",
+                    "names are A-Z a-z 0-9 . _ + @ : , - and /; rename the file or exclude it (--exclude)",
+                )
+            data, mode = top.read_with_mode(rel)  # no link followed, even one put there since the look above
+            files.append(CodeFile(path=rel, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
+                                  executable=bool(mode & stat.S_IXUSR)))  # fmt: skip
     if not files:
         raise UsageError(f"--code {root} has no files to send (after excludes)")
     total = sum(f.size for f in files)

@@ -30,7 +30,7 @@ from rsk.ledger import cards as ledger_cards
 from rsk.ledger.notify import PageFile, page_file
 from rsk.ledger.store import Store
 from rsk.local.atomic import write_atomic
-from rsk.local.paths import check_token, rsk_home
+from rsk.local.paths import check_token, private_dir, rsk_home
 from rsk.ops.gpus import GpuInventory, inventory
 from rsk.ops.watcher import Snapshot, Watcher
 from rsk.request.units import parse_expiry
@@ -428,8 +428,7 @@ def launch_file(port: int) -> Path:
 
 def write_launch_file(guard: Guard) -> Path:
     path = launch_file(guard.port)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
+    private_dir(path.parent)
     url = guard.launch_url()
     text = (
         f'<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url={url}">'
@@ -442,8 +441,7 @@ def write_launch_file(guard: Guard) -> Path:
 def write_page_file(guard: Guard) -> Path:
     """Where the page serves, for the notification hook (rsk.ledger.notify.page_address)."""
     path = page_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
+    private_dir(path.parent)
     page = PageFile(address=guard.url(), pid=os.getpid())
     write_atomic(path, page.model_dump_json().encode(), mode=0o600)
     return path
