@@ -55,13 +55,13 @@ def test_a_gpu_is_a_projects_by_its_ledgers_job_ids_never_by_the_name_a_job_give
     other = project + "o"
     grant(project, "--jobs", "2", "--gpu-hours", "2", "--max-time", "10")
     grant(other, "--jobs", "1")  # a ledger of that project exists here: its name alone must not claim the job
-    renamed = f"scontrol update JobId=$SLURM_JOB_ID JobName=rsk:{other}:stolen; touch $RSK_RUN_DIR/renamed; sleep 120"
-    mine = launched(launch(project, "-r", "mine", "--partition", "gpu", "--gpus", "1", "--time", "5",
+    renamed = f"scontrol update JobId=$SLURM_JOB_ID JobName=rsk:{other}:stolen; touch $RSK_RUN_DIR/renamed; sleep 280"
+    mine = launched(launch(project, "-r", "mine", "--gpus", "1", "--time", "5", "--mem", "50M",
                            command=("sh", "-c", renamed)))["job_id"]  # fmt: skip
-    fake = lab.ssh(f"sbatch --parsable -p gpu --gres=gpu:1 -t 5 --chdir=/tmp --output=/dev/null "
-                   f"--job-name=rsk:{project}:fake --wrap 'sleep 120'").stdout.strip()  # fmt: skip
+    fake = lab.ssh(f"sbatch --parsable --gres=gpu:1 -t 5 --mem=50M --chdir=/tmp --output=/dev/null "
+                   f"--job-name=rsk:{project}:fake --wrap 'sleep 280'").stdout.strip()  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 300  # (the lab is shared: other tests' jobs may hold its GPUs a while)
         while time.monotonic() < deadline:
             ran = lab.ssh(f"test -f {lab.root_sh}/runs/{project}/mine/t0/renamed && squeue -h -j {fake} -o %T")
             if ran.stdout.strip() == "RUNNING":
