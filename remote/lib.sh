@@ -134,12 +134,12 @@ rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to R
     RSK_BLOCK="$RSK_BLOCK$rsk_l
 "
 }
-# rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (rsk_append; the project lock is held); returns
-# nonzero (after an @@warning) when the disk refuses: callers decide whether that is fatal
 rsk_jblock() { # rsk_jblock TEXT: RSK_BLOCK, the journal lines ("J LINE") of an awk pass's answer, as whole lines
     RSK_BLOCK=$(printf '%s\n' "$1" | sed -n 's/^J //p') && RSK_BLOCK=${RSK_BLOCK:+"$RSK_BLOCK
 "}
 }
+# rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (rsk_append; the project lock is held); returns
+# nonzero (after an @@warning) when the disk refuses: callers decide whether that is fatal
 rsk_journal_write() {
     [ -z "$RSK_BLOCK" ] || rsk_append "$RSK_ROOT/journal/$1.log" "$RSK_BLOCK" || {
         rsk_emit warning code=journal-unwritable "msg=$(rsk_b64 "cannot append to $RSK_ROOT/journal/$1.log")"
