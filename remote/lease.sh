@@ -21,6 +21,7 @@ lease_emit() { # lease_emit NAME
 }
 do_status() {
     [ -z "$name" ] || { lease_emit "$name"; return 0; }
+    rsk_squeue && rsk_sq_leases "$project"
     for f in "$RSK_ROOT/leases/$project"/*/lease; do
         [ ! -f "$f" ] || { f=${f%/lease}; lease_emit "${f##*/}"; }
     done

@@ -36,9 +36,11 @@ function tres_count(s, key,    n, w, i) {
 # word of where rsk sent it, which no rename, marker or journal edit of the job changes (docs/adr/0039)
 function sq_under(dir) { return dir != "" && index(SQ_OUT, dir "/") == 1 }
 # after sq(): one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p), held by the ledger
-# (held: " JOB:RID ...", found by id whatever its name) or written by Slurm under the project's runs, and active
-function project_active(p, held, runs) {
-    return (index(SQ_NAME, p) == 1 || index(held, " " SQ_ID ":") || sq_under(runs)) && active(SQ_STATE)
+# (held: " JOB:RID ...", found by id whatever its name: read once into HELD_ID) or written by Slurm under the
+# project's runs, and active
+function project_active(p, held, runs,    n, w, i) {
+    if (!HELD_READ++) { n = split(held, w, " "); for (i = 1; i <= n; i++) HELD_ID[substr(w[i], 1, index(w[i], ":") - 1)] }
+    return (index(SQ_NAME, p) == 1 || SQ_ID in HELD_ID || sq_under(runs)) && active(SQ_STATE)
 }
 # one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID) whose run directory is d: 1 with EV_IDX,
 # EV_JOB and EV_PLAN set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does

@@ -6,7 +6,7 @@
 RSK_PROTOCOL=2 RSK_RC=0 RSK_NONCE='' RSK_LOCKED='' RSK_T='' RSK_SINCE=''
 RSK_SQ='' RSK_SLURM='' RSK_HELD='' # rsk_squeue's answer and up|down ("" before it); the ledger's jobs
 # exit codes (docs/protocol.md, "Exit codes")
-RSK_E_USAGE=2 RSK_E_POLICY=3 RSK_E_MISMATCH=5 RSK_E_CAP=7 RSK_E_UNAVAILABLE=69 RSK_E_SBATCH=70 RSK_E_ROOT=73 RSK_E_MISSING=78
+RSK_E_USAGE=2 RSK_E_POLICY=3 RSK_E_MISMATCH=5 RSK_E_CAP=7 RSK_E_UNAVAILABLE=69 RSK_E_SBATCH=70 RSK_E_ROOT=73 RSK_E_LOCKED=75 RSK_E_MISSING=78
 
 # the frame -------------------------------------------------------------------
 rsk_emit() { printf '@@%s' "$RSK_NONCE"; printf ' %s' "$@"; printf '\n'; } # rsk_emit KIND [key=value ...]: one @@ line
@@ -113,12 +113,13 @@ rsk_need_writable() {
         rm -f "$rsk_dir/.probe.$$"
     done
 }
-# rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012)
+# rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012).
+# A job of the account can hold it for ever: after 30 s, lock-held (rc 75), well within the client's call (ADR 0056)
 rsk_lock() {
     rsk_need flock
     rsk_need_writable "$RSK_ROOT/journal"
     exec 9>>"$RSK_ROOT/journal/$1.lock" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot open the lock of $1"
-    flock -w 120 9 || rsk_fail "$RSK_E_ROOT" lock-timeout "the lock of project $1 was held too long"
+    flock -w 30 9 || rsk_fail "$RSK_E_LOCKED" lock-held "the lock of project $1 ($RSK_ROOT/journal/$1.lock) has been held for 30 s by another process of the account (another rsk command of the project, or a job); rsk cancel works regardless"
     RSK_LOCKED=1
 }
 
@@ -132,6 +133,10 @@ rsk_jline() { # rsk_jline EVENT RID PLAN IDX [key=value ...]: adds one line to R
     for rsk_kv in "$@"; do case $rsk_kv in *=) ;; *) rsk_l="$rsk_l $rsk_kv" ;; esac; done
     RSK_BLOCK="$RSK_BLOCK$rsk_l
 "
+}
+rsk_jblock() { # rsk_jblock TEXT: RSK_BLOCK, the journal lines ("J LINE") of an awk pass's answer, as whole lines
+    RSK_BLOCK=$(printf '%s\n' "$1" | sed -n 's/^J //p') && RSK_BLOCK=${RSK_BLOCK:+"$RSK_BLOCK
+"}
 }
 # rsk_journal_write PROJECT: appends RSK_BLOCK as one sealed block (rsk_append; the project lock is held); returns
 # nonzero (after an @@warning) when the disk refuses: callers decide whether that is fatal
@@ -223,17 +228,15 @@ rsk_need_slurm() { # rsk_need_slurm: a fresh rsk_squeue, or fail: nothing can be
     rsk_squeue
     [ "$RSK_SLURM" = up ] || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: the controller does not answer"
 }
-# rsk_sq_job JOB: SQ_STATE and SQ_NAME of the job's line in RSK_SQ (sq() in sh, no fork), or false when Slurm
-# lists no such job
+# rsk_sq_job JOB: SQ_STATE and SQ_NAME of the job's line in RSK_SQ (one awk pass: never once a job in a loop over
+# many; rsk_sq_leases), or false when Slurm lists no such job
 rsk_sq_job() {
-    rsk_l="
-$RSK_SQ"
-    case $rsk_l in *"
-$1|"*) rsk_l=${rsk_l#*"
-$1|"} ;; *) return 1 ;; esac
-    rsk_l=${rsk_l%%"
-"*} # STATE|ELAPSED|LIMIT|WHERE|SUBMIT|NODES|CPUS|MEM|GPUS|PARTITION|ACCOUNT|QOS|OUT|NAME|COMMENT
-    SQ_STATE=${rsk_l%%|*} SQ_NAME=${rsk_l#*|*|*|*|*|*|*|*|*|*|*|*|*|} SQ_NAME=${SQ_NAME%%|*}
+    rsk_l=$(printf '%s\n' "$RSK_SQ" | awk -v j="$1" "$RSK_AWK"'{ sq($0) } SQ_ID == j { print SQ_STATE "|" SQ_NAME; exit }')
+    [ -n "$rsk_l" ] && SQ_STATE=${rsk_l%%|*} SQ_NAME=${rsk_l#*|}
+}
+rsk_sq_leases() { # rsk_sq_leases PROJECT: RSK_SQ cut to the lines of the project's leases' jobs, for rsk_lease in a loop
+    RSK_SQ=$({ cat "$RSK_ROOT/leases/$1"/*/lease 2>/dev/null; echo --; printf '%s\n' "$RSK_SQ"; } | awk "$RSK_AWK"'
+        $0 == "--" { p = 1; next } !p { j[kv($0, "job")]; next } { sq($0) } SQ_ID in j')
 }
 rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
 rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
@@ -259,9 +262,9 @@ rsk_evidence_lines() {
 # with the plan it names ("-": none); "? JOB" for each whose script the controller does not give (it could be one)
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held=" $RSK_HELD" -v except=" $2 " \
-        "$RSK_AWK"'{ sq($0) } SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 \
-            && !index(held, " " SQ_ID ":") && !index(except, " " SQ_ID " ") { print SQ_ID }'); do
+    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v skip="$RSK_HELD $2" "$RSK_AWK"'
+        BEGIN { n = split(skip, w, " "); for (i = 1; i <= n; i++) { sub(/:.*/, "", w[i]); no[w[i]] } } { sq($0) }
+        SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 && !(SQ_ID in no) { print SQ_ID }'); do
         if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
             printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v runs="'$RSK_ROOT/runs/$1/" -v tail="'/t\"\$rsk_ti\"" "$RSK_AWK"'
                 d == "" && index($0, "rsk_run=" runs) == 1 && substr($0, length($0) - length(tail) + 1) == tail {

@@ -26,16 +26,13 @@ main() {
         }
         END { for (x = 1; x <= n; x++) { k = order[x]; if (last[k] == "intent") print k, num[k], plan[k], dash(task[k]) } }' "$jf")
     if [ -n "$open" ]; then
-        rsk_need_slurm # one read of the queue: the evidence of every open intent
-        while read -r rid idx i plan task; do
-            count=$((count + 1))
-            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v d="$runs/$rid" -v i="$i" \
-                "$RSK_AWK"'evidence($0, n, d) && EV_IDX == i { print EV_JOB; exit }')
-            found="$found$rid $idx $i $plan $task ${job:--}
+        rsk_need_slurm # one read of the queue, each request's evidence gathered once ("@ RID IDX JOB": its first per task)
+        count=$(printf '%s\n' "$open" | awk 'END { print NR }')
+        found="$({ for rid in $(printf '%s\n' "$open" | awk '!s[$1]++ { print $1 }'); do
+            rsk_evidence_lines "$project" "$rid" | awk -v r="$rid" -v n="rsk:$project:$rid" -v d="$runs/$rid" \
+                "$RSK_AWK"'evidence($0, n, d) && !(EV_IDX in s) { s[EV_IDX] = 1; print "@", r, EV_IDX, EV_JOB }'
+        done; printf '%s\n' "$open"; } | awk '$1 == "@" { job[$2 " " $3] = $4; next } { print $0, (($1 " " $3) in job ? job[$1 " " $3] : "-") }')
 "
-        done <<EOT
-$open
-EOT
     fi
     # the account's jobs that no book or journal line holds, since the ledger's oldest unknown outcome, by batch script:
     # for an intent with no evidence, and (with since) for a task whose every journal line a job may have erased
@@ -48,39 +45,32 @@ EOT
         scripts=$(rsk_script_runs "$project" "${known:-} $(printf '%s' "$found" | awk '$6 != "-" { printf "%s ", $6 }')")
         # unknown: jobs whose script Slurm does not give, and those whose script runs a task no open intent names: any
         # may be a request's (hidden by a job of the account, or a script of its own that claims it): never adopted
-        unknown=$(printf '%s\n' "$scripts" | awk -v seen=" $(printf '%s' "$found" | awk '{ printf "%s/%s ", $1, $3 }')" \
-            '$1 == "?" || (NF && !index(seen, " " $1 "/" $2 " ")) { printf "%s%s", s, ($1 == "?" ? $2 : $3); s = "," }')
+        unknown=$({ printf '%s' "$found"; echo --; printf '%s\n' "$scripts"; } | awk '$0 == "--" { p = 1; next } !p { seen[$1 " " $3]; next }
+            $1 == "?" || (NF && !(($1 " " $2) in seen)) { printf "%s%s", s, ($1 == "?" ? $2 : $3); s = "," }')
     fi
-    while read -r rid idx i plan task job; do
-        [ -n "$rid" ] || continue
-        [ "$task" != - ] || task=''
-        [ "$job" != - ] || job=$(printf '%s\n' "$scripts" | awk -v r="$rid" -v i="$i" '$1 == r && $2 == i + 0 { print $3; exit }')
-        u='' result=reconciled
-        if [ -n "${job#-}" ]; then rsk_jline reconciled "$rid" "$plan" "$idx" "task=$task" "job=$job"
-        elif [ -n "$unknown" ]; then result=unresolved u=$unknown # left open: nothing shows the intent submitted nothing
-        else result=abandoned; rsk_jline abandoned "$rid" "$plan" "$idx" "task=$task" code=no-evidence; fi
-        results="${results}rid=$rid idx=$i task=$task plan=$plan result=$result job=${job#-} unknown=$u
-"
-    done <<EOT
-$found
-EOT
+    # each open intent: reconciled to its job (the evidence's, else a batch script's), left open while a job Slurm
+    # lists may be its own (unknown), else abandoned; its journal line ("J ...") and its answer, in one pass
+    out=$({ printf '%s\n' "$scripts"; echo --; printf '%s' "$found"; } | RSK_NONCE=$RSK_NONCE awk -v t="$(rsk_now)" -v u="$unknown" '
+        $0 == "--" { p = 1; next } !p { if (NF == 4 && !(($1 " " $2 + 0) in s)) s[$1 " " $2 + 0] = $3; next }
+        NF == 6 {
+            k = $5 == "-" ? "" : $5; j = $6 != "-" ? $6 : ($1 " " $3 + 0) in s ? s[$1 " " $3 + 0] : ""
+            r = j != "" ? "reconciled" : u != "" ? "unresolved" : "abandoned"
+            l = "J v=2 t=" t " ev=" r " rid=" $1 " plan=" $4 " idx=" ($2 == "-" ? "" : $2) (k == "" ? "" : " task=" k)
+            if (r != "unresolved") print l (r == "reconciled" ? " job=" j : " code=no-evidence")
+            print "@@" ENVIRON["RSK_NONCE"] " reconcile rid=" $1 " idx=" $3 " task=" k " plan=" $4 " result=" r " job=" j \
+                " unknown=" (r == "unresolved" ? u : "")
+        }')
+    rsk_jblock "$out"
     rsk_journal_write "$project" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal"
-    printf '%s' "$results" | while read -r a b c d e f g; do rsk_emit reconcile "$a" "$b" "$c" "$d" "$e" "$f" "$g"; done
-    # stale stages: a job killed before its wrapper could publish or set aside its $RSK_OUT leaves out.stage;
-    # once Slurm runs it no more, the stage becomes partial/, never a result (a lease's steps are left alone)
+    printf '%s\n' "$out" | sed -n '/^@@/p'
+    # stale stages: a job killed before its wrapper could publish or set aside its $RSK_OUT leaves out.stage; once Slurm
+    # runs it no more (one pass: the active jobs, each stage's marker), partial/, never a result (a step's: left alone)
     stale=0
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    if [ "$RSK_SLURM" = up ]; then
-        active=" $(rsk_active_jobs "$project" | tr '\n' ' ') "
-        for st in "$runs"/*/t*/out.stage; do
-            d=${st%/out.stage}
-            if [ ! -d "$st" ] || [ ! -f "$d/started" ]; then continue; fi
-            IFS= read -r m <"$d/started" || true
-            rsk_get "$m" job
-            case $RSK_F in '' | *s*) continue ;; esac
-            case $active in *" $RSK_F "*) continue ;; esac
-            rm -rf "$d/partial" && mv "$st" "$d/partial" && stale=$((stale + 1))
-        done
-    fi
+    [ "$RSK_SLURM" != up ] || stale=$({ rsk_active_jobs "$project"; echo --; printf '%s\n' "$runs"/*/t*/out.stage; } \
+        | awk "$RSK_AWK"'$0 == "--" { p = 1; next } !p { a[$0]; next } { d = substr($0, 1, length($0) - 10); f = d "/started"
+            if ((getline m < f) > 0 && (j = kv(m, "job")) != "" && j !~ /s/ && !(j in a)) print d; close(f) }' \
+        | while IFS= read -r d; do [ ! -d "$d/out.stage" ] || { rm -rf "$d/partial" && mv "$d/out.stage" "$d/partial" && echo; }
+        done | awk 'END { print NR }')
     rsk_emit reconciled "open=$count" "stale=$stale" "unknown=$unknown"
 }

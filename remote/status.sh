@@ -27,6 +27,7 @@ main() {
         [ ! -d "$runs" ] || find "$runs" \( -name ended -type f -exec awk '{ print FILENAME " " $0 }' {} + \) \
             -o \( -path '*/result/.rsk-manifest' -type f -print \) 2>/dev/null || true
         echo '-- steps' # a line per lease ("L NAME STATE JOB"), then the steps of the project's leases
+        rsk_sq_leases "$project"
         for lf in "$RSK_ROOT/leases/$project"/*/lease; do
             [ -f "$lf" ] || continue
             lf=${lf%/lease}

@@ -62,7 +62,7 @@ slurm_name() { # slurm_name KEY: sets RSK_V to a partition/account/qos name or "
 
 # the environment names a plan may not set: rsk's, Slurm's, PATH (the plan's), those that choose which GPUs a job
 # sees (Slurm sets them). Read by env_name_ok and rsk_export; rsk.request.inputs holds the list word for word.
-RESERVED_ENV='SLURM_* SLURMD_* SBATCH_* SALLOC_* SRUN_* RSK_* rsk_* PATH CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES GPU_DEVICE_ORDINAL ZE_AFFINITY_MASK'
+RESERVED_ENV='SLURM_* SLURMD_* SBATCH_* SALLOC_* SRUN_* RSK_* rsk_* PATH *VISIBLE_DEVICES CUDA_DEVICE_ORDER GPU_DEVICE_ORDINAL ZE_AFFINITY_MASK ZE_ENABLE_PCI_ID_DEVICE_ORDER ZE_FLAT_DEVICE_HIERARCHY ONEAPI_DEVICE_SELECTOR SYCL_DEVICE_FILTER SYCL_DEVICE_ALLOWLIST'
 
 env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of RESERVED_ENV
     case ${1%%=*} in

@@ -26,7 +26,7 @@ class Exit(IntEnum):
     BLOCKED = 12  # rsk wait: a job can never start as asked (Slurm's pending reason); nothing else can run
     UNAVAILABLE = 69  # the Slurm controller does not answer
     REMOTE_ROOT = 73  # the remote root is not writable (full disk, permissions)
-    CONNECT = 75  # the cluster cannot be reached now (refused, timeout): try again later
+    CONNECT = 75  # the cluster cannot be reached now (refused, timeout), or the project's lock stays held: try again
     HUMAN = 77  # the action needs a human at a terminal (or --yes)
     CONFIG = 78  # target, host key or authentication needs fixing
     INTERRUPTED = 130

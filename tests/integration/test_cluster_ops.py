@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rsk.errors import Exit
 from tests.conftest import Lab, rsk
-from tests.integration.helpers import finished_output, grant, launch, launched
+from tests.integration.helpers import finished_output, grant, jfield, launch, launched
 
 
 def status(project: str) -> dict[str, dict[str, object]]:
@@ -164,6 +164,37 @@ def test_cancel_touches_only_this_projects_rsk_jobs(lab: Lab, project: str) -> N
         assert [x["result"] for x in json.loads(again.out)["results"]] == ["finished"]
     finally:
         lab.ssh(f"scancel {mine} {foreign} {theirs}")
+
+
+def test_cancel_of_a_batch_of_hundreds_cancels_every_task_once_and_journals_each(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """A batch of 300 sleeping tasks (most of them pending): one cancel takes every task, answers for each on Slurm's
+    word, and journals each; a second cancel finds them all finished."""
+    n = 300
+    lab.set_policy(f"max_active_jobs = {n}\n")
+    grant(project, "--jobs", str(n))
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps({"key": f"k{i}", "argv": ["sleep", "600"]}) + "\n" for i in range(n)))
+    r = rsk("launch", "-t", "lab", "-p", project, "-r", "many", "--time", "15", "--mem", "10M", "--tasks", str(tasks),
+            "--json")  # fmt: skip
+    jobs = {t["task"]: t["job_id"] for t in launched(r)["tasks"]}
+    assert len(set(jobs.values())) == n
+    try:
+        c = rsk("cancel", "-t", "lab", "-p", project, "--batch", "many", "--json")
+        assert c.rc == 0, c.out + c.err
+        results = json.loads(c.out)["results"]
+        assert sorted(x["job_id"] for x in results) == sorted(jobs.values())
+        assert {x["result"] for x in results} == {"cancelled"} and {x["task"] for x in results} == set(jobs)
+        active = lab.ssh("squeue -h -r -o %i").stdout.split()
+        assert not set(active) & set(jobs.values())
+        cancelled = [line for line in lab.journal(project) if " ev=cancelled rid=many " in line]
+        assert sorted(jfield(line, "job") or "" for line in cancelled) == sorted(jobs.values())
+        again = json.loads(rsk("cancel", "-t", "lab", "-p", project, "--batch", "many", "--json").out)
+        assert len(again["results"]) == n and {x["result"] for x in again["results"]} == {"finished"}
+        assert status(project)["many/k0"]["state"] == "cancelled"
+    finally:
+        lab.ssh(f"scancel {' '.join(sorted({j.split('_')[0] for j in jobs.values()}))}")
 
 
 def test_reconcile_resolves_open_intents(lab: Lab, project: str) -> None:

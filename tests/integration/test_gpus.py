@@ -45,3 +45,36 @@ def test_the_inventory_names_the_jobs_holding_each_gpu(lab: Lab, project: str) -
     assert f"({project}/two)" in text.out and "GPUs free" in text.out
     assert rsk("cancel", "--target", "lab", "--project", project, "-r", "two").rc == 0
     assert rsk("cancel", "--target", "lab", "--project", project, "-r", "one").rc == 0
+
+
+def test_a_gpu_is_a_projects_by_its_ledgers_job_ids_never_by_the_name_a_job_gives_itself(
+    lab: Lab, project: str
+) -> None:
+    """A job of the project renames itself as another project's request, and a job outside rsk names itself as
+    this project's: each GPU is shown as the ledger that holds its job says, the other job as someone else's."""
+    other = project + "o"
+    grant(project, "--jobs", "2", "--gpu-hours", "2", "--max-time", "10")
+    grant(other, "--jobs", "1")  # a ledger of that project exists here: its name alone must not claim the job
+    renamed = f"scontrol update JobId=$SLURM_JOB_ID JobName=rsk:{other}:stolen; touch $RSK_RUN_DIR/renamed; sleep 280"
+    mine = launched(launch(project, "-r", "mine", "--gpus", "1", "--time", "5", "--mem", "50M",
+                           command=("sh", "-c", renamed)))["job_id"]  # fmt: skip
+    fake = lab.ssh(f"sbatch --parsable --gres=gpu:1 -t 5 --mem=50M --chdir=/tmp --output=/dev/null "
+                   f"--job-name=rsk:{project}:fake --wrap 'sleep 280'").stdout.strip()  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300  # (the lab is shared: other tests' jobs may hold its GPUs a while)
+        while time.monotonic() < deadline:
+            ran = lab.ssh(f"test -f {lab.root_sh}/runs/{project}/mine/t0/renamed && squeue -h -j {fake} -o %T")
+            if ran.stdout.strip() == "RUNNING":
+                break
+            time.sleep(1)
+        assert ran.stdout.strip() == "RUNNING", "the two GPU jobs did not start"
+        r = rsk("gpus", "--target", "lab", "--json")
+        assert r.rc == 0, r.err
+        whose = {g["job_id"]: (g["project"], g["request_id"], g["job_name"])
+                 for n in json.loads(r.out)["nodes"] for g in n["gpus"] if g["state"] == "held"}  # fmt: skip
+        assert whose[mine] == (project, "mine", None)
+        assert whose[fake] == (None, None, f"rsk:{project}:fake")
+        assert f"someone else's: rsk:{project}:fake" in rsk("gpus", "--target", "lab").out
+    finally:
+        lab.ssh(f"scancel {fake}")
+        rsk("cancel", "--target", "lab", "--project", project, "-r", "mine")

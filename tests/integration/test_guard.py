@@ -733,3 +733,69 @@ def test_evidence_a_job_forges_then_withdraws_never_submits_an_undecided_plan(la
     assert r.rc == Exit.CONFLICT and "replay-changed" in r.out + r.err, (r.rc, r.out, r.err)
     assert jobs_of(lab, project, "big1") == []  # nothing submitted
     assert grant_view(project)["jobs_spent"] == 0 and grant_view(project)["jobs_reserved"] == 0
+
+
+# 10. the human's cancel works whatever a job holds ------------------------------------------------------------
+HOLDER = """import fcntl, glob, os, sys, time
+held = [open(p, "a") for p in glob.glob(os.path.expanduser(sys.argv[1] + "/journal/*.lock"))]
+for f in held:
+    fcntl.flock(f, fcntl.LOCK_EX)
+open(os.path.expanduser(sys.argv[2]), "w").close()
+time.sleep(600)
+"""
+
+
+def test_a_job_holding_every_lock_neither_blocks_nor_fakes_the_humans_cancel(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """A job of the account holds every lock under the remote root (flock on each journal/*.lock, this project's
+    among them). The human's cancel of a request and of a batch returns at once, on Slurm's word, journaling
+    nothing (the journal loses nothing either); a launch and reconcile fail with `lock-held` (exit 75), naming
+    the lock and `rsk cancel`, well within the command's time, and submit nothing."""
+    grant(project, "--jobs", "10")
+    one = launched(launch(project, "-r", "one", command=("sleep", "300")))["job_id"]
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps({"key": f"k{i}", "argv": ["sleep", "300"]}) + "\n" for i in range(3)))
+    r = rsk("launch", "-t", "lab", "-p", project, "-r", "bb", "--tasks", str(tasks), "--json")
+    batch = [t["job_id"] for t in launched(r)["tasks"]]
+    marker = f"{lab.remote_root}/held-{project}"
+    holder = lab.ssh(f"cat > {lab.root_sh}/holder.py <<'EOF'\n{HOLDER}EOF\n"
+                     f"sbatch --parsable -t 10 --mem=50M --chdir=/tmp --output=/dev/null --job-name=holder "
+                     f"--wrap 'python3 {lab.root_sh}/holder.py {lab.remote_root} {marker}'").stdout.strip()  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while lab.ssh(f"test -f {marker}").returncode != 0:  # the job runs and holds every lock
+            assert time.monotonic() < deadline, "the job holding the locks did not start"
+            time.sleep(1)
+        journal = lab.journal(project)
+        started = time.monotonic()
+        cancelled = [rsk("cancel", "-t", "lab", "-p", project, "-r", "one", "--json"),
+                     rsk("cancel", "-t", "lab", "-p", project, "--batch", "bb", "--json")]  # fmt: skip
+        took = time.monotonic() - started
+        results = {}
+        for c in cancelled:
+            assert c.rc == 0, (c.out, c.err)
+            body = json.loads(c.out)
+            results |= {x["job_id"]: x["result"] for x in body["results"]}
+            assert "lock of project" in " ".join(body["warnings"]) and "rsk: warning:" in c.err
+        assert results == dict.fromkeys([one, *batch], "cancelled")
+        assert took < 60, took  # (a cancel that waited on the lock timed out after 120 s, exit 75)
+        states = lab.ssh(f"squeue -h -r -t all -j {','.join([one, *batch])} -o '%i %T'").stdout.split("\n")
+        assert all(line.split(" ")[1] in ("CANCELLED", "COMPLETING") for line in states if line), states
+        assert lab.journal(project) == journal  # nothing lost, and nothing written without the lock
+        # a launch and reconcile wait for the lock only so long, and say why
+        started = time.monotonic()
+        blocked = [launch(project, "-r", "two", command=("sleep", "300")),
+                   rsk("reconcile", "-t", "lab", "-p", project, "--json")]  # fmt: skip
+        assert time.monotonic() - started < 110
+        for b in blocked:
+            assert b.rc == Exit.CONNECT, (b.rc, b.out, b.err)
+            error = json.loads(b.out)
+            assert error["error"] == "lock-held" and error["retryable"], error
+            assert f"journal/{project}.lock" in error["message"] and "rsk cancel" in error["message"] + error["hint"]
+        assert jobs_of(lab, project, "two") == []
+        assert grant_view(project)["jobs_reserved"] == 0  # the launch's hold was given back, on Slurm's word
+    finally:
+        lab.ssh(f"scancel {holder}; scancel {one} {' '.join(batch)}")
+    assert lab.journal(project) == journal
+    assert json.loads(rsk("journal", "-t", "lab", "-p", project, "--json").out)["chain_ok"] is True

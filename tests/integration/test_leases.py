@@ -442,6 +442,11 @@ def test_a_step_whose_memory_leaves_gpus_idle_is_warned_and_a_queued_step_says_w
     # a step of the fair shape is told nothing
     fair = launched(step(project, "mem", "-r", "fair", "--gpus", "1", "--cpus", "1", "--mem", "300", "--time", "3"))
     assert fair["warnings"] == [], fair
+    # cancel takes a queued step out of its lease's queue: it never starts
+    c = rsk("cancel", "-r", "big2", "--target", "lab", "--project", project, "--json")
+    assert c.rc == 0 and [r["result"] for r in json.loads(c.out)["results"]] == ["cancelled"], c.out + c.err
+    st = json.loads(rsk("status", second["job_id"], "--target", "lab", "--project", project, "--json").out)
+    assert st["jobs"][0]["state"] == "cancelled", st
 
 
 def test_opening_the_same_lease_again_without_a_request_id_answers_with_it(

@@ -79,14 +79,30 @@ teardown() { teardown_root; }
     [ "$(jfact ghost job)" = 999999 ] && [ -z "$(jfact ghost sq)" ] # held, unknown to the journal: listed
     HELD="$JOB:ren" run remote submit plan < <(request request_id=other arg=true)
     [ "$(field active count)" = 1 ] && [ "$(field active jobs)" = "$JOB" ]
-    run remote cancel "$PROJECT" job "$JOB"
-    [ "$(field cancel result)" = not-ours ]
-    # the job also claims another request in the journal: the ledger's record names it
+    # the job also claims another request in the journal: Slurm's word (name, output path) and the ledger's decide
     echo "v=2 t=x ev=accepted rid=other plan=p idx=0 job=$JOB" >>"$ROOT/journal/$PROJECT.log"
+    run remote cancel "$PROJECT" rid other
+    [ "$(field cancel job)" = "$JOB" ]
+    [ "$(field cancel result)" = not-ours ]
     HELD="$JOB:ren" run remote cancel "$PROJECT" job "$JOB"
-    [ "$(field cancel result)" = cancelled ] && [ "$(field cancel rid)" = ren ]
+    [ "$(field cancel result)" = cancelled ]
+    [ "$(field cancel rid)" = ren ]
     HELD="bad word" run remote status "$PROJECT"
-    [ "$status" -eq 2 ] && [ "$(field error code)" = bad-held ]
+    [ "$status" -eq 2 ]
+    [ "$(field error code)" = bad-held ]
+}
+
+@test "cancel finds a renamed job without the ledger by where Slurm writes its output, and only for its request" {
+    submit ren arg=sleep arg=120
+    runuser -u "$LAB_USER" -- scontrol update JobId="$JOB" JobName=innocent
+    : >"$ROOT/journal/$PROJECT.log" # the job erased its journal lines too; the ledger lost the answer
+    run remote cancel "$PROJECT" rid else
+    [ "$(field cancel result)" = not-ours ] # nothing of that request
+    runuser -u "$LAB_USER" -- squeue -h -j "$JOB" -o %T | grep -Eq 'PENDING|RUNNING'
+    run remote cancel "$PROJECT" rid ren
+    [ "$(field cancel job)" = "$JOB" ]
+    [ "$(field cancel result)" = cancelled ]
+    grep -q " ev=cancelled rid=ren .* job=$JOB" "$ROOT/journal/$PROJECT.log"
 }
 
 @test "a job's name cannot stand in for Slurm's state: the cap, status and cancel read the state Slurm gives" {

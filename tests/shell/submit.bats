@@ -131,7 +131,7 @@ teardown() { teardown_root; }
     grep -q '^rc=0 ' "$ROOT/runs/$PROJECT/r1/t0/ended"
 }
 
-@test "the job's environment is the plan's: no login variables, PATH from the plan, SBATCH_* ignored" {
+@test "the job's environment is the plan's: no login variables (GPU selectors neither), PATH from the plan, SBATCH_* ignored" {
     bin="$ROOT/bin"
     mkdir -p "$bin"
     printf '#!/bin/sh\necho impostor\n' >"$bin/hostname"
@@ -140,7 +140,8 @@ teardown() { teardown_root; }
     run remote submit plan < <(request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes)
     hash=$(plan_hash)
     run runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$bin:$PATH" LEAK=secret SBATCH_GRES=gpu:4 \
-        SBATCH_PARTITION=gpu dash -c "$(cat "$PROGS/loader.sh")" rsk-submit launch \
+        SBATCH_PARTITION=gpu CUDA_VISIBLE_DEVICES=0,1,2,3 HSA_VISIBLE_DEVICES=0 ONEAPI_DEVICE_SELECTOR='level_zero:*' \
+        ZE_AFFINITY_MASK=0 GPU_DEVICE_ORDINAL=0 CUDA_DEVICE_ORDER=PCI_BUS_ID dash -c "$(cat "$PROGS/loader.sh")" rsk-submit launch \
         < <(shipped submit; printf 'rsk-frame 2 %s\n' "$NONCE"; request request_id=e1 arg=sh arg=-c 'arg=env; hostname' env=GOOD=yes
             go "$hash")
     [ "$status" -eq 0 ]
@@ -149,20 +150,45 @@ teardown() { teardown_root; }
     out=$(cat "$ROOT/runs/$PROJECT/e1/t0/stdout")
     printf '%s\n' "$out" | grep -qx 'GOOD=yes'
     printf '%s\n' "$out" | grep -qx 'PATH=/usr/local/bin:/usr/bin:/bin'
-    ! printf '%s\n' "$out" | grep -q 'LEAK\|impostor\|SBATCH_'
+    ! printf '%s\n' "$out" | grep -q 'LEAK\|impostor\|SBATCH_\|VISIBLE\|ORDINAL\|ZE_\|ONEAPI\|CUDA'
     # Slurm allocated what the plan says: the cpu partition, no GPU (scontrol remembers it MinJobAge)
     shown=$(runuser -u "$LAB_USER" -- scontrol show job "$job")
     printf '%s\n' "$shown" | grep -q 'Partition=cpu '
     ! printf '%s\n' "$shown" | grep -q 'gpu'
 }
 
+# the names that choose which GPUs a job sees, or how they are numbered, in CUDA, ROCm, HIP, HSA, OpenCL and oneAPI
+GPU_NAMES='CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES HSA_VISIBLE_DEVICES
+HABANA_VISIBLE_DEVICES GPU_DEVICE_ORDINAL CUDA_DEVICE_ORDER ZE_AFFINITY_MASK ZE_ENABLE_PCI_ID_DEVICE_ORDER
+ZE_FLAT_DEVICE_HIERARCHY ONEAPI_DEVICE_SELECTOR SYCL_DEVICE_FILTER SYCL_DEVICE_ALLOWLIST'
+
 @test "environment names that rsk or Slurm own, or that choose the GPUs a job sees, are refused" {
-    for e in SLURM_JOB_ID=1 RSK_X=1 rsk_run=/tmp PATH=/tmp SBATCH_GRES=gpu:4 CUDA_VISIBLE_DEVICES=0,1,2,3 \
-        ROCR_VISIBLE_DEVICES=0 GPU_DEVICE_ORDINAL=0 HIP_VISIBLE_DEVICES=0 ZE_AFFINITY_MASK=0 NVIDIA_VISIBLE_DEVICES=all; do
+    for e in SLURM_JOB_ID=1 RSK_X=1 rsk_run=/tmp PATH=/tmp SBATCH_GRES=gpu:4; do
         run remote submit plan < <(request "env=$e" arg=true)
         [ "$status" -eq 2 ]
         [ "$(field error code)" = bad-env ]
     done
+    for name in $GPU_NAMES; do
+        run remote submit plan < <(request "env=$name=0" arg=true)
+        [ "$status" -eq 2 ]
+        [ "$(field error code)" = bad-env ]
+    done
+    run remote submit plan < <(request env=VISIBLE=0 env=DEVICES_SEEN=1 arg=true)
+    [ "$status" -eq 0 ]
+}
+
+@test "the job script refuses every such name too, whatever reaches it" {
+    submit js arg=true
+    # the job script's own guard (rsk_export), as Slurm keeps the script, run on each name as an entry would be
+    runuser -u "$LAB_USER" -- scontrol write batch_script "$JOB" - | grep '^rsk_export() ' >"$ROOT/export.sh"
+    [ -s "$ROOT/export.sh" ]
+    for name in $GPU_NAMES SLURM_JOB_ID PATH; do
+        run dash -c '. "$1"; rsk_a=$2=0; rsk_export; echo exported' - "$ROOT/export.sh" "$name"
+        [ "$status" -eq 2 ]
+        [ "$output" = "rsk: refusing environment name $name" ]
+    done
+    run dash -c '. "$1"; rsk_a=GOOD=1; rsk_export; echo "exported $GOOD"' - "$ROOT/export.sh"
+    [ "$output" = "exported 1" ]
 }
 
 @test "a job that turns requeue back on and requeues itself runs nothing more, and counts its whole limit" {

@@ -394,6 +394,7 @@ def gpus(
     project: ProjectOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
+    from rsk.local.inert import inert
     from rsk.ops.gpus import inventory, said
 
     if lease:
@@ -415,5 +416,6 @@ def gpus(
             if g.state != "held":
                 o.print(f"  gpu{g.index}{kind}  {g.state}")
                 continue
-            who = f"{g.project}/{g.request_id}" if g.project else f"not rsk's: {g.job_name}"
+            # whose: a ledger's, by the job's id; any other job's own name is only its words
+            who = f"{g.project}/{g.request_id}" if g.project else f"someone else's: {inert(g.job_name or '')}"
             o.print(f"  gpu{g.index}{kind}  held by job {g.job_id} ({who}) since {said(g.since)}")

@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, out, print_json, resolve_target, rich_out
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target, rich_out
 from rsk.commands import help_for
 
 
@@ -61,6 +61,8 @@ def cancel(
     from rsk.ops.cancel import refused
 
     report = do_cancel(resolve_target(target), resolve_project(project), job=job, request_id=request_id, batch=batch)
+    for line in report.warnings:
+        err().print(f"rsk: warning: {line}")
     if json_out:
         refused(report)  # a job that is not this project's, or that Slurm kept: an error document
         print_json(report)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import Field
+
 from rsk.cluster.remote import remote_for
 from rsk.errors import UnavailableError, UsageError, not_ours
 from rsk.ledger import guard
@@ -26,6 +28,9 @@ class CancelReport(Model):
     target: str
     project: str
     results: list[CancelResult]
+    # what the caller should know: the project's lock was held (by a job, or another command of the project), so the
+    # cancel went on without it and the journal does not record it (docs/adr/0056)
+    warnings: list[str] = Field(default_factory=list)
 
 
 def cancel(target: str, project: str, *, job: str | None = None, request_id: str | None = None,
@@ -48,7 +53,7 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
         CancelResult(job_id=c.job, request_id=c.rid or None, task=c.task or None, result=c.result)
         for c in answers.cancel(out)
     ]
-    return CancelReport(target=target, project=project, results=results)
+    return CancelReport(target=target, project=project, results=results, warnings=answers.warnings(out))
 
 
 def refused(report: CancelReport) -> None:

@@ -1,4 +1,8 @@
-"""rsk gpus: every GPU of a target, free or held, and by which job, from the cluster's own GRES view."""
+"""rsk gpus: every GPU of a target, free or held, and by which job, from the cluster's own GRES view.
+
+Whose a held GPU is comes from the ledgers, never from the job: a job names itself (`scontrol update JobName=`), so
+a job is shown as a project's request only when that project's ledger holds its id (a lease's step: its own record,
+else its lease's job); any other is someone else's, its Slurm name shown as inert text (docs/adr/0057)."""
 
 from __future__ import annotations
 
@@ -19,9 +23,9 @@ class Gpu(BaseModel):
     type: str | None = None
     state: str  # free | held | unavailable (the node is down or drained)
     job_id: str | None = None
-    project: str | None = None  # for rsk's jobs (named rsk:PROJECT:RID)
-    request_id: str | None = None
-    job_name: str | None = None  # for other jobs: the name Slurm shows
+    project: str | None = None  # for rsk's jobs: the project whose ledger holds the job's id
+    request_id: str | None = None  # ... and the request it holds it for
+    job_name: str | None = None  # for other jobs: the name Slurm shows (the job's own words)
     since: datetime | None = None  # when the job (a lease's step) started: ISO 8601, UTC
 
 
@@ -81,10 +85,40 @@ def said(when: datetime | None) -> str:
     return when.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if when.tzinfo is not None else "")
 
 
-def inventory_from(target: str, out: Output, types: dict[str, str] | None = None) -> GpuInventory:
+def owners(target: str) -> dict[str, tuple[str, str]]:
+    """job id -> (project, request id) for every job on the target that a ledger the caller may read holds (rsk.ledger
+    .guard.held_jobs: unsettled, so every job that can hold a GPU now), and every step the ledger allowed into a lease
+    whose job it holds. A ledger that cannot be read gives nothing: its jobs show as someone else's."""
+    from rsk.errors import RskError
+    from rsk.ledger.cards import projects
+    from rsk.ledger.guard import held_jobs
+    from rsk.ledger.store import Store
+    from rsk.local.caller import rights
+
+    r = rights()
+    found: dict[str, tuple[str, str]] = {}
+    for project in projects():
+        if r is not None and not r.allows(project):
+            continue  # through the broker, another user's command reads only the ledgers it may use
+        try:
+            ledger = Store(project).view()
+        except RskError:
+            continue
+        held = held_jobs(ledger, target)
+        found |= {j: (project, rid) for j, rid in held.items()}
+        for lease in ledger.leases:
+            if lease.target == target and lease.job_id in held:
+                found |= {s.job_id: (project, s.request_id) for s in lease.steps or []}
+    return found
+
+
+def inventory_from(target: str, out: Output, types: dict[str, str] | None = None,
+                   held_by: dict[str, tuple[str, str]] | None = None) -> GpuInventory:  # fmt: skip
     """The inventory from a `gpus` call's records (pure). `types`: a node's GPU type where the records do not say
-    it (a lease's view, from the cluster's)."""
+    it (a lease's view, from the cluster's); `held_by`: whose each job is (`owners`): a step the ledger did not
+    allow is its lease's job's."""
     answer = answers.gpus(out)
+    held_by = held_by or {}
     holders: dict[tuple[str, int], answers.GpuHeldLine] = {}
     for h in answer.held:
         for idx in held_indices(h.gres):
@@ -99,11 +133,10 @@ def inventory_from(target: str, out: Output, types: dict[str, str] | None = None
             if held is None:
                 gpus.append(Gpu(index=idx, type=kind, state="unavailable" if down else "free"))
                 continue
-            parts = held.name.split(":")
-            ours = len(parts) == 3 and parts[0] == "rsk"
+            owner = held_by.get(held.job) or held_by.get(held.job.partition("s")[0] if "s" in held.job else "")
             gpus.append(Gpu(index=idx, type=kind, state="held", job_id=held.job, since=held.start,
-                            project=parts[1] if ours else None, request_id=parts[2] if ours else None,
-                            job_name=None if ours else held.name))  # fmt: skip
+                            project=owner[0] if owner else None, request_id=owner[1] if owner else None,
+                            job_name=None if owner else held.name))  # fmt: skip
         free = sum(g.state == "free" for g in gpus)
         nodes.append(GpuNode(name=r.name, state=r.state, partitions=r.partitions, total=len(gpus), free=free,
                              gpus=gpus))  # fmt: skip
@@ -130,4 +163,4 @@ def inventory(target: str) -> GpuInventory:
     with remote_for(target) as remote:
         out = remote.call("gpus")
     raise_for_error(out)
-    return inventory_from(target, out)
+    return inventory_from(target, out, held_by=owners(target))

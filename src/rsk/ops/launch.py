@@ -265,6 +265,8 @@ def _slurm_word(
     answer's does."""
     before = held_jobs(store.view(), target)
     try:
+        if failure.code == "lock-held":  # reconcile would wait on the same lock: read Slurm's queue alone
+            raise failure
         answer = adopt_reconciled(remote, store, target, project)
     except RskError as exc:  # reconcile takes the project's lock and journal (a full disk): read Slurm's queue alone
         if _listed(remote, project, request_id, before) is False:

@@ -20,7 +20,7 @@ from rsk.ledger.guard import close_lease
 from rsk.ledger.models import Ledger, now
 from rsk.ledger.store import Store
 from rsk.local.paths import check_token, new_request_id
-from rsk.ops.gpus import GpuInventory, inventory_from, node_types
+from rsk.ops.gpus import GpuInventory, inventory_from, node_types, owners
 from rsk.request.units import parse_mem, parse_time
 from rsk.wire import answers
 from rsk.wire.answers import LeaseLine
@@ -263,7 +263,7 @@ def gpus(target: str, project: str, name: str) -> GpuInventory:
         out = _call(remote, "gpus", project, name)
         cluster = remote.call("gpus")  # the nodes' GPU types, which the lease's own view does not know
     raise_for_error(cluster)
-    return inventory_from(target, out, node_types(inventory_from(target, cluster)))
+    return inventory_from(target, out, node_types(inventory_from(target, cluster)), owners(target))
 
 
 def describe(info: LeaseInfo) -> str:

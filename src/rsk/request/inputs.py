@@ -10,18 +10,26 @@ the cluster does not constrain devices). The cluster keeps the same list of name
 from __future__ import annotations
 
 import re
+from fnmatch import fnmatchcase
 
 from rsk.errors import UsageError
 from rsk.wire.protocol import Request
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# names the job wrapper, rsk or Slurm set or read: a job must not be able to change them through --env.
-# The one list on this side; remote/submit.sh (RESERVED_ENV) holds the cluster's, word for word.
-RESERVED_PREFIXES = ("SLURM_", "SLURMD_", "SBATCH_", "SALLOC_", "SRUN_", "RSK_", "rsk_")
-# which GPUs a job sees: Slurm sets them from what it allocated; set by hand they widen a job
-GPU_VISIBILITY = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                  "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK")  # fmt: skip
-RESERVED_NAMES = ("PATH", *GPU_VISIBILITY)
+# names the job wrapper, rsk or Slurm set or read, and those that choose which GPUs a job sees or how their indices
+# map (Slurm sets the first from what it allocated; set by hand they widen a job): a job must not be able to change
+# them through --env. Shell patterns (`*`: any run of characters), the one list on this side; remote/submit.sh
+# (RESERVED_ENV) holds the cluster's, word for word. `*VISIBLE_DEVICES` is every runtime's visibility variable
+# (CUDA_, NVIDIA_, ROCR_, HIP_, HSA_, HABANA_, ...); the others are CUDA's, OpenCL's (AMD) and oneAPI's by name.
+GPU_SELECTION = ("*VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPU_DEVICE_ORDINAL", "ZE_AFFINITY_MASK",
+                 "ZE_ENABLE_PCI_ID_DEVICE_ORDER", "ZE_FLAT_DEVICE_HIERARCHY", "ONEAPI_DEVICE_SELECTOR",
+                 "SYCL_DEVICE_FILTER", "SYCL_DEVICE_ALLOWLIST")  # fmt: skip
+RESERVED_ENV = ("SLURM_*", "SLURMD_*", "SBATCH_*", "SALLOC_*", "SRUN_*", "RSK_*", "rsk_*", "PATH", *GPU_SELECTION)
+
+
+def reserved(name: str, patterns: tuple[str, ...] = RESERVED_ENV) -> bool:
+    """Whether an environment name matches one of the patterns (case counts, as in the environment)."""
+    return any(fnmatchcase(name, p) for p in patterns)
 
 
 def check_env(entry: str, where: str = "--env") -> str:
@@ -30,12 +38,13 @@ def check_env(entry: str, where: str = "--env") -> str:
         raise UsageError(
             f"{where} {entry!r} is not NAME=VALUE", "NAME is letters, digits and _, not starting with a digit"
         )
-    if name in GPU_VISIBILITY:
+    if reserved(name, GPU_SELECTION):
         raise UsageError(
-            f"{where}: {name} chooses which GPUs the job sees; Slurm sets it from the GPUs the job was given",
+            f"{where}: {name} chooses which GPUs the job sees, or how they are numbered; Slurm sets that from the GPUs "
+            "the job was given",
             "ask for GPUs with --gpus N: the plan, the charge and the human's card then show them",
         )
-    if name.startswith(RESERVED_PREFIXES) or name in RESERVED_NAMES:
+    if reserved(name):
         raise UsageError(
             f"{where}: the name {name} belongs to rsk or Slurm",
             "rsk and Slurm set SLURM_*, SBATCH_*, RSK_* and the wrapper's rsk_* themselves; give the job's PATH "

@@ -637,10 +637,10 @@ def gpus_section(invs: list[GpuInventory] | None, error: str) -> Markup:
         for node in inv.nodes:
             cells = []
             for g in node.gpus:
-                who = inert(  # a job's name and request id are the agent's words: inert in the tooltip too
+                who = inert(  # whose: a ledger's, by the job id; its own name is the job's words: inert, tooltip too
                     f"job {g.job_id}, project {g.project}, request {g.request_id}"
                     if g.project
-                    else f"job {g.job_id} ({g.job_name})"
+                    else f"job {g.job_id}, someone else's ({g.job_name})"
                     if g.job_id
                     else g.state
                 )

@@ -21,6 +21,7 @@ from rsk.errors import (
     CapReached,
     ConfigError,
     ConflictError,
+    ConnectError,
     DeniedError,
     ProtocolError,
     RejectedError,
@@ -285,6 +286,7 @@ _REMOTE_ERRORS: dict[int, type[RskError]] = {
     69: UnavailableError,
     70: RejectedError,
     73: RemoteRootError,
+    75: ConnectError,  # the project's lock is held: try again
     78: ConfigError,
 }
 
@@ -311,6 +313,9 @@ _HINTS = {
     "replay-changed": "a job of the account changed what the cluster shows of this request: launch it again, and "
     "the ledger decides",
     "root-unwritable": "free space or fix permissions under the target's remote_root",
+    "lock-held": "try again in a minute (same request id); `rsk cancel` works while the lock is held. If it stays "
+    "held, a job of the cluster account (any project's) holds it: a human can find it (`fuser -v` on the lock file "
+    "named above, on the cluster) and cancel it",
     "workdir-missing": "create the directory on the cluster or pass another --workdir",
     "missing-command": "install it on the login node, or put it on the account's PATH (rsk doctor TARGET)",
     "untrusted-command": "rsk reads Slurm only through commands this account cannot rewrite: take the "
