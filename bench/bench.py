@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from rsk.ledger.decide import Facts
@@ -73,14 +73,16 @@ def setup() -> None:
     (WORK / "targets" / "lab.toml").write_text(text)
     run([*RSK, "grant", "add", "-p", PROJECT, "--target", "lab", "--yes"])
     root = '"$HOME"/' + REMOTE_ROOT[2:]
-    run([*SSH, f"mkdir -p {root} && echo 'max_active_jobs = 5000' > {root}/policy.conf"])
+    # room for the scale bench's sweeps (10,000 sleeping tasks queued at once, and a retry's)
+    run([*SSH, f"mkdir -p {root} && echo 'max_active_jobs = 30000' > {root}/policy.conf"])
     run([*RSK, "doctor", "lab"])  # warms the connection path (nothing is deployed: each call ships its program)
 
 
 def cancel_jobs() -> None:
     """Every job a bench left queued or running: the next bench starts on an idle lab."""
-    # only this run's jobs, by id (the lab is shared): rsk's for its project, the baselines' by their name
-    mine = f"awk -v p=rsk:{PROJECT}: -v w={WRAP} 'index($2, p) == 1 || $2 == w {{print $1}}'"
+    # only this run's jobs, by id (the lab is shared): rsk's for its projects (PROJECT, and the scale bench's
+    # PROJECTsN), the baselines' by their name
+    mine = f"awk -v p=rsk:{PROJECT} -v w={WRAP} 'index($2, p) == 1 || $2 == w {{print $1}}'"
     subprocess.run([*SSH, f"squeue -h -u \"$(id -un)\" -o '%i %j' | {mine} | xargs -r scancel"], check=False)
 
 
@@ -718,15 +720,148 @@ def bench_board() -> None:
                    "/ 1 s budget, target <= 1"))  # fmt: skip
 
 
+SIZES = [100, 1_000, 10_000]  # bench/run.sh scale --sizes 100,1000 (or RSK_BENCH_SIZES) runs fewer
+SCALE_OPS = ("plan", "launch", "status", "cancel", "wait", "retry", "fetch")
+
+
+class Refused(Exception):
+    """rsk (or the cluster through it) refused a sweep of this size: the size is reported, not measured."""
+
+
+def active_tasks(project: str, rid: str) -> int:
+    """How many jobs of a request Slurm still has pending or running (raw squeue: outside every measured call)."""
+    name = f"rsk:{project}:{rid}"
+    out = subprocess.run([*SSH, "squeue -h -r -u \"$(id -un)\" -t PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED "
+                          "-o '%j'"], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return sum(line == name for line in out.splitlines())
+
+
+def drain(project: str, rid: str, what: str) -> float:
+    """Until Slurm has none of the request's jobs pending or running; how long that took (not measured as an op)."""
+    t0 = time.perf_counter()
+    while (left := active_tasks(project, rid)) > 0:
+        print(f"  {what}: {left} task(s) of {rid} still pending or running ...", file=sys.stderr, flush=True)
+        time.sleep(min(30.0, 2.0 + left / 50))
+    return time.perf_counter() - t0
+
+
+def bench_scale() -> None:
+    """Each client-side operation as one rsk call through a warm broker (as an agent runs them), at 100, 1,000
+    and 10,000 tasks: plan, launch, status and cancel on a sweep of sleeping tasks; wait, fetch --batch --result
+    and retry --failed on a sweep whose odd tasks fail and whose every task writes a result (the even ones publish
+    it). Waiting for the cluster to run a sweep is outside every measured call. `ratio scale-OP` is t(largest
+    size)/t(the size before), against linear growth (10x) plus fixed cost: target <= 12."""
+    sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
+    env = {**ENV, "RSK_BROKER": str(sock)}
+    subprocess.run([*RSK, "broker", "start", "--idle", "3600"], env=env, check=True, capture_output=True)
+    took: dict[int, dict[str, float]] = {}
+    try:
+        for n in SIZES:
+            print(f"bench: scale {n:,} tasks ...", file=sys.stderr, flush=True)
+            try:
+                took[n] = scale_size(n, env)
+            except Refused as exc:
+                rows.append((f"scale, {n:,} tasks", "refused", str(exc)[:200], "", ""))
+                print(f"bench: scale {n:,} tasks refused: {exc}", file=sys.stderr, flush=True)
+            cancel_jobs()
+    finally:
+        subprocess.run([*RSK, "broker", "stop"], env=env, check=False, capture_output=True)
+    sizes = sorted(took)
+    for op in SCALE_OPS:
+        for k, n in enumerate(sizes):
+            base = (f"{sizes[k - 1]:,} tasks", f"{took[sizes[k - 1]][op] * 1000:.0f} ms") if k else ("", "")
+            rows.append((f"scale {op}, {n:,} tasks", SCALE_WHAT[op], f"{took[n][op] * 1000:.0f} ms", *base))
+    if len(sizes) >= 2:
+        big, small = sizes[-1], sizes[-2]
+        note = f"t({big:,})/t({small:,}), target <= 12" + ("" if big == 10_000 else " at 10,000/1,000")
+        for op in SCALE_OPS:
+            ratios.append((f"scale-{op}", took[big][op] / took[small][op], note))
+    if 1_000 in took:
+        ratios.append(("scale-cancel-vs-status", took[1_000]["cancel"] / took[1_000]["status"],
+                       "cancel / status of the same 1,000 sleeping tasks, target <= 3"))  # fmt: skip
+
+
+SCALE_WHAT = {
+    "plan": "rsk plan --tasks (sleeping sweep), median of 3",
+    "launch": "rsk launch --tasks (sleeping sweep)",
+    "status": "rsk status --batch (all queued), median of 3",
+    "cancel": "rsk cancel --batch (all queued)",
+    "wait": "rsk wait --batch (all ended), median of 3",
+    "retry": "rsk retry --failed (half the tasks)",
+    "fetch": "rsk fetch --batch --result (half publish)",
+}
+
+
+def scale_size(n: int, env: dict[str, str]) -> dict[str, float]:
+    """One size: its own project (so one size's jobs never weigh on another's status), its own grant."""
+    project = f"{PROJECT}s{n}"
+    at = ["-t", "lab", "-p", project]
+    run([*RSK, "grant", "add", "-p", project, "--target", "lab", "--yes"])
+    sleep, work = WORK / f"sleep{n}.jsonl", WORK / f"work{n}.jsonl"
+    sleep.write_text("".join(json.dumps({"key": f"s{k}", "argv": ["sleep", "600"]}) + "\n" for k in range(n)))
+    # every task writes a result; the odd ones exit 1, so only the even ones publish it
+    script = 'echo "$1" > "$RSK_OUT/r.txt"; exit $(($1 % 2))'
+    work.write_text("".join(json.dumps({"key": f"w{k}", "argv": ["sh", "-c", script, "sh", str(k)]}) + "\n"
+                            for k in range(n)))  # fmt: skip
+    shape = ["--mem", "64M", "--time", "15"]
+
+    def rsk(*args: str, ok: tuple[int, ...] = (0,)) -> tuple[float, dict[str, object]]:
+        t0 = time.perf_counter()
+        p = subprocess.run([*RSK, *args, *at, "--json"], env=env, capture_output=True, text=True, check=False)
+        took = time.perf_counter() - t0
+        try:
+            doc = json.loads(p.stdout)
+        except ValueError:
+            doc = {}
+        if p.returncode not in ok:
+            raise Refused(f"`rsk {args[0]}` exit {p.returncode}: {doc.get('message') or p.stderr.strip()[-300:]}")
+        return took, doc
+
+    t: dict[str, float] = {}
+    s_rid, w_rid = f"sl{RUN}", f"wk{RUN}"
+    t["plan"] = statistics.median(rsk("plan", "-r", s_rid, *shape, "--tasks", str(sleep))[0] for _ in range(3))
+    t["launch"], doc = rsk("launch", "-r", s_rid, *shape, "--tasks", str(sleep))
+    try:
+        statuses = [rsk("status", "--batch", s_rid) for _ in range(3)]
+        assert all(len(cast(list[object], d["jobs"])) == n for _, d in statuses), "status lists every task"
+        t["status"] = statistics.median(x for x, _ in statuses)
+        t["cancel"], doc = rsk("cancel", "--batch", s_rid)
+    finally:
+        cancel_jobs()  # whatever happened: no sleeping task is left holding the lab's CPUs
+    drain(project, s_rid, "the cancelled sweep")
+    rsk("launch", "-r", w_rid, *shape, "--tasks", str(work))
+    ran = drain(project, w_rid, "the sweep")
+    waits = [rsk("wait", "--batch", w_rid, ok=(11,)) for _ in range(3)]
+    assert all(d["counts"] == {"succeeded": (n + 1) // 2, "failed": n // 2} for _, d in waits), waits[0][1]["counts"]
+    t["wait"] = statistics.median(x for x, _ in waits)
+    t["fetch"], doc = rsk("fetch", "--batch", w_rid, "--result", "--to", str(WORK / f"results{n}"))
+    assert doc["fetched"] == (n + 1) // 2, doc.get("fetched")
+    t["retry"], doc = rsk("retry", "--batch", w_rid, "--failed")
+    assert len(cast(list[object], doc["tasks"])) == n // 2, "the retry launched the failed half"
+    rsk("cancel", "--batch", w_rid)  # the retried half would only fail again
+    drain(project, f"{w_rid}.a2", "the retried half")
+    rows.append((f"scale, {n:,} tasks", "the sweep ran (not measured)", f"{ran:.0f} s", "", ""))
+    return t
+
+
 BENCHES = {"single": bench_single, "batch": bench_batch, "dag": bench_dag, "status": bench_status,
            "ledger": bench_ledger, "startup": bench_startup, "step": bench_step, "broker": bench_broker,
            "profile": bench_profile, "agents": bench_agents,
-           "board": bench_board, "ledger-write": bench_ledger_write}  # fmt: skip
+           "board": bench_board, "ledger-write": bench_ledger_write, "scale": bench_scale}  # fmt: skip
 LOCAL = {"board", "startup", "ledger-write"}  # benches that need no lab cluster
 
 
 def main() -> None:
     names = sys.argv[1:] or list(BENCHES)
+    sizes = os.environ.get("RSK_BENCH_SIZES", "")
+    if "--sizes" in names:  # bench/run.sh scale --sizes 100,1000
+        at = names.index("--sizes")
+        sizes, names = (names[at + 1] if at + 1 < len(names) else ""), names[:at] + names[at + 2 :]
+    if sizes:
+        try:
+            SIZES[:] = sorted({int(x.replace("_", "")) for x in sizes.split(",") if x})
+        except ValueError:
+            sys.exit(f"--sizes takes task counts: 100,1000,10000, not {sizes!r}")
     for name in names:
         if name not in BENCHES:
             sys.exit(f"unknown bench {name!r}; choose from {', '.join(BENCHES)}")
