@@ -93,3 +93,32 @@ def test_a_workflow_in_any_order_is_put_in_order_in_a_few_reads_of_its_tasks() -
     ordered = dag.check(tasks)
     assert [t.key for t in ordered] == [f"k{k}" for k in reversed(range(N))]
     assert tasks.reads <= 8
+
+
+def test_a_command_walks_its_young_objects_every_20000_allocations_not_every_700() -> None:
+    import gc
+
+    from rsk import entry
+    from rsk.wire import answers
+    from rsk.wire.protocol import parse
+
+    rows = [
+        f"@@N job rid=b task=t{k} idx={k} job=500_{k} sq=PENDING sq_limit=600 res=1,1,64,0,10" for k in range(N * 20)
+    ]
+    out = parse("\n".join([*rows, "@@N done rc=0"]), "N")
+    assert out is not None
+
+    def walks() -> list[int]:
+        before = [g["collections"] for g in gc.get_stats()]
+        answers.status(out)
+        return [g["collections"] - b for g, b in zip(gc.get_stats(), before, strict=True)]
+
+    saved = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)  # Python's default
+        default = walks()
+        entry.collect_less()
+        tuned = walks()
+    finally:
+        gc.set_threshold(*saved)
+    assert default[0] >= 30 and tuned[0] <= 2 and tuned[2] == 0, (default, tuned)  # young walks; full ones
