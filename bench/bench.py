@@ -802,11 +802,12 @@ def bench_scale() -> None:
 
 
 def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
-    """One size: its own project (so one size's jobs never weigh on another's status), its own grant. Each op's
-    seconds, or why it failed."""
-    project = f"{PROJECT}s{n}"
-    at = ["-t", "lab", "-p", project]
-    run([*RSK, "grant", "add", "-p", project, "--target", "lab", "--yes"])
+    """One size: a project (and a grant) for each of its two sweeps, so that neither's jobs weigh on the other's
+    status, and nothing the one leaves running on the cluster (a cancel past its time) holds the other's lock. Each
+    op's seconds, or why it failed."""
+    sleeping, working = f"{PROJECT}s{n}", f"{PROJECT}w{n}"
+    for project in (sleeping, working):
+        run([*RSK, "grant", "add", "-p", project, "--target", "lab", "--yes"])
     sleep, work = WORK / f"sleep{n}.jsonl", WORK / f"work{n}.jsonl"
     sleep.write_text("".join(json.dumps({"key": f"s{k}", "argv": ["sleep", "600"]}) + "\n" for k in range(n)))
     # every task writes a result; the odd ones exit 1, so only the even ones publish it
@@ -815,9 +816,10 @@ def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
                             for k in range(n)))  # fmt: skip
     shape = ["--mem", "64M", "--time", "15"]
 
-    def rsk(*args: str, ok: tuple[int, ...] = (0,)) -> tuple[float, dict[str, Any]]:
+    def rsk(project: str, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[float, dict[str, Any]]:
         t0 = time.perf_counter()
-        p = subprocess.run([*RSK, *args, *at, "--json"], env=env, capture_output=True, text=True, check=False)
+        p = subprocess.run([*RSK, *args, "-t", "lab", "-p", project, "--json"], env=env, capture_output=True,
+                           text=True, check=False)  # fmt: skip
         took = time.perf_counter() - t0
         try:
             doc = json.loads(p.stdout)
@@ -830,11 +832,11 @@ def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
 
     t: dict[str, float | str] = {}
 
-    def op(name: str, args: tuple[str, ...], good: Callable[[dict[str, Any]], bool], what: str, *,
+    def op(name: str, project: str, args: tuple[str, ...], good: Callable[[dict[str, Any]], bool], what: str, *,
            ok: tuple[int, ...] = (0,), calls: int = 1) -> None:  # fmt: skip
         """Time the call (the median of `calls`); what it answered checked (`good`), else `what` went wrong."""
         try:
-            answers = [rsk(*args, ok=ok) for _ in range(calls)]
+            answers = [rsk(project, *args, ok=ok) for _ in range(calls)]
             t[name] = statistics.median(x for x, _ in answers) if all(good(d) for _, d in answers) else what
         except Failed as exc:
             t[name] = str(exc)
@@ -842,27 +844,34 @@ def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
             print(f"bench: scale {n:,} {name}: {t[name]}", file=sys.stderr, flush=True)
 
     s_rid, w_rid = f"sl{RUN}", f"wk{RUN}"
-    t["plan"] = statistics.median(rsk("plan", "-r", s_rid, *shape, "--tasks", str(sleep))[0] for _ in range(3))
-    t["launch"] = rsk("launch", "-r", s_rid, *shape, "--tasks", str(sleep))[0]
+    t["plan"] = statistics.median(rsk(sleeping, "plan", "-r", s_rid, *shape, "--tasks", str(sleep))[0]
+                                  for _ in range(3))  # fmt: skip
+    t["launch"] = rsk(sleeping, "launch", "-r", s_rid, *shape, "--tasks", str(sleep))[0]
     try:
-        op("status", ("status", "--batch", s_rid), lambda d: len(d["jobs"]) == n, "not every task listed", calls=3)
-        op("cancel", ("cancel", "--batch", s_rid), lambda d: all(r["result"] == "cancelled" for r in d["results"]),
-           "not every task cancelled")  # fmt: skip
+        op("status", sleeping, ("status", "--batch", s_rid), lambda d: len(d["jobs"]) == n, "not every task listed",
+           calls=3)  # fmt: skip
+        op("cancel", sleeping, ("cancel", "--batch", s_rid),
+           lambda d: all(r["result"] == "cancelled" for r in d["results"]), "not every task cancelled")  # fmt: skip
     finally:
         cancel_jobs()  # whatever happened: no sleeping task is left holding the lab's CPUs
-    drain(project, s_rid, "the cancelled sweep")
-    rsk("launch", "-r", w_rid, *shape, "--tasks", str(work))
-    ran = drain(project, w_rid, "the sweep")
+    drain(sleeping, s_rid, "the cancelled sweep")
+    for again in (2, 1, 0):  # the same request id: a launch whose answer was lost is found, never submitted twice
+        try:
+            rsk(working, "launch", "-r", w_rid, *shape, "--tasks", str(work))
+            break
+        except Failed as exc:
+            if not again or "exit 75" not in str(exc):
+                raise
+    ran = drain(working, w_rid, "the sweep")
     counts = {"succeeded": (n + 1) // 2, "failed": n // 2}
-    op("wait", ("wait", "--batch", w_rid), lambda d: d["counts"] == counts, "not half succeeded, half failed",
+    op("wait", working, ("wait", "--batch", w_rid), lambda d: d["counts"] == counts, "not half succeeded, half failed",
        ok=(11,), calls=3)  # fmt: skip
-    op("fetch", ("fetch", "--batch", w_rid, "--result", "--to", str(WORK / f"results{n}")),
+    op("fetch", working, ("fetch", "--batch", w_rid, "--result", "--to", str(WORK / f"results{n}")),
        lambda d: d["fetched"] == (n + 1) // 2, "not every result fetched")  # fmt: skip
-    op("retry", ("retry", "--batch", w_rid, "--failed"), lambda d: len(d["tasks"]) == n // 2,
+    op("retry", working, ("retry", "--batch", w_rid, "--failed"), lambda d: len(d["tasks"]) == n // 2,
        "not the failed half retried")  # fmt: skip
-    subprocess.run([*RSK, "cancel", "--batch", w_rid, *at], env=env, capture_output=True, check=False)
     cancel_jobs()  # the retried half would only fail again
-    drain(project, f"{w_rid}.a2", "the retried half")
+    drain(working, f"{w_rid}.a2", "the retried half")
     rows.append((f"scale, {n:,} tasks", "the sweep ran (not measured)", f"{ran:.0f} s", "", ""))
     return t
 
