@@ -38,12 +38,12 @@ fetch_from() { # fetch_from PROJECT JOB PATH OFFSET MAXBYTES RUN: PATH below the
     if [ -d "$at" ]; then
         (cd "$at" && find . -type f | head -n 1000) | while IFS= read -r f; do
             case $f in *[!A-Za-z0-9._/+@:,-]*) rsk_emit skipped "path=$(rsk_b64 "${f#./}")"; continue ;; esac
-            [ -L "$at/$f" ] || rsk_emit entry "path=${f#./}" "size=$(wc -c <"$at/$f" | tr -d ' ')"
+            [ -L "$at/$f" ] || rsk_emit entry "path=${f#./}" "size=$(($(wc -c <"$at/$f")))"
         done
         return 0
     fi
     [ -f "$at" ] || rsk_fail "$RSK_E_USAGE" not-found "no file $path in the run directory of job $2"
-    rsk_emit file "size=$(wc -c <"$at" | tr -d ' ')"
+    rsk_emit file "size=$(($(wc -c <"$at")))"
     [ "$5" -gt 0 ] || return 0
     dd if="$at" bs=65536 skip=$(($4 / 65536)) count=$(($5 / 65536)) 2>/dev/null | rsk_chunks
 }

@@ -66,7 +66,7 @@ rsk_which() { # rsk_which CMD: sets RSK_P to the file CMD runs, searched on PATH
 
 # encoding ------------------------------------------------------------------
 rsk_b64() { printf '%s' "$1" | base64 | tr -d '\n'; } # rsk_b64 STRING: base64 on one line
-rsk_chunks() { base64 | tr -d '\n' | fold -w 4000 | while IFS= read -r rsk_c || [ -n "$rsk_c" ]; do rsk_emit chunk "$rsk_c"; done; } # stdin as @@chunk lines
+rsk_chunks() { base64 | RSK_NONCE=$RSK_NONCE awk '{ b = b $0; while (length(b) >= 4000) { print "@@" ENVIRON["RSK_NONCE"] " chunk " substr(b, 1, 4000); b = substr(b, 4001) } } END { if (b != "") print "@@" ENVIRON["RSK_NONCE"] " chunk " b }'; } # stdin as @@chunk lines of 4,000 base64 characters
 rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; } # a wire value "=LITERAL" (else base64)
 rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
     if rsk_is_literal "$1"; then RSK_E="=$1"; else RSK_E=$(rsk_b64 "$1"); fi

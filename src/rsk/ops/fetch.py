@@ -397,7 +397,7 @@ def prefetch_results(remote: Remote, project: str, jobs: list[str], fresh: set[s
     for job, p in known.items():
         for e in p.listing.entries:
             manifest = e.path == ".rsk-manifest"
-            if e.size <= INLINE and (manifest or (job in fresh and e.size <= left)):
+            if e.size <= INLINE and _FETCH_PATH.fullmatch(e.path) and (manifest or (job in fresh and e.size <= left)):
                 wanted.setdefault(e.path, []).append((job, e.size))
                 left -= 0 if manifest else e.size
     for path, holders in wanted.items():
