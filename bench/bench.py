@@ -6,6 +6,7 @@ import contextlib
 import getpass
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -16,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rsk.ledger.decide import Facts
@@ -70,17 +71,21 @@ def setup() -> None:
     text = (
         (ROOT / "targets" / "lab.toml").read_text().replace('remote_root = "~/.rsk"', f'remote_root = "{REMOTE_ROOT}"')
     )
+    if limit := os.environ.get("RSK_BENCH_COMMAND_TIMEOUT"):  # seconds one remote call may take (the target's: 120)
+        text = re.sub(r"(?m)^command_timeout = .*$", f"command_timeout = {int(limit)}", text)
     (WORK / "targets" / "lab.toml").write_text(text)
     run([*RSK, "grant", "add", "-p", PROJECT, "--target", "lab", "--yes"])
     root = '"$HOME"/' + REMOTE_ROOT[2:]
-    run([*SSH, f"mkdir -p {root} && echo 'max_active_jobs = 5000' > {root}/policy.conf"])
+    # room for the scale bench's sweeps (10,000 sleeping tasks queued at once, and a retry's)
+    run([*SSH, f"mkdir -p {root} && echo 'max_active_jobs = 30000' > {root}/policy.conf"])
     run([*RSK, "doctor", "lab"])  # warms the connection path (nothing is deployed: each call ships its program)
 
 
 def cancel_jobs() -> None:
     """Every job a bench left queued or running: the next bench starts on an idle lab."""
-    # only this run's jobs, by id (the lab is shared): rsk's for its project, the baselines' by their name
-    mine = f"awk -v p=rsk:{PROJECT}: -v w={WRAP} 'index($2, p) == 1 || $2 == w {{print $1}}'"
+    # only this run's jobs, by id (the lab is shared): rsk's for its projects (PROJECT, and the scale bench's
+    # PROJECTsN), the baselines' by their name
+    mine = f"awk -v p=rsk:{PROJECT} -v w={WRAP} 'index($2, p) == 1 || $2 == w {{print $1}}'"
     subprocess.run([*SSH, f"squeue -h -u \"$(id -un)\" -o '%i %j' | {mine} | xargs -r scancel"], check=False)
 
 
@@ -718,15 +723,180 @@ def bench_board() -> None:
                    "/ 1 s budget, target <= 1"))  # fmt: skip
 
 
+SIZES = [100, 1_000, 10_000]  # bench/run.sh scale --sizes 100,1000 (or RSK_BENCH_SIZES) runs fewer
+SCALE_WHAT = {
+    "plan": "rsk plan --tasks (sleeping sweep), median of 3",
+    "launch": "rsk launch --tasks (sleeping sweep)",
+    "status": "rsk status --batch (all queued), median of 3",
+    "cancel": "rsk cancel --batch (all queued)",
+    "wait": "rsk wait --batch (all ended), median of 3",
+    "retry": "rsk retry --failed (half the tasks)",
+    "fetch": "rsk fetch --batch --result (half publish)",
+}
+
+
+class Failed(Exception):
+    """An rsk call of the scale bench did not answer as it should (its exit code, its message)."""
+
+
+def active_tasks(project: str, rid: str) -> int:
+    """How many jobs of a request Slurm still has pending or running (raw squeue: outside every measured call)."""
+    name = f"rsk:{project}:{rid}"
+    out = subprocess.run([*SSH, "squeue -h -r -u \"$(id -un)\" -t PENDING,RUNNING,CONFIGURING,COMPLETING,SUSPENDED "
+                          "-o '%j'"], capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return sum(line == name for line in out.splitlines())
+
+
+def drain(project: str, rid: str, what: str) -> float:
+    """Until Slurm has none of the request's jobs pending or running; how long that took (not measured as an op)."""
+    t0 = time.perf_counter()
+    while (left := active_tasks(project, rid)) > 0:
+        print(f"  {what}: {left} task(s) of {rid} still pending or running ...", file=sys.stderr, flush=True)
+        time.sleep(min(30.0, 2.0 + left / 50))
+    return time.perf_counter() - t0
+
+
+def bench_scale() -> None:
+    """Each client-side operation as one rsk call through a warm broker (as an agent runs them), at 100, 1,000
+    and 10,000 tasks: plan, launch, status and cancel on a sweep of sleeping tasks; wait, fetch --batch --result
+    and retry --failed on a sweep whose odd tasks fail and whose every task writes a result (the even ones publish
+    it). Waiting for the cluster to run a sweep is outside every measured call. `ratio scale-OP` is t(largest
+    size)/t(the size before), against linear growth (10x) plus fixed cost: target <= 12. A size whose plan or
+    launch rsk or the cluster refuses is reported and skipped; an operation that fails is reported, not timed."""
+    sock = Path(f"/tmp/rsk-bench-{uuid.uuid4().hex[:6]}") / "b.sock"
+    env = {**ENV, "RSK_BROKER": str(sock)}
+    subprocess.run([*RSK, "broker", "start", "--idle", "3600"], env=env, check=True, capture_output=True)
+    took: dict[int, dict[str, float | str]] = {}
+    try:
+        for n in SIZES:
+            print(f"bench: scale {n:,} tasks ...", file=sys.stderr, flush=True)
+            try:
+                took[n] = scale_size(n, env)
+            except Failed as exc:  # its plan or launch: the size is refused
+                rows.append((f"scale, {n:,} tasks", "refused", str(exc)[:200], "", ""))
+                print(f"bench: scale {n:,} tasks refused: {exc}", file=sys.stderr, flush=True)
+            finally:
+                cancel_jobs()
+    finally:
+        subprocess.run([*RSK, "broker", "stop"], env=env, check=False, capture_output=True)
+
+    def shown(x: float | str) -> str:
+        return f"{x * 1000:.0f} ms" if isinstance(x, float) else f"failed: {x}"[:120]
+
+    sizes = sorted(took)
+    for op, what in SCALE_WHAT.items():
+        for k, n in enumerate(sizes):
+            base = (f"{sizes[k - 1]:,} tasks", shown(took[sizes[k - 1]][op])) if k else ("", "")
+            rows.append((f"scale {op}, {n:,} tasks", what, shown(took[n][op]), *base))
+    if len(sizes) >= 2:
+        big, small = sizes[-1], sizes[-2]
+        note = f"t({big:,})/t({small:,}), target <= 12" + ("" if big == 10_000 else " at 10,000/1,000")
+        for op in SCALE_WHAT:
+            a, b = took[big][op], took[small][op]
+            if isinstance(a, float) and isinstance(b, float):
+                ratios.append((f"scale-{op}", a / b, note))
+            else:
+                print(f"ratio scale-{op} -  # failed at {big if isinstance(b, float) else small:,}", file=sys.stderr)
+    cancel, status = took.get(1_000, {}).get("cancel"), took.get(1_000, {}).get("status")
+    if isinstance(cancel, float) and isinstance(status, float):
+        ratios.append(
+            ("scale-cancel-vs-status", cancel / status, "cancel / status of 1,000 sleeping tasks, target <= 3")
+        )
+
+
+def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
+    """One size: a project (and a grant) for each of its two sweeps, so that neither's jobs weigh on the other's
+    status, and nothing the one leaves running on the cluster (a cancel past its time) holds the other's lock. Each
+    op's seconds, or why it failed."""
+    sleeping, working = f"{PROJECT}s{n}", f"{PROJECT}w{n}"
+    for project in (sleeping, working):
+        run([*RSK, "grant", "add", "-p", project, "--target", "lab", "--yes"])
+    sleep, work = WORK / f"sleep{n}.jsonl", WORK / f"work{n}.jsonl"
+    sleep.write_text("".join(json.dumps({"key": f"s{k}", "argv": ["sleep", "600"]}) + "\n" for k in range(n)))
+    # every task writes a result; the odd ones exit 1, so only the even ones publish it
+    script = 'echo "$1" > "$RSK_OUT/r.txt"; exit $(($1 % 2))'
+    work.write_text("".join(json.dumps({"key": f"w{k}", "argv": ["sh", "-c", script, "sh", str(k)]}) + "\n"
+                            for k in range(n)))  # fmt: skip
+    shape = ["--mem", "64M", "--time", "15"]
+
+    def rsk(project: str, *args: str, ok: tuple[int, ...] = (0,)) -> tuple[float, dict[str, Any]]:
+        t0 = time.perf_counter()
+        p = subprocess.run([*RSK, *args, "-t", "lab", "-p", project, "--json"], env=env, capture_output=True,
+                           text=True, check=False)  # fmt: skip
+        took = time.perf_counter() - t0
+        try:
+            doc = json.loads(p.stdout)
+        except ValueError:
+            doc = {}
+        if p.returncode not in ok:
+            raise Failed(f"`rsk {args[0]}` exit {p.returncode} after {took:.0f} s: "
+                         f"{doc.get('message') or p.stderr.strip()[-300:]}")  # fmt: skip
+        return took, doc
+
+    t: dict[str, float | str] = {}
+
+    def op(name: str, project: str, args: tuple[str, ...], good: Callable[[dict[str, Any]], bool], what: str, *,
+           ok: tuple[int, ...] = (0,), calls: int = 1) -> None:  # fmt: skip
+        """Time the call (the median of `calls`); what it answered checked (`good`), else `what` went wrong."""
+        try:
+            answers = [rsk(project, *args, ok=ok) for _ in range(calls)]
+            t[name] = statistics.median(x for x, _ in answers) if all(good(d) for _, d in answers) else what
+        except Failed as exc:
+            t[name] = str(exc)
+        if isinstance(t[name], str):
+            print(f"bench: scale {n:,} {name}: {t[name]}", file=sys.stderr, flush=True)
+
+    s_rid, w_rid = f"sl{RUN}", f"wk{RUN}"
+    t["plan"] = statistics.median(rsk(sleeping, "plan", "-r", s_rid, *shape, "--tasks", str(sleep))[0]
+                                  for _ in range(3))  # fmt: skip
+    t["launch"] = rsk(sleeping, "launch", "-r", s_rid, *shape, "--tasks", str(sleep))[0]
+    try:
+        op("status", sleeping, ("status", "--batch", s_rid), lambda d: len(d["jobs"]) == n, "not every task listed",
+           calls=3)  # fmt: skip
+        op("cancel", sleeping, ("cancel", "--batch", s_rid),
+           lambda d: all(r["result"] == "cancelled" for r in d["results"]), "not every task cancelled")  # fmt: skip
+    finally:
+        cancel_jobs()  # whatever happened: no sleeping task is left holding the lab's CPUs
+    drain(sleeping, s_rid, "the cancelled sweep")
+    for again in (2, 1, 0):  # the same request id: a launch whose answer was lost is found, never submitted twice
+        try:
+            rsk(working, "launch", "-r", w_rid, *shape, "--tasks", str(work))
+            break
+        except Failed as exc:
+            if not again or "exit 75" not in str(exc):
+                raise
+    ran = drain(working, w_rid, "the sweep")
+    counts = {"succeeded": (n + 1) // 2, "failed": n // 2}
+    op("wait", working, ("wait", "--batch", w_rid), lambda d: d["counts"] == counts, "not half succeeded, half failed",
+       ok=(11,), calls=3)  # fmt: skip
+    op("fetch", working, ("fetch", "--batch", w_rid, "--result", "--to", str(WORK / f"results{n}")),
+       lambda d: d["fetched"] == (n + 1) // 2, "not every result fetched")  # fmt: skip
+    op("retry", working, ("retry", "--batch", w_rid, "--failed"), lambda d: len(d["tasks"]) == n // 2,
+       "not the failed half retried")  # fmt: skip
+    cancel_jobs()  # the retried half would only fail again
+    drain(working, f"{w_rid}.a2", "the retried half")
+    rows.append((f"scale, {n:,} tasks", "the sweep ran (not measured)", f"{ran:.0f} s", "", ""))
+    return t
+
+
 BENCHES = {"single": bench_single, "batch": bench_batch, "dag": bench_dag, "status": bench_status,
            "ledger": bench_ledger, "startup": bench_startup, "step": bench_step, "broker": bench_broker,
            "profile": bench_profile, "agents": bench_agents,
-           "board": bench_board, "ledger-write": bench_ledger_write}  # fmt: skip
+           "board": bench_board, "ledger-write": bench_ledger_write, "scale": bench_scale}  # fmt: skip
 LOCAL = {"board", "startup", "ledger-write"}  # benches that need no lab cluster
 
 
 def main() -> None:
     names = sys.argv[1:] or list(BENCHES)
+    sizes = os.environ.get("RSK_BENCH_SIZES", "")
+    if "--sizes" in names:  # bench/run.sh scale --sizes 100,1000
+        at = names.index("--sizes")
+        sizes, names = (names[at + 1] if at + 1 < len(names) else ""), names[:at] + names[at + 2 :]
+    if sizes:
+        try:
+            SIZES[:] = sorted({int(x.replace("_", "")) for x in sizes.split(",") if x})
+        except ValueError:
+            sys.exit(f"--sizes takes task counts: 100,1000,10000, not {sizes!r}")
     for name in names:
         if name not in BENCHES:
             sys.exit(f"unknown bench {name!r}; choose from {', '.join(BENCHES)}")

@@ -30,9 +30,9 @@ rsk_start() { # every entry's main calls this first: reads the frame line
     RSK_NONCE=$rsk_n
     rsk_trust_commands
 }
-rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line, then exit RC
+rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line (RSK_EACH set: one job's @@missing, in fetch), then exit RC
     RSK_RC=$1
-    rsk_emit error "code=$2" "rc=$1" "msg=$(rsk_b64 "$3")"
+    rsk_emit "${RSK_EACH:-error}" "code=$2" "rc=$1" "msg=$(rsk_b64 "$3")"
     exit "$1"
 }
 rsk_need() { # rsk_need CMD...: each command exists on this login node (docs: requirements)
@@ -66,7 +66,7 @@ rsk_which() { # rsk_which CMD: sets RSK_P to the file CMD runs, searched on PATH
 
 # encoding ------------------------------------------------------------------
 rsk_b64() { printf '%s' "$1" | base64 | tr -d '\n'; } # rsk_b64 STRING: base64 on one line
-rsk_chunks() { base64 | tr -d '\n' | fold -w 4000 | while IFS= read -r rsk_c || [ -n "$rsk_c" ]; do rsk_emit chunk "$rsk_c"; done; } # stdin as @@chunk lines
+rsk_chunks() { base64 | RSK_NONCE=$RSK_NONCE awk '{ b = b $0; while (length(b) >= 4000) { print "@@" ENVIRON["RSK_NONCE"] " chunk " substr(b, 1, 4000); b = substr(b, 4001) } } END { if (b != "") print "@@" ENVIRON["RSK_NONCE"] " chunk " b }'; } # stdin as @@chunk lines of 4,000 base64 characters
 rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; } # a wire value "=LITERAL" (else base64)
 rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
     if rsk_is_literal "$1"; then RSK_E="=$1"; else RSK_E=$(rsk_b64 "$1"); fi
@@ -146,16 +146,20 @@ rsk_journal_write() {
         return 1
     }
 }
-# rsk_job_run PROJECT JOB: RSK_RID and RSK_RUN (the job's run directory) of a job the project's journal accepted
-# (job ids compared as whole strings), or fail with not-ours
+# rsk_job_runs PROJECT: "JOB RID IDX" for each job on stdin (a line each) the project's journal accepted, in one pass
+# (job ids compared as whole strings); rsk_job_run PROJECT JOB: RSK_RID and RSK_RUN (the job's run directory) of one
+# such job, or fail with not-ours
+rsk_job_runs() {
+    awk "$RSK_AWK"'NR == FNR { if (is_job($0)) want[$0] = 1; next }
+        { e = kv($0, "ev"); r = kv($0, "rid"); i = kv($0, "idx"); j = kv($0, "job") }
+        (e == "accepted" || e == "reconciled") && (j in want) && is_rid(r) && i ~ /^[0-9]*$/ { f[j] = r " " i }
+        END { for (j in f) print j, f[j] }' - "$RSK_ROOT/journal/$1.log" 2>/dev/null || true
+}
 rsk_job_run() {
     rsk_is_job_id "$2" || rsk_fail "$RSK_E_USAGE" bad-job "job id must be a number (or ARRAY_INDEX, or a step's LEASEJOBsSEQ)"
-    rsk_found=$(awk -v job="$2" "$RSK_AWK"'{ e = kv($0, "ev"); r = kv($0, "rid"); i = kv($0, "idx") }
-        (e == "accepted" || e == "reconciled") && kv($0, "job") == job && is_rid(r) && i ~ /^[0-9]*$/ { f = r " " i }
-        END { print f }' "$RSK_ROOT/journal/$1.log" 2>/dev/null || true)
-    [ -n "${rsk_found% }" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
-    RSK_RID=${rsk_found%% *} rsk_idx=${rsk_found#* }
-    RSK_RUN="$RSK_ROOT/runs/$1/$RSK_RID${rsk_idx:+/t$rsk_idx}"
+    set -- "$1" "$2" "$(printf '%s\n' "$2" | rsk_job_runs "$1")" # "JOB RID IDX" (IDX may be empty)
+    [ -n "$3" ] || rsk_fail "$RSK_E_USAGE" not-ours "job $2 was not launched through rsk in project $1"
+    rsk_j=${3#* } rsk_i=${3##* } && RSK_RID=${rsk_j%% *} && RSK_RUN="$RSK_ROOT/runs/$1/$RSK_RID${rsk_i:+/t$rsk_i}"
 }
 # The ledger's word: RSK_HELD, "JOB:RID JOB:RID ", the jobs it holds (the authority for what rsk submitted), and
 # RSK_SINCE, when it made its oldest hold whose outcome it does not know
@@ -197,24 +201,22 @@ rsk_squeue() {
     for rsk_c in $RSK_SQ_FIELDS; do rsk_o=$rsk_o${rsk_o:+,}$rsk_c:$rsk_t; done
     if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -O "$rsk_o" 2>/dev/null) \
         && RSK_SQ=$(printf '%s\n' "$rsk_q" | awk -v t="$rsk_t" "$RSK_AWK"'
-            { all = all $0 "\n" }
-            END {
-                n = split(all, f, t)
-                if ((n - 1) % 22 || f[n] != "\n") exit 1
-                for (i = 0; i < n - 1; i += 22) {
-                    for (k = 1; k <= 22; k++) { v[k] = f[i + k]; if (k > 1) { sub(/\|.*/, "", v[k]); gsub(/\n/, "?", v[k]) } }
-                    sub(/^\n/, "", v[1]); if (!is_job(v[1])) exit 1
-                    c = v[8] ~ /^[0-9]+$/ ? v[8] + 0 : 1; x = tres_count(v[14], "cpu"); if (x > c) c = x
-                    g = gres_gpus(v[10]) * (v[7] ~ /^[0-9]+$/ ? v[7] : 1)
-                    x = gres_gpus(v[11]); if (x > g) g = x
-                    x = gres_gpus(v[12]) * (v[15] ~ /^[0-9]+$/ ? v[15] : c); if (x > g) g = x
-                    x = gres_gpus(v[13]) * c; if (x > g) g = x
-                    x = tres_count(v[14], "gres/gpu"); if (x > g) g = x
-                    if (v[19] + 0 > 0) v[3] = v[4]
-                    print v[1] "|" v[2] "|" v[3] "|" v[4] "|" v[5] "|" v[6] "|" v[7] "|" c "|" v[9] "|" g "|" v[16] "|" \
-                        v[17] "|" v[18] "|" v[20] "|" v[21] "|" v[22]
-                }
-            }'); then
+            function field(s) { # a record is printed when its last field ends: nothing held but the field read
+                v[++k] = s; if (k > 1) { sub(/\|.*/, "", v[k]); gsub(/\n/, "?", v[k]) }
+                if (k < 22) return
+                k = 0; sub(/^\n/, "", v[1]); if (!is_job(v[1])) { bad = 1; exit 1 }
+                c = v[8] ~ /^[0-9]+$/ ? v[8] + 0 : 1; x = tres_count(v[14], "cpu"); if (x > c) c = x
+                g = gres_gpus(v[10]) * (v[7] ~ /^[0-9]+$/ ? v[7] : 1)
+                x = gres_gpus(v[11]); if (x > g) g = x
+                x = gres_gpus(v[12]) * (v[15] ~ /^[0-9]+$/ ? v[15] : c); if (x > g) g = x
+                x = gres_gpus(v[13]) * c; if (x > g) g = x
+                x = tres_count(v[14], "gres/gpu"); if (x > g) g = x
+                if (v[19] + 0 > 0) v[3] = v[4]
+                print v[1] "|" v[2] "|" v[3] "|" v[4] "|" v[5] "|" v[6] "|" v[7] "|" c "|" v[9] "|" g "|" v[16] "|" \
+                    v[17] "|" v[18] "|" v[20] "|" v[21] "|" v[22]
+            }
+            { n = split($0, p, t); f = (NR > 1 ? f "\n" : "") p[1]; for (i = 2; i <= n; i++) { field(f); f = p[i] } }
+            END { if (bad || k || f != "") exit 1 }'); then
         RSK_SLURM=up
     else
         RSK_SQ='' RSK_SLURM=down

@@ -101,3 +101,28 @@ code() { # code MODE MANIFEST_FILE [TAR]: run the code program
     run remote fetch "$PROJECT" "$JOB" passwd 0 0
     [ "$status" -eq 2 ] && [ "$(field error code)" = bad-path ]
 }
+
+@test "a fetch of many jobs answers each after its @@job line; a symlink on one's way is its @@missing, not a read" {
+    submit m1 arg=sh arg=-c 'arg=mkdir -p "$RSK_RUN_DIR/out"; echo one > "$RSK_RUN_DIR/out/a.txt"'
+    one=$JOB
+    submit m2 arg=sh arg=-c 'arg=mkdir -p "$RSK_RUN_DIR/out"; echo two > "$RSK_RUN_DIR/out/a.txt"'
+    two=$JOB
+    submit m3 arg=sh arg=-c 'arg=mkdir -p "$RSK_RUN_DIR/out"; echo three > "$RSK_RUN_DIR/out/a.txt"'
+    three=$JOB
+    for r in m1 m2 m3; do wait_file "$ROOT/runs/$PROJECT/$r/t0/ended"; done
+    mv "$ROOT/runs/$PROJECT/m3/t0" "$ROOT/m3-moved" # m3's run directory now leads elsewhere
+    ln -s "$ROOT/m3-moved" "$ROOT/runs/$PROJECT/m3/t0"
+    JOBS="$one,$two,$three,999999,bad/word" run remote fetch "$PROJECT" - out/a.txt 0 65536
+    [ "$status" -eq 0 ]
+    each() { printf '%s\n' "$output" | awk -v j="@@job job=$1" '$0 == j { on = 1; next } /^@@job / { on = 0 } on'; }
+    [ "$(each "$one" | sed -n 's/^@@chunk //p' | base64 -d)" = one ]
+    [ "$(each "$two" | sed -n 's/^@@chunk //p' | base64 -d)" = two ]
+    each "$three" | grep -q '^@@missing code=bad-path rc=2 '
+    ! each "$three" | grep -q '^@@chunk'
+    [ "$(printf '%s\n' "$output" | grep -c '^@@job ')" -eq 3 ] # the journal knows no 999999, nor a bad word
+    [ -z "$(field error code)" ]
+    JOBS="$one" run remote fetch "$PROJECT" - out 0 0 # a directory: each job's files listed
+    printf '%s\n' "$output" | grep -q '^@@entry path=a.txt size=4'
+    run remote fetch "$PROJECT" - out 0 0 # no jobs line
+    [ "$status" -eq 2 ] && [ "$(field error code)" = usage ]
+}

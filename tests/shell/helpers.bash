@@ -52,13 +52,15 @@ shipped() {
 }
 
 # remote_env PATH ENTRY ARGS...: the same with another PATH for the cluster user ("" keeps it); with HELD set,
-# the "held JOB:RID,..." line (the jobs a ledger holds) follows the frame, with SINCE set the "since EPOCH" line
+# the "held JOB:RID,..." line (the jobs a ledger holds) follows the frame, with SINCE set the "since EPOCH" line, with
+# JOBS set the "jobs JOB,..." line (a fetch of many jobs)
 remote_env() {
     path=${1:-$PATH}
     entry=${2%.sh}
     shift 2
     { shipped "$entry"; printf 'rsk-frame 2 %s\n' "$NONCE"; [ -z "${HELD:-}" ] || printf 'held %s\n' "$HELD"
       [ -z "${SINCE:-}" ] || printf 'since %s\n' "$SINCE"
+      [ -z "${JOBS:-}" ] || printf 'jobs %s\n' "$JOBS"
       case $entry in submit*) cat ;; esac; } \
         | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" PATH="$path" dash -c "$(cat "$PROGS/loader.sh")" "rsk-$entry" "$@" \
         | sed "s/^@@$NONCE /@@/"

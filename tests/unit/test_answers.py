@@ -137,6 +137,22 @@ def test_fetch() -> None:
         answers.fetch(recorded("fetch_file", "size=5", "size=5x"))
 
 
+def test_fetch_each() -> None:
+    each = answers.fetch_each(recorded("fetch_each"))
+    assert set(each) == {"77_0", "77_1", "78"}  # 99: the journal knows no such job, so the cluster says nothing of it
+    got = each["77_0"]
+    assert isinstance(got, answers.FetchAnswer) and (got.size, got.data) == (4, b"0.5\n")
+    missing = each["78"]
+    assert isinstance(missing, answers.FetchMissing)
+    assert (missing.code, missing.rc, missing.message) == ("not-found", 2, "job 78 has no run directory yet")
+    with pytest.raises(ProtocolError, match="before any @@job"):
+        answers.fetch_each(recorded("fetch_each", "@@N job job=78\n", ""))
+    with pytest.raises(ProtocolError, match="twice"):
+        answers.fetch_each(recorded("fetch_each", "job=77_1", "job=78"))
+    with pytest.raises(ProtocolError, match="rc="):
+        answers.fetch_each(recorded("fetch_each", "rc=2", "rc=two"))
+
+
 def test_doctor() -> None:
     checks = answers.doctor(recorded("doctor"))
     assert [c.name for c in checks][:4] == ["commands", "sha256", "version", "controller"]
@@ -269,12 +285,12 @@ def test_submit_plan_and_accepted() -> None:
 
 DECODERS: list[Callable[[Output], Any]] = [
     answers.status, answers.journal, answers.cancel, answers.reconcile, answers.logs, answers.fetch,
-    answers.doctor, answers.policy, answers.info, answers.gpus, answers.code, answers.leases,
+    answers.fetch_each, answers.doctor, answers.policy, answers.info, answers.gpus, answers.code, answers.leases,
     answers.lease_closed, answers.plan, answers.accepted,
 ]  # fmt: skip
 KINDS = ["status", "job", "journal", "cursor", "base", "anchor", "cancel", "reconcile", "reconciled", "log",
          "chunk", "file", "entry", "check", "policy", "policy-rule", "partition", "node", "held", "ready", "need",
-         "lease", "closed", "planline", "plan", "active", "prior", "accepted"]  # fmt: skip
+         "lease", "closed", "planline", "plan", "active", "prior", "accepted", "missing"]  # fmt: skip
 word = st.text(alphabet="abcn=0129-_,.:/+!xyz", max_size=12)
 record = st.builds(lambda k, ws: f"@@N {k} " + " ".join(ws), st.sampled_from(KINDS), st.lists(word, max_size=6))
 

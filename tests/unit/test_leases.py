@@ -118,8 +118,11 @@ def test_watch_shows_a_lease_and_its_steps_as_one_batch_paid_once() -> None:
 
 
 def test_a_step_is_undecided_unless_the_ledger_allowed_its_id_and_request_once() -> None:
-    from rsk.ledger.guard import undecided_step
+    from rsk.ledger.guard import StepBooks
     from rsk.ledger.models import LeaseStep
+
+    def undecided_step(ledger: Ledger, target: str, lease: str, job_id: str, request_id: str, starts: int) -> str:
+        return StepBooks(ledger, target).undecided(lease, job_id, request_id, starts)
 
     allowed = LeaseStep(job_id="7706s3", request_id="r1", plan_hash="h")
     ledger = Ledger(project="p", leases=[lease(steps=[allowed.model_dump()]), lease(job_id="7800", steps=[])])

@@ -444,17 +444,32 @@ def _record_steps(ledger: Ledger, target: str, plan: Plan, request_id: str, jobs
             lease.steps.append(LeaseStep(job_id=job, request_id=request_id, plan_hash=plan.hash, task=task))
 
 
-def undecided_step(ledger: Ledger, target: str, lease: str, job_id: str, request_id: str, starts: int) -> str:
-    """Why a step of a lease was never decided by this ledger ("" when it was, or cannot be told): the
-    controller started it, but no step the ledger allowed has its id and request, or it started twice."""
-    records = [x for x in ledger.leases if x.target == target and x.name == lease]
-    if any(x.steps is None for x in records) or any(x.job_id == job_id for x in records):
-        return ""  # a lease opened by an rsk that did not record its steps, or the lease's own job
-    if not any(s.job_id == job_id and s.request_id == request_id for x in records for s in x.steps or []):
-        return "no step the ledger allowed has this id and request"
-    if starts > 1:
-        return f"started {starts} times; the ledger allowed it once"
-    return ""
+class StepBooks:
+    """The steps the ledger allowed into the target's leases, by lease name, read once for a status of any number of
+    steps (pure)."""
+
+    def __init__(self, ledger: Ledger, target: str) -> None:
+        self.unrecorded: set[str] = set()  # leases opened by an rsk that did not record their steps
+        self.jobs: dict[str, set[str]] = {}  # lease name -> its Slurm jobs
+        self.allowed: dict[str, set[tuple[str, str]]] = {}  # lease name -> (step id, request id) it allowed
+        for x in ledger.leases:
+            if x.target != target:
+                continue
+            self.jobs.setdefault(x.name, set()).add(x.job_id)
+            if x.steps is None:
+                self.unrecorded.add(x.name)
+            self.allowed.setdefault(x.name, set()).update((st.job_id, st.request_id) for st in x.steps or [])
+
+    def undecided(self, lease: str, job_id: str, request_id: str, starts: int) -> str:
+        """Why a step of a lease was never decided by this ledger ("" when it was, or cannot be told): the
+        controller started it, but no step the ledger allowed has its id and request, or it started twice."""
+        if lease in self.unrecorded or job_id in self.jobs.get(lease, ()):
+            return ""  # a lease opened by an rsk that did not record its steps, or the lease's own job
+        if (job_id, request_id) not in self.allowed.get(lease, ()):
+            return "no step the ledger allowed has this id and request"
+        if starts > 1:
+            return f"started {starts} times; the ledger allowed it once"
+        return ""
 
 
 def close_lease(store: Store, target: str, name: str, by: str) -> list[Lease]:
@@ -611,11 +626,11 @@ def _found(costs: dict[str, JobCost], new: list[str], n: int, worst: JobCost, fi
     out = dict(costs)
     stand_ins = sorted(k for k, c in out.items() if unfound(k) and c.gpu_hours_used is None)
     stand_ins += sorted(k for k, c in out.items() if unfound(k) and c.gpu_hours_used is not None)
-    for j in new:
-        if not stand_ins:
+    for k, j in enumerate(new):  # each takes the next stand-in (by index: a batch's thousands stay linear)
+        if k >= len(stand_ins):
             out[j] = worst.model_copy()
             continue
-        was = out.pop(stand_ins.pop(0))
+        was = out.pop(stand_ins[k])
         out[j] = JobCost(gpu_hours_worst=was.gpu_hours_worst, cpu_hours_worst=was.cpu_hours_worst)
     return out
 
@@ -735,19 +750,20 @@ def _grows(ledger: Ledger, target: str, held: dict[str, Held]) -> bool:
 def _grow_in(store: Store, ledger: Ledger, target: str, held: dict[str, Held]) -> int:
     count = 0
     for costs, owner in _cost_owners(ledger, target):
+        grown: list[str] = []  # each job's line of the audit
         for job, cost in costs.items():
             if job in held and _more(cost, held[job]):
                 gpu, cpu = held[job]
-                detail = (f"job {job}: Slurm holds more than its plan: {max(gpu, cost.gpu_hours_worst):.4f} GPU-h, "
-                          f"{max(cpu, cost.cpu_hours_worst):.4f} CPU-h at worst")  # fmt: skip
+                grown.append(f"job {job}: Slurm holds more than its plan: {max(gpu, cost.gpu_hours_worst):.4f} GPU-h, "
+                             f"{max(cpu, cost.cpu_hours_worst):.4f} CPU-h at worst")  # fmt: skip
                 cost.gpu_hours_worst = max(cost.gpu_hours_worst, gpu)
                 cost.cpu_hours_worst = max(cost.cpu_hours_worst, cpu)
-                count += 1
-                if isinstance(owner, Charge):
-                    owner.gpu_hours = max(owner.gpu_hours, sum(c.gpu_hours_worst for c in costs.values()))
-                    owner.cpu_hours = max(owner.cpu_hours, sum(c.cpu_hours_worst for c in costs.values()))
-                    store.audit(_entry(store, "charge-grown", owner.plan_hash, owner.request_id, owner.grant_id,
-                                       detail))  # fmt: skip
+        count += len(grown)
+        if grown and isinstance(owner, Charge):  # its worst case: its jobs' together, summed once they all grew
+            owner.gpu_hours = max(owner.gpu_hours, sum(c.gpu_hours_worst for c in costs.values()))
+            owner.cpu_hours = max(owner.cpu_hours, sum(c.cpu_hours_worst for c in costs.values()))
+            for detail in grown:
+                store.audit(_entry(store, "charge-grown", owner.plan_hash, owner.request_id, owner.grant_id, detail))
     return count
 
 

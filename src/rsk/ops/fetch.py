@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import stat
 from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -18,6 +19,11 @@ from rsk.wire.protocol import raise_for_error
 
 BLOCK = 65536  # the cluster side reads and resumes in whole blocks of this size
 FETCH_CHUNK = 64 * BLOCK  # per remote call
+# a batch's results: how many jobs one call lists, the largest file that comes with those of its name from other jobs
+# (larger ones: a call of their own), and what one such call may bring back (its whole answer is at most 16 MiB)
+EACH = 200
+INLINE = 16 * BLOCK
+PER_CALL = 128 * BLOCK
 _FETCH_PATH = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
 
 
@@ -285,9 +291,18 @@ def _succeeded(remote: Remote, target_name: str, project: str, job: str) -> None
         raise _no_result(job, f"is {found[0].state}: it has no result")
 
 
+@dataclass
+class Prefetched:
+    """A job's published result as one call of many listed it, and the files of it calls of many brought (path ->
+    bytes, the manifest's too): `fetch_result` asks the cluster only for the rest."""
+
+    listing: answers.FetchAnswer
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
 def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial: bool = False,
-                 max_bytes: int = 1024**3, via: Remote | None = None,
-                 succeeded: bool = False) -> ResultReport:  # fmt: skip
+                 max_bytes: int = 1024**3, via: Remote | None = None, succeeded: bool = False,
+                 prefetched: Prefetched | None = None) -> ResultReport:  # fmt: skip
     """A job's published result into DIR (which must not exist yet), every file checked against the manifest,
     made to appear with one rename; with `partial`, the stage of a job that did not succeed, labelled so. DIR's
     parent, the work directory beside it and everything below are reached without following a link
@@ -298,14 +313,18 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
         with nullcontext(via) if via is not None else remote_for(target_name) as remote:
             if not partial and not succeeded:  # `succeeded`: the caller read that state of this job just now
                 _succeeded(remote, target_name, project, job)
-            out = remote.call("fetch", project, job, root, "0", "0")
-            try:
-                raise_for_error(out)
-            except UsageError as exc:
-                if exc.code != "not-found":
-                    raise
-                raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
-            found = answers.fetch(out)
+            if prefetched is not None:
+                found = prefetched.listing
+            else:
+                out = remote.call("fetch", project, job, root, "0", "0")
+                try:
+                    raise_for_error(out)
+                except UsageError as exc:
+                    if exc.code != "not-found":
+                        raise
+                    raise _no_result(job, "left no partial stage" if partial else "has no published result") from None
+                found = answers.fetch(out)
+            brought = prefetched.files if prefetched is not None else {}
             listed = {e.path: e.size for e in found.entries}
             skipped = found.skipped[:100] if partial else []
             if partial:  # the label is rsk's: what the job left under that name (or a manifest's) does not come back
@@ -313,7 +332,9 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
             manifest: dict[str, tuple[str, int]] = {}
             text = ""
             if not partial:
-                text = _read_small(remote, project, job, f"{root}/.rsk-manifest")
+                manifest_bytes = brought.get(".rsk-manifest")
+                text = (manifest_bytes.decode("utf-8", "replace") if manifest_bytes is not None
+                        else _read_small(remote, project, job, f"{root}/.rsk-manifest"))  # fmt: skip
                 manifest = _manifest(text)
                 listed.pop(".rsk-manifest", None)
                 if len(manifest) > len(listed) >= 999:  # the cluster lists at most 1,000 files (the manifest one)
@@ -329,7 +350,9 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
             budget = [max_bytes]
             with parent.dir().sub(work_name, create=True) as work:
                 got = [
-                    _fetch_one(remote, project, job, f"{root}/{p}", size, work, budget)
+                    _place(f"{root}/{p}", work, brought[p], budget)
+                    if p in brought and len(brought[p]) == size
+                    else _fetch_one(remote, project, job, f"{root}/{p}", size, work, budget)
                     for p, size in sorted(listed.items())
                 ]
         with parent.dir().sub(f"{work_name}/{root}", create=True) as stage:
@@ -368,6 +391,60 @@ def _there(parent: Dir, to: Path, manifest: str | None) -> list[FetchedFile] | N
                 ]
         raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
     raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
+
+
+def _place(path: str, to: Dir, data: bytes, budget: list[int]) -> FetchedFile:
+    """A file a call of many brought, written into the stage `to` (rsk.local.nolink; checked against the manifest
+    there, as the rest)."""
+    if len(data) > budget[0]:
+        raise UsageError(f"fetch stopped at its byte limit ({path} would pass it)",
+                         "pass a larger --max-bytes; run the same command again to resume",
+                         code="byte-limit")  # fmt: skip
+    head, _, name = path.rpartition("/")
+    with to.sub(head, create=True) as where:
+        where.remove_tree(name + ".rsk-part")  # a cut fetch's part of it: whole now
+        where.write(name, data)
+    budget[0] -= len(data)
+    return FetchedFile(path=path, size=len(data), to=str(to.path / path))
+
+
+def _each(remote: Remote, project: str, jobs: list[str], path: str, max_bytes: int) -> dict[str, answers.FetchAnswer]:
+    """PATH of each job, in one call (`fetch PROJECT - ...`, the jobs on stdin): the jobs that gave it. One that could
+    not (it has no such path, a symlink is on the way, the journal does not know it) is left out: its own call says
+    why."""
+    out = remote.call("fetch", project, "-", path, "0", str(max_bytes), stdin=f"jobs {','.join(jobs)}\n".encode())
+    raise_for_error(out)
+    return {job: got for job, got in answers.fetch_each(out).items() if isinstance(got, answers.FetchAnswer)}
+
+
+def prefetch_results(remote: Remote, project: str, jobs: list[str], fresh: set[str],
+                     max_bytes: int) -> dict[str, Prefetched]:  # fmt: skip
+    """The published results of many jobs in a few calls: their listings, EACH jobs a call; then, for each name,
+    that file from every job whose result holds it at most INLINE large, as many jobs a call as PER_CALL bytes allow
+    (of a job not in `fresh`, whose directory is there already, only its manifest: it is compared, not fetched).
+    Files beyond the byte limit, larger files and a job that gave nothing are left to its own calls."""
+    known: dict[str, Prefetched] = {}
+    for k in range(0, len(jobs), EACH):
+        for job, listing in _each(remote, project, jobs[k : k + EACH], ".rsk-result", 0).items():
+            if listing.size is None:  # a directory, as a published result is
+                known[job] = Prefetched(listing)
+    wanted: dict[str, list[tuple[str, int]]] = {}
+    left = max_bytes
+    for job, p in known.items():
+        for e in p.listing.entries:
+            manifest = e.path == ".rsk-manifest"
+            if e.size <= INLINE and _FETCH_PATH.fullmatch(e.path) and (manifest or (job in fresh and e.size <= left)):
+                wanted.setdefault(e.path, []).append((job, e.size))
+                left -= 0 if manifest else e.size
+    for path, holders in wanted.items():
+        block = max(-(-max(size for _, size in holders) // BLOCK), 1) * BLOCK
+        per = max(PER_CALL // block, 1)
+        for k in range(0, len(holders), per):
+            got = _each(remote, project, [job for job, _ in holders[k : k + per]], f".rsk-result/{path}", block)
+            for job, one in got.items():
+                if one.size is not None:
+                    known[job].files[path] = one.data
+    return known
 
 
 def _read_small(remote: Remote, project: str, job: str, path: str) -> str:
@@ -419,6 +496,10 @@ def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,
         if not members:
             raise UsageError(f"no batch {batch!r} with tasks in project {project} on {target_name}",
                              "`rsk status` lists the project's jobs", code="not-found")  # fmt: skip
+        published = [j for j in members if j.state == "succeeded" and j.result]
+        # a few calls list every result and bring its files; what they did not bring, each task's own calls do
+        fresh = {j.job_id for j in published if not (to / check_token("task", j.task or "")).exists()}
+        known = prefetch_results(remote, project, [j.job_id for j in published], fresh, max_bytes)
         for j in members:
             assert j.task is not None
             if j.state != "succeeded" or not j.result:
@@ -426,7 +507,7 @@ def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,
                 tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=None, why=why))
                 continue
             rep = fetch_result(target_name, project, j.job_id, to / check_token("task", j.task), max_bytes=budget,
-                               via=remote, succeeded=True)  # fmt: skip
+                               via=remote, succeeded=True, prefetched=known.get(j.job_id))  # fmt: skip
             budget = max(1, budget - rep.bytes)
             tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=rep))
     got = [t for t in tasks if t.result is not None]

@@ -305,9 +305,10 @@ def mark_undecided(st: Status, ledger: Ledger) -> Status:
     """Every step a lease's controller started is compared with the steps the ledger allowed: one it never
     decided (a job of the cluster account can write into a lease's queue) is marked, with a warning; so is a
     job Slurm holds outside the scope that allowed it (marked by _against_the_ledger)."""
+    steps = guard.StepBooks(ledger, st.target)  # the ledger's leases and their steps, read once for every step
     for j in st.jobs:
         if j.lease:
-            j.undecided = guard.undecided_step(ledger, st.target, j.lease, j.job_id, j.request_id, j.starts)
+            j.undecided = steps.undecided(j.lease, j.job_id, j.request_id, j.starts)
         if j.undecided:
             st.warnings.append(undecided_warning(j) if j.lease else left_scope_warning(j))
     return st
@@ -403,18 +404,20 @@ def explain_queued_steps(jobs: list[JobState]) -> None:
     from rsk.ops.stepfit import Shape, waits_for
 
     by_id = {j.job_id: j for j in jobs}
+    held: dict[str, dict[str, Shape]] = {}  # a lease's job -> what its running steps hold on each node (one pass)
+    for r in jobs:
+        if r.state == "running" and r.placement.kind == "lease":
+            on = held.setdefault(r.placement.job, {})
+            h = on.get(r.where, Shape(0, 0, 0))
+            on[r.where] = Shape(h.cpus + (r.cpus or 0), h.mem_mb + (r.mem_mb or 0), h.gpus + (r.gpus or 0))
     for j in jobs:
         at = j.placement
         lease = by_id.get(at.job) if at.kind == "lease" and j.where == "(Queued)" else None
         if lease is None or lease.state != "running":
             continue
-        held: dict[str, Shape] = {}
-        for r in jobs:
-            if r.state == "running" and r.placement.kind == "lease" and r.placement.job == lease.job_id:
-                h = held.get(r.where, Shape(0, 0, 0))
-                held[r.where] = Shape(h.cpus + (r.cpus or 0), h.mem_mb + (r.mem_mb or 0), h.gpus + (r.gpus or 0))
         node = Shape(lease.cpus or 0, lease.mem_mb or 0, lease.gpus or 0)
-        why = waits_for(Shape(j.cpus or 0, j.mem_mb or 0, j.gpus or 0), node, lease.nodes or 1, held)
+        why = waits_for(Shape(j.cpus or 0, j.mem_mb or 0, j.gpus or 0), node, lease.nodes or 1,
+                        held.get(lease.job_id, {}))  # fmt: skip
         if why:
             j.where = f"(Queued: {why})"
 

@@ -61,19 +61,26 @@ def levels(needs: Mapping[str, Sequence[str]]) -> list[list[str]]:
 
 
 def _order(tasks: Sequence[TaskSpec]) -> list[TaskSpec]:
-    """Kahn's order, file order among the ready: stable, so a file already in order keeps its order."""
-    waiting = {t.key: {n.task for n in t.needs} for t in tasks}
-    done: set[str] = set()
-    out: list[TaskSpec] = []
-    progress = True
-    while progress:
-        progress = False
-        for t in tasks:
-            if t.key not in done and waiting[t.key] <= done:
-                done.add(t.key)
-                out.append(t)
-                progress = True
-    return out
+    """The tasks as passes over the file place them: each pass takes, in file order, every task whose needs are
+    placed (stable, so a file already in order keeps its order). A task's pass is one more than that of a need that
+    comes after it in the file, else that of its latest need, or the first: found in one walk of the graph (Kahn's),
+    which leaves out every task a cycle holds back."""
+    at = {t.key: i for i, t in enumerate(tasks)}
+    waiting = {t.key: len({n.task for n in t.needs}) for t in tasks}
+    needed_by: dict[str, list[str]] = {}
+    for t in tasks:
+        for key in {n.task for n in t.needs}:
+            needed_by.setdefault(key, []).append(t.key)
+    ready = [t.key for t in tasks if not waiting[t.key]]
+    passes = dict.fromkeys(ready, 1)
+    while ready:
+        key = ready.pop()
+        for other in needed_by.get(key, []):
+            passes[other] = max(passes.get(other, 1), passes[key] + (at[key] > at[other]))
+            waiting[other] -= 1
+            if not waiting[other]:
+                ready.append(other)
+    return sorted((t for t in tasks if not waiting[t.key]), key=lambda t: (passes[t.key], at[t.key]))
 
 
 def _cycle(tasks: Sequence[TaskSpec], placed: set[str]) -> list[str]:

@@ -524,6 +524,41 @@ def fetch(out: Output) -> FetchAnswer:
     )
 
 
+class FetchMissing(Answer):
+    """What one job of `fetch PROJECT - ...` could not give (its @@missing line): the error its own call would be."""
+
+    code: str
+    rc: int
+    message: str
+
+
+def fetch_each(out: Output) -> dict[str, FetchAnswer | FetchMissing]:
+    """`fetch PROJECT - PATH OFFSET MAXBYTES` (the jobs on stdin): each job's answer, the records after its @@job line
+    up to the next; a job the project's journal does not know has none."""
+    each: dict[str, list[Record]] = {}
+    mine: list[Record] | None = None
+    for r in out.records:
+        if r.kind == "job":
+            job = _text(r, "job")
+            if not is_job_id(job) or job in each:
+                raise ProtocolError(f"the cluster's @@job line names {job[:40]!r} twice or is not a job id")
+            mine = each[job] = []
+        elif mine is None:
+            raise ProtocolError(f"the cluster's @@{r.kind} line comes before any @@job line")
+        else:
+            mine.append(r)
+    answered: dict[str, FetchAnswer | FetchMissing] = {}
+    for job, records in each.items():
+        one = Output(records, 0)
+        miss = one.first("missing")
+        answered[job] = (
+            FetchMissing(code=_text(miss, "code"), rc=_count(miss, "rc"), message=_b64(miss, "msg", ""))
+            if miss is not None
+            else fetch(one)
+        )
+    return answered
+
+
 # doctor, policy, info, gpus, code -------------------------------------------------------------------
 class DoctorCheck(Answer):
     name: str
