@@ -26,16 +26,14 @@ main() {
         }
         END { for (x = 1; x <= n; x++) { k = order[x]; if (last[k] == "intent") print k, num[k], plan[k], dash(task[k]) } }' "$jf")
     if [ -n "$open" ]; then
-        rsk_need_slurm # one read of the queue: the evidence of every open intent
-        while read -r rid idx i plan task; do
-            count=$((count + 1))
-            job=$(rsk_evidence_lines "$project" "$rid" | awk -v n="rsk:$project:$rid" -v d="$runs/$rid" -v i="$i" \
-                "$RSK_AWK"'evidence($0, n, d) && EV_IDX == i { print EV_JOB; exit }')
-            found="$found$rid $idx $i $plan $task ${job:--}
+        rsk_need_slurm # one read of the queue; the evidence of every open intent, in one pass for each request
+        count=$(printf '%s\n' "$open" | grep -c .)
+        found="$(for rid in $(printf '%s\n' "$open" | awk '!s[$1]++ { print $1 }'); do
+            { rsk_evidence_lines "$project" "$rid"; echo --; printf '%s\n' "$open"; } | awk -v r="$rid" -v n="rsk:$project:$rid" \
+                -v d="$runs/$rid" "$RSK_AWK"'$0 == "--" { q = 1; next } !q { if (evidence($0, n, d) && !(EV_IDX in j)) j[EV_IDX] = EV_JOB; next }
+                $1 == r { print $0, (($3 in j) ? j[$3] : "-") }'
+        done)
 "
-        done <<EOT
-$open
-EOT
     fi
     # the account's jobs that no book or journal line holds, since the ledger's oldest unknown outcome, by batch script:
     # for an intent with no evidence, and (with since) for a task whose every journal line a job may have erased
@@ -71,14 +69,14 @@ EOT
     stale=0
     [ -n "$RSK_SLURM" ] || rsk_squeue
     if [ "$RSK_SLURM" = up ]; then
-        active=" $(rsk_active_jobs "$project" | tr '\n' ' ') "
+        rsk_active_jobs "$project"
         for st in "$runs"/*/t*/out.stage; do
             d=${st%/out.stage}
             if [ ! -d "$st" ] || [ ! -f "$d/started" ]; then continue; fi
             IFS= read -r m <"$d/started" || true
             rsk_get "$m" job
             case $RSK_F in '' | *s*) continue ;; esac
-            case $active in *" $RSK_F "*) continue ;; esac
+            case ",$ACTIVE_JOBS," in *",$RSK_F,"*) continue ;; esac
             rm -rf "$d/partial" && mv "$st" "$d/partial" && stale=$((stale + 1))
         done
     fi

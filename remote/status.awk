@@ -7,9 +7,7 @@ function add(key, j) {
 }
 BEGIN {
     nonce = ENVIRON["RSK_NONCE"] # (from the environment: any user of the node can read a command line)
-    nh = split(held, hw, " ")
-    for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
-    srand(); now = srand()
+    held_jobs(held, h_rid); srand(); now = srand()
 }
 FILENAME != jf && $0 == "-- " (part == "" ? "acct" : part == "acct" ? "markers" : "steps") && part != "steps" { part = substr($0, 4); next }
 FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
@@ -20,7 +18,7 @@ FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
     # Slurm writes its output under the request's run directory: the request's job, whatever the journal lost
     if (sq_under(runs)) {
         o = substr(SQ_OUT, length(runs) + 2); sub(/\/.*/, "", o)
-        if (is_rid(o)) { o_rid[SQ_ID] = o; o_idx[SQ_ID] = SQ_ID ~ /_/ ? substr(SQ_ID, index(SQ_ID, "_") + 1) : "0" }
+        if (is_rid(o)) { o_rid[SQ_ID] = o; o_idx[SQ_ID] = task_of(SQ_ID, SQ_OUT) }
     }
     next
 }

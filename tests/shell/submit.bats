@@ -246,18 +246,20 @@ teardown() { teardown_root; }
 }
 
 @test "a bad request is refused with a typed @@error: truncated, unknown key, repeated key, not base64" {
-    run remote submit plan < <(printf 'rsk-request 2\nproject =%s\n' "$PROJECT")
+    run remote submit plan < <(printf 'rsk-request 2 40\nproject =%s\n' "$PROJECT")
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-request ]
-    run remote submit plan < <(printf 'rsk-request 2\nbogus eA==\nend\n')
+    run remote submit plan < <(printf 'rsk-request 2\nproject =%s\n' "$PROJECT")  # no length
+    [ "$(field error code)" = bad-request ]
+    run remote submit plan < <(framed $'bogus eA==\n')
     [ "$status" -eq 2 ]
-    run remote submit plan < <(printf 'rsk-request 2\nproject =a\nproject =b\nend\n')
+    run remote submit plan < <(framed $'project =a\nproject =b\n')
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-request ]
-    run remote submit plan < <(printf 'rsk-request 2\nproject $(id)\nend\n')
+    run remote submit plan < <(framed $'project $(id)\n')
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-encoding ]
-    run remote submit plan < <(printf 'rsk-request 9\nend\n')
+    run remote submit plan < <(printf 'rsk-request 9 0\n')
     [ "$(field error code)" = bad-protocol ]
 }
 
@@ -459,7 +461,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$status" -eq 1 ]
     # the loader's one eval runs the program it read from stdin, nothing else
     [ "$(grep -cw eval "$PROGS/loader.sh")" -eq 1 ]
-    grep -qx 'eval "$rsk_p"' "$PROGS/loader.sh"
+    grep -qx 'eval "$RSK_TAKEN"' "$PROGS/loader.sh"
     grep -q 'rsk_nap=1$' "$REPO"/remote/controller.sh
     # the one fractional sleep is the lease controller's probe, which falls back to whole seconds
     run sh -c "grep -rn 'sleep 0\.\|mv -T\|head -c' '$REPO/remote' | grep -v 'if sleep 0\.01 2>/dev/null; then rsk_nap=0\.2; fi'"
@@ -516,10 +518,12 @@ planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" 
     hash=$(plan_hash)
     cluster=$(field facts cluster)
     parts=$(field facts parts)
+    arrays=$(field facts arrays)
+    [ "$arrays" = "$(scontrol show config | sed -n 's/^MaxArraySize *= *//p')" ]
     [ "$(dec "$cluster")" = rsklab ]
     dec "$parts" | grep -q '^cpu\*|'
     [ "$(planline facts)" = "$(dec "$parts" | awk -F'|' '$1 == "cpu*" { $1 = "cpu"; OFS = ","; $1 = $1; print }' | paste -sd/)" ]
-    run --separate-stderr remote submit plan < <(with_facts "facts $cluster $parts" arg=true)
+    run --separate-stderr remote submit plan < <(with_facts "facts $cluster $parts $arrays" arg=true)
     [ "$status" -eq 0 ]
     [ "$(plan_hash)" = "$hash" ]
     [ -z "$(field facts cluster)" ] # nothing read, nothing printed
@@ -532,15 +536,17 @@ planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" 
     run --separate-stderr remote submit plan < <(with_facts 'facts -' arg=true)
     parts=$(field facts parts)
     hash=$(plan_hash)
-    run --separate-stderr remote submit plan < <(with_facts "facts =othername $parts" arg=true)
+    run --separate-stderr remote submit plan < <(with_facts "facts =othername $parts 1001" arg=true)
     [ "$status" -eq 0 ] && [ "$(planline cluster)" = othername ] && [ "$(plan_hash)" != "$hash" ]
     swapped=$(dec "$parts" | sed 's/^cpu\*|/cpu|/; s/^gpu|/gpu*|/' | base64 -w0)
-    run --separate-stderr remote submit plan < <(with_facts "facts =rsklab $swapped" arg=true)
+    run --separate-stderr remote submit plan < <(with_facts "facts =rsklab $swapped 1001" arg=true)
     [ "$status" -eq 0 ] && [ "$(planline partition)" = gpu ]
 }
 
 @test "malformed facts are refused before anything is read or planned (rc 2)" {
-    for line in "facts =bad/name =x" "facts =rsklab $(b64 'cpu|1')" "facts =rsklab $(b64 'a|b|c|d|e|f|g')" "facts =rsklab ="; do
+    good=$(b64 'cpu|1:00:00|4|4000|(null)|2')
+    for line in "facts =bad/name =x 1001" "facts =rsklab $(b64 'cpu|1') 1001" "facts =rsklab $(b64 'a|b|c|d|e|f|g') 1001" \
+        "facts =rsklab = 1001" "facts =rsklab $good" "facts =rsklab $good x"; do
         run --separate-stderr remote submit plan < <(with_facts "$line" arg=true)
         [ "$status" -eq 2 ]
         [ "$(field error code)" = bad-facts ]
