@@ -183,7 +183,7 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
 # no job has seen: Slurm takes '|' and line breaks in a name, a comment and a GRES, so only that word tells where
 # a field ends; an answer that does not split into whole records is no answer (docs/adr/0041). The pending tasks of
 # an array come as one record, "A_[LIST%K]" (SLURM_BITSTR_LEN=0: all of it), K its throttle: a line each, those past
-# the places its running tasks leave under K reading JobArrayTaskLimit, as Slurm holds them (docs/adr/0059).
+# the places its running tasks leave under K reading JobArrayTaskLimit, the others never (docs/adr/0059).
 RSK_SQ_N=0 RSK_SQ_FIELDS='JobArrayID State TimeUsed TimeLimit ReasonList SubmitTime NumNodes NumCPUs MinMemory
 tres-per-node tres-per-job tres-per-task tres-per-socket tres-alloc NumTasks Partition Account QOS RestartCnt StdOut
 Name Comment'
@@ -215,10 +215,11 @@ rsk_squeue() {
                     if (id[i] !~ /^[0-9]+_\[[0-9,:%-]+\]$/) exit 1
                     j = substr(id[i], 1, index(id[i], "_") - 1); x = substr(id[i], length(j) + 3); sub(/\]$/, "", x)
                     thr = index(x, "%"); lim = thr ? substr(x, thr + 1) - busy[j] : 0; sub(/%.*/, "", x); c = split(x, r, ",")
+                    w = why[i] == "(JobArrayTaskLimit)" ? "(None)" : why[i] # (a reason Slurm has not yet renewed)
                     for (q = 1; q <= c; q++) { # "I", "I-J" or "I-J:STEP"
                         split(r[q], e, /[-:]/); st = e[3] > 0 ? e[3] : 1
                         for (y = e[1] + 0; y <= (e[2] == "" ? e[1] : e[2]) + 0; y += st)
-                            print j "_" y "|" a[i] "|" (thr && lim-- <= 0 ? "(JobArrayTaskLimit)" : why[i]) "|" b[i]
+                            print j "_" y "|" a[i] "|" (thr && lim-- <= 0 ? "(JobArrayTaskLimit)" : w) "|" b[i]
                     }
                 }
             }'); then

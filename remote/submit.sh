@@ -688,9 +688,8 @@ sbatch_idxs() {
         FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG="sbatch failed: $SB_OUT"
         return 0
     fi
-    rsk_new="$(printf '%s' "$rsk_idxs" | awk -v j="$SB_JOB" -v a="$rsk_arr" -v o="$ARR_OFF" \
-        '{ for (i = 1; i <= NF; i++) print $i, j (a == "" ? "" : "_" $i - o) }')
-"
+    rsk_new=$(printf '%s' "$rsk_idxs" | awk -v j="$SB_JOB" -v a="$rsk_arr" -v o="$ARR_OFF" \
+        '{ for (i = 1; i <= NF; i++) print $i, j (a == "" ? "" : "_" $i - o) } END { print "." }') rsk_new=${rsk_new%.}
     placed
 }
 

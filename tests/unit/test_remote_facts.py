@@ -82,8 +82,15 @@ def test_a_direct_command_and_other_programs_send_and_keep_nothing(clock: list[f
     assert shared.sent == ["held "] and shared.facts is None
 
 
-@pytest.mark.parametrize("line", ["facts cluster==x", "facts cluster=a\x01 parts=QUJD arrays=1",
-                                  "facts cluster==x parts=Q; arrays=1", "facts cluster==x parts=QUJD arrays=x"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "facts cluster==x",
+        "facts cluster=a\x01 parts=QUJD arrays=1",
+        "facts cluster==x parts=Q; arrays=1",
+        "facts cluster==x parts=QUJD arrays=x",
+    ],
+)
 def test_a_malformed_facts_line_is_a_protocol_error(clock: list[float], line: str) -> None:
     conn = Conn()
     conn.reply = [line]
