@@ -249,12 +249,10 @@ $1|"} ;; *) return 1 ;; esac
     SQ_STATE=${rsk_l%%|*} SQ_NAME=${rsk_l#*|*|*|*|*|*|*|*|*|*|*|*|*|} SQ_NAME=${SQ_NAME%%|*}
 }
 rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
-# rsk_active_jobs PROJECT: ACTIVE, how many of the project's rsk jobs count against its cap (lib.awk's project_active),
-# and ACTIVE_JOBS, which ("JOB,JOB,...")
-rsk_active_jobs() {
+rsk_active_jobs() { # rsk_active_jobs PROJECT: ACTIVE and ACTIVE_JOBS (J,J,...), the project's jobs its cap counts (lib.awk)
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    rsk_a=$(printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held="$RSK_HELD" -v runs="$RSK_ROOT/runs/$1" "$RSK_AWK"'
-        BEGIN { held_jobs(held, h) } { sq($0) } project_active(p, h, runs) { printf "%s%s", (n++ ? "," : ""), SQ_ID } END { print " " n + 0 }')
+    rsk_a=$(printf '%s\n' "$RSK_HELD" "$RSK_SQ" | awk -v p="rsk:$1:" -v runs="$RSK_ROOT/runs/$1" "$RSK_AWK"'NR == 1 { held_jobs($0, h); next }
+        { sq($0) } project_active(p, h, runs) { printf "%s%s", (n++ ? "," : ""), SQ_ID } END { print " " n + 0 }')
     ACTIVE=${rsk_a##* } ACTIVE_JOBS=${rsk_a% *}
 }
 # rsk_evidence_lines PROJECT RID: what Slurm and the run markers know of the request's jobs, for lib.awk's
@@ -264,9 +262,9 @@ rsk_evidence_lines() {
     rsk_runs="$RSK_ROOT/runs/$1/$2"
     [ -n "$RSK_SLURM" ] || rsk_squeue
     printf '%s\n' "$RSK_SQ"
-    set -- "$1" "$2" "$rsk_runs"/t*/started # a glob that matches nothing is skipped
-    [ ! -f "$3" ] || awk "$RSK_AWK"'{ i = FILENAME; sub(/\/started$/, "", i); sub(/.*\/t/, "", i) }
-        is_job(kv($0, "job")) { print "M", i, kv($0, "job"), dash(kv($0, "plan")) }' "$rsk_runs"/t*/started 2>/dev/null || true
+    set -- "$1" "$2" "$rsk_runs"/t*/started # a glob that matches nothing is skipped (read from there: short names)
+    [ ! -f "$3" ] || (cd "$rsk_runs" && awk "$RSK_AWK"'{ i = substr(FILENAME, 2); sub(/\/.*/, "", i) }
+        is_job(kv($0, "job")) { print "M", i, kv($0, "job"), dash(kv($0, "plan")) }' t*/started 2>/dev/null) || true
     [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
 }
 # rsk_script_runs PROJECT EXCEPT: "RID IDX JOB PLAN" for each job of the account Slurm lists (ended ones too, until it
@@ -275,9 +273,9 @@ rsk_evidence_lines() {
 # ("-": none); "? JOB" for each whose script the controller does not give (it could be one)
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v held="$RSK_HELD" -v except="$2" \
-        "$RSK_AWK"'BEGIN { held_jobs(held, h); n = split(except, w, " "); for (i = 1; i <= n; i++) x[w[i]] = 1 }
-            { sq($0) } SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 && !(SQ_ID in h) && !(SQ_ID in x) { print SQ_ID }'); do
+    for rsk_j in $(printf '%s\n' "$RSK_HELD" "$2" "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" "$RSK_AWK"'NR == 1 { held_jobs($0, h) }
+            NR == 2 { n = split($0, w, " "); for (i = 1; i <= n; i++) h[w[i]] = 1 } NR < 3 { next }
+            { sq($0) } SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 && !(SQ_ID in h) { print SQ_ID }'); do
         if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
             printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v runs="'$RSK_ROOT/runs/$1/" -v tail="'/t\"\$rsk_ti\"" "$RSK_AWK"'
                 d == "" && index($0, "rsk_run=" runs) == 1 && substr($0, length($0) - length(tail) + 1) == tail {

@@ -46,8 +46,8 @@ main() {
         scripts=$(rsk_script_runs "$project" "${known:-} $(printf '%s' "$found" | awk '$6 != "-" { printf "%s ", $6 }')")
         # unknown: jobs whose script Slurm does not give, and those whose script runs a task no open intent names: any
         # may be a request's (hidden by a job of the account, or a script of its own that claims it): never adopted
-        unknown=$(printf '%s\n' "$scripts" | awk -v seen=" $(printf '%s' "$found" | awk '{ printf "%s/%s ", $1, $3 }')" \
-            '$1 == "?" || (NF && !index(seen, " " $1 "/" $2 " ")) { printf "%s%s", s, ($1 == "?" ? $2 : $3); s = "," }')
+        unknown=$(printf '%s--\n%s\n' "$found" "$scripts" | awk '$0 == "--" { q = 1; next } !q { seen[$1 "/" $3] = 1; next }
+            $1 == "?" || (NF && !(($1 "/" $2) in seen)) { printf "%s%s", s, ($1 == "?" ? $2 : $3); s = "," }')
     fi
     while read -r rid idx i plan task job; do
         [ -n "$rid" ] || continue

@@ -1,5 +1,5 @@
-# status.awk (status.sh), behind RSK_AWK: joins the sections of stdin (squeue's lines, then "-- acct" sacct's, "--
-# markers" the ended markers and results, "-- steps" the leases and their steps) with the journal (jf, read last).
+# status.awk (status.sh), behind RSK_AWK: joins stdin's sections (a line of the ledger's jobs, squeue's lines, "-- acct"
+# sacct's, "-- markers" the ended markers and results, "-- steps" the leases and their steps) with the journal (jf, last).
 function add(key, j) {
     if (!(key in job)) order[++n] = key
     job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res")
@@ -7,8 +7,9 @@ function add(key, j) {
 }
 BEGIN {
     nonce = ENVIRON["RSK_NONCE"] # (from the environment: any user of the node can read a command line)
-    held_jobs(held, h_rid); srand(); now = srand()
+    srand(); now = srand()
 }
+NR == 1 { held_jobs($0, h_rid); next } # (a line, never an argument: 10,000 of them pass the kernel's limit on one)
 FILENAME != jf && $0 == "-- " (part == "" ? "acct" : part == "acct" ? "markers" : "steps") && part != "steps" { part = substr($0, 4); next }
 FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
     sq($0)

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from rsk.wire.resources import Resources
 
@@ -49,8 +49,13 @@ class DenyRule(Model):
     created: datetime = Field(default_factory=now)
 
 
+FILE = {"ledger-file": True}  # the context the ledger is written to its file in (rsk.ledger.store)
+
+
 class JobCost(Model):
-    """One submitted job of a charge or approval use: its worst case, and what it used once ended."""
+    """One submitted job of a charge or approval use: its worst case, and what it used once ended. In the ledger's
+    file (context FILE) it leaves out the fields that hold their default: a batch of 10,000 jobs holds 10,000 of
+    these, and the file is read on every launch (docs/adr/0060)."""
 
     gpu_hours_worst: float
     cpu_hours_worst: float
@@ -60,7 +65,15 @@ class JobCost(Model):
     never_ran: bool = False  # Slurm says it ended without ever starting (cancelled while pending): no job counts
     run_s: int | None = None  # its run time as Slurm reported it when it settled (None: Slurm's record was gone)
 
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, object]:
+        data: dict[str, object] = handler(self)
+        if info.context != FILE:
+            return data
+        return {k: v for k, v in data.items() if v != _JOB_COST_DEFAULTS[k]}  # (the worst cases have no default)
 
+
+_JOB_COST_DEFAULTS = {k: f.default for k, f in JobCost.model_fields.items()}
 UNFOUND = "unfound:"  # a task of a plan whose job a lost answer's adoption did not see (docs/ledger.md)
 
 
