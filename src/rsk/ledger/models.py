@@ -65,8 +65,10 @@ class JobCost(Model):
     never_ran: bool = False  # Slurm says it ended without ever starting (cancelled while pending): no job counts
     run_s: int | None = None  # its run time as Slurm reported it when it settled (None: Slurm's record was gone)
 
+    # (no return annotation: pydantic would take it for the serialized shape, and the answers that hold a job's cost
+    # would lose their keys; without one it keeps the model's)
     @model_serializer(mode="wrap")
-    def _written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, object]:
+    def _written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
         data: dict[str, object] = handler(self)
         if info.context != FILE:
             return data
