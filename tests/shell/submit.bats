@@ -552,3 +552,36 @@ planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" 
         [ "$(field error code)" = bad-facts ]
     done
 }
+
+@test "a batch past the cluster's largest array is an array a block: each task in its own run directory, max_running in all" {
+    run --separate-stderr remote submit plan < <(with_facts 'facts -' arg=true)
+    cluster=$(field facts cluster) parts=$(field facts parts)
+    set -- request_id=sw max_running=4
+    for i in $(seq 0 24); do set -- "$@" "task=k$i" targ=sh targ=-c "targ=echo task $i \$RSK_RUN_DIR; sleep 1"; done
+    # a MaxArraySize of 10 (a broker's facts say so): tasks 0-9, 10-19 and 20-24 are three arrays of indices from 0
+    run --separate-stderr remote submit plan < <(with_facts "facts $cluster $parts 10" "$@")
+    [ "$status" -eq 0 ] && [ "$(planline max_running)" = 4 ] && [ "$(field active at_once)" = 4 ]
+    hash=$(plan_hash)
+    run --separate-stderr remote submit launch < <(with_facts "facts $cluster $parts 10" "$@"; go "$hash")
+    [ "$status" -eq 0 ]
+    jobs=$(printf '%s\n' "$output" | sed -n 's/^@@accepted job=\([0-9_]*\) .* idx=\([0-9]*\) task=\(k[0-9]*\) .*/\2 \1 \3/p')
+    [ "$(printf '%s\n' "$jobs" | wc -l)" -eq 25 ]
+    printf '%s\n' "$jobs" | awk '{ split($2, j, "_"); if ($1 % 10 != j[2] || $3 != "k" $1) exit 1 }'
+    arrays=$(printf '%s\n' "$jobs" | awk '{ sub(/_.*/, "", $2); if (!s[$2]++) print $2 }')
+    [ "$(printf '%s\n' "$arrays" | wc -l)" -eq 3 ]
+    # Slurm's throttle on the three arrays adds up to max_running; the second's script runs task 10 + its index
+    set -- $arrays
+    sum=0
+    for a in "$@"; do
+        k=$(runuser -u "$LAB_USER" -- scontrol show job "$a" | sed -n 's/.*ArrayTaskThrottle=\([0-9]*\).*/\1/p' | head -n 1)
+        sum=$((sum + k))
+    done
+    [ "$sum" -eq 4 ]
+    runuser -u "$LAB_USER" -- scontrol write batch_script "$2" - | grep -qxF 'rsk_ti=$((10 + ${SLURM_ARRAY_TASK_ID:-0}))'
+    # each task ran its own command in its own run directory tI, whatever array and index Slurm gave it
+    for i in $(seq 0 24); do wait_file "$ROOT/runs/$PROJECT/sw/t$i/ended"; done
+    for i in $(seq 0 24); do grep -qxF "task $i $ROOT/runs/$PROJECT/sw/t$i" "$ROOT/runs/$PROJECT/sw/t$i/stdout"; done
+    run remote status "$PROJECT"
+    [ "$(printf '%s\n' "$output" | grep -c '^@@job rid=sw ')" -eq 25 ]
+    printf '%s\n' "$output" | grep -q "^@@job rid=sw task=k15 idx=15 job=${2}_5 "
+}
