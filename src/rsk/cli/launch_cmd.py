@@ -469,9 +469,15 @@ def wait(
             n = len(result.launch.tasks)
             what = f"{n} tasks of request {result.launch.request_id}" if n else f"job {result.launch.job_id}"
             o.print(f"approved; submitted {what} on {result.launch.target}")
-        for j in result.jobs:
+        from rsk.cli.board import fold_jobs
+
+        shown = fold_jobs(result.jobs)
+        for j in shown:
             end = f" exit {j.exit_code}" if j.exit_code is not None else ""
             o.print(f"  {j.job_id:<12} {j.task or j.request_id:<24} {j.state}{end}")
+        if len(shown) < len(result.jobs):
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+            o.print(f"  ... and {len(result.jobs) - len(shown)} more ({counts}; --json lists every job)")
         if result.chain is not None:
             o.print(f"  chain {result.chain.text}")
         if result.message:
