@@ -830,7 +830,7 @@ write_lease_file() {
 main() {
     rsk_start
     MODE=${1:-}
-    EXPECT='' REPLAY=''
+    EXPECT='' REPLAY='' SB_JOB='' # (SB_JOB: the last sbatch's job; a step's queue entries have none)
     case $MODE:$# in
         plan:1 | launch:1) ;;
         *) rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)" ;;
