@@ -219,7 +219,7 @@ rsk_squeue() {
                     for (q = 1; q <= c; q++) { # "I", "I-J" or "I-J:STEP"
                         split(r[q], e, /[-:]/); st = e[3] > 0 ? e[3] : 1
                         for (y = e[1] + 0; y <= (e[2] == "" ? e[1] : e[2]) + 0; y += st)
-                            print j "_" y "|" a[i] "|" (thr && lim-- <= 0 ? "(JobArrayTaskLimit)" : w) "|" b[i]
+                            print j "_" y "|" a[i] "|" (thr && a[i] ~ /^PENDING/ && lim-- <= 0 ? "(JobArrayTaskLimit)" : w) "|" b[i]
                     }
                 }
             }'); then
