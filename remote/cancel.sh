@@ -28,12 +28,12 @@ main() {
     # "JOB RID IDX TASK PLAN VERDICT" for each job asked for, newest first (a chain's later link never starts in
     # between): kill (Slurm runs it, and it is the request's), step (a lease's), finished (Slurm lists it no more, or
     # ended), not-ours (Slurm runs it under another identity)
-    jobs=$(printf '%s\n' "$RSK_SQ" | awk -v mode="$mode" -v value="$value" -v held="$RSK_HELD" -v jf="$jf" \
+    jobs=$(printf '%s\n' "$RSK_HELD" "$RSK_SQ" | awk -v mode="$mode" -v value="$value" -v jf="$jf" \
         -v prefix="rsk:$project:" -v runs="$RSK_ROOT/runs/$project" "$RSK_AWK"'
         function want(r) { return is_rid(r) && (mode == "job" || r == value \
             || (index(r, value ".a") == 1 && substr(r, length(value) + 3) ~ /^[0-9]+$/)) }
         function take(j, r, rest) { if (!(j in sr)) { sr[j] = r; sx[j] = "- - -" } if (sr[j] == r && rest !~ / -$/) sx[j] = rest }
-        BEGIN { n = split(held, w, " "); for (i = 1; i <= n; i++) { c = index(w[i], ":"); h[substr(w[i], 1, c - 1)] = substr(w[i], c + 1) } }
+        NR == 1 { held_jobs($0, h); next } # (a line, never an argument: 10,000 of them pass the limit on one)
         FILENAME != jf { # Slurm: whose request each active job is, by the ledger, else its name, else its output path
             sq($0)
             if (!active(SQ_STATE)) next

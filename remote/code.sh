@@ -1,26 +1,18 @@
 # shellcheck shell=sh
-# rsk code need|put PROJECT DIGEST (stdin: the manifest, "end", for put a tar of blobs): a project's code snapshots,
-# content-addressed under $RSK_ROOT/code/PROJECT/, built once from verified blobs (docs/protocol.md, "Code up").
+# rsk code need|put PROJECT DIGEST (stdin: "manifest LENGTH", the manifest, for put then a tar of blobs): a project's
+# code snapshots, content-addressed under $RSK_ROOT/code/PROJECT/, built once from verified blobs (docs/protocol.md,
+# "Code up").
 
-read_manifest() { # reads the manifest lines up to "end" into MANIFEST (checked line by line)
-    MANIFEST=''
-    while IFS= read -r rsk_l; do
-        [ "$rsk_l" != end ] || return 0
-        case $rsk_l in
-            *[!\ A-Za-z0-9._/+@:,-]*) rsk_fail "$RSK_E_USAGE" bad-manifest "a manifest line has unsafe characters" ;;
-        esac
-        # shellcheck disable=SC2086  # the line splits into its three words (no glob characters: checked above)
-        set -- $rsk_l
-        if [ $# -ne 3 ] || [ "${#1}" -ne 64 ]; then
-            rsk_fail "$RSK_E_USAGE" bad-manifest "a manifest line is not SHA MODE PATH"
-        fi
-        case $2 in 644 | 755) ;; *) rsk_fail "$RSK_E_USAGE" bad-manifest "mode must be 644 or 755" ;; esac
-        case /$3/ in */../* | */./* | //*) rsk_fail "$RSK_E_USAGE" bad-manifest "path $3 leaves the snapshot" ;; esac
-        case $3 in -* | */-*) rsk_fail "$RSK_E_USAGE" bad-manifest "path $3 starts with a dash" ;; esac
-        MANIFEST="$MANIFEST$rsk_l
-"
-    done
-    rsk_fail "$RSK_E_USAGE" bad-manifest "the manifest has no end line"
+read_manifest() { # MANIFEST: its LENGTH bytes read to the byte (rsk_take: the tar after it stays whole), checked in one pass
+    IFS=' ' read -r rsk_w rsk_n || true
+    { [ "$rsk_w" = manifest ] && rsk_is_uint "${rsk_n:-}"; } || rsk_fail "$RSK_E_USAGE" bad-manifest "no manifest LENGTH line"
+    rsk_take "$rsk_n"; MANIFEST=$RSK_TAKEN
+    rsk_e=$(printf '%s' "$MANIFEST" | awk '/[^ A-Za-z0-9._\/+@:,-]/ { print "a manifest line has unsafe characters"; exit }
+        NF != 3 || length($1) != 64 { print "a manifest line is not SHA MODE PATH"; exit }
+        $2 != "644" && $2 != "755" { print "mode must be 644 or 755"; exit }
+        ("/" $3 "/") ~ /\/\.\.?\// || $3 ~ /^\// { print "path " $3 " leaves the snapshot"; exit }
+        $3 ~ /^-|\/-/ { print "path " $3 " starts with a dash"; exit }')
+    [ -z "$rsk_e" ] || rsk_fail "$RSK_E_USAGE" bad-manifest "$rsk_e"
 }
 build() { # the snapshot from blobs, once; its manifest must hash to DIGEST
     SNAP=$AREA/snap/$DIGEST

@@ -35,26 +35,34 @@ function tres_count(s, key,    n, w, i) {
 # the job of line sq() read writes under dir (Slurm's stdout path, "DIR/tN/stdout" or "DIR/t%a/stdout"): Slurm's
 # word of where rsk sent it, which no rename, marker or journal edit of the job changes (docs/adr/0039)
 function sq_under(dir) { return dir != "" && index(SQ_OUT, dir "/") == 1 }
+# the ledger's jobs (" JOB:RID ...", rsk_held) as h[JOB] = RID: each looked up by id, whatever the queue's length
+function held_jobs(s, h,    n, w, i) { n = split(s, w, " "); for (i = 1; i <= n; i++) h[substr(w[i], 1, index(w[i], ":") - 1)] = substr(w[i], index(w[i], ":") + 1) }
 # after sq(): one of the project's active rsk jobs, the cap's count: named rsk:PROJECT: (p), held by the ledger
-# (held: " JOB:RID ...", found by id whatever its name: read once into HELD_ID) or written by Slurm under the
-# project's runs, and active
-function project_active(p, held, runs,    n, w, i) {
-    if (!HELD_READ++) { n = split(held, w, " "); for (i = 1; i <= n; i++) HELD_ID[substr(w[i], 1, index(w[i], ":") - 1)] }
-    return (index(SQ_NAME, p) == 1 || SQ_ID in HELD_ID || sq_under(runs)) && active(SQ_STATE)
+# (h: held_jobs, found by id whatever its name) or written by Slurm under the project's runs, active, and able to run:
+# a task its array's throttle holds waits (rsk_squeue says so: JobArrayTaskLimit), and does not count (docs/adr/0059)
+function project_active(p, h, runs) {
+    return (index(SQ_NAME, p) == 1 || (SQ_ID in h) || sq_under(runs)) && active(SQ_STATE) && SQ_WHERE != "(JobArrayTaskLimit)"
+}
+# the task index of job j (A_K: task K of array A) from what Slurm keeps of where it runs, w: its stdout path (an
+# array after a sweep's first writes ".../tB%Da/...", block B of 10^D tasks: B*10^D + K; ".../t%a/...": K) or its
+# batch script's line "rsk_ti=$((O + ${SLURM_ARRAY_TASK_ID:-0}))" (O + K); a job of its own is task 0 (docs/adr/0058)
+function task_of(j, w,    k, b) {
+    k = j ~ /_/ ? substr(j, index(j, "_") + 1) + 0 : 0
+    if (match(w, /^rsk_ti=\$\(\([0-9]+ /)) return substr(w, 11, RLENGTH - 11) + k
+    if (!match(w, /\/t[0-9]*%[0-9]*a\//)) return k
+    b = substr(w, RSTART + 2, RLENGTH - 4)
+    return substr(b, 1, index(b, "%") - 1) * 10 ^ substr(b, index(b, "%") + 1) + k
 }
 # one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID) whose run directory is d: 1 with EV_IDX,
-# EV_JOB and EV_PLAN set (the plan from the job's comment rsk-plan:HASH or its started marker, "-" when the job does
-# not say), else 0. Slurm's job is the request's by its name, or by where Slurm writes its output (sq_under: what a
-# job that renamed itself cannot hide). An array task's id is ARRAY_IDX; a job and a lease's step have a plain id.
-function evidence(line, n, d,    w, p) {
-    if (line ~ /^[0-9]/) { sq(line); if (SQ_NAME != n && !sq_under(d)) return 0; line = "M " SQ_ID " " SQ_COMMENT }
-    split(line, w, " ")
-    if (w[1] == "S") { EV_IDX = w[2] + 0; EV_JOB = w[3]; EV_PLAN = w[4]; return 1 }
-    if (w[1] != "M") return 0
-    EV_JOB = w[2]; EV_IDX = 0; EV_PLAN = w[3] ~ /^rsk-plan:[0-9a-f]+$/ ? substr(w[3], 10) : "-"
-    if (w[2] ~ /^[0-9]+(s[0-9]+)?$/) return 1
-    if (w[2] ~ /^[0-9]+_[0-9]+$/) { split(w[2], p, "_"); EV_IDX = p[2] + 0; return 1 }
-    return 0
+# EV_JOB and EV_PLAN set (the plan from the job's comment rsk-plan:HASH, its started marker or its queue entry, "-"
+# when the job does not say), else 0. Slurm's job is the request's by its name, or by where Slurm writes its output
+# (sq_under: what a job that renamed itself cannot hide); a marker's and a queued step's lines name their task.
+function evidence(line, n, d,    w) {
+    if (line ~ /^[0-9]/) { sq(line); if (SQ_NAME != n && !sq_under(d)) return 0
+        EV_IDX = task_of(SQ_ID, SQ_OUT); EV_JOB = SQ_ID; EV_PLAN = SQ_COMMENT ~ /^rsk-plan:[0-9a-f]+$/ ? substr(SQ_COMMENT, 10) : "-"; return 1 }
+    split(line, w, " ") # "M IDX JOB PLAN" (a started marker), "S IDX STEPID PLAN" (a step queued into a lease)
+    if ((w[1] != "M" && w[1] != "S") || w[2] !~ /^[0-9]+$/ || !is_job(w[3])) return 0
+    EV_IDX = w[2] + 0; EV_JOB = w[3]; EV_PLAN = w[4] ~ /^[0-9a-f]+$/ ? w[4] : "-"; return 1
 }
 function secs(t,    dd, n, p, i, s) { # a Slurm duration ([D-]HH:MM:SS, MM:SS, ...) in seconds, "" for none
     if (t == "" || t ~ /UNLIMITED|INVALID|NOT_SET|N\/A/) return ""

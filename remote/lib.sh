@@ -35,6 +35,7 @@ rsk_fail() { # rsk_fail RC CODE MESSAGE: @@error line (RSK_EACH set: one job's @
     rsk_emit "${RSK_EACH:-error}" "code=$2" "rc=$1" "msg=$(rsk_b64 "$3")"
     exit "$1"
 }
+rsk_bad() { rsk_fail "$RSK_E_USAGE" bad-request "the input is cut short"; } # rsk_take (the loader's) found the end early
 rsk_need() { # rsk_need CMD...: each command exists on this login node (docs: requirements)
     for rsk_c in "$@"; do
         command -v "$rsk_c" >/dev/null 2>&1 \
@@ -67,9 +68,8 @@ rsk_which() { # rsk_which CMD: sets RSK_P to the file CMD runs, searched on PATH
 # encoding ------------------------------------------------------------------
 rsk_b64() { printf '%s' "$1" | base64 | tr -d '\n'; } # rsk_b64 STRING: base64 on one line
 rsk_chunks() { base64 | RSK_NONCE=$RSK_NONCE awk '{ b = b $0; while (length(b) >= 4000) { print "@@" ENVIRON["RSK_NONCE"] " chunk " substr(b, 1, 4000); b = substr(b, 4001) } } END { if (b != "") print "@@" ENVIRON["RSK_NONCE"] " chunk " b }'; } # stdin as @@chunk lines of 4,000 base64 characters
-rsk_is_literal() { case $1 in *[!A-Za-z0-9._/:@+,-]*) return 1 ;; esac; } # a wire value "=LITERAL" (else base64)
-rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE
-    if rsk_is_literal "$1"; then RSK_E="=$1"; else RSK_E=$(rsk_b64 "$1"); fi
+rsk_enc() { # rsk_enc VALUE: sets RSK_E to the wire form of VALUE: "=LITERAL" when it can be one, else base64
+    case $1 in *[!A-Za-z0-9._/:@+,-]*) RSK_E=$(rsk_b64 "$1") ;; *) RSK_E="=$1" ;; esac
 }
 rsk_dec() { # rsk_dec WIRE: sets RSK_V to the value (trailing newlines kept)
     case $1 in "="*) RSK_V=${1#=}; return 0 ;; '') RSK_V=''; return 0 ;; esac
@@ -190,7 +190,9 @@ rsk_slurm_down() { # rsk_slurm_down TEXT: true when TEXT says the controller is 
 # rsk_squeue: the one reader of Slurm's queue (its line: docs/protocol.md, "The prelude"): RSK_SQ and RSK_SLURM=up,
 # or RSK_SQ='' and RSK_SLURM=down. One read, each field ended by a word made for it from the frame's nonce, which
 # no job has seen: Slurm takes '|' and line breaks in a name, a comment and a GRES, so only that word tells where
-# a field ends; an answer that does not split into whole records is no answer (docs/adr/0041).
+# a field ends; an answer that does not split into whole records is no answer (docs/adr/0041). The pending tasks of
+# an array come as one record, "A_[LIST%K]" (SLURM_BITSTR_LEN=0: all of it), K its throttle: a line each, those past
+# the places its running tasks leave under K reading JobArrayTaskLimit, the others never (docs/adr/0059).
 RSK_SQ_N=0 RSK_SQ_FIELDS='JobArrayID State TimeUsed TimeLimit ReasonList SubmitTime NumNodes NumCPUs MinMemory
 tres-per-node tres-per-job tres-per-task tres-per-socket tres-alloc NumTasks Partition Account QOS RestartCnt StdOut
 Name Comment'
@@ -199,12 +201,12 @@ rsk_squeue() {
     rsk_t=$(printf '%s %s' "$RSK_NONCE" "$RSK_SQ_N" | sha256sum)
     rsk_t=rsk${rsk_t%"${rsk_t#????????????????}"} rsk_o=''
     for rsk_c in $RSK_SQ_FIELDS; do rsk_o=$rsk_o${rsk_o:+,}$rsk_c:$rsk_t; done
-    if rsk_q=$(SLURM_TIME_FORMAT=%s squeue -h -r -u "$RSK_USER" -t all -O "$rsk_o" 2>/dev/null) \
+    if rsk_q=$(SLURM_BITSTR_LEN=0 SLURM_TIME_FORMAT=%s squeue -h -u "$RSK_USER" -t all -O "$rsk_o" 2>/dev/null) \
         && RSK_SQ=$(printf '%s\n' "$rsk_q" | awk -v t="$rsk_t" "$RSK_AWK"'
-            function field(s) { # a record is printed when its last field ends: nothing held but the field read
-                v[++k] = s; if (k > 1) { sub(/\|.*/, "", v[k]); gsub(/\n/, "?", v[k]) }
-                if (k < 22) return
-                k = 0; sub(/^\n/, "", v[1]); if (!is_job(v[1])) { bad = 1; exit 1 }
+            { n = split($0 "\n", p, t); v[k + 1] = v[k + 1] p[1]; for (i = 2; i <= n; i++) { if (++k == 22) { one(); k = 0 } v[k + 1] = p[i] } }
+            function one(    c, g, x, f) { # a record: fields v[1..22]
+                for (f = 2; f <= 22; f++) { sub(/\|.*/, "", v[f]); gsub(/\n/, "?", v[f]) }
+                sub(/^\n/, "", v[1]); id[++m] = v[1]; why[m] = v[5]
                 c = v[8] ~ /^[0-9]+$/ ? v[8] + 0 : 1; x = tres_count(v[14], "cpu"); if (x > c) c = x
                 g = gres_gpus(v[10]) * (v[7] ~ /^[0-9]+$/ ? v[7] : 1)
                 x = gres_gpus(v[11]); if (x > g) g = x
@@ -212,11 +214,24 @@ rsk_squeue() {
                 x = gres_gpus(v[13]) * c; if (x > g) g = x
                 x = tres_count(v[14], "gres/gpu"); if (x > g) g = x
                 if (v[19] + 0 > 0) v[3] = v[4]
-                print v[1] "|" v[2] "|" v[3] "|" v[4] "|" v[5] "|" v[6] "|" v[7] "|" c "|" v[9] "|" g "|" v[16] "|" \
-                    v[17] "|" v[18] "|" v[20] "|" v[21] "|" v[22]
+                a[m] = v[2] "|" v[3] "|" v[4]; b[m] = v[6] "|" v[7] "|" c "|" v[9] "|" g "|" v[16] "|" v[17] "|" v[18] "|" v[20] "|" v[21] "|" v[22]
+                if (v[1] ~ /_[0-9]+$/ && v[2] != "PENDING" && active(v[2])) busy[substr(v[1], 1, index(v[1], "_") - 1)]++
             }
-            { n = split($0, p, t); f = (NR > 1 ? f "\n" : "") p[1]; for (i = 2; i <= n; i++) { field(f); f = p[i] } }
-            END { if (bad || k || f != "") exit 1 }'); then
+            END {
+                if (k || v[1] != "\n") exit 1
+                for (i = 1; i <= m; i++) {
+                    if (is_job(id[i])) { print id[i] "|" a[i] "|" why[i] "|" b[i]; continue }
+                    if (id[i] !~ /^[0-9]+_\[[0-9,:%-]+\]$/) exit 1
+                    j = substr(id[i], 1, index(id[i], "_") - 1); x = substr(id[i], length(j) + 3); sub(/\]$/, "", x)
+                    thr = index(x, "%"); lim = thr ? substr(x, thr + 1) - busy[j] : 0; sub(/%.*/, "", x); c = split(x, r, ",")
+                    w = why[i] == "(JobArrayTaskLimit)" ? "(None)" : why[i] # (a reason Slurm has not yet renewed)
+                    for (q = 1; q <= c; q++) { # "I", "I-J" or "I-J:STEP"
+                        split(r[q], e, /[-:]/); st = e[3] > 0 ? e[3] : 1
+                        for (y = e[1] + 0; y <= (e[2] == "" ? e[1] : e[2]) + 0; y += st)
+                            print j "_" y "|" a[i] "|" (thr && a[i] ~ /^PENDING/ && lim-- <= 0 ? "(JobArrayTaskLimit)" : w) "|" b[i]
+                    }
+                }
+            }'); then
         RSK_SLURM=up
     else
         RSK_SQ='' RSK_SLURM=down
@@ -230,49 +245,44 @@ rsk_need_slurm() { # rsk_need_slurm: a fresh rsk_squeue, or fail: nothing can be
     rsk_squeue
     [ "$RSK_SLURM" = up ] || rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "squeue failed: the controller does not answer"
 }
-# rsk_sq_job JOB: SQ_STATE and SQ_NAME of the job's line in RSK_SQ (one awk pass: never once a job in a loop over
-# many; rsk_sq_leases), or false when Slurm lists no such job
-rsk_sq_job() {
-    rsk_l=$(printf '%s\n' "$RSK_SQ" | awk -v j="$1" "$RSK_AWK"'{ sq($0) } SQ_ID == j { print SQ_STATE "|" SQ_NAME; exit }')
-    [ -n "$rsk_l" ] && SQ_STATE=${rsk_l%%|*} SQ_NAME=${rsk_l#*|}
-}
 rsk_sq_leases() { # rsk_sq_leases PROJECT: RSK_SQ cut to the lines of the project's leases' jobs, for rsk_lease in a loop
     RSK_SQ=$({ cat "$RSK_ROOT/leases/$1"/*/lease 2>/dev/null; echo --; printf '%s\n' "$RSK_SQ"; } | awk "$RSK_AWK"'
         $0 == "--" { p = 1; next } !p { j[kv($0, "job")]; next } { sq($0) } SQ_ID in j')
 }
-rsk_is_active() { case " $RSK_ACTIVE " in *" ${1:-x} "*) return 0 ;; esac; return 1; } # the set of rsk.states
-rsk_active_jobs() { # rsk_active_jobs PROJECT: the job ids of the project's active rsk jobs (lib.awk's project_active)
+rsk_active_jobs() { # rsk_active_jobs PROJECT: ACTIVE and ACTIVE_JOBS (J,J,...), the project's jobs its cap counts (lib.awk)
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    printf '%s\n' "$RSK_SQ" | awk -v p="rsk:$1:" -v held=" $RSK_HELD" -v runs="$RSK_ROOT/runs/$1" \
-        "$RSK_AWK"'{ sq($0) } project_active(p, held, runs) { print SQ_ID }'
+    rsk_a=$(printf '%s\n' "$RSK_HELD" "$RSK_SQ" | awk -v p="rsk:$1:" -v runs="$RSK_ROOT/runs/$1" "$RSK_AWK"'NR == 1 { held_jobs($0, h); next }
+        { sq($0) } project_active(p, h, runs) { printf "%s%s", (n++ ? "," : ""), SQ_ID } END { print " " n + 0 }')
+    ACTIVE=${rsk_a##* } ACTIVE_JOBS=${rsk_a% *}
 }
 # rsk_evidence_lines PROJECT RID: what Slurm and the run markers know of the request's jobs, for lib.awk's
-# evidence(): squeue's lines, then "M JOB rsk-plan:HASH" from the started markers (what the job wrote), then
-# "S IDX STEPID PLAN" for the steps queued into a lease
+# evidence(): squeue's lines, then "M IDX JOB PLAN" from the started markers (what the job wrote in its task's run
+# directory tIDX), then "S IDX STEPID PLAN" for the steps queued into a lease
 rsk_evidence_lines() {
     rsk_runs="$RSK_ROOT/runs/$1/$2"
     [ -n "$RSK_SLURM" ] || rsk_squeue
     printf '%s\n' "$RSK_SQ"
-    set -- "$1" "$2" "$rsk_runs"/t*/started # a glob that matches nothing is skipped
-    [ ! -f "$3" ] || awk "$RSK_AWK"'is_job(kv($0, "job")) { print "M", kv($0, "job"), "rsk-plan:" kv($0, "plan") }' \
-        "$rsk_runs"/t*/started 2>/dev/null || true
+    set -- "$1" "$2" "$rsk_runs"/t*/started # a glob that matches nothing is skipped (read from there: short names)
+    [ ! -f "$3" ] || (cd "$rsk_runs" && awk "$RSK_AWK"'{ i = substr(FILENAME, 2); sub(/\/.*/, "", i) }
+        is_job(kv($0, "job")) { print "M", i, kv($0, "job"), dash(kv($0, "plan")) }' t*/started 2>/dev/null) || true
     [ ! -d "$RSK_ROOT/leases/$1" ] || rsk_lease_steps "$1" | awk -v rid="$2" '$3 == rid { print "S", $4, $2, $5 }'
 }
 # rsk_script_runs PROJECT EXCEPT: "RID IDX JOB PLAN" for each job of the account Slurm lists (ended ones too, until it
 # forgets them) since RSK_SINCE that the ledger does not hold and EXCEPT (" JOB ") does not name, whose batch script
-# (Slurm's copy: ADR 0039) runs task IDX (an array task's index, else 0) in request RID's run directory of PROJECT,
-# with the plan it names ("-": none); "? JOB" for each whose script the controller does not give (it could be one)
+# (Slurm's copy: ADR 0039) runs task IDX (task_of) in request RID's run directory of PROJECT, with the plan it names
+# ("-": none); "? JOB" for each whose script the controller does not give (it could be one)
 rsk_script_runs() {
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    for rsk_j in $(printf '%s\n' "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" -v skip="$RSK_HELD $2" "$RSK_AWK"'
-        BEGIN { n = split(skip, w, " "); for (i = 1; i <= n; i++) { sub(/:.*/, "", w[i]); no[w[i]] } } { sq($0) }
-        SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 && !(SQ_ID in no) { print SQ_ID }'); do
+    for rsk_j in $(printf '%s\n' "$RSK_HELD" "$2" "$RSK_SQ" | awk -v since="${RSK_SINCE:-0}" "$RSK_AWK"'NR == 1 { held_jobs($0, h) }
+            NR == 2 { n = split($0, w, " "); for (i = 1; i <= n; i++) h[w[i]] = 1 } NR < 3 { next }
+            { sq($0) } SQ_SUBMIT ~ /^[0-9]+$/ && SQ_SUBMIT + 0 >= since + 0 && !(SQ_ID in h) { print SQ_ID }'); do
         if rsk_s=$(scontrol write batch_script "$rsk_j" - 2>&1); then
             printf '%s\n' "$rsk_s" | awk -v j="$rsk_j" -v runs="'$RSK_ROOT/runs/$1/" -v tail="'/t\"\$rsk_ti\"" "$RSK_AWK"'
                 d == "" && index($0, "rsk_run=" runs) == 1 && substr($0, length($0) - length(tail) + 1) == tail {
                     d = substr($0, 9 + length(runs), length($0) - 8 - length(runs) - length(tail)) }
                 p == "" && index($0, "rsk_plan=") == 1 { p = substr($0, 10) }
-                END { if (is_rid(d)) print d, (j ~ /_/ ? substr(j, index(j, "_") + 1) + 0 : 0), j, (p ~ /^[0-9a-f]+$/ ? p : "-") }'
+                ti == "" && index($0, "rsk_ti=") == 1 { ti = $0 }
+                END { if (is_rid(d)) print d, task_of(j, ti), j, (p ~ /^[0-9a-f]+$/ ? p : "-") }'
         else # no batch script: not sbatch's (salloc, srun) or gone since the queue was read, unless Slurm is down
             ! rsk_slurm_down "$rsk_s" || printf '? %s\n' "$rsk_j"
         fi
@@ -293,9 +303,8 @@ rsk_lease() {
     rsk_get "$L_ctl" job
     [ "$RSK_F" = "$L_job" ] || L_ctl=''
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    if rsk_is_uint "$L_job" && rsk_sq_job "$L_job" && [ "$SQ_NAME" = "rsk:$1:$L_rid" ] && rsk_is_active "$SQ_STATE"; then
-        L_sq=$SQ_STATE
-    fi
+    ! rsk_is_uint "$L_job" || L_sq=$(printf '%s\n' "$RSK_SQ" | awk -v j="$L_job" -v n="rsk:$1:$L_rid" "$RSK_AWK"'
+        { sq($0) } SQ_ID == j && SQ_NAME == n && active(SQ_STATE) { print SQ_STATE; exit }')
     rsk_get "$L_ctl" state
     case $L_sq in
         '') if [ -f "$LDIR/closed" ]; then L_state=closed; else L_state=ended; fi ;;

@@ -67,10 +67,13 @@ main() {
     # runs it no more (one pass: the active jobs, each stage's marker), partial/, never a result (a step's: left alone)
     stale=0
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    [ "$RSK_SLURM" != up ] || stale=$({ rsk_active_jobs "$project"; echo --; printf '%s\n' "$runs"/*/t*/out.stage; } \
-        | awk "$RSK_AWK"'$0 == "--" { p = 1; next } !p { a[$0]; next } { d = substr($0, 1, length($0) - 10); f = d "/started"
-            if ((getline m < f) > 0 && (j = kv(m, "job")) != "" && j !~ /s/ && !(j in a)) print d; close(f) }' \
-        | while IFS= read -r d; do [ ! -d "$d/out.stage" ] || { rm -rf "$d/partial" && mv "$d/out.stage" "$d/partial" && echo; }
-        done | awk 'END { print NR }')
+    if [ "$RSK_SLURM" = up ]; then
+        rsk_active_jobs "$project"
+        stale=$({ printf '%s\n' "$ACTIVE_JOBS" | tr ',' '\n'; echo --; printf '%s\n' "$runs"/*/t*/out.stage; } \
+            | awk "$RSK_AWK"'$0 == "--" { p = 1; next } !p { a[$0]; next } { d = substr($0, 1, length($0) - 10); f = d "/started"
+                if ((getline m < f) > 0 && (j = kv(m, "job")) != "" && j !~ /s/ && !(j in a)) print d; close(f) }' \
+            | while IFS= read -r d; do [ ! -d "$d/out.stage" ] || { rm -rf "$d/partial" && mv "$d/out.stage" "$d/partial" && echo; }
+            done | awk 'END { print NR }')
+    fi
     rsk_emit reconciled "open=$count" "stale=$stale" "unknown=$unknown"
 }

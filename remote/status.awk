@@ -1,5 +1,5 @@
-# status.awk (status.sh), behind RSK_AWK: joins the sections of stdin (squeue's lines, then "-- acct" sacct's, "--
-# markers" the ended markers and results, "-- steps" the leases and their steps) with the journal (jf, read last).
+# status.awk (status.sh), behind RSK_AWK: joins stdin's sections (a line of the ledger's jobs, squeue's lines, "-- acct"
+# sacct's, "-- markers" the ended markers and results, "-- steps" the leases and their steps) with the journal (jf, last).
 function add(key, j) {
     if (!(key in job)) order[++n] = key
     job[key] = j; t_sub[key] = kv($0, "t"); k_rid[key] = rid; k_task[key] = task; k_idx[key] = idx; k_res[key] = kv($0, "res")
@@ -7,10 +7,9 @@ function add(key, j) {
 }
 BEGIN {
     nonce = ENVIRON["RSK_NONCE"] # (from the environment: any user of the node can read a command line)
-    nh = split(held, hw, " ")
-    for (i = 1; i <= nh; i++) { c = index(hw[i], ":"); h_rid[substr(hw[i], 1, c - 1)] = substr(hw[i], c + 1) }
     srand(); now = srand()
 }
+NR == 1 { held_jobs($0, h_rid); next } # (a line, never an argument: 10,000 of them pass the kernel's limit on one)
 FILENAME != jf && $0 == "-- " (part == "" ? "acct" : part == "acct" ? "markers" : "steps") && part != "steps" { part = substr($0, 4); next }
 FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
     sq($0)
@@ -20,7 +19,7 @@ FILENAME != jf && part == "" { # squeue (rsk_squeue's lines)
     # Slurm writes its output under the request's run directory: the request's job, whatever the journal lost
     if (sq_under(runs)) {
         o = substr(SQ_OUT, length(runs) + 2); sub(/\/.*/, "", o)
-        if (is_rid(o)) { o_rid[SQ_ID] = o; o_idx[SQ_ID] = SQ_ID ~ /_/ ? substr(SQ_ID, index(SQ_ID, "_") + 1) : "0" }
+        if (is_rid(o)) { o_rid[SQ_ID] = o; o_idx[SQ_ID] = task_of(SQ_ID, SQ_OUT) }
     }
     next
 }

@@ -23,7 +23,7 @@ main() {
     # account. Sections in a fixed order, each opened by a line that no line of the one before can be:
     # squeue's and sacct's lines start with a job id, the markers' with their path under runs/.
     {
-        printf '%s\n' "$RSK_SQ" '-- acct' "$acct" '-- markers'
+        printf '%s\n' "$RSK_HELD" "$RSK_SQ" '-- acct' "$acct" '-- markers'
         [ ! -d "$runs" ] || find "$runs" \( -name ended -type f -exec awk '{ print FILENAME " " $0 }' {} + \) \
             -o \( -path '*/result/.rsk-manifest' -type f -print \) 2>/dev/null || true
         echo '-- steps' # a line per lease ("L NAME STATE JOB"), then the steps of the project's leases
@@ -37,5 +37,5 @@ main() {
         done
         [ ! -d "$RSK_ROOT/leases/$project" ] || rsk_lease_steps "$project"
     } | RSK_NONCE=$RSK_NONCE awk -v prefix="rsk:$project:" -v runs="$runs" -v jf="$jf" -v after="$after" \
-        -v held="$RSK_HELD" "$RSK_AWK$RSK_STATUS_AWK" - "$jf"
+        "$RSK_AWK$RSK_STATUS_AWK" - "$jf"
 }

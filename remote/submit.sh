@@ -2,8 +2,9 @@
 # rsk submit: plan a request ("submit plan"), or plan it, wait for rsk's word and submit that very plan ("submit
 # launch"); the request, the answers and the steps after the go: docs/protocol.md, "Requests (submit)".
 
-# request: the scalar keys as " key=VALUE " words in Q (wire values hold no spaces); env, arg, the task lines: lists
-SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
+# request: the scalar keys as " key=VALUE " words in Q (wire values hold no spaces), the env values in Q_env; the
+# lines themselves in REQ (the arg, script and task lines are read there, by resolve_tasks)
+SCALARS=' project request_id name workdir path hostkey code partition account qos nodes cpus mem_mb gpus time_min max_running script lease lease_open drain_min overrun budget_min signal_s chain_of link0 attempt_of '
 
 read_request() {
     # ahead of the request, each at most once and in this order: "facts" (a broker's copy of the cluster's facts, or
@@ -12,33 +13,29 @@ read_request() {
     while IFS=' ' read -r rq_magic rq_version rq_x || rsk_fail "$RSK_E_USAGE" bad-request "empty request"; do
         case " $rq_order " in *" $rq_magic "*) rq_order=${rq_order#*"$rq_magic"} ;; *) break ;; esac
         if [ "$rq_magic" != facts ]; then "rsk_$rq_magic" "$rq_version${rq_x:+ $rq_x}" # (one word: checked there)
-        elif [ "$rq_version" = - ]; then FACTS_WANTED=1; else facts_given "$rq_version" "$rq_x"; fi
+        elif [ "$rq_version" = - ]; then FACTS_WANTED=1; else facts_given "$rq_version" "${rq_x% *}" "${rq_x##* }"; fi
     done
-    [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_magic' has more than one value"
     [ "$rq_magic" = rsk-request ] || rsk_fail "$RSK_E_USAGE" bad-request "not an rsk request"
     [ "$rq_version" = "$RSK_PROTOCOL" ] || rsk_fail "$RSK_E_USAGE" bad-protocol \
         "request protocol $rq_version is not the protocol of this program ($RSK_PROTOCOL)"
-    Q=' ' Q_env='' Q_arg='' TASKS='' rq_end=0
-    while IFS=' ' read -r rq_k rq_v rq_x; do
-        [ -z "$rq_x" ] || rsk_fail "$RSK_E_USAGE" bad-request "request line '$rq_k' has more than one value"
-        case $rq_v in
-            "="*) rsk_is_literal "${rq_v#=}" || rsk_fail "$RSK_E_USAGE" bad-encoding "literal value of $rq_k has unsafe characters" ;;
-            *[!A-Za-z0-9+/=]*) rsk_fail "$RSK_E_USAGE" bad-encoding "value of $rq_k is not base64" ;;
-        esac
-        case $rq_k in
-            end) rq_end=1; break ;;
-            env) Q_env="$Q_env $rq_v" ;;
-            arg) Q_arg="$Q_arg $rq_v" ;;
-            task | targ | tenv | tnodes | tcpus | tmem_mb | tgpus | ttime_min | tneeds) TASKS="$TASKS$rq_k $rq_v
-" ;;
-            *)
-                case $SCALARS in *" $rq_k "*) ;; *) rsk_fail "$RSK_E_USAGE" bad-request "unknown request key '$rq_k'" ;; esac
-                case $Q in *" $rq_k="*) rsk_fail "$RSK_E_USAGE" bad-request "request key '$rq_k' given twice" ;; esac
-                Q="$Q$rq_k=$rq_v " ;;
-        esac
-    done
-    [ "$rq_end" = 1 ] || rsk_fail "$RSK_E_USAGE" bad-request "request is truncated (no end line)"
-    q script; Q_script=$RSK_W
+    rsk_is_uint "$rq_x" || rsk_fail "$RSK_E_USAGE" bad-request "the request line gives no length: rsk-request $RSK_PROTOCOL BYTES"
+    rsk_take "$rq_x"; REQ=$RSK_TAKEN # read to the byte as the loader read the program, so nothing after it is eaten
+    # one pass checks every line: "ENV|KIND| Q" (KIND: batch with task lines, else script or argv, else ""), or "!CODE MSG"
+    rq=$(printf '%s' "$REQ" | awk -v scalars="$SCALARS" '
+        function no(code, msg) { print "!" code " " msg; bad = 1; exit }
+        NF != 2 { no("bad-request", "request line '\''" $1 "'\'' is not KEY VALUE") }
+        $2 ~ /^=/ ? substr($2, 2) ~ /[^A-Za-z0-9._\/:@+,-]/ : $2 ~ /[^A-Za-z0-9+\/=]/ { no("bad-encoding", "the value of " $1 " is neither a literal nor base64") }
+        $1 == "env" { e = e " " $2; next }
+        $1 == "arg" { a = "a"; next }
+        $1 ~ /^t(ask|arg|env|nodes|cpus|mem_mb|gpus|time_min|needs)$/ { t = "t"; next }
+        !index(scalars, " " $1 " ") { no("bad-request", "unknown request key '\''" $1 "'\''") }
+        $1 in q { no("bad-request", "request key '\''" $1 "'\'' given twice") }
+        { q[$1] = 1; s = s $1 "=" $2 " " }
+        END { if (bad) exit; if (t && (a || ("script" in q))) no("bad-request", "a batch gives each task its own command")
+              print e "|" (t ? "batch" : ("script" in q) ? "script" : a ? "argv" : "") "| " s }')
+    case $rq in "!"*) rq=${rq#!}; rsk_fail "$RSK_E_USAGE" "${rq%% *}" "${rq#* }" ;; esac
+    Q_env=${rq%%|*} rq=${rq#*|} # (the longer part last: dash cuts a string's front in time quadratic in its length)
+    KIND=${rq%%|*} Q=${rq#*|}
 }
 
 q() { # q KEY: sets RSK_W to the wire value of a scalar key ("" when not given)
@@ -78,30 +75,33 @@ env_name_ok() { # env_name_ok NAME=VALUE: refuses malformed names and those of R
 }
 
 # resolution ----------------------------------------------------------------
-# The cluster's facts, kept by a broker for a minute ("facts CLUSTER PARTS" or "facts -": docs/protocol.md, ADR 0038);
-# the plan binds the lines it used, and Slurm is still asked at every plan (sbatch --test-only) and every submit.
-cluster_facts() { # sets CLUSTER (ClusterName), PARTS and DEFAULT_PARTITION
+# The cluster's facts, kept by a broker for a minute ("facts CLUSTER PARTS ARRAYS" or "facts -": docs/protocol.md, ADR
+# 0038); the plan binds the lines it used, and Slurm is still asked at every plan (sbatch --test-only) and every submit.
+cluster_facts() { # sets CLUSTER (ClusterName), PARTS, DEFAULT_PARTITION and BLOCK (a job array's tasks: docs/adr/0058)
     if [ -z "$FACTS_GIVEN" ]; then
         rsk_out=$(scontrol show config 2>&1) || {
             rsk_fail "$RSK_E_UNAVAILABLE" slurm-unavailable "the Slurm controller does not answer: $(printf '%s' "$rsk_out" | cut -c1-400 | head -n 3)"
         }
-        CLUSTER=$(rsk_conf "$rsk_out" ClusterName)
+        CLUSTER=$(rsk_conf "$rsk_out" ClusterName) ARRAY_MAX=$(rsk_conf "$rsk_out" MaxArraySize)
         [ -n "$CLUSTER" ] || CLUSTER=unknown
+        rsk_is_uint "$ARRAY_MAX" || ARRAY_MAX=1001 # (Slurm's default)
         # the partitions and their nodes in one read, "PARTITION|TIMELIMIT|CPUS|MEMORY|GRES|NODES" a line for
         # each group of alike nodes (-e: only nodes whose resources are the same share a line), kept for fits
         PARTS=$(sinfo -h -e -o '%P|%l|%c|%m|%G|%D' 2>/dev/null || true)
         if [ -n "$FACTS_WANTED" ] && [ -n "$PARTS" ]; then # (sinfo's silence is never kept)
             rsk_enc "$CLUSTER"
-            rsk_emit facts "cluster=$RSK_E" "parts=$(rsk_b64 "$PARTS")"
+            rsk_emit facts "cluster=$RSK_E" "parts=$(rsk_b64 "$PARTS")" "arrays=$ARRAY_MAX"
         fi
     fi
+    BLOCK=$(awk -v m="$ARRAY_MAX" 'BEGIN { print 10 ^ (length(m + 0) - 1) }') # the largest power of ten <= MaxArraySize
     DEFAULT_PARTITION=$(printf '%s\n' "$PARTS" | awk -F'|' '$1 ~ /\*$/ { print substr($1, 1, length($1) - 1); exit }') # sinfo's "*"
 }
 
-facts_given() { # facts_given CLUSTER PARTS: the facts a broker kept (wire values), checked for their shape
+facts_given() { # facts_given CLUSTER PARTS ARRAYS: the facts a broker kept (wire values; MaxArraySize), checked for their shape
     rsk_dec "$1"; CLUSTER=$RSK_V
-    rsk_dec "$2"; PARTS=$RSK_V
+    rsk_dec "$2"; PARTS=$RSK_V ARRAY_MAX=$3
     case $CLUSTER in '' | *[!A-Za-z0-9._-]*) rsk_fail "$RSK_E_USAGE" bad-facts "the cluster's name in the facts is malformed" ;; esac
+    rsk_is_uint "$ARRAY_MAX" || rsk_fail "$RSK_E_USAGE" bad-facts "the facts give no MaxArraySize"
     [ -n "$PARTS" ] || rsk_fail "$RSK_E_USAGE" bad-facts "the facts name no partition"
     printf '%s\n' "$PARTS" | awk -F'|' 'NF != 6 { exit 1 }' \
         || rsk_fail "$RSK_E_USAGE" bad-facts "a partition line of the facts is malformed"
@@ -175,39 +175,32 @@ resolve() {
         || rsk_fail "$RSK_E_USAGE" workdir-missing "the working directory $rsk_wd does not exist on the cluster"
     for rsk_e in $Q_env; do rsk_dec "$rsk_e"; env_name_ok "$RSK_V"; done
     place
-    if [ "$PLACE" = open ]; then
-        KIND='lease'
-    elif [ -n "$TASKS" ]; then
-        KIND='batch'
-        [ -z "$Q_arg$Q_script" ] || rsk_fail "$RSK_E_USAGE" bad-request "a batch gives each task its own command"
-    elif [ -n "$Q_script" ]; then KIND='script'
-    elif [ -n "$Q_arg" ]; then KIND='argv'
-    else rsk_fail "$RSK_E_USAGE" no-command "the request has no command"; fi
+    [ "$PLACE" != open ] || KIND=lease
+    [ -n "$KIND" ] || rsk_fail "$RSK_E_USAGE" no-command "the request has no command"
     [ -z "$BUDGET_MIN" ] || [ "$KIND" = batch ] || rsk_fail "$RSK_E_USAGE" bad-chain "a chain's links are its tasks"
+    num max-running max_running ''; MAX_RUNNING=$RSK_V # Slurm's throttle on the batch's arrays, in all (docs/adr/0059)
+    [ -z "$MAX_RUNNING" ] || { [ "$KIND" = batch ] && [ "$PLACE" = slurm ] && [ "$MAX_RUNNING" -ge 1 ]; } \
+        || rsk_fail "$RSK_E_USAGE" bad-max-running "max running is at least 1, and a batch's of jobs of their own"
     resolve_tasks
-    CAPPED=$NT; [ "$PLACE" != step ] || CAPPED=0 # the jobs of their own it queues at once, which the active cap counts
+    CAPPED=0 # the jobs of their own it queues that can run at once, which the active cap counts (a lease's steps: none)
+    [ "$PLACE" = step ] || { CAPPED=$(arrays '*'); CAPPED=${CAPPED##*"
+"}; }
     # a lease starts each step as soon as it fits: it would run a workflow's or a chain's tasks ignoring their needs
     [ -z "$DAG" ] || [ "$PLACE" != step ] || rsk_fail "$RSK_E_USAGE" bad-request \
         "a lease's steps start as they fit, not after one another: run a workflow or a chain without --lease"
 }
 
-# resolve_tasks: every task's shape and plan lines, in one awk pass over the task lines. Sets NT, DAG (1 for a
-# workflow or a chain), SHAPES (the distinct "NODES CPUS MEM GPUS TIME", a line each) and TASKOUT: "P <plan line>",
-# "S IDX NODES CPUS MEM GPUS TIME", "W IDX <job-script case line>" and "D IDX LEVEL NEEDS" lines (NEEDS:
-# "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
+# resolve_tasks: every task's shape and plan lines, in one awk pass over the request's lines (a job of its own is
+# task 0: its command the request's script, then its arguments). Sets NT, DAG (1 for a workflow or a chain), SHAPES
+# (the distinct "NODES CPUS MEM GPUS TIME", a line each) and TASKOUT: "P <plan line>" (the env, arg and script lines,
+# then the tasks'), "S IDX NODES CPUS MEM GPUS TIME", "W IDX <job-script case line>" and "D IDX LEVEL NEEDS" lines
+# (NEEDS: "IDX:ok|any,..." or "-"). A need names an earlier task: no cycle.
 resolve_tasks() {
     DAG=''
-    if [ "$KIND" != batch ]; then # a job of its own: task 0, its command the request's script or arguments
-        NT=1 SHAPES="$NODES $CPUS $MEM_MB $GPUS $TIME_MIN" rsk_w=''
-        [ -z "$Q_script" ] || rsk_w=" rsk_arg '$Q_script'; rsk_script \"\$rsk_a\"; set -- \"\$rsk_run/user.sbatch\";"
-        for rsk_a in $Q_arg; do rsk_w="$rsk_w rsk_arg '$rsk_a'; set -- \"\$@\" \"\$rsk_a\";"; done
-        TASKOUT="S 0 $SHAPES
-W 0 0)$rsk_w ;;"
-        return 0
-    fi
-    TASKOUT=$(printf '%s' "$TASKS" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" \
+    TASKOUT=$(printf '%s' "$REQ" | awk -v dn="$NODES" -v dc="$CPUS" -v dm="$MEM_MB" -v dg="$GPUS" -v dt="$TIME_MIN" \
         -v budget="$BUDGET_MIN" '
-        function err(code, msg) { print "E " code " " msg; failed = 1; exit }
+        function err(code, msg) { print "!" code " " msg; failed = 1; exit }
+        function head() { if (!h++) printf "%s%s%s", pe, pa, ps } # the plan lines of the request: its env, arg, script
         function num(v, what, def) {
             if (v == "") return def
             if (v !~ /^=[0-9]+$/ || length(v) > 10) err("bad-" what, "task " key ": " what " must be a whole number")
@@ -247,8 +240,12 @@ W 0 0)$rsk_w ;;"
             print "W " n - 1 " " n - 1 ")" wrap " ;;"
             print "D " n - 1 " " lv " " (dl == "" ? "-" : dl)
         }
+        $1 == "env" { pe = pe "P env " $2 "\n"; next }
+        $1 == "arg" { pa = pa "P arg " $2 "\n"; wa = wa " rsk_arg '\''" $2 "'\''; set -- \"$@\" \"$rsk_a\";"; next }
+        $1 == "script" { ps = "P script " $2 "\n"; ws = " rsk_arg '\''" $2 "'\''; rsk_script \"$rsk_a\"; set -- \"$rsk_run/user.sbatch\";"; next }
+        $1 !~ /^t(ask|arg|env|nodes|cpus|mem_mb|gpus|time_min|needs)$/ { next }
         $1 == "task" {
-            flush()
+            head(); flush()
             if (++n > 10000) err("bad-request", "a batch has at most 10000 tasks")
             key = substr($2, 2)
             if ($2 !~ /^=/ || key !~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ || length(key) > 64)
@@ -261,14 +258,10 @@ W 0 0)$rsk_w ;;"
         $1 == "tenv" { envs = envs "P tenv " $2 "\n"; wrap = wrap " rsk_arg '\''" $2 "'\''; rsk_export;"; next }
         $1 == "targ" { args = args "P targ " $2 "\n"; wrap = wrap " rsk_arg '\''" $2 "'\''; set -- \"$@\" \"$rsk_a\";"; next }
         { if ($1 in r) err("bad-request", "task " key ": " $1 " given twice"); r[$1] = $2 }
-        END { if (!failed) flush() }')
-    case $TASKOUT in "E "* | *"
-E "*) # a fault found at any task (its line ends the output, after the earlier tasks' lines)
-        rsk_e=${TASKOUT##*"
-"}
-        rsk_e=${rsk_e#E }
-        rsk_fail "$RSK_E_USAGE" "${rsk_e%% *}" "${rsk_e#* }" ;;
-    esac
+        END { if (failed) exit; if (n) flush(); else { head(); print "S 0 " dn " " dc " " dm " " dg " " dt; print "W 0 0)" ws wa " ;;" } }')
+    case $TASKOUT in "!"* | *"
+!"*) rsk_e=${TASKOUT##*"
+"} && rsk_e=${rsk_e#!} && rsk_fail "$RSK_E_USAGE" "${rsk_e%% *}" "${rsk_e#* }" ;; esac # a fault: the last line
     NT=$(printf '%s\n' "$TASKOUT" | grep -c '^S ')
     SHAPES=$(printf '%s\n' "$TASKOUT" | sed -n 's/^S [0-9]* //p' | sort -u)
     case $TASKOUT in *"
@@ -283,7 +276,7 @@ place() {
     qdec lease; LEASE=$RSK_V PLACE=step
     qdec lease_open
     if [ -n "$RSK_V" ]; then
-        if [ -n "$LEASE$Q_arg$Q_script$TASKS$CODE" ]; then
+        if [ -n "$LEASE$KIND$CODE" ]; then
             rsk_fail "$RSK_E_USAGE" bad-request "a lease runs rsk's controller: no command, script, tasks, code or lease of its own"
         fi
         LEASE=$RSK_V PLACE=open
@@ -360,10 +353,6 @@ check_lease() {
     for_shapes outlives
 }
 
-set_shape() { # set_shape NODES CPUS MEM GPUS TIME: the resources run_sbatch uses
-    NODES=$1 CPUS=$2 MEM_MB=$3 GPUS=$4 TIME_MIN=$5
-}
-
 # the canonical plan: "KEY VALUE" lines in a fixed order; its sha256 is the plan hash
 plan_put() { # plan_put KEY VALUE [KEY VALUE ...]: each value encoded here
     while [ $# -gt 1 ]; do
@@ -380,6 +369,7 @@ build_plan() {
         scripts "$RSK_SCRIPTS" policy "$RSK_POLICY_DIGEST" project "$PROJECT" name "$NAME" kind "$KIND" \
         workdir "$WORKDIR" code "$CODE" path "$JOBPATH" partition "$PARTITION" facts "$FACTS_USED" account "$ACCOUNT" qos "$QOS" \
         nodes "$NODES" cpus "$CPUS" mem_mb "$MEM_MB" gpus "$GPUS" time_min "$TIME_MIN"
+    [ -z "$MAX_RUNNING" ] || plan_put max_running "$MAX_RUNNING"
     [ -z "$BUDGET_MIN" ] || plan_put budget_min "$BUDGET_MIN" signal_s "$SIGNAL_S"
     [ -z "$CHAIN_OF" ] || plan_put chain_of "$CHAIN_OF" link0 "$LINK0"
     [ -z "$ATTEMPT_OF" ] || plan_put attempt_of "$ATTEMPT_OF"
@@ -387,13 +377,8 @@ build_plan() {
         open) plan_put lease_open "$LEASE" drain_min "$DRAIN_MIN" overrun "$OVERRUN" ;;
         step) plan_put lease "$LEASE" lease_job "$LEASE_JOB" ;;
     esac
-    for rsk_e in $Q_env; do PLAN="${PLAN}env $rsk_e
-"; done
-    for rsk_a in $Q_arg; do PLAN="${PLAN}arg $rsk_a
-"; done
-    [ -z "$Q_script" ] || PLAN="${PLAN}script $Q_script
-"
-    [ "$KIND" != batch ] || PLAN="$PLAN$(printf '%s\n' "$TASKOUT" | sed -n 's/^P //p')
+    rsk_p=$(printf '%s\n' "$TASKOUT" | sed -n 's/^P //p') # env, arg, script, then each task's lines
+    [ -z "$rsk_p" ] || PLAN="$PLAN$rsk_p
 "
     rsk_hash "$PLAN"
     PLAN_HASH=$RSK_H
@@ -429,9 +414,9 @@ run_sbatch() {
     if rsk_slurm_down "$SB_OUT"; then SB_CODE=slurm-unavailable SB_ERRC=$RSK_E_UNAVAILABLE; fi
 }
 
-for_shapes() { # for_shapes FUNCTION: FUNCTION for each distinct shape (SHAPES), the shape set (set_shape)
-    while IFS=' ' read -r s1 s2 s3 s4 s5; do
-        [ -z "$s1" ] || { set_shape "$s1" "$s2" "$s3" "$s4" "$s5" && "$1"; }
+for_shapes() { # for_shapes FUNCTION: FUNCTION for each distinct shape (SHAPES), with the resources run_sbatch uses set
+    while IFS=' ' read -r NODES CPUS MEM_MB GPUS TIME_MIN; do
+        [ -z "$NODES" ] || "$1"
     done <<EOT
 $SHAPES
 EOT
@@ -472,15 +457,15 @@ test_only() { # sbatch --test-only for one shape; fails the plan if Slurm refuse
     ESTIMATE=${ESTIMATE:-$SB_OUT} # what Slurm says of the first shape (rsk.wire.answers reads its start and nodes)
 }
 
-# request_facts: one awk pass over Slurm's queue (RSK_SQ, as read last), the request's other evidence and its journal
-# lines. ACTIVE: "COUNT JOB,JOB,...", the project's active rsk jobs (lib.awk's project_active); STATES: "IDX STATE JOB PLAN" a task (STATE
-# as @@prior, or none). A request withdrawn, or with a job or open intent of another plan, is refused (resolve_open).
+# request_facts: one awk pass over the request's evidence (Slurm's queue, RSK_SQ as read last, and more) and its
+# journal lines. STATES: "IDX STATE JOB PLAN" a task (STATE as @@prior, or none). A request withdrawn, or with a job
+# or open intent of another plan, is refused (resolve_open).
 request_facts() {
     rsk_jf="$RSK_ROOT/journal/$PROJECT.log"
     [ -n "$RID" ] && [ -f "$rsk_jf" ] || rsk_jf=/dev/null
-    rsk_facts=$(if [ -n "$RID" ]; then rsk_evidence_lines "$PROJECT" "$RID"; else printf '%s\n' "$RSK_SQ"; fi \
-        | awk -v nt="$NT" -v rid="$RID" -v n="rsk:$PROJECT:$RID" -v p="rsk:$PROJECT:" -v held=" $RSK_HELD" \
-            -v runs="$RSK_ROOT/runs/$PROJECT" -v me="$PLAN_HASH" -v jf="$rsk_jf" "$RSK_AWK"'
+    STATES=$(if [ -n "$RID" ]; then rsk_evidence_lines "$PROJECT" "$RID"; fi \
+        | awk -v nt="$NT" -v rid="$RID" -v n="rsk:$PROJECT:$RID" -v runs="$RSK_ROOT/runs/$PROJECT" -v me="$PLAN_HASH" \
+            -v jf="$rsk_jf" "$RSK_AWK"'
         FILENAME == jf { # the journal, the request'"'"'s lines: compared as whole strings (a request id is never a pattern)
             e = kv($0, "ev")
             if (kv($0, "rid") != rid || e !~ /^[a-z-]+$/) next
@@ -492,10 +477,8 @@ request_facts() {
             if (e ~ /^(accepted|reconciled)$/ && kv($0, "job") != "") job[i] = kv($0, "job")
             next
         }
-        /^[0-9]/ { sq($0); if (project_active(p, held, runs)) act = act (na++ ? "," : "") SQ_ID }
-        rid != "" && evidence($0, n, runs "/" rid) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
+        evidence($0, n, runs "/" rid) && !(EV_IDX in ejob) { ejob[EV_IDX] = EV_JOB; if (EV_PLAN != "-") eplan[EV_IDX] = EV_PLAN }
         END {
-            print "A" na + 0, act
             if (rid != "") for (i = 0; i < nt; i++) {
                 pl = (i in plan) ? plan[i] : "-"
                 if (i in gone) { print "!withdrawn"; exit }
@@ -507,13 +490,6 @@ request_facts() {
                 print s, pl
             }
         }' - "$rsk_jf")
-    ACTIVE=${rsk_facts%%"
-"*}
-    ACTIVE=${ACTIVE#A}
-    STATES=''
-    case $rsk_facts in *"
-"*) STATES=${rsk_facts#*"
-"} ;; esac
     case "
 $STATES" in # the awk's last line, "!withdrawn" or "!PLAN" (a value of the journal may hold a "!" too)
         *"
@@ -557,10 +533,10 @@ do_plan() {
     rsk_policy_check "$SHAPES" "$PARTITION" "$ACCOUNT" "$QOS" "$CAPPED"
     rsk_policy_emit
     request_facts
-    rsk_emit active "count=${ACTIVE%% *}" "cap=$P_max_active_jobs" "jobs=${ACTIVE#* }"
-    printf '%s\n' "$STATES" | while read -r idx st job plan; do
-        [ -z "$st" ] || [ "$st" = none ] || rsk_emit prior "idx=$idx" "state=$st" "job=${job#-}" "plan=${plan#-}"
-    done
+    rsk_active_jobs "$PROJECT"
+    rsk_emit active "count=$ACTIVE" "cap=$P_max_active_jobs" "jobs=$ACTIVE_JOBS" "at_once=$CAPPED"
+    printf '%s\n' "$STATES" | RSK_NONCE=$RSK_NONCE awk '$2 ~ /^(done|found|open)$/ { # (the nonce: not on a command line)
+        print "@@" ENVIRON["RSK_NONCE"] " prior idx=" $1 " state=" $2 " job=" ($3 == "-" ? "" : $3) " plan=" ($4 == "-" ? "" : $4) }'
     [ "$RSK_VERDICT" = allow ] || rsk_fail "$RSK_E_POLICY" policy-refused "the cluster policy refuses this request"
     check_lease
     [ "$PLACE" != step ] || { rsk_emit estimate "lease=$LEASE"; return 0; }
@@ -594,11 +570,11 @@ policy_unchanged() {
         || rsk_fail "$RSK_E_MISMATCH" plan-mismatch "the cluster's policy changed since the plan was made (now $RSK_POLICY_DIGEST)"
 }
 
-# job_text IDXS [STEP]: the job script sbatch reads on stdin for these task indices of the current shape, or,
-# with STEP (its step id), the script a lease's controller runs as that step
+# job_text IDXS [STEP]: the job script sbatch reads on stdin for these task indices of the current shape (an array's:
+# task ARR_OFF + its index, task_of), or, with STEP (its step id), the script a lease's controller runs as that step
 job_text() {
     printf '#!/bin/sh\n# rsk job: project %s, request %s, plan %s\n' "$PROJECT" "$RID" "$PLAN_HASH"
-    if [ -n "${2:-}" ]; then printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"; else printf 'rsk_ti=${SLURM_ARRAY_TASK_ID:-0}\n'; fi
+    if [ -n "${2:-}" ]; then printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"; else printf 'rsk_ti=$((%s + ${SLURM_ARRAY_TASK_ID:-0}))\n' "$ARR_OFF"; fi
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"
     printf 'rsk_code=%s\nrsk_code_digest=%s\n' "$(rsk_sq "$CODE_DIR")" "$CODE"
@@ -607,10 +583,8 @@ job_text() {
     [ -z "$BUDGET_MIN" ] || printf 'rsk_links=%s\nrsk_budget=%s\nrsk_link0=%s\nrsk_chain=%s\n' "$NT" \
         "$((BUDGET_MIN * 60))" "$LINK0" "$(rsk_sq "$RSK_ROOT/runs/$PROJECT/${CHAIN_OF:-$RID}")"
     printf '%s\n' "$RSK_WRAPPER"
-    rsk_pats='' # RESERVED_ENV as one case pattern
-    set -f
-    for rsk_p in $RESERVED_ENV; do rsk_pats="$rsk_pats$rsk_p | "; done
-    set +f
+    # shellcheck disable=SC2086  # RESERVED_ENV's words, as one case pattern
+    rsk_pats=$(set -f && printf '%s | ' $RESERVED_ENV)
     printf 'rsk_export() { case ${rsk_a%%%%=*} in %s"") echo "rsk: refusing environment name ${rsk_a%%%%=*}" >&2; exit 2 ;; esac; export "$rsk_a"; }\n' \
         "$rsk_pats"
     printf 'rsk_clean_env\nset --\n'
@@ -625,75 +599,88 @@ job_text() {
         return 0
     fi
     printf 'case $rsk_ti in\n'
-    printf '%s\n' "$TASKOUT" | awk -v keep=" $1 " '$1 == "W" && index(keep, " " $2 " ") { sub(/^W [0-9]+ /, ""); print }'
+    printf '%s\n' "$TASKOUT" | awk -v keep="$1" 'BEGIN { n = split(keep, w, " "); for (i = 1; i <= n; i++) k[w[i]] = 1 }
+        $1 == "W" && ($2 in k) { sub(/^W [0-9]+ /, ""); print; if (!--n) exit }'
     printf '*) echo "rsk: no task for index $rsk_ti" >&2; exit 97 ;;\nesac\n'
     printf 'rsk_main "$@"\n'
 }
 
 # after the go: submit -----------------------------------------------------------
-# submit_groups: the tasks to do in groups alike (shape; a workflow's level, needs), each placed here: one sbatch (a
-# job array for a batch) after the jobs it needs, or a step's queue entries. A workflow is whole or not at all: when
-# an sbatch fails, every job of the request is cancelled, withdrawn
+# arrays TODO: the tasks TODO (" I I ...", "*": all) as the job arrays that submit them, in order, a line each
+# "N|SHAPE|NEEDS|OFFSET|AFTER|ARRAY|IDXS" (ARRAY: sbatch's --array, the IDXS less OFFSET, and %THROTTLE), then a
+# last line with how many of them can run at once, the cap's count; how and why: docs/adr/0058 and 0059
+arrays() {
+    printf '%s\n' "$TASKOUT" | awk -v todo="$1" -v b="$BLOCK" -v k="$MAX_RUNNING" '
+        BEGIN { n = split(todo, w, " "); for (i = 1; i <= n; i++) want[w[i]] = 1 }
+        $1 == "S" && (todo == "*" || ($2 in want)) { t[++nt] = $2; sh[$2] = $3 " " $4 " " $5 " " $6 " " $7 }
+        $1 == "D" { lv[$2] = $3; nd[$2] = $4; if ($3 > top) top = $3 }
+        END { # tasks alike (level, shape, needs) in a block of b indices share an array; arrays by level, then first task
+            for (x = 1; x <= nt; x++) { i = t[x]; g = lv[i] + 0 "|" sh[i] "|" (i in nd ? nd[i] : "-") "|" int(i / b) * b
+                if (!(g in at)) { at[g] = ++na; key[na] = g; lvl[na] = lv[i] + 0 }; a = at[g]; m[a, ++sz[a]] = i }
+            for (l = 0; l <= top; l++) for (a = 1; a <= na; a++) if (lvl[a] == l) { o[++no] = a; th[no] = 1 }
+            for (left = k - no; left > 0 && more != "no";) { # the throttles: what K leaves, one a round to arrays not full
+                more = "no"; for (x = 1; x <= no && left > 0; x++) if (th[x] < sz[o[x]]) { th[x]++; left--; more = "" } }
+            for (x = 1; x <= no; x++) { a = o[x]; split(key[a], f, "|"); once += k == "" ? sz[a] : th[x]
+                printf "%d|%s|%s|%d|%s|", x, f[2], f[3], f[4], (k != "" && x > k ? x - k : "-") # (fewer K: lanes)
+                for (y = 1; y <= sz[a]; y++) printf "%s%d", (y > 1 ? "," : ""), m[a, y] - f[4]
+                printf "%s|", (k == "" ? "" : "%" th[x]); for (y = 1; y <= sz[a]; y++) printf " %d", m[a, y]; print ""
+            }
+            print once + 0
+        }'
+}
+
+# submit_groups ARRAYS: each of ARRAYS' lines placed here: a sbatch (for a batch, the job array) after the jobs its tasks
+# need and its lane's array before it, or a step's queue entries. A workflow is whole or not at all: when an sbatch
+# fails, every job of the request is cancelled, withdrawn
 submit_groups() {
-    rsk_groups=$(printf '%s\n' "$TASKOUT" | awk -v todo=" $TODO " '
-        $1 == "S" { shape[$2] = $3 " " $4 " " $5 " " $6 " " $7; lvl[$2] = 0; nd[$2] = "-"; if (index(todo, " " $2 " ")) o[++n] = $2 }
-        $1 == "D" { lvl[$2] = $3; nd[$2] = $4 }
-        END { for (k = 1; k <= n; k++) { i = o[k]; g = lvl[i] "|" shape[i] "|" nd[i]; if (!(g in ix)) go[++m] = g; ix[g] = ix[g] " " i }
-              for (k = 1; k <= m; k++) print go[k] "|" ix[go[k]] }' | sort -t'|' -s -n -k1,1)
-    while IFS='|' read -r _ rsk_shape rsk_needs rsk_idxs; do
+    # a workflow's jobs the journal gives the request that Slurm lists under another name (a line a job forged, or a job
+    # that renamed itself): never its own, to wait for or to cancel; the workflow is not submitted, but withdrawn
+    rsk_other=' '
+    [ -z "$DAG" ] || rsk_other=" $({ printf '%s\n--\n' "$RSK_SQ"; printf '%s' "$DONE"; } | awk -v me="rsk:$PROJECT:$RID" \
+        "$RSK_AWK"'$0 == "--" { d = 1; next } !d { sq($0); if (SQ_NAME != me) x[SQ_ID] = 1; next } ($2 in x) { printf "%s ", $2 }')"
+    [ "$rsk_other" = ' ' ] || FAIL_CODE=evidence-mismatch FAIL_RC=$RSK_E_MISMATCH \
+        FAIL_MSG="job(s)$rsk_other, which the journal gives this workflow, are not its own: Slurm names them otherwise"
+    rsk_arrs=' '
+    while IFS='|' read -r rsk_x rsk_shape rsk_needs ARR_OFF rsk_after ARR_LIST rsk_idxs; do
         if [ -z "$rsk_idxs" ] || { [ -n "$FAIL_CODE" ] && [ -n "$DAG" ]; }; then continue; fi
-        # the jobs they need; one Slurm lists under another name (a journal line a job forged) is refused
-        DEP=''
-        [ "$rsk_needs" = - ] || DEP=$({ printf '%s' "$DONE"; echo --; printf '%s\n' "$RSK_SQ"; } | awk -v needs="$rsk_needs" \
-            -v me="rsk:$PROJECT:$RID" "$RSK_AWK"'
-            $0 == "--" { q = 1; next }
-            !q { job[$1] = $2; next }
-            { sq($0); name[SQ_ID] = SQ_NAME }
-            END { n = split(needs, w, ","); for (i = 1; i <= n; i++) { split(w[i], x, ":"); if (!(x[1] in job)) continue
-                      j = job[x[1]]; if ((j in name) && name[j] != me) { print "!" j; exit }; d = d "," "after" x[2] ":" j }
-                  print substr(d, 2) }')
-        case $DEP in "!"*)
-            FAIL_CODE=evidence-mismatch FAIL_RC=$RSK_E_MISMATCH FAIL_MSG="job ${DEP#!}, which the journal gives a needed task, is not this request's (Slurm names it otherwise)"
-            continue ;;
-        esac
-        # shellcheck disable=SC2086  # five numbers
-        set_shape $rsk_shape
+        DEP='' # the jobs they need (afterok:J, ...), then the array before them in their lane
+        [ "$rsk_needs" = - ] || DEP=$(printf '%s' "$DONE" | awk -v needs="$rsk_needs" '{ job[$1] = $2 } END {
+            n = split(needs, w, ","); for (i = 1; i <= n; i++) { split(w[i], x, ":"); if (x[1] in job) d = d ",after" x[2] ":" job[x[1]] }
+            print substr(d, 2) }')
+        case $rsk_arrs in *" $rsk_after:"[0-9]*) rsk_p=${rsk_arrs#*" $rsk_after:"} DEP=${DEP:+$DEP,}afterany:${rsk_p%% *} ;; esac
+        # shellcheck disable=SC2086  # the shape: five numbers, the resources run_sbatch uses
+        set -- $rsk_shape && NODES=$1 CPUS=$2 MEM_MB=$3 GPUS=$4 TIME_MIN=$5
         rsk_block_start
         if [ "$PLACE" = step ]; then queue_idxs "$rsk_idxs"; else sbatch_idxs "$rsk_idxs"; fi
+        rsk_arrs="$rsk_arrs$rsk_x:$SB_JOB "
         # a journal that cannot take the outcome loses nothing: the job carries rsk:PROJECT:RID, a queue entry is its
         # own evidence (rsk_evidence_lines)
         rsk_journal_write "$PROJECT" || true
     done <<EOT
-$rsk_groups
+$1
 EOT
     if [ -z "$DAG" ] || [ -z "$FAIL_CODE" ] || [ -z "$DONE" ]; then return 0; fi
-    rsk_arrays='' rsk_gone=''
-    while read -r rsk_i rsk_j; do
-        [ -n "$rsk_i" ] || continue
-        # a job Slurm lists under another name (RSK_SQ, read under the lock) is not this request's, whatever the journal says
-        ! rsk_sq_job "$rsk_j" || [ "$SQ_NAME" = "rsk:$PROJECT:$RID" ] || continue
-        rsk_arrays="$rsk_arrays ${rsk_j%_*}" rsk_gone="$rsk_gone$rsk_i $rsk_j
-"
-    done <<EOT
-$DONE
-EOT
-    # shellcheck disable=SC2086  # job ids
-    scancel $rsk_arrays 2>/dev/null || true
+    rsk_gone=$(printf '%s' "$DONE" | awk -v other="$rsk_other" 'NF && !index(other, " " $2 " ")')
+    # shellcheck disable=SC2046  # job ids
+    scancel $(printf '%s\n' "$rsk_gone" | awk '{ sub(/_.*/, "", $2); if (!s[$2]++) print $2 }') 2>/dev/null || true
     rsk_block_start
     jlines withdrawn '' "$rsk_gone" code=workflow-incomplete
     rsk_journal_write "$PROJECT" || true
 }
 
-# sbatch_idxs IDXS: one sbatch for these tasks of the current shape (a job array for a batch), after DEP if set
+# sbatch_idxs IDXS: one sbatch for these tasks of the current shape, after DEP if set; for a batch, the job array
+# ARR_LIST, whose index I runs task ARR_OFF + I and writes in its run directory: t%a, or tB%Da past the first block of
+# BLOCK = 10^D tasks (Slurm pads %Da to D digits)
 sbatch_idxs() {
     JOB=$(job_text "$1")
-    rsk_t=0 rsk_idxs=$1 rsk_arr='' # (rsk_arr: "_" for a batch, whose tasks are the array's, JOB_IDX)
+    rsk_t=0 rsk_idxs=$1 rsk_arr='' # (rsk_arr: "_" for a batch, whose tasks are the array's, JOB_INDEX)
     # the job carries its identity (name) and its plan (comment): evidence that needs no journal
     set -- --job-name="rsk:$PROJECT:$RID" --comment="rsk-plan:$PLAN_HASH"
     [ -z "$DEP" ] || set -- "$@" --dependency="$DEP" --kill-on-invalid-dep=yes
     if [ "$KIND" = batch ]; then
-        rsk_list=$(printf '%s' "$rsk_idxs" | tr ' ' ',') rsk_t=%a rsk_arr=_
-        set -- "$@" --array="${rsk_list#,}"
+        rsk_t=%a rsk_arr=_
+        [ "$ARR_OFF" -eq 0 ] || rsk_t=$((ARR_OFF / BLOCK))%$((${#BLOCK} - 1))a
+        set -- "$@" --array="$ARR_LIST"
     fi
     run_sbatch submit "$@" --output="$RUN_DIR/t$rsk_t/stdout" --error="$RUN_DIR/t$rsk_t/stderr"
     if [ -z "$SB_JOB" ]; then
@@ -701,9 +688,8 @@ sbatch_idxs() {
         FAIL_CODE=$SB_CODE FAIL_RC=$SB_ERRC FAIL_MSG="sbatch failed: $SB_OUT"
         return 0
     fi
-    rsk_new=''
-    for rsk_i in $rsk_idxs; do rsk_new="$rsk_new$rsk_i $SB_JOB${rsk_arr:+_$rsk_i}
-"; done
+    rsk_new=$(printf '%s' "$rsk_idxs" | awk -v j="$SB_JOB" -v a="$rsk_arr" -v o="$ARR_OFF" \
+        '{ for (i = 1; i <= NF; i++) print $i, j (a == "" ? "" : "_" $i - o) } END { print "." }') rsk_new=${rsk_new%.}
     placed
 }
 
@@ -740,8 +726,8 @@ placed() {
 }
 
 # jlines EVENT "IDXS" JOBS [key=value ...]: one journal line per task index (added to RSK_BLOCK), with its task key,
-# its needs and its job (JOBS: "IDX JOB" lines; IDXS '': those of JOBS, by index); a key=value with no value is left
-# out. EVENT "answer": the @@accepted line of each instead, printed
+# its needs and its job (JOBS: "IDX JOB" lines; IDXS '': those of JOBS, by index), and the key=values. EVENT
+# "answer": the @@accepted line of each instead, printed
 jlines() {
     jl_ev=$1 jl_idxs=$2 jl_jobs=$3
     shift 3
@@ -755,9 +741,8 @@ jlines() {
         $1 == "P" && $2 == "task" { key[n++] = substr($3, 2) }
         $1 == "D" && $4 != "-" { needs[$2] = $4 }
         END {
-            if (idxs == "") for (i = 0; i < nt; i++) if (i in job) idxs = idxs " " i
-            k = split(extra, x, " "); for (j = 1; j <= k; j++) if (x[j] !~ /=$/) more = more " " x[j]
-            m = split(idxs, ix, " ")
+            if (idxs == "") { for (i = 0; i < nt; i++) if (i in job) ix[++m] = i } else m = split(idxs, ix, " ")
+            if (extra != "") more = " " extra
             for (j = 1; j <= m; j++) {
                 i = ix[j]
                 if (ev == "answer") print "@@" nonce " accepted job=" job[i] " rid=" rid " plan=" plan " idx=" i " task=" key[i] more
@@ -784,8 +769,7 @@ do_submit() {
     # a task with a job (done; found: journaled reconciled) is replayed, any other is to do (open: journaled abandoned,
     # for the lock is ours: the process that wrote the intent is gone, and no job exists)
     DONE=$(printf '%s\n' "$STATES" | awk '$2 ~ /^(done|found)$/ { print $1, $3 } END { print "." }') DONE=${DONE%.}
-    TODO=$(printf '%s\n' "$STATES" | awk 'NF && $2 !~ /^(done|found)$/ { printf " %s", $1 }') rsk_n=0
-    for rsk_i in $TODO; do rsk_n=$((rsk_n + 1)); done
+    TODO=$(printf '%s\n' "$STATES" | awk 'NF && $2 !~ /^(done|found)$/ { printf " %s", $1 }')
     rsk_block_start
     jlines reconciled '' "$(printf '%s\n' "$STATES" | awk '$2 == "found" { print $1, $3 }')"
     jlines abandoned "$(printf '%s\n' "$STATES" | awk '$2 == "open" { printf " %s", $1 }')" '' code=no-evidence
@@ -799,34 +783,35 @@ do_submit() {
         check_lease
         clear_markers
         rsk_block_start
-        # a step runs in its lease's allocation: only jobs of their own count against the cap
-        if [ "$PLACE" != step ] && [ -n "$P_max_active_jobs" ] && [ $((${ACTIVE%% *} + rsk_n)) -gt "$P_max_active_jobs" ]; then
+        rsk_arr=$(arrays "$TODO") && rsk_n=${rsk_arr##*"
+"} # how many of them can run at once
+        rsk_active_jobs "$PROJECT" # (a step runs in its lease's allocation: only jobs of their own count)
+        if [ "$PLACE" != step ] && [ -n "$P_max_active_jobs" ] && [ $((ACTIVE + rsk_n)) -gt "$P_max_active_jobs" ]; then
             jlines refused "$TODO" '' code=active-cap
             rsk_journal_write "$PROJECT" || true
-            rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has ${ACTIVE%% *} active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
+            rsk_fail "$RSK_E_CAP" active-cap "project $PROJECT has $ACTIVE active rsk jobs; $rsk_n more would pass the cap $P_max_active_jobs"
         fi
         jlines intent "$TODO" ''
         # no intent on disk, no sbatch and no queue entry: what was never journaled must never run
         rsk_journal_write "$PROJECT" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot write the journal (a full disk?)"
-        submit_groups
+        submit_groups "${rsk_arr%"
+"*}"
     fi
     [ "$PLACE" != open ] || [ -z "$DONE" ] || write_lease_file
     jlines answer '' "$DONE" "replay=$rsk_replay" # every task that has a job
     [ -z "$FAIL_CODE" ] || rsk_fail "$FAIL_RC" "$FAIL_CODE" "$(printf '%s' "$FAIL_MSG" | head -n 5 | cut -c1-400)"
 }
 
-make_dirs() { # the journal's directory, every task's run directory and the lease's queue, in one mkdir
-    set -- "$RSK_ROOT/journal"
-    [ "$PLACE" = slurm ] || set -- "$@" "$LDIR/q" "$LDIR/run" "$LDIR/end"
-    rsk_i=0
-    while [ "$rsk_i" -lt "$NT" ]; do set -- "$@" "$RUN_DIR/t$rsk_i"; rsk_i=$((rsk_i + 1)); done
-    mkdir -p "$@" 2>/dev/null || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
+make_dirs() { # a lease's queue, and every task's run directory tI (made in RUN_DIR: short names; rsk_lock makes journal/)
+    # shellcheck disable=SC2046  # t0 t1 ...: words
+    { mkdir -p "$RUN_DIR" ${LDIR:+"$LDIR/q" "$LDIR/run" "$LDIR/end"} \
+        && (cd "$RUN_DIR" && mkdir -p $(awk -v n="$NT" 'BEGIN { for (i = 0; i < n; i++) print "t" i }')); } 2>/dev/null \
+        || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot create the run directories under $RUN_DIR"
 }
 
 clear_markers() { # the markers an earlier attempt left in the run directories of the tasks to do (no job), in one rm
-    set --
-    for rsk_i in $TODO; do set -- "$@" "$RUN_DIR/t$rsk_i/started" "$RUN_DIR/t$rsk_i/ended"; done
-    rm -f "$@"
+    # shellcheck disable=SC2046  # tI/started tI/ended: words
+    (cd "$RUN_DIR" && rm -f $(printf '%s' "$TODO" | awk '{ for (i = 1; i <= NF; i++) print "t" $i "/started", "t" $i "/ended" }'))
 }
 
 # write_lease_file: what was opened (the controller's allocation, what steps may ask of it); a lease opened again
@@ -845,7 +830,7 @@ write_lease_file() {
 main() {
     rsk_start
     MODE=${1:-}
-    EXPECT='' REPLAY=''
+    EXPECT='' REPLAY='' SB_JOB='' # (SB_JOB: the last sbatch's job; a step's queue entries have none)
     case $MODE:$# in
         plan:1 | launch:1) ;;
         *) rsk_fail "$RSK_E_USAGE" usage "usage: submit plan | submit launch (request on stdin)" ;;

@@ -199,3 +199,16 @@ def test_a_refused_argv_answers_json_on_stdout_when_asked(
     assert doc["error"] == "usage" and doc["exit_code"] == Exit.USAGE and says in doc["message"], doc
     assert "--help" in doc["hint"] and "Traceback" not in r.err
     assert not (rsk_env / "projects" / project).exists()
+
+
+def test_max_running_is_a_batchs_and_at_least_one(rsk_env: Path, project: str, tmp_path: Path) -> None:
+    tasks = tmp_path / "sweep.jsonl"
+    tasks.write_text("".join(json.dumps({"key": f"k{i}", "argv": ["true"]}) + "\n" for i in range(3)))
+    assert "--tasks" in refused(["plan", "--max-running", "2", "--", "true"], project, rsk_env)  # one job: no batch
+    assert "--lease" in refused(["launch", "--tasks", str(tasks), "--max-running", "2", "--lease", "dev"], project,
+                                rsk_env)  # fmt: skip
+    r = rsk("plan", "--project", project, *NOWHERE, "--tasks", str(tasks), "--max-running", "0")
+    assert r.rc == Exit.USAGE and "Traceback" not in r.err, r.err
+    big = tmp_path / "big.jsonl"  # more than a batch takes: refused before any cluster is asked
+    big.write_text("".join(json.dumps({"key": f"k{i}", "argv": ["true"]}) + "\n" for i in range(10_001)))
+    assert "at most 10000" in refused(["launch", "--tasks", str(big)], project, rsk_env)

@@ -12,7 +12,7 @@ manifest() { # manifest FILE...: "SHA MODE PATH" lines for files in $SRC, sorted
 }
 
 code() { # code MODE MANIFEST_FILE [TAR]: run the code program
-    { shipped code; printf 'rsk-frame 2 %s\n' "$NONCE"; cat "$2"; echo end; [ -z "${3:-}" ] || cat "$3"; } \
+    { shipped code; printf 'rsk-frame 2 %s\nmanifest %s\n' "$NONCE" "$(wc -c <"$2")"; cat "$2"; [ -z "${3:-}" ] || cat "$3"; } \
         | runuser -u "$LAB_USER" -- env RSK_ROOT="$ROOT" dash -c "$(cat "$PROGS/loader.sh")" rsk-code "$1" "$PROJECT" "$DIGEST" \
         | sed "s/^@@$NONCE /@@/"
     return "${PIPESTATUS[1]}"

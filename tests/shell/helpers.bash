@@ -30,14 +30,13 @@ enc() { # the wire form of a value, as rsk sends it
     case $1 in *[!A-Za-z0-9._/:@+,-]*) b64 "$1" ;; *) printf '=%s' "$1" ;; esac
 }
 
+# framed LINES: a request as rsk sends it: "rsk-request 2 LENGTH", then LENGTH bytes of lines (each ends in a newline)
+framed() { printf 'rsk-request 2 %s\n%s' "$(printf '%s' "$1" | wc -c | tr -d ' ')" "$1"; }
+
 # request KEY=VALUE... : an rsk request on stdout ("arg=x" and "env=N=V" may repeat)
 request() {
-    printf 'rsk-request 2\n'
-    printf 'project %s\n' "$(enc "$PROJECT")"
-    for kv in "$@"; do
-        printf '%s %s\n' "${kv%%=*}" "$(enc "${kv#*=}")"
-    done
-    printf 'end\n'
+    framed "$(printf 'project %s\n' "$(enc "$PROJECT")"; for kv in "$@"; do printf '%s %s\n' "${kv%%=*}" "$(enc "${kv#*=}")"; done)
+"
 }
 
 # remote ENTRY[.sh] ARGS... : run a shipped program under dash as the cluster user, as rsk does: the loader

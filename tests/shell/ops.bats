@@ -193,9 +193,9 @@ teardown() { teardown_root; }
 @test "cancel of a batch cancels every task" {
     run remote submit plan < <(request request_id=bb task=x arg=ignored)
     [ "$status" -eq 2 ]  # a batch gives each task its own command
-    req() { printf 'rsk-request 2\nproject =%s\nrequest_id =bb\n' "$PROJECT"
-            for k in t1 t2 t3; do printf 'task =%s\ntarg =sleep\ntarg =120\n' "$k"; done
-            printf 'end\n'; }
+    req() { framed "$(printf 'project =%s\nrequest_id =bb\n' "$PROJECT"
+            for k in t1 t2 t3; do printf 'task =%s\ntarg =sleep\ntarg =120\n' "$k"; done)
+"; }
     run remote submit plan < <(req)
     run remote submit launch < <(req; go "$(plan_hash)")
     [ "$status" -eq 0 ]

@@ -272,18 +272,20 @@ ZE_FLAT_DEVICE_HIERARCHY ONEAPI_DEVICE_SELECTOR SYCL_DEVICE_FILTER SYCL_DEVICE_A
 }
 
 @test "a bad request is refused with a typed @@error: truncated, unknown key, repeated key, not base64" {
-    run remote submit plan < <(printf 'rsk-request 2\nproject =%s\n' "$PROJECT")
+    run remote submit plan < <(printf 'rsk-request 2 40\nproject =%s\n' "$PROJECT")
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-request ]
-    run remote submit plan < <(printf 'rsk-request 2\nbogus eA==\nend\n')
+    run remote submit plan < <(printf 'rsk-request 2\nproject =%s\n' "$PROJECT")  # no length
+    [ "$(field error code)" = bad-request ]
+    run remote submit plan < <(framed $'bogus eA==\n')
     [ "$status" -eq 2 ]
-    run remote submit plan < <(printf 'rsk-request 2\nproject =a\nproject =b\nend\n')
+    run remote submit plan < <(framed $'project =a\nproject =b\n')
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-request ]
-    run remote submit plan < <(printf 'rsk-request 2\nproject $(id)\nend\n')
+    run remote submit plan < <(framed $'project $(id)\n')
     [ "$status" -eq 2 ]
     [ "$(field error code)" = bad-encoding ]
-    run remote submit plan < <(printf 'rsk-request 9\nend\n')
+    run remote submit plan < <(printf 'rsk-request 9 0\n')
     [ "$(field error code)" = bad-protocol ]
 }
 
@@ -485,7 +487,7 @@ assert r.ok, r.problems' "$ROOT/journal/$PROJECT.log"
     [ "$status" -eq 1 ]
     # the loader's one eval runs the program it read from stdin, nothing else
     [ "$(grep -cw eval "$PROGS/loader.sh")" -eq 1 ]
-    grep -qx 'eval "$rsk_p"' "$PROGS/loader.sh"
+    grep -qx 'eval "$RSK_TAKEN"' "$PROGS/loader.sh"
     grep -q 'rsk_nap=1$' "$REPO"/remote/controller.sh
     # the one fractional sleep is the lease controller's probe, which falls back to whole seconds
     run sh -c "grep -rn 'sleep 0\.\|mv -T\|head -c' '$REPO/remote' | grep -v 'if sleep 0\.01 2>/dev/null; then rsk_nap=0\.2; fi'"
@@ -542,10 +544,12 @@ planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" 
     hash=$(plan_hash)
     cluster=$(field facts cluster)
     parts=$(field facts parts)
+    arrays=$(field facts arrays)
+    [ "$arrays" = "$(scontrol show config | sed -n 's/^MaxArraySize *= *//p')" ]
     [ "$(dec "$cluster")" = rsklab ]
     dec "$parts" | grep -q '^cpu\*|'
     [ "$(planline facts)" = "$(dec "$parts" | awk -F'|' '$1 == "cpu*" { $1 = "cpu"; OFS = ","; $1 = $1; print }' | paste -sd/)" ]
-    run --separate-stderr remote submit plan < <(with_facts "facts $cluster $parts" arg=true)
+    run --separate-stderr remote submit plan < <(with_facts "facts $cluster $parts $arrays" arg=true)
     [ "$status" -eq 0 ]
     [ "$(plan_hash)" = "$hash" ]
     [ -z "$(field facts cluster)" ] # nothing read, nothing printed
@@ -558,17 +562,52 @@ planline() { dec "$(printf '%s\n' "$output" | awk -v k="$1" '$1 == "@@planline" 
     run --separate-stderr remote submit plan < <(with_facts 'facts -' arg=true)
     parts=$(field facts parts)
     hash=$(plan_hash)
-    run --separate-stderr remote submit plan < <(with_facts "facts =othername $parts" arg=true)
+    run --separate-stderr remote submit plan < <(with_facts "facts =othername $parts 1001" arg=true)
     [ "$status" -eq 0 ] && [ "$(planline cluster)" = othername ] && [ "$(plan_hash)" != "$hash" ]
     swapped=$(dec "$parts" | sed 's/^cpu\*|/cpu|/; s/^gpu|/gpu*|/' | base64 -w0)
-    run --separate-stderr remote submit plan < <(with_facts "facts =rsklab $swapped" arg=true)
+    run --separate-stderr remote submit plan < <(with_facts "facts =rsklab $swapped 1001" arg=true)
     [ "$status" -eq 0 ] && [ "$(planline partition)" = gpu ]
 }
 
 @test "malformed facts are refused before anything is read or planned (rc 2)" {
-    for line in "facts =bad/name =x" "facts =rsklab $(b64 'cpu|1')" "facts =rsklab $(b64 'a|b|c|d|e|f|g')" "facts =rsklab ="; do
+    good=$(b64 'cpu|1:00:00|4|4000|(null)|2')
+    for line in "facts =bad/name =x 1001" "facts =rsklab $(b64 'cpu|1') 1001" "facts =rsklab $(b64 'a|b|c|d|e|f|g') 1001" \
+        "facts =rsklab = 1001" "facts =rsklab $good" "facts =rsklab $good x"; do
         run --separate-stderr remote submit plan < <(with_facts "$line" arg=true)
         [ "$status" -eq 2 ]
         [ "$(field error code)" = bad-facts ]
     done
+}
+
+@test "a batch past the cluster's largest array is an array a block: each task in its own run directory, max_running in all" {
+    run --separate-stderr remote submit plan < <(with_facts 'facts -' arg=true)
+    cluster=$(field facts cluster) parts=$(field facts parts)
+    set -- request_id=sw max_running=4
+    for i in $(seq 0 24); do set -- "$@" "task=k$i" targ=sh targ=-c "targ=echo task $i \$RSK_RUN_DIR; sleep 1"; done
+    # a MaxArraySize of 10 (a broker's facts say so): tasks 0-9, 10-19 and 20-24 are three arrays of indices from 0
+    run --separate-stderr remote submit plan < <(with_facts "facts $cluster $parts 10" "$@")
+    [ "$status" -eq 0 ] && [ "$(planline max_running)" = 4 ] && [ "$(field active at_once)" = 4 ]
+    hash=$(plan_hash)
+    run --separate-stderr remote submit launch < <(with_facts "facts $cluster $parts 10" "$@"; go "$hash")
+    [ "$status" -eq 0 ]
+    jobs=$(printf '%s\n' "$output" | sed -n 's/^@@accepted job=\([0-9_]*\) .* idx=\([0-9]*\) task=\(k[0-9]*\) .*/\2 \1 \3/p')
+    [ "$(printf '%s\n' "$jobs" | wc -l)" -eq 25 ]
+    printf '%s\n' "$jobs" | awk '{ split($2, j, "_"); if ($1 % 10 != j[2] || $3 != "k" $1) exit 1 }'
+    arrays=$(printf '%s\n' "$jobs" | awk '{ sub(/_.*/, "", $2); if (!s[$2]++) print $2 }')
+    [ "$(printf '%s\n' "$arrays" | wc -l)" -eq 3 ]
+    # Slurm's throttle on the three arrays adds up to max_running; the second's script runs task 10 + its index
+    set -- $arrays
+    sum=0
+    for a in "$@"; do
+        k=$(runuser -u "$LAB_USER" -- scontrol show job "$a" | sed -n 's/.*ArrayTaskThrottle=\([0-9]*\).*/\1/p' | head -n 1)
+        sum=$((sum + k))
+    done
+    [ "$sum" -eq 4 ]
+    runuser -u "$LAB_USER" -- scontrol write batch_script "$2" - | grep -qxF 'rsk_ti=$((10 + ${SLURM_ARRAY_TASK_ID:-0}))'
+    # each task ran its own command in its own run directory tI, whatever array and index Slurm gave it
+    for i in $(seq 0 24); do wait_file "$ROOT/runs/$PROJECT/sw/t$i/ended"; done
+    for i in $(seq 0 24); do grep -qxF "task $i $ROOT/runs/$PROJECT/sw/t$i" "$ROOT/runs/$PROJECT/sw/t$i/stdout"; done
+    run remote status "$PROJECT"
+    [ "$(printf '%s\n' "$output" | grep -c '^@@job rid=sw ')" -eq 25 ]
+    printf '%s\n' "$output" | grep -q "^@@job rid=sw task=k15 idx=15 job=${2}_5 "
 }

@@ -61,6 +61,7 @@ ANSWERS = [
 NOT_ANSWERS = {
     "rsk.cluster.targets.Target",  # a target file (an answer's too, inside TargetList, which covers it)
     "rsk.ledger.archive.Record",
+    "rsk.ledger.cardtasks.CardTasks",  # a card's every task, beside the ledger (RSK_HOME/projects/P/cards/SHA.json)
     "rsk.ledger.kept.Kept",  # a launch's request as it was accepted (RSK_HOME/projects/P/requests/RID.json)
     "rsk.ledger.models.AuditEntry",
     "rsk.ledger.models.Ledger",

@@ -14,7 +14,7 @@ from rsk.errors import PendingApproval
 from rsk.ledger.cards import approve, find_card, wait_for_card
 from rsk.ledger.decide import Facts, decide, find_approval
 from rsk.ledger.guard import Allowed, authorize_in
-from rsk.ledger.models import Approval, Ledger, Use, migrate
+from rsk.ledger.models import LEDGER_SCHEMA, Approval, Ledger, Use, migrate
 from rsk.ledger.store import Store
 from rsk.wire.protocol import Plan, Request, TaskPlan
 from rsk.wire.resources import Resources
@@ -84,7 +84,7 @@ def test_a_version_10_ledger_names_each_approvals_request_from_its_card() -> Non
            "cards": [{"id": "c-a", "request_id": "r-a"}],
            "approvals": [{"id": "a-1", "card_id": "c-a"}, {"id": "a-2", "card_id": "c-gone"}]}  # fmt: skip
     out = migrate(raw)
-    assert out["schema_version"] == 11
+    assert out["schema_version"] == LEDGER_SCHEMA
     assert out["approvals"] == [
         {"id": "a-1", "card_id": "c-a", "request_id": "r-a"},
         {"id": "a-2", "card_id": "c-gone"},

@@ -31,3 +31,15 @@ def test_crafted_words_from_the_cluster_are_shown_inert_in_status_and_watch() ->
         assert "\x1b]" not in shown and "\x07" not in shown  # no OSC (a link, the clipboard) reaches the terminal
         if not terminal:
             assert "\x1b" not in shown
+
+
+def test_a_sweep_of_ten_thousand_jobs_is_a_table_a_terminal_can_show_failures_first() -> None:
+    def job(i: int, state: str) -> JobState:
+        return JobState(request_id="sweep", task=f"t{i}", job_id=f"7_{i}", state=state, exit_code=None, signal=None,
+                        elapsed_s=1, limit_s=60, where="n1", submitted="")  # fmt: skip
+
+    jobs = [job(i, "failed" if i == 9_999 else "succeeded" if i < 5_000 else "pending") for i in range(10_000)]
+    shown = _shown(Status(target="lab", project="p", slurm="up", at="", jobs=jobs), terminal=False)
+    assert len(shown.splitlines()) < 60
+    assert "t9999" in shown and "failed" in shown  # the one that failed, though it is the last
+    assert "9960 more" in shown and "10000 job(s)" in shown and "5000 succeeded" in shown

@@ -108,7 +108,14 @@ def test_job_budget_and_active_limit() -> None:
     assert decide(ledger(grants=[g]), replace(F, active=2), AT).closest_why == ["2 jobs active, at most 2"]
     chain = decide(ledger(grants=[Grant(max_active=2)]), replace(F, jobs=3), AT)
     assert chain.kind == "ask" and chain.closest_why == ["queues 3 jobs at once (every task or link is queued "
-                                                         "together), at most 2 active"]  # fmt: skip
+                                                         "together, unless --max-running holds them back), at most "
+                                                         "2 active"]  # fmt: skip
+    # a batch whose max running keeps it within the grant's active limit: only what can run at once counts
+    sweep = replace(F, jobs=10_000, at_once=2)
+    assert decide(ledger(grants=[Grant(max_active=2)]), sweep, AT).kind == "grant"
+    assert decide(ledger(grants=[Grant(max_active=2)]), replace(sweep, active=1), AT).closest_why == [
+        "1 jobs active, at most 2"
+    ]
     # a reservation the decision replaces or shares is not counted twice; any other one counts, even the
     # same request id's (a live launch of another plan still holds it)
     replaced = frozenset({spent[0].id})

@@ -94,14 +94,15 @@ def test_a_refusal_the_agent_can_fix_carries_a_hint(code: str) -> None:
 
 def test_request_encoding_is_base64_lines_with_empty_items_marked() -> None:
     req = Request(project="p", request_id="r", argv=["a b", ""], env=["Z=1", "A=$(x)"], gpus=0)
-    lines = req.encode().decode().splitlines()
-    assert lines[0] == "rsk-request 2" and lines[-1] == "end"
+    head, body = req.encode().decode().split("\n", 1)
+    assert head == f"rsk-request 2 {len(body)}" and body.endswith("\n")  # its lines, counted to the byte
+    lines = [head, *body.splitlines()]
     assert "gpus =0" in lines and "project =p" in lines
     args = [unb64(line.split(" ")[1]) for line in lines if line.startswith("arg ")]
     assert args == ["a b", ""]
     envs = [unb64(line.split(" ")[1]) for line in lines if line.startswith("env ")]
     assert envs == ["A=$(x)", "Z=1"]  # sorted by name, so the plan does not depend on option order
-    assert all(" " not in line.split(" ", 1)[1] for line in lines[1:-1])
+    assert all(" " not in line.split(" ", 1)[1] for line in lines[1:])
 
 
 def test_wire_values_are_literal_only_when_safe() -> None:

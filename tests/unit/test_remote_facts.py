@@ -20,7 +20,7 @@ class Conn:
 
     def __init__(self, shared: bool = True) -> None:
         self.shared = shared
-        self.facts: tuple[float, str, str] | None = None
+        self.facts: tuple[float, str, str, str] | None = None
         self.target = SimpleNamespace(remote_root="~/.rsk", path=[])
         self.sent: list[str] = []
         self.reply: list[str] = []
@@ -41,18 +41,18 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
 
 def plan(conn: Conn) -> None:
-    Remote(conn).call("submit", "plan", stdin=b"rsk-request 2\nend\n")  # type: ignore[arg-type]
+    Remote(conn).call("submit", "plan", stdin=b"rsk-request 2 0\n")  # type: ignore[arg-type]
 
 
 def test_a_broker_asks_for_the_facts_keeps_them_for_the_ttl_then_asks_again(clock: list[float]) -> None:
     conn = Conn()
-    conn.reply = ["facts cluster==rsklab parts=Y3B1KnwxfDR8NDAwMHwobnVsbCl8Mg=="]
+    conn.reply = ["facts cluster==rsklab parts=Y3B1KnwxfDR8NDAwMHwobnVsbCl8Mg== arrays=1001"]
     plan(conn)
     assert conn.sent[-1] == "facts -"
     conn.reply = []
     clock[0] += FACTS_TTL_S - 1
     plan(conn)
-    assert conn.sent[-1] == "facts =rsklab Y3B1KnwxfDR8NDAwMHwobnVsbCl8Mg=="
+    assert conn.sent[-1] == "facts =rsklab Y3B1KnwxfDR8NDAwMHwobnVsbCl8Mg== 1001"
     clock[0] += 2  # the facts were read FACTS_TTL_S + 1 ago: read again
     plan(conn)
     assert conn.sent[-1] == "facts -"
@@ -60,11 +60,11 @@ def test_a_broker_asks_for_the_facts_keeps_them_for_the_ttl_then_asks_again(cloc
 
 def test_a_refusal_drops_the_facts(clock: list[float]) -> None:
     conn = Conn()
-    conn.reply = ["facts cluster==rsklab parts=QUJD"]
+    conn.reply = ["facts cluster==rsklab parts=QUJD arrays=1001"]
     plan(conn)
     conn.reply = ["error code=slurm-rejected rc=70 msg=eA=="]
     plan(conn)
-    assert conn.sent[-1] == "facts =rsklab QUJD" and conn.facts is None
+    assert conn.sent[-1] == "facts =rsklab QUJD 1001" and conn.facts is None
     conn.reply = []
     plan(conn)
     assert conn.sent[-1] == "facts -"
@@ -75,14 +75,22 @@ def test_a_direct_command_and_other_programs_send_and_keep_nothing(clock: list[f
     direct.reply = ["facts cluster==rsklab parts=QUJD"]
     plan(direct)
     plan(direct)
-    assert direct.sent == ["rsk-request 2", "rsk-request 2"] and direct.facts is None
+    assert direct.sent == ["rsk-request 2 0", "rsk-request 2 0"] and direct.facts is None
     shared = Conn()
     shared.reply = ["facts cluster==rsklab parts=QUJD"]
     Remote(shared).call("status", "p", stdin=b"held \n")  # type: ignore[arg-type]
     assert shared.sent == ["held "] and shared.facts is None
 
 
-@pytest.mark.parametrize("line", ["facts cluster==x", "facts cluster=a\x01 parts=QUJD", "facts cluster==x parts=Q;"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "facts cluster==x",
+        "facts cluster=a\x01 parts=QUJD arrays=1",
+        "facts cluster==x parts=Q; arrays=1",
+        "facts cluster==x parts=QUJD arrays=x",
+    ],
+)
 def test_a_malformed_facts_line_is_a_protocol_error(clock: list[float], line: str) -> None:
     conn = Conn()
     conn.reply = [line]

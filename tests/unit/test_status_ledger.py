@@ -86,3 +86,22 @@ def test_what_a_status_read_records_is_one_transaction_on_the_one_parse(monkeypa
     assert found.state == "submitted" and found.job_costs["12"].gpu_hours_worst == 2.0  # adopted, then grown
     settled = Store(PROJECT).archive.charges()
     assert [c.job_costs["11"].gpu_hours_used for c in settled] == [0.25]  # settled on Slurm's word
+
+
+def test_a_batch_running_more_tasks_than_its_max_running_is_warned_of() -> None:
+    """A job of the account raised its array's throttle: Slurm runs more than the plan allows. The books hold (every
+    task's worst case is reserved); the human is told (docs/adr/0059)."""
+    cost = JobCost(gpu_hours_worst=0.1, cpu_hours_worst=0.1)
+    with Store(PROJECT).transaction() as ledger:
+        ledger.charges.append(Charge(grant_id="g-1", plan_hash="h", request_id="sw", target="lab", gpu_hours=0.6,
+                                     cpu_hours=0.6, jobs=6, state="submitted", max_running=2,
+                                     job_costs={f"30_{i}": cost for i in range(6)}))  # fmt: skip
+
+    def rows(running: int) -> list[str]:
+        return [f"job rid=sw task=t{i} idx={i} job=30_{i} sq={'RUNNING' if i < running else 'PENDING'} sq_limit=3600 "
+                "res=1,1,100,0,60" for i in range(6)]  # fmt: skip
+
+    st, _ = status_call(cast(Remote, _Cluster(*rows(2))), "lab", PROJECT)
+    assert not st.warnings
+    st, _ = status_call(cast(Remote, _Cluster(*rows(3))), "lab", PROJECT)
+    assert len(st.warnings) == 1 and "runs 3 tasks at once, more than the 2" in st.warnings[0]

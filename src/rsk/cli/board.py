@@ -28,6 +28,18 @@ STYLE = {
 }
 
 
+FOLD_JOBS = 40  # a batch of more jobs shows this many, those a human looks at first; --json lists every one
+_FIRST = {"failed": 0, "timed-out": 0, "lost": 0, "blocked": 0, "unknown": 0, "cancelled": 1, "running": 2}
+
+
+def fold_jobs(jobs: list[JobState]) -> list[JobState]:
+    """A big batch's jobs worth a row: the failed and blocked first, then the cancelled, the running, and the rest, in
+    their order within each, FOLD_JOBS of them (a sweep of 10,000 tasks stays a table a terminal can show)."""
+    if len(jobs) <= FOLD_JOBS:
+        return jobs
+    return sorted(jobs, key=lambda j: _FIRST.get(j.state, 3))[:FOLD_JOBS]
+
+
 def _resources(j: JobState) -> str:
     if j.nodes is None:
         return "-"
@@ -59,7 +71,8 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     table.add_column("node/reason", overflow="fold")
     table.add_column("exit", overflow="fold")
     for view in batches(statuses):
-        for j in view.jobs:
+        shown = fold_jobs(view.jobs)
+        for j in shown:
             state = _cell(j.state, STYLE.get(j.state, ""))
             if j.undecided:  # the ledger never allowed it (rsk.ops.status.mark_undecided)
                 state = _cell(f"{j.state} UNDECIDED", "bold red")
@@ -73,6 +86,9 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
         if len(view.jobs) == 1:
             table.add_section()
             continue
+        if len(shown) < len(view.jobs):
+            table.add_row(Text(f"  ... {len(view.jobs) - len(shown)} more", style="dim"), "", "", "", "", "",
+                          "--json lists every job", "")  # fmt: skip
         counts = ", ".join(f"{n} {s}" for s, n in sorted(view.counts.items()))
         if view.chain:  # a chain: how far it got
             table.add_row(Text("  chain", style="dim"), "", "", _cell(view.chain), "", "", "", "")

@@ -180,6 +180,17 @@ def launch(
     max_links: Annotated[
         int | None, typer.Option("--max-links", min=1, help="A chain: refuse a budget that needs more links.")
     ] = None,
+    max_running: Annotated[
+        int | None,
+        typer.Option(
+            "--max-running",
+            min=1,
+            help="A batch (--tasks): at most this many of its tasks run at once (Slurm's array throttle); the plan "
+            "binds it, the card shows it, the worst case is still every task's. Up to 10,000 tasks are one launch "
+            "and one card; the cluster's cap on active jobs counts only what can run.",
+            metavar="K",
+        ),
+    ] = None,
     wait: WaitOpt = None,
     verbose: VerboseOpt = False,
     json_out: JsonOpt = False,
@@ -213,7 +224,7 @@ def launch(
         request_id=request_id, name=name,
         workdir=workdir, path=path, partition=partition, account=account, qos=qos, nodes=nodes, cpus=cpus,
         gpus=gpus, mem=mem, time=time, env=list(env or []), lease=lease, budget=budget, signal_before=signal_before,
-        max_links=max_links,
+        max_links=max_links, max_running=max_running,
     )  # fmt: skip
     request = build_request(spec, chosen_project(project), requester())
     progress = _progress(json_out)
@@ -377,6 +388,7 @@ def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnap
     )
     o.print(
         f"  worst case    {report.gpu_hours_worst:.2f} GPU-h, {report.cpu_hours_worst:.2f} CPU-h, {report.jobs} job(s)"
+        + (f", at most {p.max_running} running at once" if p.max_running else "")
     )
     o.print(f"  cluster       policy {report.policy_verdict}; start estimate {report.estimate_start}")
     verdicts = {
@@ -462,9 +474,15 @@ def wait(
             n = len(result.launch.tasks)
             what = f"{n} tasks of request {result.launch.request_id}" if n else f"job {result.launch.job_id}"
             o.print(f"approved; submitted {what} on {result.launch.target}")
-        for j in result.jobs:
+        from rsk.cli.board import fold_jobs
+
+        shown = fold_jobs(result.jobs)
+        for j in shown:
             end = f" exit {j.exit_code}" if j.exit_code is not None else ""
             o.print(f"  {j.job_id:<12} {j.task or j.request_id:<24} {j.state}{end}")
+        if len(shown) < len(result.jobs):
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+            o.print(f"  ... and {len(result.jobs) - len(shown)} more ({counts}; --json lists every job)")
         if result.chain is not None:
             o.print(f"  chain {result.chain.text}")
         if result.message:

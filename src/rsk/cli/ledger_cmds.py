@@ -57,6 +57,7 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
         f"  requested at  {card.created:%Y-%m-%d %H:%M:%S} UTC, request id {card.request_id}",
         f"  kind          {p.kind}"
         + (f", {p.jobs} tasks" if p.kind == "batch" else "")
+        + (f", at most {p.max_running} running at once" if p.max_running else "")
         + (f" {inert(p.lease_open)}: {p.lease_terms()}" if p.lease_terms() else ""),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
@@ -85,11 +86,18 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
         from rsk.request.dag import levels
 
         tiers = levels(graph)
-        lines[-1] = f"  kind          workflow, {p.jobs} tasks in {len(tiers)} levels (each waits for its needs)"
+        lines[-1] = (f"  kind          workflow, {p.jobs} tasks in {len(tiers)} levels (each waits for its needs)"
+                     if len(p.tasks) == p.jobs else f"  kind          workflow, {p.jobs} tasks (each waits for its "
+                     f"needs); the levels of the first {len(p.tasks)}:")  # fmt: skip
+        if p.max_running:
+            lines[-1] += f", at most {p.max_running} running at once"
         for i, keys in enumerate(tiers if full else tiers[:FOLD_TASKS]):
             shown = keys if full else keys[:FOLD_TASKS]
             more = f" ... and {len(keys) - len(shown)} more" if len(shown) < len(keys) else ""
             lines.append(f"  level {i:<7} {', '.join(inert(k) for k in shown)}{more}")
+    if len(p.shapes) > 1 or p.jobs > FOLD_TASKS:  # a big batch at a glance: its tasks by shape
+        lines.append("  shapes        " + "; ".join(f"{s.tasks} x {s.nodes}n {s.cpus}c {s.mem_mb}MB {s.gpus}g "
+                                                    f"{s.time_min}min" for s in p.shapes))  # fmt: skip
     if p.attempt_of:
         lines.append(f"  retries       batch {inert(p.attempt_of)}: these tasks run again, in its work directory")
     if p.kind == "argv":
@@ -135,8 +143,11 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
             if t.needs:
                 wanted = [inert(n.rpartition(":")[0]) + (" (ended)" if n.endswith(":any") else "") for n in t.needs]
                 lines.append("      needs " + ", ".join(wanted))
-        if len(shown_tasks) < len(p.tasks):
-            lines.append(f"  ... {len(p.tasks) - len(shown_tasks)} more task(s): rsk approvals show {card.id}")
+        if len(shown_tasks) < p.jobs:
+            lines.append(
+                f"  ... {p.jobs - len(shown_tasks)} more task(s): rsk approvals show {card.id}"
+                + (f" (all {p.jobs}: sha256 {p.tasks_digest[:16]}...)" if p.tasks_digest else "")
+            )
     lines += [
         f"  start (est.)  {inert(p.estimate_start)}",
         f"  policy        {p.policy_verdict}" + (f": {inert('; '.join(p.policy_reasons))}" if p.policy_reasons else ""),
@@ -171,7 +182,7 @@ def approvals(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.ledger.cards import CardAnswer, CardList, cards_everywhere, find_card, list_cards, store_of_card
+    from rsk.ledger.cards import CardAnswer, CardList, cards_everywhere, find_card, list_cards, store_of_card, whole
 
     if action is not None:
         if action != "show":
@@ -183,7 +194,7 @@ def approvals(
         if json_out:
             print_json(CardAnswer(project=owner.project, card=found))
         else:
-            out().print(render_card(found, full=True, run=_run(owner.project, found)))
+            out().print(render_card(whole(owner, found), full=True, run=_run(owner.project, found)))
         return
     # the project in force by default (an agent sees its own cards); --all-projects, what waits in every project
     if all_projects and project:

@@ -76,7 +76,7 @@ class Remote:
             return b""
         kept = self.conn.facts
         if kept is not None and time.monotonic() - kept[0] < FACTS_TTL_S:
-            return f"facts {kept[1]} {kept[2]}\n".encode("ascii")
+            return f"facts {kept[1]} {kept[2]} {kept[3]}\n".encode("ascii")
         return b"facts -\n"
 
     def _keep_facts(self, entry: str, out: Output) -> Output:
@@ -85,7 +85,7 @@ class Remote:
             if out.first("error") is not None:
                 self.conn.facts = None
             elif (got := answers.slurm_facts(out)) is not None:
-                self.conn.facts = (time.monotonic(), got[0], got[1])
+                self.conn.facts = (time.monotonic(), *got)
         return out
 
     @property

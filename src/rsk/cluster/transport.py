@@ -219,7 +219,7 @@ class Connection:
         self.target = target
         self.shared = False  # a broker's connection: close() leaves it open for the next command
         # the cluster's facts as the plan program printed them on this connection (rsk.cluster.remote keeps them)
-        self.facts: tuple[float, str, str] | None = None
+        self.facts: tuple[float, str, str, str] | None = None
         self._clients: list[paramiko.SSHClient] = []
         self.client = self._connect(resolve_endpoint(target), sock=None, hops=0)
 

@@ -11,10 +11,27 @@ from pydantic import BaseModel, ConfigDict
 
 from rsk.errors import DENIED_HINT, ConflictError, DeniedError, PendingApproval, UsageError
 from rsk.ledger.archive import Archive
+from rsk.ledger.cardtasks import card_tasks
 from rsk.ledger.models import Approval, AuditEntry, Card, JobCost, Ledger, now, tally
 from rsk.ledger.models import tell_human as tell_human  # its one wording, with the card
 from rsk.ledger.store import Store
 from rsk.local.paths import attempt_of
+from rsk.wire.protocol import Request
+
+
+def card_request(store: Store, card: Card) -> Request:
+    """The request the card was filed for, every task included: what `rsk wait CARD` launches once approved."""
+    request = Request.model_validate(card.request)
+    full = card_tasks(store.dir, card)
+    return request if full is None else request.model_copy(update={"tasks": full.request_tasks})
+
+
+def whole(store: Store, card: Card) -> Card:
+    """The card with every task in its plan (as `rsk approvals show` prints it)."""
+    full = card_tasks(store.dir, card)
+    if full is None:
+        return card
+    return card.model_copy(update={"plan": card.plan.model_copy(update={"tasks": full.plan_tasks})})
 
 
 class CardList(BaseModel):

@@ -30,6 +30,7 @@ class Facts:
     commands: tuple[str, ...]  # each task's command line; a script's whole text
     active: int  # the project's active rsk jobs on the target, counted under the ledger lock
     jobs: int = 1  # a batch counts each task
+    at_once: int | None = None  # how many of them can be active at once (a batch's max running); None: all of them
     gpu_hours: float = 0.0  # worst case of the whole plan
     cpu_hours: float = 0.0
     replaceable: frozenset[str] = frozenset()  # the request's reserved charges this decision replaces or shares
@@ -153,10 +154,11 @@ def grant_gaps(g: Grant, f: Facts, used: Usage, at: datetime) -> list[str]:
         why.append(f"needs {f.gpu_hours:.2f} GPU-h, {max(g.gpu_hours - used.gpu_hours, 0):.2f} left")
     if g.cpu_hours is not None and used.cpu_hours + f.cpu_hours > g.cpu_hours + 1e-9:
         why.append(f"needs {f.cpu_hours:.2f} CPU-h, {max(g.cpu_hours - used.cpu_hours, 0):.2f} left")
-    if g.max_active is not None and f.active + f.jobs > g.max_active:
-        if f.jobs > g.max_active:  # never clears by waiting: the request alone queues more than the grant allows
-            why.append(f"queues {f.jobs} jobs at once (every task or link is queued together), at most "
-                       f"{g.max_active} active")  # fmt: skip
+    at_once = f.jobs if f.at_once is None else f.at_once
+    if g.max_active is not None and f.active + at_once > g.max_active:
+        if at_once > g.max_active:  # never clears by waiting: the request alone queues more than the grant allows
+            why.append(f"queues {at_once} jobs at once (every task or link is queued together, unless "
+                       f"--max-running holds them back), at most {g.max_active} active")  # fmt: skip
         else:
             why.append(f"{f.active} jobs active, at most {g.max_active}")
     return why

@@ -18,9 +18,11 @@ from pydantic import BaseModel, ConfigDict
 from rsk.errors import DENIED_HINT, ConflictError, DeniedError, PendingApproval, RskError, UsageError
 from rsk.ledger import attempts
 from rsk.ledger.archive import Archive
+from rsk.ledger.cardtasks import keep_tasks, shapes, tasks_digest
 from rsk.ledger.decide import Facts, decide, denial, find_approval
 from rsk.ledger.models import (
     CARD_FILES,
+    CARD_TASKS,
     UNFOUND,
     Approval,
     AuditEntry,
@@ -79,15 +81,25 @@ def facts(target: str, plan: Plan, request_id: str, active: int, replaces: froze
         commands=tuple(plan.commands()),
         active=active,
         jobs=plan.jobs,
+        at_once=plan.at_once if plan.at_once is not None else min(plan.jobs, plan.max_running or plan.jobs),
         replaceable=replaces,
         gpu_hours=plan.gpu_hours,
         cpu_hours=plan.cpu_hours,
     )
 
 
+def plan_tasks(plan: Plan) -> list[CardTask]:
+    """A batch's tasks as a card lists them (a plan of any other kind has none there)."""
+    if plan.kind != "batch":
+        return []
+    return [CardTask.model_validate({**t.model_dump(), "needs": [n.wire for n in t.needs]}) for t in plan.tasks]
+
+
 def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> CardPlan:
-    """What the card shows; with `code`, the snapshot's files, when its manifest hashes to the plan's digest."""
+    """What the card shows; with `code`, the snapshot's files, when its manifest hashes to the plan's digest. A batch
+    lists its first CARD_TASKS tasks, the digest of all and their shapes (authorize_in keeps the rest beside it)."""
     files = code is not None and bool(plan.code) and hashlib.sha256(code.manifest.encode()).hexdigest() == plan.code
+    tasks = plan_tasks(plan)
     return CardPlan(
         code_files=[f.path for f in code.files[:CARD_FILES]] if files and code else [],
         code_count=len(code.files) if files and code else 0,
@@ -109,9 +121,10 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         **plan.largest.model_dump(),
         env=plan.env,
         script=plan.script,
-        tasks=[CardTask.model_validate({**t.model_dump(), "needs": [n.wire for n in t.needs]}) for t in plan.tasks]
-        if plan.kind == "batch"
-        else [],
+        tasks=tasks[:CARD_TASKS],
+        tasks_digest=tasks_digest(tasks) if tasks else "",
+        shapes=shapes(tasks),
+        max_running=plan.max_running,
         budget_min=plan.budget_min,
         signal_s=plan.signal_s,
         chain_of=plan.chain_of,
@@ -173,12 +186,13 @@ def count_active(ledger: Ledger, target: str, plan: Plan, planned_at: datetime, 
         if ch.target != target or ch.request_id == request_id:
             continue
         if ch.state == "reserved":
-            held += ch.jobs
+            held += ch.at_once
             continue
         if ch.state == "submitted":  # a task not found since a lost answer may be pending or running
             held += sum(stand_in_open(j, c) for j, c in ch.job_costs.items())
         if ch.submitted_at is not None and ch.submitted_at >= planned_at:
-            active |= {j for j, c in ch.job_costs.items() if c.gpu_hours_used is None and not unfound(j)}
+            active |= _at_once({j for j, c in ch.job_costs.items() if c.gpu_hours_used is None and not unfound(j)},
+                               ch.max_running)  # fmt: skip
     for a in ledger.approvals:
         for u in a.uses:
             if u.target != target or u.request_id == request_id:
@@ -189,8 +203,15 @@ def count_active(ledger: Ledger, target: str, plan: Plan, planned_at: datetime, 
             if u.state == "submitted":  # a task not found since a lost answer may be pending or running
                 held += sum(stand_in_open(j, c) for j, c in u.jobs.items())
             if u.submitted_at is not None and u.submitted_at >= planned_at:
-                active |= {j for j, c in u.jobs.items() if c.gpu_hours_used is None and not unfound(j)}
+                active |= _at_once({j for j, c in u.jobs.items() if c.gpu_hours_used is None and not unfound(j)},
+                                   u.max_running)  # fmt: skip
     return len(active) + held
+
+
+def _at_once(jobs: set[str], max_running: int | None) -> set[str]:
+    """Of a request's jobs not ended, those that count as active: at most its max running (the others wait for
+    Slurm's throttle, as the cluster's count says)."""
+    return jobs if max_running is None or len(jobs) <= max_running else set(sorted(jobs)[:max_running])
 
 
 def _own_holds(ledger: Ledger, request_id: str) -> tuple[list[Charge], list[tuple[str, Use]]]:
@@ -286,7 +307,7 @@ def authorize_in(
         use = next((u for u in approval.uses if u.request_id == rid and u.state == "held"), None)
         if use is None:
             approval.uses_left -= 1
-            use = Use(request_id=rid, target=target)
+            use = Use(request_id=rid, target=target, max_running=plan.max_running)
             approval.uses.append(use)
         _hold(use.holders)
         _supersede(store, ledger, rid, plan.hash, "approval", approval.id)
@@ -299,7 +320,8 @@ def authorize_in(
                        keep=charge.id if charge else None)  # fmt: skip
         if charge is None:
             charge = Charge(grant_id=d.rule, plan_hash=plan.hash, request_id=rid, target=target,
-                            gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs)  # fmt: skip
+                            gpu_hours=plan.gpu_hours, cpu_hours=plan.cpu_hours, jobs=plan.jobs,
+                            max_running=plan.max_running)  # fmt: skip
             ledger.charges.append(charge)
         _hold(charge.holders)
         _supersede(store, ledger, rid, plan.hash, "grant", d.rule)
@@ -311,16 +333,18 @@ def authorize_in(
                  and c.target == target and c.status == "pending"), None)  # fmt: skip
     new_card = card is None
     if card is None:
+        many = len(plan.tasks) > CARD_TASKS  # its tasks beside the ledger, which is read on every launch (ADR 0060)
         card = Card(
             plan_hash=plan.hash,
             request_id=rid,
             requester=request.requester,
             filed_by=caller.user(),
             target=target,
-            request=request.model_dump(exclude={"hostkey"}),
+            request=request.model_dump(exclude={"hostkey", "tasks"} if many else {"hostkey"}),
             plan=card_plan(target, plan, code),
             closest_grant=d.closest_grant,
             closest_why=d.closest_why,
+            tasks_file=keep_tasks(store.dir, request, plan_tasks(plan)) if many else "",
         )
         ledger.cards.append(card)
     # what to pass on to the human (addressed to them), and what the agent does next: two fields
@@ -879,6 +903,14 @@ def held_jobs(ledger: Ledger, target: str) -> dict[str, str]:
             if u.target == target and u.state == "submitted":
                 held |= {j: u.request_id for j, c in u.jobs.items() if c.gpu_hours_used is None and not unfound(j)}
     return held
+
+
+def max_running(ledger: Ledger, target: str) -> dict[str, int]:
+    """Each request on the target whose plan's max running the books hold (request id -> K)."""
+    out = {ch.request_id: ch.max_running for ch in ledger.charges if ch.target == target and ch.max_running}
+    out.update({u.request_id: u.max_running for a in ledger.approvals for u in a.uses
+                if u.target == target and u.max_running})  # fmt: skip
+    return out
 
 
 def held_line(held: dict[str, str]) -> bytes:

@@ -7,15 +7,16 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from rsk.wire.resources import Resources
 
 # The ledger's shape. Every change of it bumps this, with a step in `migrate` and a fixture in tests/unit/ledgers/
 # (tests/unit/test_ledger_schema.py holds each version's fingerprint): a reader refuses a newer ledger whole, so
 # an added field is never read past by an rsk that does not know what it means (docs/adr/0044).
-LEDGER_SCHEMA = 11
+LEDGER_SCHEMA = 12
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
+CARD_TASKS = 100  # and this many of a batch's tasks; more are kept beside the ledger, in a file of their own (ADR 0060)
 
 
 def now() -> datetime:
@@ -48,8 +49,13 @@ class DenyRule(Model):
     created: datetime = Field(default_factory=now)
 
 
+FILE = {"ledger-file": True}  # the context the ledger is written to its file in (rsk.ledger.store)
+
+
 class JobCost(Model):
-    """One submitted job of a charge or approval use: its worst case, and what it used once ended."""
+    """One submitted job of a charge or approval use: its worst case, and what it used once ended. In the ledger's
+    file (context FILE) it leaves out the fields that hold their default: a batch of 10,000 jobs holds 10,000 of
+    these, and the file is read on every launch (docs/adr/0060)."""
 
     gpu_hours_worst: float
     cpu_hours_worst: float
@@ -59,7 +65,17 @@ class JobCost(Model):
     never_ran: bool = False  # Slurm says it ended without ever starting (cancelled while pending): no job counts
     run_s: int | None = None  # its run time as Slurm reported it when it settled (None: Slurm's record was gone)
 
+    # (no return annotation: pydantic would take it for the serialized shape, and the answers that hold a job's cost
+    # would lose their keys; without one it keeps the model's)
+    @model_serializer(mode="wrap")
+    def _written(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo):  # type: ignore[no-untyped-def]
+        data: dict[str, object] = handler(self)
+        if info.context != FILE:
+            return data
+        return {k: v for k, v in data.items() if v != _JOB_COST_DEFAULTS[k]}  # (the worst cases have no default)
 
+
+_JOB_COST_DEFAULTS = {k: f.default for k, f in JobCost.model_fields.items()}
 UNFOUND = "unfound:"  # a task of a plan whose job a lost answer's adoption did not see (docs/ledger.md)
 
 
@@ -111,6 +127,7 @@ class Use(Model):
     at: datetime = Field(default_factory=now)
     submitted_at: datetime | None = None
     holders: list[str] = []  # the launches that hold it (rsk.ledger.attempts): given back only when none can submit
+    max_running: int | None = None  # its plan's: at most this many of its jobs run at once (docs/adr/0059)
 
 
 class Approval(Model):
@@ -190,6 +207,12 @@ class Charge(Model):
     submitted_at: datetime | None = None
     reason: str = ""
     holders: list[str] = []  # the launches that hold it (rsk.ledger.attempts): given back only when none can submit
+    max_running: int | None = None  # its plan's: at most this many of its jobs run at once (docs/adr/0059)
+
+    @property
+    def at_once(self) -> int:
+        """How many of its jobs may be active at once, as --max-active counts them."""
+        return min(self.jobs, self.max_running or self.jobs)
 
 
 class CardTask(Model):
@@ -206,6 +229,12 @@ class CardTask(Model):
     @property
     def resources(self) -> Resources:
         return Resources(nodes=self.nodes, cpus=self.cpus, mem_mb=self.mem_mb, gpus=self.gpus, time_min=self.time_min)
+
+
+class CardShape(Resources):
+    """A batch's tasks of one shape: how many, and what each holds."""
+
+    tasks: int
 
 
 class CardPlan(Model):
@@ -235,7 +264,10 @@ class CardPlan(Model):
     time_min: int
     env: list[str] = []  # NAME=VALUE, every one the job gets from the plan
     script: str | None = None
-    tasks: list[CardTask] = []  # a batch: every task
+    tasks: list[CardTask] = []  # a batch: every task, or its first CARD_TASKS (the card's tasks_file holds them all)
+    tasks_digest: str = ""  # a batch: sha256 of all its tasks as the card lists them (rsk.ledger.cards.tasks_digest)
+    shapes: list[CardShape] = []  # a batch: its tasks by shape, the most first
+    max_running: int | None = None  # a batch: at most this many of its tasks run at once (docs/adr/0059)
     budget_min: int | None = None  # a chain: the run time its links share (its tasks are the links)
     signal_s: int | None = None  # a chain: SIGUSR1 this many seconds before each link's limit
     chain_of: str = ""  # an extension of this chain (`rsk extend`)
@@ -275,8 +307,8 @@ class CardPlan(Model):
 
 # what a plan binds that an agent chooses (not the cluster's facts, estimates or costs that follow from them)
 _PLAN_FIELDS = ("argv", "kind", "workdir", "code", "path", "partition", "account", "qos", "nodes", "cpus", "mem_mb",
-                "gpus", "time_min", "env", "script", "tasks", "budget_min", "signal_s", "chain_of", "link0",
-                "attempt_of", "lease_open", "drain_min", "overrun")  # fmt: skip
+                "gpus", "time_min", "env", "script", "tasks", "tasks_digest", "max_running", "budget_min", "signal_s",
+                "chain_of", "link0", "attempt_of", "lease_open", "drain_min", "overrun")  # fmt: skip
 
 
 def tell_human(card_id: str) -> str:
@@ -306,6 +338,9 @@ class Card(Model):
     decided_at: datetime | None = None
     reason: str = ""
     superseded_by: str = ""  # withdrawn by rsk: a grant or a spare approval use allowed its request (its wait goes on)
+    # a batch of more than CARD_TASKS tasks: the sha256 (and name) of the file beside the ledger that holds every one,
+    # as its request asks them and as its plan runs them (rsk.ledger.cards.card_tasks); `request` then holds none
+    tasks_file: str = ""
 
 
 class LeaseStep(Model):
@@ -396,7 +431,9 @@ def _named(approval: dict[str, object], named: dict[object, object]) -> dict[str
 
 
 def migrate(raw: dict[str, object]) -> dict[str, object]:
-    """An older ledger as the current schema, one version at a time. 10 -> 11: an approval names the request its
+    """An older ledger as the current schema, one version at a time. 11 -> 12: nothing moves (charges, approval uses
+    and cards may say a batch's max running; a card of many tasks lists the first, the rest in a file). 10 -> 11: an
+    approval names the request its
     card named, the one it allows (from its card, when the card is still in the ledger; else "", any request of
     the plan, as it was approved). 9 -> 10: a lease card's plan names the
     lease it opens `lease_open` (it was `lease`). 8 -> 9: a job cost says whether Slurm said it
@@ -408,13 +445,15 @@ def migrate(raw: dict[str, object]) -> dict[str, object]:
     worst case (none did). 3 -> 4: grants carry what their archived charges spent (nothing yet). 2 -> 3 adds leases
     (none). 1 -> 2: spent charges become submitted, approvals' used_by become uses, cards show env values. Anything
     malformed is left as it is for validation to refuse."""
+    if raw.get("schema_version", 1) == 11:  # a batch's max running, a card's summary of many tasks: none before
+        return {**raw, "schema_version": 12}
     if raw.get("schema_version", 1) == 10:
         cards, approvals = _dicts(raw.get("cards", [])), _dicts(raw.get("approvals", []))
         if cards is None or approvals is None:
             return raw
         named = {c.get("id"): c.get("request_id") for c in cards}
-        return {**raw, "schema_version": 11,
-                **({"approvals": [_named(a, named) for a in approvals]} if approvals else {})}  # fmt: skip
+        return migrate({**raw, "schema_version": 11,
+                        **({"approvals": [_named(a, named) for a in approvals]} if approvals else {})})  # fmt: skip
     if raw.get("schema_version", 1) == 9:
         cards = _dicts(raw.get("cards", []))
         if cards is None:

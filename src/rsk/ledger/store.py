@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from rsk.errors import NewerLedger, StateError
 from rsk.ledger.archive import Archive, compact
-from rsk.ledger.models import LEDGER_SCHEMA, AuditEntry, Ledger, migrate, now
+from rsk.ledger.models import FILE, LEDGER_SCHEMA, AuditEntry, Ledger, migrate, now
 from rsk.local.atomic import append_line, keep_as, write_atomic
 from rsk.local.paths import private_dir
 from rsk.local.project import project_dir
@@ -78,14 +78,14 @@ class Store:
                     ledger = last.ledger
                 else:
                     ledger = parse_ledger(raw, self.path, self.project)
-                before = ledger.model_dump_json()
+                before = ledger.model_dump_json(context=FILE)
                 yield ledger
-                after = ledger.model_dump_json()
+                after = ledger.model_dump_json(context=FILE)
                 if after != before:
                     cold = compact(ledger, now())
                     if cold:
                         self.archive.append(cold)
-                        after = ledger.model_dump_json()
+                        after = ledger.model_dump_json(context=FILE)
                     self._write(after.encode(), raw)
                     self.last = Snapshot(after.encode(), ledger)
                 elif raw is not None:

@@ -220,6 +220,11 @@ Budget = Annotated[
 ]  # fmt: skip
 SignalBefore = Annotated[str | None, Field(description="A chain: SIGUSR1 this long before each link's limit.")]
 MaxLinks = Annotated[int | None, Field(description="A chain: refuse a budget that needs more links.")]
+MaxRunning = Annotated[
+    int | None,
+    Field(ge=1, strict=True, description="A batch (tasks): at most this many of its tasks run at once (Slurm's array "
+          "throttle); bound by the plan and shown on the card. Up to 10,000 tasks are one launch and one card."),
+]  # fmt: skip
 LeaseName = Annotated[
     str | None,
     Field(
@@ -378,6 +383,7 @@ def build(pin: Pin) -> MCPServer:
         partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
         path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
         budget: Budget = None, signal_before: SignalBefore = None, max_links: MaxLinks = None,
+        max_running: MaxRunning = None,
     ) -> PlanReport:  # fmt: skip
         request, snap = prepare(dict(locals()))
         return preview(pin.target, request, snap)
@@ -395,6 +401,7 @@ def build(pin: Pin) -> MCPServer:
         partition: Text = None, account: Text = None, qos: Text = None, name: Text = None, workdir: Text = None,
         path: Text = None, env: Env = None, code: Code = None, exclude: Exclude = None, lease: LeaseName = None,
         budget: Budget = None, signal_before: SignalBefore = None, max_links: MaxLinks = None,
+        max_running: MaxRunning = None,
     ) -> LaunchReply:  # fmt: skip
         request, snap = prepare(dict(locals()))
         return _reply(request, snap)

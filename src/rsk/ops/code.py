@@ -16,7 +16,8 @@ from rsk.wire.protocol import raise_for_error
 
 def sync(remote: Remote, project: str, snap: CodeSnapshot) -> str:
     """Make the snapshot exist on the cluster, sending only the blobs it lacks. Returns its directory."""
-    body = (snap.manifest + "end\n").encode()
+    manifest = snap.manifest.encode("ascii")
+    body = f"manifest {len(manifest)}\n".encode("ascii") + manifest  # read to the byte, as a request is (ADR 0058)
     out = remote.call("code", "need", project, snap.digest, stdin=body)
     raise_for_error(out)
     first = answers.code(out)

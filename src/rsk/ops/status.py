@@ -377,7 +377,7 @@ def status_call(remote: Remote, target: str, project: str,
     # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
     never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
     ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs), never)
-    return flag_unbooked(mark_undecided(st, ledger), ledger), answer
+    return flag_throttle(flag_unbooked(mark_undecided(st, ledger), ledger), ledger), answer
 
 
 LIVE: frozenset[str] = frozenset({"pending", "blocked", "running"})
@@ -394,6 +394,26 @@ def flag_unbooked(st: Status, ledger: Ledger) -> Status:
                 f"job {j.job_id} (request {j.request_id}) is {j.state} on Slurm and no book of the ledger holds it: "
                 "nothing charges it or counts it against --max-active. Tell the human, and "
                 f"`rsk cancel {j.job_id}` unless they say otherwise"
+            )
+    return st
+
+
+def flag_throttle(st: Status, ledger: Ledger) -> Status:
+    """A batch with more tasks running than its plan's max running: Slurm's throttle on its arrays was raised (a job
+    of the account can, `scontrol update ArrayTaskThrottle=`). Warned of, for the human; the books hold, since the
+    charge reserved every task's worst case (docs/adr/0059)."""
+    limits = guard.max_running(ledger, st.target)
+    running: dict[str, int] = {}
+    for j in st.jobs:
+        if j.state == "running" and j.request_id in limits:
+            running[j.request_id] = running.get(j.request_id, 0) + 1
+    for rid, n in sorted(running.items()):
+        if n > limits[rid]:
+            st.warnings.append(
+                f"request {rid} runs {n} tasks at once, more than the {limits[rid]} its plan allows (--max-running): "
+                "its arrays' throttle was raised in Slurm after it was decided (a job of the account can). Its charge "
+                f"holds every task's worst case still; tell the human, and `rsk cancel --batch {rid}` unless they "
+                "say otherwise"
             )
     return st
 

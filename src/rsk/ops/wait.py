@@ -153,9 +153,8 @@ def wait_card(card_id: str, project: str | None, timeout: float | None, voice: V
     """Wait for a human's decision on a card; once approved, launch it, then wait for its jobs. While a card
     waits (still, or anew: approved, but its plan changed and a new card was filed), the answer is `pending`
     with the card that waits, the sentence for the human and the next step, as a launch that waits has them."""
-    from rsk.ledger.cards import find_card, store_of_card, tell_human, wait_for_card
+    from rsk.ledger.cards import card_request, find_card, store_of_card, tell_human, wait_for_card
     from rsk.ops.launch import launch
-    from rsk.wire.protocol import Request
 
     t0 = time.monotonic()
     store = store_of_card(card_id, project)
@@ -174,7 +173,7 @@ def wait_card(card_id: str, project: str | None, timeout: float | None, voice: V
     except PendingApproval:
         return pending(card_id, f"card {card_id} is still pending")
     try:
-        result = launch(card.target, Request.model_validate(card.request))
+        result = launch(card.target, card_request(store, card))
     except PendingApproval as again:  # approved, but the cluster now plans something else: say what changed
         new = str(again.details.get("card_id") or card_id)
         if new != card_id:

@@ -42,6 +42,7 @@ class LaunchSpec(BaseModel):
     budget: str | None = None  # a chain: the run time of all its links (a Slurm time), each link --time long
     signal_before: str | None = None  # a chain: SIGUSR1 this long before each link's limit
     max_links: StrictInt | None = None  # a chain: refuse a budget that needs more links than this
+    max_running: StrictInt | None = None  # a batch: at most this many tasks run at once (docs/adr/0059)
     chain_line: TaskLine | None = None  # a --tasks file whose one line has a budget (read_tasks): that chain
 
 
@@ -105,6 +106,10 @@ def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
         chain = _chain(spec)
     elif spec.signal_before is not None or spec.max_links is not None:
         raise UsageError("--signal-before and --max-links are settings of a chain: give --budget too")
+    if spec.max_running is not None and (spec.max_running < 1 or not spec.tasks or spec.lease):
+        raise UsageError(f"--max-running {spec.max_running}: at most this many tasks of a batch run at once, so it "
+                         "is a whole number of at least 1, and for --tasks (not with --lease: a lease runs steps as "
+                         "they fit)", "e.g. rsk launch --tasks sweep.jsonl --max-running 50")  # fmt: skip
     request = Request(
         project=project,
         request_id=check_token("request id", spec.request_id) if spec.request_id else new_request_id(),
@@ -125,6 +130,7 @@ def build_request(spec: LaunchSpec, project: str, requester: str) -> Request:
         tasks=list(spec.tasks),
         requester=requester,
         lease=check_token("lease name", spec.lease) if spec.lease else "",
+        max_running=spec.max_running,
     )
     if chain:
         request = request.model_copy(update=chain)

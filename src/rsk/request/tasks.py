@@ -17,7 +17,7 @@ from rsk.request.units import parse_mem, parse_time
 from rsk.wire import safejson
 from rsk.wire.protocol import Need, TaskSpec
 
-MAX_TASKS = 1000  # Slurm's default MaxArraySize allows array indices 0..1000
+MAX_TASKS = 10_000  # one launch, one card; the cluster splits them into job arrays at its MaxArraySize (ADR 0058)
 _NEEDS_HINT = '"needs": ["prep"] or [{"task": "train", "on": "ended"}] (on: succeeded, the default, or ended)'
 _CHAIN_ALONE_HINT = (
     "a chain is a request of its own: put its line in a file of its own (or `rsk launch --budget ... -- CMD`), "

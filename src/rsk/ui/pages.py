@@ -66,6 +66,7 @@ def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
             "kind",
             p.kind + (f", {p.jobs} tasks" if p.kind == "batch" else ""),
             *([" ", el("code", {}, agent(p.lease_open)), f": {p.lease_terms()}"] if p.lease_terms() else []),
+            el("strong", {}, f", at most {p.max_running} running at once") if p.max_running else None,
         ),
     ]
     graph = {t.key: [n.rpartition(":")[0] for n in t.needs] for t in p.tasks} if any(t.needs for t in p.tasks) else {}
@@ -93,10 +94,20 @@ def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
         from rsk.request.dag import levels
 
         tiers = levels(graph)
-        rows[-1] = _row("kind", f"workflow, {p.jobs} tasks in {len(tiers)} levels (each waits for its needs)")
+        rows[-1] = _row(
+            "kind",
+            f"workflow, {p.jobs} tasks in {len(tiers)} levels (each waits for its needs)"
+            if len(p.tasks) == p.jobs
+            else f"workflow, {p.jobs} tasks (each waits for its needs); the levels of the first {len(p.tasks)}:",
+            el("strong", {}, f", at most {p.max_running} running at once") if p.max_running else None,
+        )
         rows.append(
             _row("levels", el("ol", {"class": "levels", "start": "0"}, [el("li", {}, _argv(keys)) for keys in tiers]))
         )
+    if len(p.shapes) > 1 or p.jobs > FOLD_TASKS:  # a big batch at a glance: its tasks by shape
+        rows.append(_row("shapes", el("ul", {"class": "env"}, [
+            el("li", {}, f"{s.tasks} x {s.nodes}n {s.cpus}c {s.mem_mb}MB {s.gpus}g {s.time_min}min") for s in p.shapes
+        ])))  # fmt: skip
     if p.attempt_of:
         rows.append(_row("retries", "batch ", el("code", {}, agent(p.attempt_of)),
                          ": these tasks run again, in its work directory"))  # fmt: skip
@@ -192,9 +203,14 @@ def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
             for t in p.tasks
         ]
         table = el("div", {"class": "scroll"}, el("table", {"class": "tasks"}, head, body))
-        # every task is in the page; a long list opens on a click
+        # every task the card lists is in the page (a batch of more than CARD_TASKS: its first); a long list opens
+        # on a click
+        more = p.jobs - len(p.tasks)
         rows.append(_row("tasks", el("details", {"id": f"t-{card.id}", "open": len(p.tasks) <= FOLD_TASKS},
-                                     el("summary", {}, f"{len(p.tasks)} task(s)"), table)))  # fmt: skip
+                                     el("summary", {}, f"{p.jobs} task(s)" + (f", the first {len(p.tasks)} listed"
+                                                                                if more > 0 else "")), table),
+                         el("p", {"class": "muted"}, f"... and {more} more: `rsk approvals show {card.id}` prints "
+                            f"them all (sha256 of all {p.tasks_digest[:16]}...)") if more > 0 else None))  # fmt: skip
     rows += [
         _row("start (est.)", agent(p.estimate_start)),
         _row("policy", p.policy_verdict, [": ", agent("; ".join(p.policy_reasons))] if p.policy_reasons else None),

@@ -852,6 +852,8 @@ def plan(out: Output) -> Plan:
         fields["active"] = _count(active, "count", 0)
         fields["active_cap"] = _int(active, "cap", optional=True)
         fields["active_jobs"] = _list(active, "jobs", "")
+        if "at_once" in active.kv:  # (an older program does not say)
+            fields["at_once"] = _count(active, "at_once")
     if estimate:
         fields["estimate_start"], fields["estimate_nodes"] = _estimate(estimate)
     fields["prior"] = [
@@ -903,16 +905,17 @@ def _placement(lease: object, job: object) -> Placement:
 _WIRE = re.compile(r"=[A-Za-z0-9._/:@+,-]*|[A-Za-z0-9+/]+=*")
 
 
-def slurm_facts(out: Output) -> tuple[str, str] | None:
+def slurm_facts(out: Output) -> tuple[str, str, str] | None:
     """`submit`'s @@facts line (printed when rsk asked for them): the cluster's name and its partitions' lines,
-    as the wire values to send back ahead of a later request (rsk.cluster.remote); None without one."""
+    as the wire values to send back ahead of a later request (rsk.cluster.remote), and Slurm's MaxArraySize; None
+    without one."""
     rec = out.first("facts")
     if rec is None:
         return None
     cluster, parts = _text(rec, "cluster"), _text(rec, "parts")
     if not (_WIRE.fullmatch(cluster) and _WIRE.fullmatch(parts)):
         raise ProtocolError("the cluster's @@facts line is not two wire values")
-    return cluster, parts
+    return cluster, parts, str(_count(rec, "arrays"))
 
 
 def warnings(out: Output) -> list[str]:

@@ -70,31 +70,37 @@ def digest() -> str:
 
 
 # The command line of every call: read "rsk-program LENGTH" and then exactly LENGTH bytes of program from
-# stdin, and run them in this shell. `dd bs=N count=1` makes one read(2) of at most N bytes, so it never
-# takes a byte of the request that follows; a pipe may hand over less, so it loops. Programs are ASCII
-# (a unit test holds them to it), so ${#c} counts bytes in any shell and locale. dd is named by its path,
-# so nothing a job puts on the account's PATH reads the program.
+# stdin, and run them in this shell. `rsk_take N` reads exactly N bytes: `dd bs=B count=K` makes K read(2)s of at
+# most B bytes each, B*K never more than the bytes still missing, so it never takes a byte of what follows; a pipe
+# may hand over less, so it loops (a few turns, each at most 64 KiB a read). The submit program reads its request
+# with the same function (docs/adr/0058). Programs and requests are ASCII (a unit test holds programs to it), so
+# ${#c} counts bytes in any shell and locale. dd is named by its path, so nothing a job puts on the account's PATH
+# reads the program.
 LOADER = """set -eu
 rsk_bad() { echo 'rsk: the program did not arrive whole on stdin' >&2; exit 2; }
+rsk_take() {
+    RSK_TAKEN='' rsk_n=$1
+    while [ "$rsk_n" -gt 0 ]; do
+        rsk_b=65536
+        [ "$rsk_n" -ge 65536 ] || rsk_b=$rsk_n
+        rsk_c=$(/bin/dd bs="$rsk_b" count=$((rsk_n / rsk_b)) 2>/dev/null && echo .) || rsk_bad
+        rsk_c=${rsk_c%.}
+        [ -n "$rsk_c" ] || rsk_bad
+        RSK_TAKEN=$RSK_TAKEN$rsk_c rsk_n=$((rsk_n - ${#rsk_c}))
+    done
+}
 IFS=' ' read -r rsk_m rsk_n || rsk_bad
 [ "$rsk_m" = rsk-program ] || rsk_bad
 case $rsk_n in '' | *[!0-9]*) rsk_bad ;; esac
-rsk_p=
-while [ "$rsk_n" -gt 0 ]; do
-    rsk_c=$(/bin/dd bs="$rsk_n" count=1 2>/dev/null && echo .) || rsk_bad
-    rsk_c=${rsk_c%.}
-    [ -n "$rsk_c" ] || rsk_bad
-    rsk_p=$rsk_p$rsk_c
-    rsk_n=$((rsk_n - ${#rsk_c}))
-done
-unset rsk_m rsk_n rsk_c
-eval "$rsk_p"
+rsk_take "$rsk_n"
+unset rsk_m rsk_n rsk_c rsk_b
+eval "$RSK_TAKEN"
 """
 
 
 def awk_library() -> str:
     """RSK_AWK: remote/lib.awk behind `active(STATE)`, written from rsk.wire.states.ACTIVE so that the cluster's
-    active-state set is the client's, in every awk program and (RSK_ACTIVE) in sh."""
+    active-state set is the client's, in every awk program (the one reader of it on the cluster)."""
     states = "|".join(sorted(ACTIVE))
     return f"function active(s) {{ return s ~ /^({states})$/ }}\n" + files()["lib.awk"]
 
@@ -118,7 +124,6 @@ def program(entry: str) -> str:
         f"# rsk remote program {entry} (scripts {digest()})",
         "set -eu",
         f"RSK_SCRIPTS={digest()}",
-        f"RSK_ACTIVE='{' '.join(sorted(ACTIVE))}'",
         f"RSK_AWK={shlex.quote(awk_library())}",
     ]
     for var, names in _HEADER_FILES.get(entry, {}).items():

@@ -178,9 +178,12 @@ class Request(BaseModel):
     chain_of: str = ""  # `rsk extend`: the chain (its first request id) these links go on from
     link0: int | None = None  # `rsk extend`: how many links the chain had before these
     attempt_of: str = ""  # `rsk retry`: the batch (its first request id) this attempt runs again, in its work dir
+    max_running: int | None = None  # a batch: at most this many of its tasks run at once (Slurm's array throttle)
 
     def encode(self) -> bytes:
-        lines = [f"rsk-request {PROTOCOL}"]
+        """`rsk-request 2 LENGTH`, then LENGTH bytes of `KEY VALUE` lines: the cluster reads them to the byte
+        (docs/protocol.md, "Requests"), so a request of any size costs one pass."""
+        lines: list[str] = []
 
         def put(key: str, value: str | int | None) -> None:
             if value is not None and value != "":
@@ -189,7 +192,8 @@ class Request(BaseModel):
         for key in ("project", "request_id", "name", "workdir", "path", "partition", "account", "qos", "hostkey",
                     "code", "lease", "lease_open", "overrun", "chain_of", "attempt_of"):  # fmt: skip
             put(key, getattr(self, key))
-        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s", "link0"):
+        for key in ("nodes", "cpus", "mem_mb", "gpus", "time_min", "drain_min", "budget_min", "signal_s", "link0",
+                    "max_running"):  # fmt: skip
             put(key, getattr(self, key))
         for entry in sorted(self.env, key=lambda e: e.split("=", 1)[0]):
             lines.append(f"env {enc(entry)}")
@@ -207,8 +211,8 @@ class Request(BaseModel):
                 lines.append(f"tenv {enc(entry)}")
             for arg in task.argv:
                 lines.append(f"targ {enc(arg)}")
-        lines.append("end")
-        return ("\n".join(lines) + "\n").encode("ascii")
+        body = "".join(line + "\n" for line in lines).encode("ascii")
+        return f"rsk-request {PROTOCOL} {len(body)}\n".encode("ascii") + body
 
 
 @dataclass
@@ -396,6 +400,7 @@ class Plan(BaseModel):
     active: int = 0
     active_cap: int | None = None
     active_jobs: list[str] = []
+    at_once: int | None = None  # how many of its jobs can run at once, as the cluster's cap counts them (max_running)
     estimate_start: str = "unknown"
     estimate_nodes: str = ""
     prior: list[Prior] = []
@@ -409,6 +414,7 @@ class Plan(BaseModel):
     chain_of: str = ""  # an extension of this chain: its links share its RSK_WORK_DIR and go on numbering it
     link0: int | None = None  # an extension: the links the chain had before
     attempt_of: str = ""  # a retry: the batch it runs again; its tasks share that batch's RSK_WORK_DIR
+    max_running: int | None = None  # a batch: at most this many of its tasks run at once (docs/adr/0059)
 
     @property
     def is_step(self) -> bool:

@@ -38,7 +38,7 @@ _PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED",
             "SUSPENDED", "STOPPED"}  # fmt: skip
 _RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING"}
 # The one active-state set of both sides: what the cap counts, what keeps a lease live, pending or running
-# for rsk status. rsk.wire.bundle ships it to the cluster (RSK_ACTIVE, and active() in the awk library).
+# for rsk status. rsk.wire.bundle ships it to the cluster (active() in the awk library).
 ACTIVE: frozenset[str] = frozenset(_PENDING | _RUNNING)
 # the states in which Slurm has let go of a job's allocation for good: its run time is final
 _ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
