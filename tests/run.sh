@@ -24,7 +24,7 @@ echo "== ruff, mypy, shellcheck" >&2
 # the remote files are parts of programs: check the programs each call ships, as they run (beside mypy)
 checked=$(mktemp -d)
 if command -v shellcheck >/dev/null 2>&1; then
-    "$PY" -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$checked"
+    PYTHONPATH=src "$PY" -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$checked" # (this checkout's, not an installed rsk's)
     shellcheck "$checked"/*.sh tests/lab/*.sh tests/*.sh bin/rsk .ci/run install.sh >"$checked/said" 2>&1 &
     shellchecked=$!
 elif [ "$quick" = 1 ]; then
