@@ -47,7 +47,7 @@ FILENAME != jf { # the leases, then their steps (rsk_lease_steps)
     st_age[s] = f[10] ~ /^[0-9]+$/ ? now - f[10] : ""; st_limit[s] = f[8] ~ /^[0-9]+$/ ? f[8] * 60 : ""
     next
 }
-{ # the journal (nj: its line number)
+FNR <= upto + 0 { # the journal up to its line count before squeue ran (nj: its line number)
     if (++nj > after + 0 && after != "") print "@@" nonce " journal n=" nj " " $0
     ev = kv($0, "ev"); rid = kv($0, "rid"); task = kv($0, "task"); idx = kv($0, "idx"); j = kv($0, "job")
     if (!is_rid(rid) || (idx != "" && idx !~ /^[0-9]+$/)) next

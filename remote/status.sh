@@ -11,6 +11,7 @@ main() {
     project=$1 after=${2:-} runs=$RSK_ROOT/runs/$1 jf=$RSK_ROOT/journal/$1.log
     [ -z "$after" ] || { rsk_need_line AFTER "$after"; after=$RSK_V; }
     [ -f "$jf" ] || jf=/dev/null
+    jn=$(wc -l <"$jf") # the journal as it was before Slurm's word: a job it names was submitted before squeue ran
     rsk_squeue
     # where accounting works, sacct knows final states of jobs squeue forgot (one call, last 30 days; where it
     # does not, it fails at once)
@@ -37,5 +38,5 @@ main() {
         done
         [ ! -d "$RSK_ROOT/leases/$project" ] || rsk_lease_steps "$project"
     } | RSK_NONCE=$RSK_NONCE awk -v prefix="rsk:$project:" -v runs="$runs" -v jf="$jf" -v after="$after" \
-        "$RSK_AWK$RSK_STATUS_AWK" - "$jf"
+        -v upto="$jn" "$RSK_AWK$RSK_STATUS_AWK" - "$jf"
 }

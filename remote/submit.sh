@@ -573,7 +573,7 @@ policy_unchanged() {
 # job_text IDXS [STEP]: the job script sbatch reads on stdin for these task indices of the current shape (an array's:
 # task ARR_OFF + its index, task_of), or, with STEP (its step id), the script a lease's controller runs as that step
 job_text() {
-    printf '#!/bin/sh\n# rsk job: project %s, request %s, plan %s\n' "$PROJECT" "$RID" "$PLAN_HASH"
+    printf "#!/bin/sh\nrsk_sig=''; trap rsk_sig=TERM TERM; trap rsk_sig=INT INT; trap rsk_sig=USR1 USR1 # kept from the start\n# rsk job: project %s, request %s, plan %s\n" "$PROJECT" "$RID" "$PLAN_HASH"
     if [ -n "${2:-}" ]; then printf 'rsk_ti=%s\nrsk_step=%s\n' "$1" "$2"; else printf 'rsk_ti=$((%s + ${SLURM_ARRAY_TASK_ID:-0}))\n' "$ARR_OFF"; fi
     printf 'rsk_run=%s/t"$rsk_ti"\n' "$(rsk_sq "$RUN_DIR")"
     printf 'rsk_limit=%s\nrsk_plan=%s\nrsk_path=%s\n' "$((TIME_MIN * 60))" "$PLAN_HASH" "$(rsk_sq "$JOBPATH")"

@@ -61,16 +61,16 @@ rsk_main() {
     mkdir -p "$rsk_run"
     # one shape for a job and a step: its id, node, start, plan, Slurm step and GPUs
     rsk_put "$rsk_run/started" "job=$rsk_jobid node=${SLURMD_NODENAME:-$(uname -n)} t=$rsk_t0 plan=$rsk_plan slurm=${SLURM_JOB_ID:-}.${SLURM_STEP_ID:-} gpus=${SLURM_STEP_GPUS:-${CUDA_VISIBLE_DEVICES:-}}"
-    rsk_sig=''
     [ -z "${rsk_links:-}" ] || rsk_link_env
     RSK_WORK_DIR=$rsk_work # shared by the request's tasks, a chain's links and a batch's attempts
     mkdir -p "$RSK_WORK_DIR" && export RSK_WORK_DIR
     RSK_OUT=$rsk_run/out.stage # results are written here, published whole by rsk_publish (never a half result)
     rm -rf "$RSK_OUT" && mkdir -p "$RSK_OUT" && export RSK_OUT
-    rsk_use_code || rsk_end 2
+    rsk_use_code || { rsk_sig=''; rsk_end 2; } # (a notice that came while it started is no stop: it failed)
     for rsk_s in TERM INT USR1; do trap "rsk_on_signal $rsk_s" "$rsk_s"; done
     "$@" 0<&0 &
     rsk_child=$!
+    [ -z "$rsk_sig" ] || kill -"$rsk_sig" "$rsk_child" 2>/dev/null || true # a signal caught while it started
     rsk_rc=0
     wait "$rsk_child" || rsk_rc=$?
     while kill -0 "$rsk_child" 2>/dev/null; do

@@ -7,7 +7,8 @@
 #                             beside the lab tests in parallel, then the tests that disturb the whole lab
 #                             alone, then the CLI and agent-loop suites again through a broker
 #   sh tests/run.sh ARGS...   the static checks and bats, then pytest ARGS (one file, -k, ...)
-# RSK_TEST_WORKERS (default 3): pytest workers for the lab tests; 0 runs them in one process.
+# RSK_TEST_WORKERS: pytest workers (default 3 for the lab tests, one per core for --quick's); 0 runs them in one
+# process.
 set -eu
 cd "$(dirname "$0")/.."
 PY=${RSK_PYTHON:-python3}
@@ -20,22 +21,34 @@ fi
 echo "== ruff, mypy, shellcheck" >&2
 "$PY" -m ruff check src tests
 "$PY" -m ruff format --check src tests
-"$PY" -m mypy
-# the remote files are parts of programs: check the programs each call ships, as they run
+# the remote files are parts of programs: check the programs each call ships, as they run (beside mypy)
+checked=$(mktemp -d)
 if command -v shellcheck >/dev/null 2>&1; then
-    programs=$(mktemp -d)
-    "$PY" -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$programs"
-    shellcheck "$programs"/*.sh tests/lab/*.sh tests/*.sh bin/rsk .ci/run install.sh
-    rm -rf "$programs"
+    PYTHONPATH=src "$PY" -c 'import sys; from rsk.wire.bundle import write_all; write_all(sys.argv[1])' "$checked" # (this checkout's, not an installed rsk's)
+    shellcheck "$checked"/*.sh tests/lab/*.sh tests/*.sh bin/rsk .ci/run install.sh >"$checked/said" 2>&1 &
+    shellchecked=$!
 elif [ "$quick" = 1 ]; then
     echo "(no shellcheck here: the shell programs are checked by the full run)" >&2
 else
     echo "shellcheck is missing (sh tests/setup.sh installs it)" >&2
     exit 1
 fi
+"$PY" -m mypy
+if [ -n "${shellchecked:-}" ] && ! wait "$shellchecked"; then
+    cat "$checked/said"
+    exit 1
+fi
+rm -rf "$checked"
 if [ "$quick" = 1 ]; then
-    echo "== pytest: unit and CLI (not lab)" >&2
-    exec "$PY" -m pytest -q -p no:cacheprovider -m "not lab" "$@"
+    # in pytest-xdist's workers, one per core, when it is installed (RSK_TEST_WORKERS=0: in one process); a
+    # file's tests stay in one worker, so a module's fixture (the page's browser and server) starts once
+    par=""
+    if [ "${RSK_TEST_WORKERS:-}" != 0 ] && "$PY" -c 'import xdist' 2>/dev/null; then
+        par="-n ${RSK_TEST_WORKERS:-auto} --dist loadfile -p no:benchmark"
+    fi
+    echo "== pytest: unit and CLI (not lab)${par:+, in workers}" >&2
+    # shellcheck disable=SC2086  # the xdist options split on purpose
+    exec "$PY" -m pytest -q -p no:cacheprovider $par -m "not lab" "$@"
 fi
 if [ $# -gt 0 ]; then
     echo "== bats (remote scripts under dash, against the lab)" >&2

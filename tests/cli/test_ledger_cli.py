@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
 
 from rsk.errors import Exit
 from tests.conftest import rsk
+
+
+@functools.cache
+def help_text(*argv: str) -> str:
+    """A command's --help as wide as it goes, its whitespace folded: each read once (the help tests share them)."""
+    r = rsk(*argv, "--help", env={"COLUMNS": "400"})
+    assert r.rc == 0, (argv, r.err)
+    return " ".join(r.out.split())
 
 
 def ledger_path(home: Path, project: str) -> Path:
@@ -181,8 +190,7 @@ def test_top_level_help_lists_every_command(rsk_env: Path) -> None:
     for name in COMMANDS:
         assert f"  {name} " in h.out, name
     for name in COMMANDS:  # and each command's own help starts with the same line
-        own = rsk(name, "--help")
-        assert own.rc == 0 and COMMANDS[name].help[:40] in " ".join(own.out.split()), name
+        assert COMMANDS[name].help[:40] in help_text(name), name
 
 
 def test_json_after_the_double_dash_belongs_to_the_job_and_a_leading_dash_dash_is_a_usage_error(
@@ -235,10 +243,10 @@ def test_an_unreadable_ledger_is_exit_6_for_every_reader_never_an_empty_queue(rs
 
 
 def test_help_points_to_what_the_skill_ships_and_says_a_command_glob_is_no_guard(rsk_env: Path) -> None:
-    launch = rsk("launch", "--help", env={"COLUMNS": "400"}).out
+    launch = help_text("launch")
     assert "README" not in launch and "references/exit-codes.md" in launch
-    for argv in (["launch", "--help"], ["lease", "--help"], ["mcp", "--help"], ["ui", "--help"]):
-        text = " ".join(rsk(*argv, env={"COLUMNS": "400"}).out.split())
+    for argv in (["launch"], ["lease"], ["mcp"], ["ui"]):
+        text = help_text(*argv)
         assert "See docs/" not in text and "(docs/" not in text, argv
     # an agent has the skill and --help only: the help of every command an agent runs names no file of rsk's
     # source (it says what is needed, or names a section of the skill)
@@ -247,10 +255,10 @@ def test_help_points_to_what_the_skill_ships_and_says_a_command_glob_is_no_guard
     for name, command in COMMANDS.items():
         if command.audience != "agent":
             continue
-        argvs = [[name, "--help"]] + ([[name, "open", "--help"]] if name == "lease" else [])
+        argvs = [[name]] + ([[name, "open"]] if name == "lease" else [])
         for argv in argvs:
-            text = " ".join(rsk(*argv, env={"COLUMNS": "400"}).out.split())
+            text = help_text(*argv)
             assert not re.search(r"docs/|README|INSTALL\.md", text), (argv, text)
-    assert "Many short GPU runs: a lease" in " ".join(rsk("lease", "--help", env={"COLUMNS": "400"}).out.split())
-    rule = " ".join(rsk("deny-rule", "add", "--help", env={"COLUMNS": "400"}).out.split())
+    assert "Many short GPU runs: a lease" in help_text("lease")
+    rule = help_text("deny-rule", "add")
     assert "not a guard" in rule and "--code" in rule

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -285,3 +286,96 @@ def test_an_extension_with_code_runs_a_fixed_program_in_the_chains_work_director
     shown = rsk("approvals", "show", json.loads(again.out)["card_id"], "--project", project).out
     assert f"code          snapshot {digest['plan']['code']}" in shown, shown
     assert lab.ssh(f"cat {lab.root_sh}/runs/{project}/fx/work/seen").stdout.splitlines() == ["v1 1", "v1 2", "v2 3"]
+
+
+# A job's own `mv` (first on the PATH its plan binds) that lands its ended marker LATE s after it wrote it, while the
+# job has ended: as a login node on a shared file system sees a compute node's file seconds after Slurm's word
+MV_LATE = """#!/bin/sh
+case $2 in
+    */ended) setsid sh -c 'sleep {late}; exec /bin/mv "$0" "$1"' "$1" "$2" </dev/null >/dev/null 2>&1 & exit 0 ;;
+esac
+exec /bin/mv "$@"
+"""
+
+
+def test_a_link_whose_marker_lands_late_reads_ending_until_it_does(lab: Lab, project: str) -> None:
+    """Slurm's FAILED for a link is its wrapper's exit 75 (go on), not how its command ended: until the link's marker
+    says that, the link is `ending` (`rsk wait`: still running, exit 10), never a `failed` guessed with no exit
+    code, and then `stopped`. Its charge settles on Slurm's record of its run meanwhile, never at its worst case."""
+    import tempfile
+
+    late = Path(tempfile.mkdtemp(prefix="rsk-late-"))
+    try:
+        late.chmod(0o755)
+        (late / "mv").write_text(MV_LATE.format(late=15))
+        (late / "mv").chmod(0o755)
+        grant(project, "--cpu-hours", "1")
+        args = chain_args(project, "late", "exit 75", budget="2")
+        at = args.index("--")
+        assert rsk(*args[:at], "--path", f"{late}:/usr/local/bin:/usr/bin:/bin", *args[at:]).rc == 0
+
+        def link1() -> dict[str, Any] | None:
+            r = rsk("status", "--request-id", "late", "--target", "lab", "--project", project, "--json")
+            got = {j["task"]: j for j in json.loads(r.out)["jobs"]} if r.rc == 0 else {}
+            one = got.get("link1")
+            return one if one and one["state"] not in ("pending", "running") else None
+
+        first = until("link 1 ended on Slurm", link1, timeout=180)
+        assert (first["state"], first["exit_code"]) == ("ending", None), first  # before: "failed", no exit code
+        waited = rsk("wait", "--request-id", "late", "--target", "lab", "--project", project, "--timeout", "1")
+        assert waited.rc == Exit.RUNNING, waited.out + waited.err
+        rc, got = links(project, "late")  # the markers land 15 s after each link ended
+        assert rc == Exit.UNSUCCESSFUL
+        assert [(got[k]["state"], got[k]["where"], got[k]["exit_code"]) for k in ("link1", "link2")] == [
+            ("stopped", "(yielded)", 75), ("stopped", "(budget-spent)", 75)]  # fmt: skip
+        rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
+        g = grant_view(project)
+        used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
+        assert g["cpu_hours_reserved"] == 0 and abs(g["cpu_hours_spent"] - used) < 0.002, (g, used)
+    finally:
+        shutil.rmtree(late, ignore_errors=True)
+
+
+# The wrapper's first mkdir (its run directory's) waits while FLAGS/hold exists, its job's id in FLAGS/held: a start
+# as slow as a busy node makes it, long enough for the link's notice to come before its command runs
+MKDIR_HOLD = """#!/bin/sh
+if [ $# = 2 ] && [ "$1" = -p ] && [ -e {flags}/hold ]; then
+    case $2 in
+        */runs/*/t0) echo "${{SLURM_JOB_ID:-}}" >{flags}/held; while [ -e {flags}/hold ]; do sleep 0.2; done ;;
+    esac
+fi
+exec /bin/mkdir "$@"
+"""
+
+
+def test_a_links_notice_that_comes_while_its_wrapper_starts_is_given_to_its_command(lab: Lab, project: str) -> None:
+    """Slurm sends a link's SIGUSR1 from a periodic check, up to a minute before the margin it was asked for: a
+    one-minute link can get it as it starts, and under load its wrapper starts slowly. The wrapper keeps a signal from
+    its first line and gives it to the command once it runs: the link stops with its marker and the chain goes on.
+    Before, the notice killed the wrapper: the link read `failed` with no exit code and no run time."""
+    import tempfile
+
+    slow, flags = Path(tempfile.mkdtemp(prefix="rsk-slow-")), Path(tempfile.mkdtemp(prefix="rsk-flags-"))
+    try:
+        slow.chmod(0o755)
+        flags.chmod(0o777)
+        (slow / "mkdir").write_text(MKDIR_HOLD.format(flags=flags))
+        (slow / "mkdir").chmod(0o755)
+        (flags / "hold").touch()
+        grant(project, "--cpu-hours", "1")
+        args = chain_args(project, "n", 'echo "$RSK_LINK" >> "$RSK_WORK_DIR/ran"; exit 75', budget="2")
+        at = args.index("--")
+        assert rsk(*args[:at], "--path", f"{slow}:/usr/local/bin:/usr/bin:/bin", *args[at:]).rc == 0
+        held = flags / "held"
+        job = until("link 1's wrapper starting", lambda: held.exists() and held.read_text().strip(), timeout=180)
+        assert lab.ssh(f"scancel --signal=USR1 --batch {job}").returncode == 0  # as Slurm's --signal=B:USR1 sends it
+        time.sleep(2)  # (delivered by the node's slurmd)
+        (flags / "hold").unlink()
+        rc, got = links(project, "n")
+        assert rc == Exit.UNSUCCESSFUL
+        assert got["link1"]["state"] == "stopped" and got["link1"]["exit_code"] in (75, 138), got["link1"]  # 138: USR1
+        assert (got["link2"]["state"], got["link2"]["where"]) == ("stopped", "(budget-spent)"), got["link2"]
+        assert "2" in lab.ssh(f"cat {lab.root_sh}/runs/{project}/n/work/ran").stdout.split()
+    finally:
+        shutil.rmtree(slow, ignore_errors=True)
+        shutil.rmtree(flags, ignore_errors=True)

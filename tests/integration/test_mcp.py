@@ -226,3 +226,29 @@ def test_the_tools_take_what_the_commands_take_batch_env_and_withdraw(lab: Lab, 
             assert body(await c.call_tool("approvals", {}))["cards"] == []
 
     run(go)
+
+
+def test_extend_takes_max_links_as_rsk_extend_does(lab: Lab, project: str) -> None:
+    """A chain that spent its budget goes on through the `extend` tool, which refuses an extension needing more
+    links than its max_links, as `rsk extend --max-links` does, and plans one within it."""
+    grant(project, "--cpu-hours", "1", "--jobs", "4")
+
+    async def go() -> None:
+        async with session(project) as c:
+            args = {"command": ["sh", "-c", "exit 75"], "request_id": "ml", "budget": "2", "time": "1",
+                    "signal_before": "0:30", "mem": "100M"}  # fmt: skip
+            assert body(await c.call_tool("launch", args))["status"] == "submitted"
+            waited = body(await c.call_tool("wait", {"request_id": "ml", "timeout": 45}))
+            while waited["status"] == "running":
+                waited = body(await c.call_tool("wait", {"request_id": "ml", "timeout": 45}))
+            assert [j["state"] for j in waited["jobs"]] == ["stopped", "stopped"], waited
+            refused = error(await c.call_tool("extend", {"request_id": "ml", "budget": "4", "max_links": 1}))
+            assert refused["error"] == "usage" and "at most 1" in refused["message"], refused
+            bad = await c.call_tool("extend", {"request_id": "ml", "budget": "4", "max_links": 0})
+            assert bad.is_error  # at least one link, as --max-links
+            more = body(await c.call_tool("extend", {"request_id": "ml", "budget": "4", "max_links": 2}))
+            assert more["status"] == "submitted", more
+            assert [t["task"] for t in more["launch"]["tasks"]] == ["link3", "link4"], more
+            body(await c.call_tool("cancel", {"request_id": "ml.a2"}))
+
+    run(go)

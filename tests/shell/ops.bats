@@ -287,6 +287,29 @@ SH
     [ "$(jfact gone ac)" = CANCELLED ]
 }
 
+@test "status reads the journal as it was before squeue ran: a job accepted meanwhile waits for the next read" {
+    # a launch's job accepted while status runs is in the journal but not in squeue's answer: read together, it
+    # looked forgotten by Slurm (lost, its charge at worst). The stand-in squeue journals such a job, then answers.
+    submit ok arg=true
+    fake="$ROOT/fakebin"
+    mkdir -p "$fake"
+    cat >"$fake/squeue" <<SH
+#!/bin/sh
+echo "v=1 t=x ev=accepted rid=meanwhile plan=p job=888805" >>"$ROOT/journal/$PROJECT.log"
+exec /usr/bin/squeue "\$@"
+SH
+    chmod 0755 "$fake/squeue"
+    chown -R "$LAB_USER" "$ROOT"
+    chown -R root "$fake"
+    before=$(wc -l <"$ROOT/journal/$PROJECT.log")
+    run remote_env "$fake:$PATH" status "$PROJECT" 0
+    [ "$status" -eq 0 ]
+    [ -n "$(jfact ok job)" ] && [ -z "$(jfact meanwhile job)" ]
+    [ "$(field cursor lines)" = "$before" ] # the line journaled meanwhile comes with the next read
+    run remote status "$PROJECT"
+    [ "$(jfact meanwhile job)" = 888805 ]
+}
+
 @test "status writes no temporary file: Slurm's answers reach its join through a pipe, which no job can rewrite" {
     submit ok arg=true
     wait_file "$ROOT/runs/$PROJECT/ok/t0/ended"

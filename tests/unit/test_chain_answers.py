@@ -3,6 +3,10 @@ later links never run."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 from rsk.ops.status import JobState, chains_of, jobs_from
 from rsk.wire.protocol import parse
 
@@ -59,3 +63,51 @@ def test_an_ended_chain_has_nothing_left_and_its_budget_leaves_out_links_that_ne
     [c] = chains_of("lab", jobs)
     assert (c.link, c.links) == (4, 4)
     assert (c.run_time_s, c.budget_s, c.left_s) == (149, 360, 0)
+
+
+# the misread under a busy lab: link 2 ended on Slurm (FAILED: its wrapper's exit 75, or its wrapper killed before
+# it could write its marker) and no marker is there to say how
+LINK1 = "job rid=x idx=0 task=link1 job=7_0 sq=FAILED sq_elapsed=3 sq_limit=60 rc=75 sig=none elapsed=3 stop=yielded"
+LINK2 = "job rid=x idx=1 task=link2 job=8_1 sq=FAILED sq_elapsed=0 sq_limit=60 needs=0:notok"
+MARKED = " rc=75 sig=none elapsed=3 limit=60 stop=budget-spent"
+
+
+def test_a_link_slurm_ended_without_its_marker_is_ending_never_failed() -> None:
+    link1, link2 = chain_jobs(LINK1 + " res=1,1,1,0,1", LINK2 + " res=1,1,1,0,1")
+    assert (link1.state, link1.where) == ("stopped", "(yielded)")
+    assert link2.state == "ending" and link2.exit_code is None and link2.link == "2/2"
+    [c] = chains_of("lab", [link1, link2])
+    assert (c.link, c.left_s) == (2, 0)  # Slurm says it ran: nothing of it is left to run
+    link1, link2 = chain_jobs(LINK1 + " res=1,1,1,0,1", LINK2 + MARKED + " res=1,1,1,0,1")
+    assert (link2.state, link2.where, link2.exit_code) == ("stopped", "(budget-spent)", 75)
+
+
+def test_wait_and_the_books_settle_only_on_a_settled_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rsk wait` answers `running` (exit 10) while a link is ending, and done once its marker says how it ended;
+    its charge settles on Slurm's record of its run (FAILED after 3 s) either way, never at its worst case."""
+    from contextlib import contextmanager
+
+    from rsk.ledger.models import Charge, JobCost
+    from rsk.ledger.store import Store
+    from rsk.ops import wait
+    from tests.unit.test_status_ledger import _Cluster
+
+    with Store("p").transaction() as ledger:
+        ledger.charges.append(Charge(grant_id="g-1", plan_hash="h", request_id="x", target="lab", gpu_hours=0,
+                                     cpu_hours=2 / 60, state="submitted",
+                                     job_costs={j: JobCost(gpu_hours_worst=0, cpu_hours_worst=1 / 60)
+                                                for j in ("7_0", "8_1")}))  # fmt: skip
+    answers = [_Cluster(LINK1, LINK2.replace("sq_elapsed=0", "sq_elapsed=3")), _Cluster(LINK1, LINK2 + MARKED)]
+
+    @contextmanager
+    def remote_for(_: str) -> Iterator[_Cluster]:
+        yield answers.pop(0)
+
+    monkeypatch.setattr(wait, "remote_for", remote_for)
+    first = wait.wait_jobs("lab", "p", request_id="x", timeout=0.001)
+    assert first.status == "running" and first.all_succeeded is None
+    assert [j.state for j in first.jobs] == ["stopped", "ending"]
+    costs = Store("p").archive.charges()[0].job_costs
+    assert [(c.cpu_hours_used, c.at_worst) for c in costs.values()] == [(1 / 60 * 3 / 60, False)] * 2
+    done = wait.wait_jobs("lab", "p", request_id="x", timeout=0.001)
+    assert done.status == "done" and [j.state for j in done.jobs] == ["stopped", "stopped"]

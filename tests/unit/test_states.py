@@ -81,3 +81,32 @@ def test_a_steps_queue_decides_until_it_has_run_then_its_markers_do() -> None:
     assert job_state(Facts(step=Step(at="end", why="outlives-lease"))) == "failed"
     assert job_state(Facts(step=Step(at="end", why=""), rc=0, signal="none")) == "succeeded"
     assert step_state(Step(at="end", why="controller-lost")) is None
+
+
+def test_a_links_end_that_its_wrapper_chose_waits_for_its_marker() -> None:
+    """A chain's link exits 0 to end its chain and 75 to go on, whatever its command did: Slurm's COMPLETED or FAILED
+    for it says which, not how the command ended. Without its marker (not written yet, or not yet seen on the login
+    node) it is `ending`, never a guessed `failed` or `succeeded`; once Slurm forgot it with no marker, `lost`."""
+    assert job_state(Facts(squeue="FAILED", elapsed_s=None, link=True)) == "ending"
+    assert job_state(Facts(squeue="COMPLETED", link=True)) == "ending"
+    assert job_state(Facts(sacct="FAILED", link=True)) == "lost"  # squeue forgot it: no marker will come now
+    assert job_state(Facts(squeue="FAILED", rc=75, signal="none", stop="yielded", link=True)) == "stopped"
+    assert job_state(Facts(squeue="COMPLETED", rc=3, signal="none", link=True)) == "failed"
+    assert job_state(Facts(squeue="COMPLETED", rc=0, signal="none", link=True)) == "succeeded"
+    # what Slurm ended itself is Slurm's word for a link too
+    assert job_state(Facts(squeue="TIMEOUT", link=True)) == "timed-out"
+    assert job_state(Facts(squeue="CANCELLED", link=True)) == "cancelled"
+    assert job_state(Facts(squeue="OUT_OF_MEMORY", link=True)) == "failed"
+    assert job_state(Facts(squeue="NODE_FAIL", link=True)) == "lost"
+    # a job's wrapper exits with its command's code: Slurm's word is its outcome, the marker adds the code
+    assert job_state(Facts(squeue="FAILED")) == "failed" and job_state(Facts(squeue="COMPLETED")) == "succeeded"
+
+
+def test_slurms_end_states_read_the_same_from_squeue_and_sacct_and_sacct_guesses_nothing() -> None:
+    for state in ("COMPLETED", "FAILED", "OUT_OF_MEMORY", "BOOT_FAIL", "NODE_FAIL", "TIMEOUT", "DEADLINE",
+                  "CANCELLED", "PREEMPTED"):  # fmt: skip
+        assert job_state(Facts(squeue=state)) == job_state(Facts(sacct=state)), state
+    # sacct lags the controller (slurmdbd writes later): a state that says the job has not ended is no end
+    assert job_state(Facts(sacct="COMPLETING")) == "running"
+    assert job_state(Facts(sacct="REQUEUE_HOLD")) == "pending"
+    assert job_state(Facts(sacct="SOMETHING_NEW")) == "unknown"

@@ -24,14 +24,15 @@ NONCE = "0" * 32
 class _Cluster:
     """Answers `status` with these @@job rows; remembers the held line it was sent."""
 
-    def __init__(self, *rows: str) -> None:
+    def __init__(self, *rows: str, slurm: str = "up") -> None:
         self.rows = rows
+        self.slurm = slurm
         self.sent: list[bytes] = []
 
     def call(self, entry: str, *args: str, stdin: bytes = b"", timeout: float | None = None) -> Output:
         assert entry == "status"
         self.sent.append(stdin)
-        lines = ["status slurm=up t=2026-01-01T00:00:00Z project=p", *self.rows, "done rc=0"]
+        lines = [f"status slurm={self.slurm} t=2026-01-01T00:00:00Z project=p", *self.rows, "done rc=0"]
         out = parse("".join(f"@@{NONCE} {r}\n" for r in lines), NONCE)
         assert out is not None
         return out
@@ -105,3 +106,16 @@ def test_a_batch_running_more_tasks_than_its_max_running_is_warned_of() -> None:
     assert not st.warnings
     st, _ = status_call(cast(Remote, _Cluster(*rows(3))), "lab", PROJECT)
     assert len(st.warnings) == 1 and "runs 3 tasks at once, more than the 2" in st.warnings[0]
+
+
+def test_a_status_read_while_slurm_does_not_answer_settles_nothing() -> None:
+    """squeue timed out (a busy controller): job 11's marker says it ended, but only Slurm's word settles a charge,
+    and its silence is no word that it forgot the job. The charge stays held (it was settled at its worst case)."""
+    _books()
+    marked = "job rid=r1 job=11 rc=0 sig=none elapsed=900 limit=3600 res=1,1,100,1,60"
+    st, _ = status_call(cast(Remote, _Cluster(marked, slurm="down")), "lab", PROJECT)
+    assert st.slurm == "down" and st.jobs[0].state == "succeeded"  # the marker describes how it ended
+    charge = next(c for c in Store(PROJECT).load().charges if c.request_id == "r1")
+    assert charge.state == "submitted" and charge.job_costs["11"].gpu_hours_used is None
+    st, _ = status_call(cast(Remote, _Cluster(marked)), "lab", PROJECT)  # Slurm answers and no longer lists it
+    assert [c.job_costs["11"].at_worst for c in Store(PROJECT).archive.charges()] == [True]

@@ -18,6 +18,7 @@ STYLE = {
     "pending": "yellow",
     "blocked": "red",
     "running": "cyan",
+    "ending": "cyan",
     "succeeded": "green",
     "failed": "red",
     "cancelled": "magenta",

@@ -451,6 +451,9 @@ def build(pin: Pin) -> MCPServer:
                 "whole links."
             ),
         ],
+        max_links: Annotated[
+            int | None, Field(ge=1, strict=True, description="Refuse an extension that needs more links.")
+        ] = None,
         code: Code = None,
         exclude: Exclude = None,
     ) -> LaunchReply:
@@ -458,13 +461,15 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.launch import requester
         from rsk.ops.retry import plan_extend
         from rsk.ops.status import status
+        from rsk.request.chain import MAX_LINKS
         from rsk.request.code import snapshot
         from rsk.request.units import parse_seconds
 
         jobs = status(pin.target, pin.project).jobs
         minutes = parse_seconds(budget) // 60  # a budget never grows: whole minutes, rounded down
         request = plan_extend(pin.project, check_token("request id", request_id), jobs, minutes, None,
-                              f"mcp: {requester()}", new_code=code is not None)  # fmt: skip
+                              f"mcp: {requester()}", max_links=max_links or MAX_LINKS,
+                              new_code=code is not None)  # fmt: skip
         return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
 
     @server.tool(

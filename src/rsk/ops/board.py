@@ -77,7 +77,7 @@ class BatchView:
         full = max((j.limit_s or 0 for j in links), default=0)
         live = [j for j in links if j.state not in FINAL]
         budget = sum(j.limit_s or full for j in links if j in live or j in ran)
-        left = sum(max((j.limit_s or full) - (j.elapsed_s or 0), 0) for j in live)
+        left = sum(max((j.limit_s or full) - (j.elapsed_s or 0), 0) for j in live if j.state != "ending")  # it ran
         link, total = (int(x) for x in at.link.split("/"))
         return ChainFacts(link=link, links=total, run_time_s=used, budget_s=budget, left_s=left)
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import remote_for
 from rsk.wire import answers
+from rsk.wire.gres import gpu_types, held_indices  # the one reading of GRES (rsk.wire.gres)
 from rsk.wire.protocol import Output, raise_for_error
 
 
@@ -49,30 +50,6 @@ class GpuInventory(BaseModel):
     total: int
     free: int
     nodes: list[GpuNode]
-
-
-_ITEM = re.compile(r"gpu(?::(?P<type>[^:(,]+))?:(?P<count>\d+)(?:\((?P<extra>[^)]*)\))?")
-
-
-def gpu_types(gres: str) -> list[str | None]:
-    """One entry per GPU index, its type: gpu:a100:2,gpu:v100:1 is [a100, a100, v100]."""
-    out: list[str | None] = []
-    for item in gres.split(","):
-        m = _ITEM.fullmatch(item.strip())
-        if m:
-            out += [m.group("type")] * int(m.group("count"))
-    return out
-
-
-def held_indices(gres: str) -> list[int]:
-    """The GPU indices a GRES string with IDX holds: gpu:fake:3(IDX:0,2-3) is [0, 2, 3]."""
-    found: list[int] = []
-    for m in re.finditer(r"IDX:([0-9,-]+)", gres):
-        for part in m.group(1).split(","):
-            lo, _, hi = part.partition("-")
-            if lo.isdigit():
-                found += range(int(lo), int(hi or lo) + 1)
-    return found
 
 
 _DOWN = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|POWER|MAINT|RESERVED", re.IGNORECASE)

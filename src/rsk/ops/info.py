@@ -3,8 +3,6 @@ grants have left there (one remote call)."""
 
 from __future__ import annotations
 
-import re
-
 from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import remote_for
@@ -12,7 +10,7 @@ from rsk.errors import UsageError
 from rsk.ledger.grants import GrantView, list_grants
 from rsk.ledger.store import Store
 from rsk.request.units import parse_time
-from rsk.wire import answers
+from rsk.wire import answers, gres
 from rsk.wire.protocol import raise_for_error
 
 
@@ -51,21 +49,6 @@ def minutes(slurm_time: str) -> int | None:
         return None
 
 
-def gpus(gres: str) -> tuple[int, list[str]]:
-    """GPUs per node and their types from a GRES string such as gpu:fake:4(S:0) or gpu:a100:8,gpu:2."""
-    count, types = 0, []
-    for item in gres.split(","):
-        fields = re.sub(r"\(.*?\)", "", item).split(":")
-        if fields[0] != "gpu":
-            continue
-        m = re.match(r"\d+", fields[-1])
-        n = int(m.group()) if m else 0
-        count = max(count, n)
-        if len(fields) == 3:
-            types.append(fields[1])
-    return count, types
-
-
 def info(target: str, project: str) -> TargetInfo:
     with remote_for(target) as remote:
         out = remote.call("info")
@@ -73,7 +56,6 @@ def info(target: str, project: str) -> TargetInfo:
     answer = answers.info(out)
     parts = []
     for r in answer.partitions:
-        count, types = gpus(r.gres)
         parts.append(
             Partition(
                 name=r.name,
@@ -83,8 +65,8 @@ def info(target: str, project: str) -> TargetInfo:
                 nodes=r.nodes,
                 cpus_per_node=r.cpus,
                 mem_mb_per_node=r.mem_mb,
-                gpus_per_node=count,
-                gpu_types=types,
+                gpus_per_node=gres.gpu_count(r.gres),  # every GPU of the node, of every type
+                gpu_types=gres.type_names(r.gres),
             )
         )
     policy = answer.policy.rules

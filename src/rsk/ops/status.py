@@ -84,8 +84,8 @@ class JobState(Model):
 
     @property
     def gpu_hours_reserved(self) -> float:
-        """What a job not yet finished may still use at worst."""
-        if self.state in FINAL:
+        """What a job not yet finished may still use at worst (an ending job has run: Slurm says it ended)."""
+        if self.state in FINAL or self.state == "ending":
             return 0.0
         return self.resources.gpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
 
@@ -95,7 +95,7 @@ class JobState(Model):
 
     @property
     def cpu_hours_reserved(self) -> float:
-        if self.state in FINAL:
+        if self.state in FINAL or self.state == "ending":
             return 0.0
         return self.resources.cpu_hours_over((self.limit_s or 0) - (self.elapsed_s or 0))
 
@@ -144,21 +144,31 @@ class Status(Model):
 
 
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
-    facts = answers.status(out).jobs
-    jobs = [job_state(f, slurm_up) for f in facts]
-    _mark_skipped(facts, jobs)
+    return jobs_of(answers.status(out).jobs, slurm_up)
+
+
+def jobs_of(facts: list[JobFacts], slurm_up: bool = True) -> list[JobState]:
+    """Each job's state from its facts, a chain's links known as links (their wrapper's exit is the chain's signal),
+    then what a workflow's and a chain's order says of the tasks that will never run."""
+    number = _link_numbers(facts)
+    jobs = [job_state(f, slurm_up, link=id(f) in number) for f in facts]
+    _mark_skipped(facts, jobs, number)
     return jobs
 
 
-def _mark_skipped(facts: list[JobFacts], jobs: list[JobState]) -> None:
+def _link_numbers(facts: list[JobFacts]) -> dict[int, int]:
+    """A chain (and its extensions, B.a2, ...): its links are tasks link1 .. linkN, numbered across them (by the id
+    of each link's facts)."""
+    chains = {attempt_of(f.rid)[0] for f in facts if any(cond == "notok" for _, cond in f.needs)}
+    return {id(f): int(f.task[4:]) for f in facts
+            if attempt_of(f.rid)[0] in chains and f.task.startswith("link") and f.task[4:].isdigit()}  # fmt: skip
+
+
+def _mark_skipped(facts: list[JobFacts], jobs: list[JobState], number: dict[int, int]) -> None:
     """A workflow's task whose needed task ended in a way its need excludes is `skipped`, naming that task (a
     skip passes on: tasks are taken in a workflow's order, each after what it needs); a pending one says what
     it waits for. A chain's link that Slurm stopped at its time limit is `stopped`: the next link goes on."""
     by_idx = {(f.rid, f.idx): j for f, j in zip(facts, jobs, strict=True) if f.idx is not None}
-    # a chain (and its extensions, B.a2, ...): its links are tasks link1 .. linkN, numbered across them
-    chains = {attempt_of(f.rid)[0] for f in facts if any(cond == "notok" for _, cond in f.needs)}
-    number = {id(f): int(f.task[4:]) for f in facts
-              if attempt_of(f.rid)[0] in chains and f.task.startswith("link") and f.task[4:].isdigit()}  # fmt: skip
     size: dict[str, int] = {}
     for f in facts:
         if id(f) in number:
@@ -201,8 +211,8 @@ def _unneeded(cause: str, ended: str, link: JobState | None) -> str:
     return f"(not run: the chain ended at {cause}, {ended})"
 
 
-def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
-    """One job's state from the facts its @@job line carries (rsk.wire.states decides)."""
+def job_state(f: JobFacts, slurm_up: bool = True, link: bool = False) -> JobState:
+    """One job's state from the facts its @@job line carries (rsk.wire.states decides); `link`: a chain's."""
     nodes, cpus, mem, gpus = (f.res + [None] * 5)[:4]
     step = states.Step(at=f.st, lease=f.st_lease, why=f.st_why, returned=f.st_ret) if f.st else None
     facts = states.Facts(
@@ -217,6 +227,7 @@ def job_state(f: JobFacts, slurm_up: bool = True) -> JobState:
         reason=states.pending_reason(f.where),
         step=step,
         stop=f.stop,
+        link=link,
     )
     state = states.job_state(facts)
     elapsed = f.sq_elapsed if f.sq_elapsed is not None else facts.elapsed_s
@@ -338,14 +349,15 @@ def _slurm_record(f: JobFacts) -> tuple[int, int | None] | None:
     return None
 
 
-def ended_records(jobs: list[JobState]) -> dict[str, guard.SlurmRecord]:
-    """The ended jobs and Slurm's record of each: what Slurm says they used, or None when Slurm no longer lists
-    a job (forgotten, MinJobAge) whose end nobody captured: it counts its worst case."""
+def ended_records(jobs: list[JobState], slurm_up: bool = True) -> dict[str, guard.SlurmRecord]:
+    """The ended jobs and Slurm's record of each: what Slurm says they used, or None when Slurm answered and no
+    longer lists a job (forgotten, MinJobAge) whose end nobody captured: it counts its worst case. Slurm's silence
+    (squeue failed: a controller down or too busy to answer) is no word that it forgot a job."""
     ended: dict[str, guard.SlurmRecord] = {}
     for j in jobs:
         if j._slurm_record is not None:
             ended[j.job_id] = j._slurm_record
-        elif j.state in FINAL and not j._slurm_listed:
+        elif slurm_up and j.state in FINAL and not j._slurm_listed:
             ended[j.job_id] = None
     return ended
 
@@ -362,8 +374,7 @@ def status_call(remote: Remote, target: str, project: str,
     raise_for_error(out)
     answer = answers.status(out)
     up = answer.slurm_up
-    jobs = [job_state(f, slurm_up=up) for f in answer.jobs]
-    _mark_skipped(answer.jobs, jobs)
+    jobs = jobs_of(answer.jobs, up)
     for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
         if j.job_id in held:
             j.request_id = held[j.job_id]
@@ -376,7 +387,7 @@ def status_call(remote: Remote, target: str, project: str,
         by_request.setdefault(j.request_id, []).append(j.job_id)
     # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
     never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
-    ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs), never)
+    ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs, up), never)
     return flag_throttle(flag_unbooked(mark_undecided(st, ledger), ledger), ledger), answer
 
 

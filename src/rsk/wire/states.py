@@ -4,6 +4,8 @@ Sources, most direct first: squeue (while Slurm remembers the job), the run mark
 writes (exit code and signal, kept after Slurm forgets), sacct where accounting works, and the journal's
 record of a cancel rsk asked for. A lease's step is not a Slurm job: until it has run, its place in its
 lease's queue and its lease's state say what it is (`Step`); once it ran, its markers, as a job's.
+
+Nothing is guessed from missing evidence (docs/adr/0062): a state is final only on a fact that settles it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ State = Literal[
     "skipped",
     "lost",
     "unknown",
+    "ending",
 ]
 FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-out", "stopped", "skipped", "lost"})
 # a chain's link that stopped short of success: the next link goes on (Slurm's afternotok)
@@ -40,9 +43,17 @@ _RUNNING = {"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT", "RESIZING"}
 # The one active-state set of both sides: what the cap counts, what keeps a lease live, pending or running
 # for rsk status. rsk.wire.bundle ships it to the cluster (active() in the awk library).
 ACTIVE: frozenset[str] = frozenset(_PENDING | _RUNNING)
-# the states in which Slurm has let go of a job's allocation for good: its run time is final
-_ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
-          "NODE_FAIL"}  # fmt: skip
+# the states in which Slurm has let go of a job's allocation for good (its run time is final), and what each says of
+# the job, read the same from squeue and from sacct
+_ENDED_AS: dict[str, State] = {
+    "COMPLETED": "succeeded", "FAILED": "failed", "OUT_OF_MEMORY": "failed", "BOOT_FAIL": "failed",
+    "NODE_FAIL": "lost", "TIMEOUT": "timed-out", "DEADLINE": "timed-out", "CANCELLED": "cancelled",
+    "PREEMPTED": "cancelled",
+}  # fmt: skip
+_ENDED = frozenset(_ENDED_AS)
+# the ends the job wrapper chooses by its exit code; a chain's link exits 0 to end its chain and 75 to go on, whatever
+# its command did (docs/adr/0033), so for a link they say which, and only its marker says how it ended
+_WRAPPERS_END = frozenset({"COMPLETED", "FAILED"})
 
 # Slurm's pending reasons that never clear by themselves (squeue's %R, Slurm's word: a job sets none of it):
 # the job asks more than a maximum per job allows, or depends on what can no longer happen. Such a job is
@@ -131,6 +142,7 @@ class Facts:
     reason: str = ""  # squeue's pending reason (Slurm's word; "" for a lease's step, whose queue a job can write)
     stop: str = ""  # a chain's link: why it stopped short of success, from its marker (yielded, time-limit, ...)
     step: Step | None = None  # a lease's step: its queue entry
+    link: bool = False  # a chain's link: its wrapper's exit code is its chain's signal, not its outcome
 
 
 def skipped_by(state: State, needs: list[tuple[str, str, State]]) -> str | None:
@@ -168,32 +180,17 @@ def job_state(f: Facts) -> State:
             near_limit = f.limit_s is not None and (f.elapsed_s or 0) + 5 >= f.limit_s
             return "timed-out" if near_limit else "cancelled"
         return "succeeded" if f.rc == 0 else "failed"
-    if not sq and f.sacct:
-        return _from_sacct(f.sacct)
-    if sq == "COMPLETED":
-        return "succeeded"
-    if sq in ("FAILED", "OUT_OF_MEMORY", "BOOT_FAIL"):
-        return "failed"
-    if sq == "NODE_FAIL":
-        return "lost"
-    if not f.slurm_up:
+    slurm = sq or f.sacct  # Slurm's word on how it ended: squeue's while it lists the job, else sacct's
+    if slurm in _WRAPPERS_END and f.link:
+        # no marker (yet: written as the job ends, seen late on a shared file system; or never: its wrapper was
+        # killed): `ending` while Slurm lists the link, `lost` once squeue forgot it, so no marker will come
+        return "ending" if sq else "lost"
+    if slurm in _ENDED_AS:
+        return _ENDED_AS[slurm]
+    if slurm in ACTIVE:  # sacct lags the controller: where squeue forgot the job, it may not have heard of its end
+        return "running" if slurm in _RUNNING else "pending"
+    if not f.slurm_up or slurm:  # Slurm did not answer, or said what rsk cannot read: nothing settles it
         return "unknown"
     if f.cancel_requested:
         return "cancelled"
     return "lost"
-
-
-def _from_sacct(state: str) -> State:
-    if state == "COMPLETED":
-        return "succeeded"
-    if state in ("TIMEOUT", "DEADLINE"):
-        return "timed-out"
-    if state in ("CANCELLED", "PREEMPTED"):
-        return "cancelled"
-    if state in ("NODE_FAIL", "BOOT_FAIL"):
-        return "lost"
-    if state in ("PENDING", "REQUEUED", "SUSPENDED"):
-        return "pending"
-    if state == "RUNNING":
-        return "running"
-    return "failed"
