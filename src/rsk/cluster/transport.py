@@ -13,6 +13,7 @@ import os
 import select
 import shlex
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -284,12 +285,11 @@ class Connection:
                 "check the user and identity_file in the target (or ssh-agent); try `ssh` with the same settings",
             ) from exc
         except paramiko.ProxyCommandFailure as exc:
-            raise ConnectError(
-                f"the ProxyCommand for {ep.host} ended before SSH could begin: {exc}",
-                f"run it by hand to see why ({ep.proxy_command}); try again once it connects",
-                code="proxy-command",
-            ) from exc
+            raise self._proxy_ended(ep, str(exc)) from exc
         except paramiko.SSHException as exc:
+            ended = _proxy_exit(sock)
+            if ended is not None:  # the banner read saw its end of file: the proxy, not the host, is why
+                raise self._proxy_ended(ep, f"exit status {ended}") from exc
             if "no authentication methods available" in str(exc).lower():
                 raise ConfigError(
                     f"authentication failed for {where}: no key to offer",
@@ -323,6 +323,14 @@ class Connection:
         _no_delay(client)
         self._clients.append(client)
         return client
+
+    @staticmethod
+    def _proxy_ended(ep: Endpoint, why: str) -> ConnectError:
+        return ConnectError(
+            f"the ProxyCommand for {ep.host} ended before SSH could begin: {why}",
+            f"run it by hand to see why ({ep.proxy_command}); try again once it connects",
+            code="proxy-command",
+        )
 
     def _hop(self, spec: str, first: bool) -> Endpoint:
         """A ProxyJump hop, [user@]host[:port], resolved through ssh_config like any host."""
@@ -449,6 +457,17 @@ class Pool:
             for conn in self._conns.values():
                 conn.shut()
             self._conns.clear()
+
+
+def _proxy_exit(sock: Any) -> int | None:
+    """The exit status of a ProxyCommand that has ended (its end of file can come a moment before its exit)."""
+    process = getattr(sock, "process", None)
+    if process is None:
+        return None
+    try:
+        return int(process.wait(timeout=1))
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def connect(target: Target) -> Connection:
