@@ -65,7 +65,8 @@ xdist=""
 status=0
 echo "== pytest: unit and CLI" >&2
 t=$(date +%s)
-"$PY" -m pytest -q -m "not lab" || status=1
+# shellcheck disable=SC2086  # (in a worker per core, as --quick does)
+"$PY" -m pytest -q ${xdist:+-n auto --dist loadfile -p no:benchmark} -m "not lab" || status=1
 took "pytest unit and CLI" "$t"
 # bats runs as the cluster user against the lab's Slurm while the lab tests run: each suite has remote
 # roots, projects and (for fault injection) shims of its own; its output follows when both are done
