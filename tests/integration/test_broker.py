@@ -89,7 +89,7 @@ def test_an_agent_of_another_user_gets_only_what_the_ledger_allows(
     forged = as_agent(broker, "/usr/bin/python3", "-c", (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': sys.argv[2:], 'env': {'RSK_REQUESTER': 'the human'}})"
         ".encode() + b'\\n')\n"
         "print(s.makefile().read())"
@@ -154,7 +154,7 @@ def test_an_agents_script_and_tasks_travel_as_content_and_the_broker_opens_no_pa
     forged = as_agent(broker, "/usr/bin/python3", "-c", (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': sys.argv[2:]}).encode() + b'\\n' + b'{}\\n')\n"
         "print(s.makefile().read())"
     ), str(broker), "plan", "-t", "lab", "-p", project, "--script", str(LAB_DIR / "id_ed25519"))  # fmt: skip
@@ -244,7 +244,7 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
         "    i = tarfile.TarInfo(name); i.size = 3; t.addfile(i, io.BytesIO(b'bad'))\n"
         "t.close(); data = buf.getvalue()\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "req = {'v': 3, 'op': 'run', 'project_file': None, "
+        "req = {'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': sys.argv[2:]}\n"
         "sent = {'code': {'path': '/x', 'size': len(data)}}\n"
         "s.sendall(json.dumps(req).encode() + b'\\n' + json.dumps(sent).encode() + b'\\n' + data)\n"

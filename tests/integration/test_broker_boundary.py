@@ -148,7 +148,7 @@ def forged_status(broker: Path, cwd: Path) -> Any:
     return as_agent(broker, "/usr/bin/python3", "-c", (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
         " + b'\\n')\n"
         "print(s.makefile().read())"
@@ -351,7 +351,7 @@ def test_a_forged_upload_with_a_git_directory_runs_nothing_as_the_human(lab: Lab
         "t.close(); data = buf.getvalue()\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
         "argv = ['plan', '-t', 'lab', '-p', sys.argv[3], '--code', '/home/rskagent', '--', 'sh', 'run.sh']\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': argv, 'cwd': '/'}).encode() + b'\\n')\n"
         "f = s.makefile('rb')\n"
         "want = json.loads(f.readline())['want']\n"
