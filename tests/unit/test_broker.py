@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rsk.broker.server import Config, Request, parse_allow, prepare_directory, refusal, rights_of
-from rsk.errors import StateError
+from rsk.errors import RskError, StateError
 from rsk.local.caller import Caller, Rights
 
 ME = os.getuid()
@@ -557,3 +557,48 @@ def test_a_client_of_another_wire_version_is_told_to_run_it_again_and_nothing_ru
     # what a broker of wire version 2 answers this client: it runs the command itself, and knows the version
     said = _Older(OLDER + "4; this broker speaks 2 (one rsk for both)\nhint: use rsk's own client\n")
     assert said.version == 2
+
+
+def test_in_the_broker_the_client_writes_where_a_fetch_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADR 0065: a command in the broker never opens the caller's destination; each step goes to the caller's
+    client (`put` frames), which writes with the no-link walk, and its errors (a link, rsk's own state) come back
+    as the command's."""
+    import threading
+
+    from rsk.broker.server import Broker
+    from rsk.broker_client import _through
+    from rsk.local.caller import acting_for
+    from rsk.ops.fetch import _dest
+
+    monkeypatch.setenv("RSK_BROKER", str(tmp_path / "s" / "b.sock"))
+    monkeypatch.setenv("RSK_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "s").mkdir(mode=0o700)
+    said: list[str] = []
+
+    def runner(argv: list[str], who: Caller) -> int:
+        with acting_for(who):
+            try:
+                with _dest(Path(argv[1])) as to:
+                    have = to.resume("d/f.txt")
+                    to.append("d/f.txt", have, b"bytes")
+                    to.finish("d/f.txt", 5)
+                    to.put("whole.txt", b"whole")
+                    assert to.digest("whole.txt")[1] == 5 and to.present(["whole.txt", "no"]) == ["whole.txt"]
+            except RskError as exc:
+                said.append(exc.code)
+                return int(exc.exit_code)
+        return 0
+
+    broker = Broker(Config(socket=tmp_path / "s" / "b.sock"), runner)  # type: ignore[arg-type]
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+    try:
+        assert _through(str(tmp_path / "s" / "b.sock"), ["status", str(tmp_path / "out")]) == 0
+        assert (tmp_path / "out" / "d" / "f.txt").read_bytes() == b"bytes"
+        assert (tmp_path / "out" / "whole.txt").read_bytes() == b"whole"
+        assert _through(str(tmp_path / "s" / "b.sock"), ["status", str(tmp_path / "home" / "projects")]) == 2
+        assert said == ["rsk-own"] and not (tmp_path / "home" / "projects").exists()
+    finally:
+        broker.stopping.set()
+        broker.close()
