@@ -49,10 +49,10 @@ else:
 
     _scan = make_scanner(_Plain())  # type: ignore[arg-type]
 
-WIRE_VERSION = 3  # rsk.broker.server.Request
+WIRE_VERSION = 4  # rsk.broker.server.Request
 PROJECT_FILE = ".rsk.toml"  # rsk.local.project.NAME
 MAX_PROJECT_FILE = 1 << 16
-MAX_CONTENT = 16 << 20  # larger files are not sent (the broker's own user's are read there)
+MAX_CONTENT = 16 << 20  # larger files are not sent (the command says so)
 EXIT_CONNECT = 75
 EXIT_CONFIG = 78
 AUTO_IDLE_S = 600.0  # the automatic broker's idle exit (RSK_BROKER_IDLE), as a ControlPersist of 10 minutes
@@ -349,36 +349,47 @@ class _NotSent(Exception):
 
 
 def _send_wanted(sock: Any, want: dict[str, Any]) -> None:
-    """The files the broker asked for, read as this user: --script and --tasks as text, then --code's
-    directory as a tar of its files (after the line that gives its size)."""
+    """The files the broker asked for, read as this user (the broker opens no path a caller names, ADR 0064):
+    --script and --tasks as text, then --code's files listed as [name, size, executable] and their bytes after
+    the line, one after another; never an archive. What keeps --code from being sent goes as its `error`."""
     files: dict[str, str] = {}
     unread: dict[str, object] = {}
     for path in want.get("files") or []:
         _read_into(files, unread, str(path))
     sent: dict[str, object] = {"files": files}
-    if unread:  # only then: a broker of the same wire version from before takes the line as it always did
+    if unread:
         sent["unread"] = unread
-    upload = None
-    if (code := want.get("code")) is not None:
+    code = None
+    if (root := want.get("code")) is not None:
+        from rsk.errors import RskError
+        from rsk.local.handover import CodeFiles
+
+        code = CodeFiles(str(root), [str(e) for e in want.get("exclude") or []])
         try:
-            upload, size = _pack(str(code), [str(e) for e in want.get("exclude") or []])
-        except (OSError, ValueError) as exc:
-            raise _NotSent(f"error: --code {code}: cannot send it to the broker: {exc}\n"
-                           "hint: fix what it says, or leave out --code") from None  # fmt: skip
-        sent["code"] = {"path": code, "size": size}
+            sent["code"] = {"path": root, "files": code.listing()}
+        except RskError as exc:
+            code.close()
+            code = None
+            sent["code"] = {"path": root, "error": f"--code {root}: cannot send it to the broker: {exc.message}",
+                            "hint": exc.hint or ""}  # fmt: skip
     sock.sendall((dumps(sent) + "\n").encode())
-    if upload is not None:
-        while chunk := upload.read(1 << 20):
-            sock.sendall(chunk)
-        upload.close()
+    if code is not None:
+        try:
+            code.send(sock.sendall)
+        except Exception as exc:  # the broker has the listing: it stops reading at the first file cut short
+            raise _NotSent(f"error: --code {root}: {exc}\nhint: nothing was done; run it again") from None
+        finally:
+            code.close()
 
 
-def _pack(root: str, excludes: list[str]) -> tuple[Any, int]:
-    from rsk.codelist import pack
+def _serve_put(reader: _Reader, sock: Any, put: dict[str, Any], places: dict[str, Any]) -> None:
+    """One step of a fetch the broker asked this client to write (rsk.local.handover.serve): the step's bytes
+    follow its frame; the answer goes back as one line. The file is written by this process, as this user."""
+    from rsk.local.handover import serve
 
-    if not os.path.isdir(root) or not os.access(root, os.R_OK | os.X_OK):
-        raise ValueError("not a directory this user can read")
-    return pack(root, excludes)
+    size = put.get("size")
+    data = reader.exact(size if isinstance(size, int) and size >= 0 else 0)
+    sock.sendall((dumps(serve(put, data, places)) + "\n").encode())
 
 
 def _forward_stdin(sock: Any) -> None:
@@ -429,17 +440,38 @@ def loads(line: bytes) -> Any:
     return value
 
 
+class _Reader:
+    """The broker's frames, one per line, as they arrive; and the bytes that follow a `put` frame."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def frame(self) -> Any:
+        """The next frame, or None at the end of the connection."""
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return loads(line)
+
+    def exact(self, size: int) -> bytes:
+        while len(self.buf) < size:
+            chunk = self.sock.recv(max(65536, size - len(self.buf)))
+            if not chunk:
+                raise OSError("the broker closed the socket inside a step's bytes")
+            self.buf += chunk
+        data, self.buf = self.buf[:size], self.buf[size:]
+        return data
+
+
 def _frames(sock: Any) -> Any:
     """The broker's frames, one per line, as they arrive."""
-    buf = b""
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            return
-        buf += chunk
-        *lines, buf = buf.split(b"\n")
-        for line in lines:
-            yield loads(line)
+    reader = _Reader(sock)
+    while (frame := reader.frame()) is not None:
+        yield frame
 
 
 OLDER = "error: malformed broker request: wire version "  # what a broker of wire version 2 answers a newer client
@@ -447,8 +479,18 @@ OLDER = "error: malformed broker request: wire version "  # what a broker of wir
 
 def _pump(sock: Any) -> int:
     """Copy the broker's frames to stdout and stderr as they come; the last frame is the exit code."""
+    reader = _Reader(sock)
+    places: dict[str, Any] = {}  # where this command's fetch writes, each opened once (rsk.local.handover.Place)
+    try:
+        return _pump_frames(sock, reader, places)
+    finally:
+        for place in places.values():
+            place.close()
+
+
+def _pump_frames(sock: Any, reader: _Reader, places: dict[str, Any]) -> int:
     first = True
-    for frame in _frames(sock):
+    while (frame := reader.frame()) is not None:
         if first and str(frame.get("e", "")).startswith(OLDER):  # nothing ran: the command runs here
             raise _Older(frame["e"])
         first = False
@@ -464,6 +506,8 @@ def _pump(sock: Any) -> int:
             sys.stdout.write(json.dumps(frame["info"]) + "\n")
         elif "want" in frame:
             _send_wanted(sock, frame["want"])
+        elif "put" in frame:
+            _serve_put(reader, sock, frame["put"], places)
         elif "stale" in frame:
             raise _Stale
         elif "rc" in frame:

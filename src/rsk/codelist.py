@@ -1,5 +1,5 @@
-"""Which files of a directory `--code` sends (standard library only: the broker's client lists and packs
-them for an agent that runs as another user, and rsk.request.code snapshots them).
+"""Which files of a directory `--code` sends (standard library only: a brokered command's client lists and
+sends them, rsk.request.code snapshots them, and the broker takes only names of the same rule).
 
 The files git would track, when the directory is in a git work tree (its .gitignore is respected), else
 every file; minus rsk's default excludes and the caller's globs, matched against the whole relative path
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 import subprocess
 
 MAX_BYTES = 256 * 1024 * 1024  # the most a snapshot may hold
+MAX_FILES = 100_000  # the most files a snapshot may hold
 RESULTS_DIR = "rsk-results"  # where fetched files land by default (rsk.ops.fetch): never part of a snapshot
 DEFAULT_EXCLUDES = (".git", ".rsk.toml", "__pycache__", "*.pyc", ".venv", "venv", "node_modules", ".mypy_cache",
                     ".pytest_cache", ".ruff_cache", "*.rsk-part", RESULTS_DIR)  # fmt: skip
@@ -54,25 +56,12 @@ def selected(root: str, excludes: list[str] | tuple[str, ...] = (), git: bool = 
     return [rel for rel in sorted(set(listed(root, git))) if not excluded(rel, patterns)]
 
 
-def pack(root: str, excludes: list[str]) -> tuple[object, int]:
-    """The files `--code root` takes, as an uncompressed tar in a temporary file: (the file, its size). For
-    the broker's client of another user, which reads its own files and sends them. ValueError says why not."""
-    import tarfile
-    import tempfile
+_NAME = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
 
-    out = tempfile.TemporaryFile()  # noqa: SIM115 (returned: the caller streams and closes it)
-    total = 0
-    with tarfile.open(fileobj=out, mode="w") as tar:
-        for rel in selected(root, excludes):
-            full = os.path.join(root, rel)
-            if os.path.islink(full):
-                raise ValueError(f"{rel} is a symlink (rsk copies regular files only: exclude it with --exclude)")
-            if not os.path.isfile(full):
-                continue
-            total += os.path.getsize(full)
-            if total > MAX_BYTES:
-                raise ValueError(f"it holds more than the {MAX_BYTES >> 20} MiB cap (exclude data with --exclude)")
-            tar.add(full, arcname=rel, recursive=False)
-    size = out.tell()
-    out.seek(0)
-    return out, size
+
+def travels(rel: str) -> bool:
+    """Whether a snapshot may hold a file of this relative name: names of A-Z a-z 0-9 . _ + @ : , - and /, no empty,
+    `.` or `..` part, not starting with `-`, at most 4096 bytes. One rule for the snapshot, the client that sends
+    its files and the broker that takes them."""
+    return (len(rel) <= 4096 and bool(_NAME.fullmatch(rel)) and not rel.startswith("-")
+            and all(c not in (".", "..") and len(c) <= 255 for c in rel.split("/")))  # fmt: skip

@@ -171,3 +171,20 @@ class ProtocolError(RskError):
     exit_code = Exit.CONNECT
     code = "protocol"
     retry_after = 30.0
+
+
+_BY_EXIT = {c.exit_code: c for c in (UsageError, DeniedError, PendingApproval, ConflictError, StateError, CapReached,
+                                     RejectedError, UnavailableError, RemoteRootError, ConnectError, NeedsHuman,
+                                     ConfigError)}  # fmt: skip
+_KEYS = ("schema_version", "error", "exit_code", "message", "hint", "retryable", "retry_after")
+
+
+def from_json(doc: dict[str, object]) -> RskError:
+    """The error an error document (RskError.to_json) describes, of the class its exit code names: an error raised
+    in another process (a brokered command's client, ADR 0065) said here as that process would have said it."""
+    code = doc.get("exit_code")
+    cls = _BY_EXIT.get(Exit(code), RskError) if isinstance(code, int) and code in set(Exit) else RskError
+    hint = doc.get("hint")
+    details = {k: v for k, v in doc.items() if k not in _KEYS}
+    return cls(str(doc.get("message", "")), hint if isinstance(hint, str) else None, details=details,
+               code=str(doc.get("error", cls.code)))  # fmt: skip

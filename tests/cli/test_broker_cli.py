@@ -83,7 +83,7 @@ def test_human_acts_never_go_through_the_broker(sock: Path, tmp_path: Path) -> N
     # a hand-made message asking the broker for a human act is refused, whatever it says about itself
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(str(sock))
-    s.sendall(json.dumps({"v": 3, "op": "run", "project_file": None, "argv": ["grant", "revoke", "g-1", "--yes"],
+    s.sendall(json.dumps({"v": 4, "op": "run", "project_file": None, "argv": ["grant", "revoke", "g-1", "--yes"],
                           "env": {"RSK_REQUESTER": "the human"}}).encode() + b"\n")  # fmt: skip
     frames = [json.loads(line) for line in s.makefile("rb")]
     s.close()

@@ -89,7 +89,7 @@ def test_an_agent_of_another_user_gets_only_what_the_ledger_allows(
     forged = as_agent(broker, "/usr/bin/python3", "-c", (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': sys.argv[2:], 'env': {'RSK_REQUESTER': 'the human'}})"
         ".encode() + b'\\n')\n"
         "print(s.makefile().read())"
@@ -154,7 +154,7 @@ def test_an_agents_script_and_tasks_travel_as_content_and_the_broker_opens_no_pa
     forged = as_agent(broker, "/usr/bin/python3", "-c", (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': sys.argv[2:]}).encode() + b'\\n' + b'{}\\n')\n"
         "print(s.makefile().read())"
     ), str(broker), "plan", "-t", "lab", "-p", project, "--script", str(LAB_DIR / "id_ed25519"))  # fmt: skip
@@ -236,21 +236,24 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
     # a directory the agent cannot read is not sent, and not opened by the broker either
     r = agent_rsk(broker, "launch", "-t", "lab", "-p", project, "--code", str(rsk_env), "--json", "--", "true")
     assert r.rc == Exit.USAGE and "cannot send it" in r.err, r.out + r.err
-    # a hand-made upload whose tar climbs out of the broker's directory
+    # hand-made uploads: a tar (as clients before wire version 4 sent), and records whose names climb out of the
+    # broker's directory: each refused whole, nothing written anywhere
     forged = as_agent(broker, "/usr/bin/python3", "-c", (
         "import io, json, socket, sys, tarfile\n"
         "buf = io.BytesIO(); t = tarfile.open(fileobj=buf, mode='w')\n"
         "for name in ('../../tmp/rsk-escaped', '/tmp/rsk-escaped-abs'):\n"
         "    i = tarfile.TarInfo(name); i.size = 3; t.addfile(i, io.BytesIO(b'bad'))\n"
         "t.close(); data = buf.getvalue()\n"
-        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "req = {'v': 3, 'op': 'run', 'project_file': None, "
-        "'argv': sys.argv[2:]}\n"
-        "sent = {'code': {'path': '/x', 'size': len(data)}}\n"
-        "s.sendall(json.dumps(req).encode() + b'\\n' + json.dumps(sent).encode() + b'\\n' + data)\n"
-        "print(s.makefile().read())"
+        "req = {'v': 4, 'op': 'run', 'project_file': None, 'argv': sys.argv[2:]}\n"
+        "for code in ({'path': '/x', 'size': len(data)}, {'path': '/x', 'files': [['../../tmp/rsk-escaped', 3, 0]]},\n"
+        "             {'path': '/x', 'files': [['/tmp/rsk-escaped-abs', 3, 0]]}):\n"
+        "    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
+        "    body = data if 'size' in code else b'bad'\n"
+        "    s.sendall(json.dumps(req).encode() + b'\\n' + json.dumps({'code': code}).encode() + b'\\n' + body)\n"
+        "    print(s.makefile().read())"
     ), str(broker), "launch", "-t", "lab", "-p", project, "--code", "/x", "--", "true")  # fmt: skip
-    assert '{"rc": 2}' in forged.out and "did not arrive whole" in forged.out, forged.out + forged.err
+    assert forged.out.count('{"rc": 2}') == 3 and "did not arrive whole" in forged.out, forged.out + forged.err
+    assert "did not come" in forged.out, forged.out
     assert not Path("/tmp/rsk-escaped").exists() and not Path("/tmp/rsk-escaped-abs").exists()
     assert len(lab.jobs_named(f"rsk:{project}:code")) == 1
 

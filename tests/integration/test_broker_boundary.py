@@ -148,7 +148,7 @@ def forged_status(broker: Path, cwd: Path) -> Any:
     return as_agent(broker, "/usr/bin/python3", "-c", (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': ['status', '-t', 'lab'], 'cwd': sys.argv[2]}).encode()"
         " + b'\\n')\n"
         "print(s.makefile().read())"
@@ -336,26 +336,21 @@ def test_the_generated_argv_of_another_user_stays_in_its_project(
 
 def test_a_forged_upload_with_a_git_directory_runs_nothing_as_the_human(lab: Lab, project: str, broker: Path) -> None:
     """A hand-made `--code` upload that carries `.git/config` with an fsmonitor command: git would run it
-    as the human while listing the files. The broker never runs git on files another user sent."""
+    as the human while listing the files. The broker never runs git on files a client sent."""
     grant(project, "--jobs", "5", "--max-gpus", "0")
     marker = Path(f"/tmp/rsk-fsmonitor-{uuid.uuid4().hex[:8]}")
     forged = as_agent(broker, "/usr/bin/python3", "-c", (
-        "import io, json, socket, sys, tarfile\n"
-        "buf = io.BytesIO(); t = tarfile.open(fileobj=buf, mode='w')\n"
-        "for d in ('.git', '.git/objects', '.git/refs'):\n"
-        "    i = tarfile.TarInfo(d); i.type = tarfile.DIRTYPE; i.mode = 0o755; t.addfile(i)\n"
+        "import json, socket, sys\n"
         "files = {'.git/HEAD': b'ref: refs/heads/main\\n', 'run.sh': b'echo ran\\n',\n"
         "         '.git/config': ('[core]\\n\\tfsmonitor = \"touch ' + sys.argv[2] + '; false\"\\n').encode()}\n"
-        "for name, data in files.items():\n"
-        "    i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))\n"
-        "t.close(); data = buf.getvalue()\n"
         "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])\n"
         "argv = ['plan', '-t', 'lab', '-p', sys.argv[3], '--code', '/home/rskagent', '--', 'sh', 'run.sh']\n"
-        "s.sendall(json.dumps({'v': 3, 'op': 'run', 'project_file': None, "
+        "s.sendall(json.dumps({'v': 4, 'op': 'run', 'project_file': None, "
         "'argv': argv, 'cwd': '/'}).encode() + b'\\n')\n"
         "f = s.makefile('rb')\n"
         "want = json.loads(f.readline())['want']\n"
-        "s.sendall(json.dumps({'code': {'path': want['code'], 'size': len(data)}}).encode() + b'\\n' + data)\n"
+        "code = {'path': want['code'], 'files': [[n, len(d), False] for n, d in files.items()]}\n"
+        "s.sendall(json.dumps({'code': code}).encode() + b'\\n' + b''.join(files.values()))\n"
         "print(f.read().decode())"
     ), str(broker), str(marker), project)  # fmt: skip
     try:

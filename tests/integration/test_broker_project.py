@@ -73,7 +73,7 @@ def _forged(sock: Path, cwd: Path, project_file: dict[str, Any] | None, *argv: s
 
     s = socket.socket(socket.AF_UNIX)
     s.connect(str(sock))
-    req = {"v": 3, "op": "run", "argv": list(argv), "cwd": str(cwd), "env": {}, "project_file": project_file}
+    req = {"v": 4, "op": "run", "argv": list(argv), "cwd": str(cwd), "env": {}, "project_file": project_file}
     s.sendall(json.dumps(req).encode() + b"\n")
     with s, s.makefile() as f:
         frames = [json.loads(line) for line in f]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rsk.broker.server import Config, Request, parse_allow, prepare_directory, refusal, rights_of
-from rsk.errors import StateError
+from rsk.errors import RskError, StateError
 from rsk.local.caller import Caller, Rights
 
 ME = os.getuid()
@@ -19,7 +19,7 @@ OWNER = Rights(uid=ME, user="me")
 
 
 def req(*argv: str, op: str = "run", **kw: object) -> Request:
-    return Request.model_validate({"v": 3, "op": op, "argv": list(argv), **kw})
+    return Request.model_validate({"v": 4, "op": op, "argv": list(argv), **kw})
 
 
 def other(projects: frozenset[str] | None = frozenset({"p1"})) -> Rights:
@@ -99,7 +99,7 @@ def test_a_project_is_checked_where_it_is_resolved(tmp_path: Path, monkeypatch: 
 
 def test_a_request_is_validated_whole() -> None:
     with pytest.raises(ValueError):
-        Request.model_validate({"v": 3, "op": "run", "argv": ["approve"], "uid": 0})  # no field claims identity
+        Request.model_validate({"v": 4, "op": "run", "argv": ["approve"], "uid": 0})  # no field claims identity
     with pytest.raises(ValueError):
         Request.model_validate({"v": 1, "op": "run"})
 
@@ -133,8 +133,8 @@ def test_the_socket_directory_must_be_our_own_real_directory(tmp_path: Path) -> 
 def test_target_files_never_come_from_the_callers_tree(tmp_path: Path) -> None:
     """Not another user's, and not the owner's own either (ADR 0054): whoever writes the tree could name a
     host, a key, or an ssh_config whose ProxyCommand runs as the human."""
-    from rsk.cluster.targets import search_dirs
     from rsk.local.caller import acting_for
+    from rsk.local.paths import search_dirs
 
     def dirs(owner: bool) -> list[Path]:
         with acting_for(as_caller(tmp_path, OWNER if owner else other())):
@@ -167,7 +167,7 @@ def test_past_its_caps_the_broker_says_to_retry(tmp_path: Path) -> None:
     def ask() -> socket.socket:
         s = socket.socket(socket.AF_UNIX)
         s.connect(str(sock))
-        s.sendall(json.dumps({"v": 3, "op": "run", "project_file": None, "argv": ["status"]}).encode() + b"\n")
+        s.sendall(json.dumps({"v": 4, "op": "run", "project_file": None, "argv": ["status"]}).encode() + b"\n")
         return s
 
     try:
@@ -194,7 +194,7 @@ def test_the_clients_own_json_is_the_json_modules() -> None:
 
     from rsk.broker_client import dumps, loads
 
-    req = {"v": 3, "op": "run", "argv": ["launch", "--", "echo", 'a "b" \\ c', "é€😀", "\udcff", "\x00\n\t"],
+    req = {"v": 4, "op": "run", "argv": ["launch", "--", "echo", 'a "b" \\ c', "é€😀", "\udcff", "\x00\n\t"],
            "cwd": "/tmp/x y", "env": {"RSK_PROJECT": "p", "CODEX_X": ""}, "tty": False, "columns": 200,
            "ppid": -1, "none": None, "yes": True, "tuple": (1, 2)}  # fmt: skip
     assert dumps(req) == json.dumps(req)
@@ -209,8 +209,8 @@ def test_the_clients_own_json_is_the_json_modules() -> None:
 
 
 def test_the_broker_reads_another_users_files_only_from_what_its_client_sent(tmp_path: Path) -> None:
-    """--script and --tasks: the content the client read, as that user. The broker opens the path itself
-    only for its own user, so an agent cannot have it read the human's key or ledger."""
+    """--script and --tasks: the content the client read, as that user. The broker opens no path a caller
+    names, not even for its own user (ADR 0064), so an agent cannot have it read the human's key or ledger."""
     from rsk.errors import UsageError
     from rsk.local.caller import Upload, acting_for, local_dir, sent_text
 
@@ -224,15 +224,16 @@ def test_the_broker_reads_another_users_files_only_from_what_its_client_sent(tmp
         sent_text(secret)
     with acting_for(as_caller(tmp_path, other(), unread={str(secret): 7})), pytest.raises(UnicodeDecodeError):
         sent_text(secret)  # what the client found when it read the file: the command says it as a direct run would
-    with acting_for(as_caller(tmp_path, OWNER)):
-        assert sent_text(secret) is None  # the broker's own user: the command reads the file itself
+    with acting_for(as_caller(tmp_path, OWNER)), pytest.raises(PermissionError):
+        sent_text(secret)  # the broker's own user too: a sandbox of it may not read what the broker may
     upload = Upload(path=str(tmp_path / "code"), local=tmp_path / "copy")
     with acting_for(as_caller(tmp_path, other(), upload=upload)):
         assert local_dir("code") == tmp_path / "copy"
         with pytest.raises(UsageError, match="did not come with the request"):
             local_dir(tmp_path)
-    with acting_for(as_caller(tmp_path, OWNER)):
-        assert local_dir("code") == tmp_path / "code"
+    with acting_for(as_caller(tmp_path, OWNER)), pytest.raises(UsageError, match="did not come with the request"):
+        local_dir("code")
+    assert local_dir("code") == Path.cwd() / "code"  # no broker: this process's own directory
     assert sent_text(secret) is None  # no broker: this process's own file, read by the command
 
 
@@ -257,58 +258,38 @@ def test_the_broker_asks_for_what_clicks_reading_of_argv_names(tmp_path: Path) -
     assert ask("nosuch") == ([], None, []) and ask() == ([], None, [])
 
 
-def test_a_python_without_tarfiles_data_filter_takes_no_code(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_code_from_a_client_is_taken_only_as_the_regular_files_it_listed(tmp_path: Path) -> None:
+    """--code arrives as [name, size, executable] records and their bytes, never an archive (ADR 0064): each file
+    made new in the broker's private directory; an upload with a name rsk would not send, a name twice, or a
+    file that is also a directory is refused whole, before a byte is read."""
+    import shutil
     import socket
-    import tarfile
 
-    from rsk.broker.server import receive_code
+    from rsk.broker.server import CodeUpload, receive_code
 
-    monkeypatch.delattr(tarfile, "data_filter", raising=False)
-    a, b = socket.socketpair()
-    with a, b, pytest.raises(ValueError, match=r"3\.11\.4"):
-        receive_code(b, 10)
-
-
-@pytest.mark.skipif(not hasattr(__import__("tarfile"), "data_filter"), reason="Python before 3.11.4 takes no code")
-def test_another_users_code_is_taken_only_as_the_files_it_sent(tmp_path: Path) -> None:
-    import io
-    import socket
-    import tarfile
-
-    from rsk.broker.server import receive_code
-
-    def tar(*members: tuple[str, bytes]) -> bytes:
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as t:
-            for name, data in members:
-                info = tarfile.TarInfo(name)
-                info.size = len(data)
-                info.mode = 0o4755
-                t.addfile(info, io.BytesIO(data))
-        return buf.getvalue()
-
-    def send(data: bytes, size: int | None = None) -> Path:
+    def send(files: list[tuple[str, bytes, bool]], cut: int = 0) -> Path:
+        code = CodeUpload(path="/x", files=[(n, len(d), x) for n, d, x in files])
         a, b = socket.socketpair()
         with a, b:
-            a.sendall(data)
+            a.sendall(b"".join(d for _, d, _ in files)[: -cut or None])
             a.shutdown(socket.SHUT_WR)
-            return receive_code(b, len(data) if size is None else size)
+            return receive_code(b, code)
 
-    got = send(tar(("run.sh", b"echo hi\n"), ("sub/d.txt", b"42")))
-    assert (got / "run.sh").read_bytes() == b"echo hi\n" and (got / "sub" / "d.txt").read_text() == "42"
-    assert (got / "run.sh").stat().st_mode & 0o7777 == 0o755  # no set-id bit survives
-    assert got.stat().st_mode & 0o777 == 0o700
-    inside = send(tar(("/tmp/abs-escape", b"x")))  # a leading / is dropped: it lands inside
-    assert (inside / "tmp" / "abs-escape").exists() and not Path("/tmp/abs-escape").exists()
-    for bad in (tar(("../escape", b"x")), tar(("a/../../escape", b"x")), b"not a tar" * 100):
-        with pytest.raises(ValueError, match="did not arrive whole"):
-            send(bad)
-    with pytest.raises(ValueError, match="sent 3 of 10 bytes"):
-        send(b"abc", size=10)
-    import shutil
-
-    for d in (got, inside):
-        shutil.rmtree(d)
+    got = send([("run.sh", b"echo hi\n", True), ("sub/d.txt", b"42", False), ("sub/deeper/e", b"", False)])
+    try:
+        assert (got / "run.sh").read_bytes() == b"echo hi\n" and (got / "sub" / "d.txt").read_text() == "42"
+        assert (got / "run.sh").stat().st_mode & 0o7777 == 0o700 and (got / "sub/d.txt").stat().st_mode & 0o777 == 0o600
+        assert (got / "sub" / "deeper" / "e").read_bytes() == b""
+        assert got.stat().st_mode & 0o777 == 0o700
+    finally:
+        shutil.rmtree(got)
+    for bad in (["../escape"], ["/tmp/abs"], ["a//b"], ["a/./b"], ["a/../../b"], [""], ["-x"], ["a", "a"],
+                ["a", "a/b"], ["a b"]):  # fmt: skip
+        with pytest.raises(ValueError):
+            send([(n, b"x", False) for n in bad])
+    with pytest.raises(ValueError, match="fewer bytes"):
+        send([("a", b"abc", False)], cut=1)
+    assert not Path("/tmp/abs").exists() and not (tmp_path.parent / "escape").exists()
 
 
 def test_what_a_client_sends_is_bounded_in_size_nesting_and_time() -> None:
@@ -372,7 +353,7 @@ def test_the_owners_commands_have_slots_no_other_user_takes(tmp_path: Path, monk
         peers.append(uid)
         s = socket.socket(socket.AF_UNIX)
         s.connect(str(sock))
-        s.sendall(json.dumps({"v": 3, "op": "run", "project_file": None, "argv": ["status"]}).encode() + b"\n")
+        s.sendall(json.dumps({"v": 4, "op": "run", "project_file": None, "argv": ["status"]}).encode() + b"\n")
         return s
 
     try:
@@ -471,7 +452,7 @@ def test_each_caller_gets_the_brokers_connections_and_its_own_streams(tmp_path: 
         done = threading.Thread(target=broker._serve_one, args=(b, ME))
         a.sendall(
             json.dumps(
-                {"v": 3, "op": "run", "project_file": None, "argv": [word], "cwd": str(tmp_path), "env": {}}
+                {"v": 4, "op": "run", "project_file": None, "argv": [word], "cwd": str(tmp_path), "env": {}}
             ).encode()
             + b"\n"
         )
@@ -564,8 +545,8 @@ def test_a_client_of_another_wire_version_is_told_to_run_it_again_and_nothing_ru
 
     try:
         old = ask({"v": 2, "op": "run", "argv": ["status"], "cwd": "/"})
-        assert old[-1] == {"rc": 75} and "wire version 3 and the client 2" in str(old[0]["e"]), old
-        unsaid = ask({"v": 3, "op": "run", "argv": ["status"], "cwd": "/"})  # which project file: not said
+        assert old[-1] == {"rc": 75} and "wire version 4 and the client 2" in str(old[0]["e"]), old
+        unsaid = ask({"v": 4, "op": "run", "argv": ["status"], "cwd": "/"})  # which project file: not said
         assert unsaid[-1] == {"rc": 2} and "project_file" in str(unsaid[0]["e"]), unsaid
         assert ran == [] and not broker.stopping.is_set()
     finally:
@@ -574,5 +555,50 @@ def test_a_client_of_another_wire_version_is_told_to_run_it_again_and_nothing_ru
         sock.with_suffix(".lock").unlink(missing_ok=True)
         sock.parent.rmdir()
     # what a broker of wire version 2 answers this client: it runs the command itself, and knows the version
-    said = _Older(OLDER + "3; this broker speaks 2 (one rsk for both)\nhint: use rsk's own client\n")
+    said = _Older(OLDER + "4; this broker speaks 2 (one rsk for both)\nhint: use rsk's own client\n")
     assert said.version == 2
+
+
+def test_in_the_broker_the_client_writes_where_a_fetch_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ADR 0065: a command in the broker never opens the caller's destination; each step goes to the caller's
+    client (`put` frames), which writes with the no-link walk, and its errors (a link, rsk's own state) come back
+    as the command's."""
+    import threading
+
+    from rsk.broker.server import Broker
+    from rsk.broker_client import _through
+    from rsk.local.caller import acting_for
+    from rsk.ops.fetch import _dest
+
+    monkeypatch.setenv("RSK_BROKER", str(tmp_path / "s" / "b.sock"))
+    monkeypatch.setenv("RSK_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "s").mkdir(mode=0o700)
+    said: list[str] = []
+
+    def runner(argv: list[str], who: Caller) -> int:
+        with acting_for(who):
+            try:
+                with _dest(Path(argv[1])) as to:
+                    have = to.resume("d/f.txt")
+                    to.append("d/f.txt", have, b"bytes")
+                    to.finish("d/f.txt", 5)
+                    to.put("whole.txt", b"whole")
+                    assert to.digest("whole.txt")[1] == 5 and to.present(["whole.txt", "no"]) == ["whole.txt"]
+            except RskError as exc:
+                said.append(exc.code)
+                return int(exc.exit_code)
+        return 0
+
+    broker = Broker(Config(socket=tmp_path / "s" / "b.sock"), runner)  # type: ignore[arg-type]
+    broker.bind()
+    threading.Thread(target=broker.serve, daemon=True).start()
+    try:
+        assert _through(str(tmp_path / "s" / "b.sock"), ["status", str(tmp_path / "out")]) == 0
+        assert (tmp_path / "out" / "d" / "f.txt").read_bytes() == b"bytes"
+        assert (tmp_path / "out" / "whole.txt").read_bytes() == b"whole"
+        assert _through(str(tmp_path / "s" / "b.sock"), ["status", str(tmp_path / "home" / "projects")]) == 2
+        assert said == ["rsk-own"] and not (tmp_path / "home" / "projects").exists()
+    finally:
+        broker.stopping.set()
+        broker.close()

@@ -128,7 +128,7 @@ def _ask(broker: Any, argv: list[str], cwd: Path) -> tuple[int | None, str]:
     done = threading.Thread(target=broker._serve_one, args=(b, OTHER_UID))
     with broker.lock:
         broker.serving[OTHER_UID] = broker.serving.get(OTHER_UID, 0) + 1
-    req = {"v": 3, "op": "run", "project_file": None, "argv": argv, "cwd": str(cwd), "env": {}}
+    req = {"v": 4, "op": "run", "project_file": None, "argv": argv, "cwd": str(cwd), "env": {}}
     a.sendall(json.dumps(req).encode() + b"\n")
     done.start()
     text, rc = "", None

@@ -11,7 +11,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "rsk"
 
 # lowest first; a package may import only packages before it (the top-level stdlib modules come first)
 ORDER = ["base", "local", "wire", "cluster", "request", "ledger", "ops", "ui", "mcp", "broker", "cli", "entry"]
-BASE = {"__init__", "errors", "codelist", "commands", "broker_client"}
+BASE = {"__init__", "errors", "codelist", "commands"}
+LOCAL = {"broker_client"}  # the broker's client: standard library only, and rsk.local's walks (rsk.local.handover)
 ENTRY = {"entry", "launcher", "__main__"}
 
 
@@ -47,7 +48,9 @@ def _package(module: str) -> str:
     if len(parts) == 1:
         return "base"
     if len(parts) == 2:
-        return "entry" if parts[1] in ENTRY else "base" if parts[1] in BASE else parts[1]
+        return (
+            "entry" if parts[1] in ENTRY else "base" if parts[1] in BASE else "local" if parts[1] in LOCAL else parts[1]
+        )
     return parts[1]
 
 

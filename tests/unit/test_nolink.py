@@ -138,3 +138,37 @@ def test_listing_a_tree_runs_no_command_its_git_config_names(tmp_path: Path) -> 
     git(root, "config", "core.fsmonitor", f"touch {ran}; false")
     assert listed(str(root)) == ["a"]
     assert not ran.exists()
+
+
+def test_a_walk_never_enters_rsks_own_directories(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where a fetch writes (rsk.local.handover.Place), whoever asks: not into RSK_HOME, rsk's configuration (its
+    targets), RSK_TARGETS_PATH or ~/.ssh, nor below them, however the path is spelled (ADR 0065). Checked on each
+    directory entered, by dev and inode: RSK_HOME named through a link is still its directory."""
+    from rsk.local.handover import Place
+    from rsk.local.nolink import KeptOut
+
+    state, config, home, more = (tmp_path / n for n in ("state", "config", "home", "more"))
+    for d in (state / "projects" / "p", config / "rsk" / "targets", home / ".ssh", more):
+        d.mkdir(parents=True)
+    (state / "projects" / "p" / "ledger.json").write_text("{}")
+    (tmp_path / "state-link").symlink_to(state)
+    monkeypatch.setenv("RSK_HOME", str(tmp_path / "state-link"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config))
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("RSK_TARGETS_PATH", str(more))
+    for where, rel in [
+        (state / "projects" / "p", "ledger.json"),
+        (tmp_path / "out" / ".." / "state" / "projects", "p/ledger.json"),
+        (tmp_path, "state/projects/p/ledger.json"),
+        (config / "rsk" / "targets", "lab.toml"),
+        (home, ".ssh/authorized_keys"),
+        (more, "lab.toml"),
+    ]:
+        with Place(where) as place, pytest.raises(KeptOut):
+            place.put(rel, b"forged")
+    assert (state / "projects" / "p" / "ledger.json").read_text() == "{}"
+    assert not (config / "rsk" / "targets" / "lab.toml").exists() and not (home / ".ssh" / "authorized_keys").exists()
+    assert not (more / "lab.toml").exists()
+    with Place(tmp_path / "out") as place:
+        place.put("results/a.txt", b"fine")
+    assert (tmp_path / "out" / "results" / "a.txt").read_bytes() == b"fine"

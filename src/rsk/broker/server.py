@@ -31,18 +31,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rsk import __version__
 from rsk.broker.wanted import Reader, Wanted
 from rsk.broker_client import default_socket, peer_uid
-from rsk.codelist import MAX_BYTES
+from rsk.codelist import MAX_BYTES, MAX_FILES, travels
 from rsk.commands import BROKERED, HUMAN_ACTS, audience
-from rsk.errors import StateError
+from rsk.errors import ConnectError, StateError
 from rsk.local.caller import Caller, ProjectFound, Rights, Upload, passed_env
 from rsk.wire import safejson
 
-WIRE_VERSION = 3  # rsk.broker_client.WIRE_VERSION
-MAX_REQUEST = 1 << 20  # the request line: argv, env and the working directory, at most 1 MiB
+WIRE_VERSION = 4  # rsk.broker_client.WIRE_VERSION
+MAX_REQUEST = 1 << 20  # the request line: argv, env and the working directory, at most 1 MiB (and a client's answer)
 MAX_UPLOAD = 40 << 20  # the line with the --script and --tasks files the broker asked for (16 MiB each at most)
 MAX_DEPTH = 8  # every JSON the broker reads is a flat object of strings and lists: no deep nesting
 REQUEST_DEADLINE = 10.0  # seconds for the whole request line: a client that drips it is cut off
-UPLOAD_DEADLINE = 120.0  # seconds for the files the broker asked for (the client reads and packs them first)
+UPLOAD_DEADLINE = 120.0  # seconds for the files the broker asked for (the client reads and lists them first)
+ANSWER_DEADLINE = 120.0  # seconds for the client's answer to a step of a fetch it writes (rsk.local.handover)
 DRAIN_LIMIT = 900.0  # seconds a stopping broker lets commands in flight run on (`logs --follow` waits 600 s)
 BUSY_ANSWERS = 4  # connections per user told "busy" at once; beyond them a connection is closed unread
 
@@ -57,12 +58,16 @@ __all__ = ["Broker", "BrokerInfo", "Config", "Request", "default_socket", "parse
 
 
 class CodeUpload(BaseModel):
-    """--code from another user: the files its client read, as a tar of `size` bytes after the upload line."""
+    """--code through the broker: the files its client read, listed as [name, size, executable]; their bytes
+    follow the line, one file after another in this order. Never an archive: nothing but regular files of names
+    rsk's rule allows can be said (ADR 0064). `error`: the client could not send them (the command says why)."""
 
     model_config = ConfigDict(extra="forbid")
 
     path: str  # the directory the broker asked for
-    size: int = Field(ge=0, le=2 * MAX_BYTES)  # the files, at most the snapshot cap, and tar's headers
+    files: list[tuple[str, int, bool]] = Field(default=[], max_length=MAX_FILES)
+    error: str = Field(default="", max_length=2000)
+    hint: str = Field(default="", max_length=2000)
 
 
 class SentProject(BaseModel):
@@ -80,7 +85,7 @@ class Request(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    v: Literal[3]
+    v: Literal[4]
     op: Literal["run", "ping", "stop"]
     argv: list[str] = []
     cwd: str = "/"
@@ -94,7 +99,7 @@ class Request(BaseModel):
 
 
 class Want(BaseModel):
-    """The broker's answer to another user's request that names local paths: send these (as that user)."""
+    """The broker's answer to a request that names local paths: send these (as the caller), for any caller."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -104,7 +109,7 @@ class Want(BaseModel):
 
 
 class Sent(BaseModel):
-    """The client's line after a `want` frame: the files' text, and --code's tar that follows the line."""
+    """The client's line after a `want` frame: the files' text, and --code's list of files, whose bytes follow."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -409,7 +414,7 @@ class Broker:
                           connections=self.pool.status(), allowed=allowed, version=__version__,
                           build=self.build[:12])  # fmt: skip
 
-    def _handle(self, conn: socket.socket, uid: int, send: Callable[[dict[str, object]], None]) -> None:
+    def _handle(self, conn: socket.socket, uid: int, send: _Send) -> None:
         rights = rights_of(uid, self.config)
         try:
             raw = _read_json(conn, MAX_REQUEST, REQUEST_DEADLINE)
@@ -453,28 +458,28 @@ class Broker:
             self.requests += 1
             self.running += 1
             self.last = time.monotonic()
-        cwd = Path(req.cwd).resolve()  # as the CLI finds a project file: from the real directory
-        files: dict[str, str] = {}
-        unread: dict[str, int | str] = {}
+        # the client's own view of its directory (os.getcwd: no link, no `..`), never looked up here
+        cwd = Path(os.path.normpath(req.cwd))
         upload: Upload | None = None
         try:
-            if not rights.owner:
-                # another user's paths are never opened here: ask its client for what the argv names (as
-                # Click reads it), and let the command take only that (rsk.local.caller.sent_text, local_dir)
-                got = self._ask(conn, send, req.argv, cwd)
-                if got is None:
-                    return
-                files, unread, upload = got
-            stdio = _stdio(conn, send) if req.argv[:1] == ["mcp"] else None
+            # a caller's paths are never opened here, whoever it is (ADR 0064): ask its client for what the argv
+            # names (as Click reads it), and let the command take only that (rsk.local.caller.sent_text, local_dir)
+            got = self._ask(conn, send, req.argv, cwd)
+            if got is None:
+                return
+            files, unread, upload = got
+            mcp = req.argv[:1] == ["mcp"]
+            stdio = _stdio(conn, send) if mcp else None
+            client = None if mcp else _Client(conn, send)  # what its client writes for it (rsk.local.caller.place)
             sent = req.project_file
             found = ProjectFound(path=None) if sent is None else ProjectFound(sent.path, sent.text, sent.error)
             who = Caller(env=passed_env(req.env), cwd=cwd, rights=rights, ppid=req.ppid, tty=req.tty, project=found,
-                         columns=req.columns, files=files, unread=unread, upload=upload, stdio=stdio,
+                         columns=req.columns, files=files, unread=unread, upload=upload, stdio=stdio, client=client,
                          out=_frames(send, "o"), err=_frames(send, "e"), pool=self.pool)  # fmt: skip
             rc = self.runner(req.argv, who)
             send({"rc": rc})
         finally:
-            if upload is not None:
+            if upload is not None and upload.local is not None:
                 shutil.rmtree(upload.local, ignore_errors=True)
             with self.lock:
                 self.running -= 1
@@ -507,15 +512,18 @@ class Broker:
             return None
         files = {p: text for p, text in sent.files.items() if p in want.files}
         unread = {p: why for p, why in sent.unread.items() if p in want.files and p not in files}
-        if sent.code is None or sent.code.path != want.code:
+        code = sent.code
+        if code is None or code.path != want.code:
             return files, unread, None
+        if code.error:
+            return files, unread, Upload(path=code.path, local=None, error=code.error, hint=code.hint)
         try:
-            local = receive_code(conn, sent.code.size)
+            local = receive_code(conn, code)
         except ValueError as exc:
-            send({"e": f"error: --code {sent.code.path}: {exc}\nhint: send it again; nothing was done\n"})
+            send({"e": f"error: --code {code.path}: {exc}\nhint: send it again; nothing was done\n"})
             send({"rc": 2})
             return None
-        return files, unread, Upload(path=sent.code.path, local=local)
+        return files, unread, Upload(path=code.path, local=local)
 
 
 def _short(exc: Exception) -> str:
@@ -568,39 +576,92 @@ def _read_json(conn: socket.socket, limit: int, deadline_s: float) -> object:
         raise ValueError(str(exc)) from None
 
 
-def receive_code(conn: socket.socket, size: int) -> Path:
-    """Read the tar of `size` bytes that follows the request line and unpack it into a new private directory
-    (tarfile's "data" filter: no absolute or outside paths, no links out, no devices, no set-id bits)."""
-    import tarfile
+def check_upload(code: CodeUpload) -> None:
+    """An upload is taken whole or not at all: at most MAX_FILES files and MAX_BYTES bytes, each a regular file
+    (nothing else can be said) whose name is one rsk's rule allows (no absolute name, no empty, `.` or `..` part),
+    none twice, and none both a file and a directory. ValueError says what is wrong."""
+    total = 0
+    names: set[str] = set()
+    for rel, size, _ in code.files:
+        if not travels(rel):
+            raise ValueError(f"{rel[:200]!r} is not a name rsk takes")
+        if rel in names:
+            raise ValueError(f"{rel!r} comes twice")
+        if size < 0:
+            raise ValueError(f"{rel!r} has a negative size")
+        names.add(rel)
+        total += size
+    if total > MAX_BYTES:
+        raise ValueError(f"it holds more than the {MAX_BYTES >> 20} MiB cap")
+    for rel in names:
+        head = rel.rpartition("/")[0]
+        while head:
+            if head in names:
+                raise ValueError(f"{head!r} is both a file and a directory")
+            head = head.rpartition("/")[0]
+
+
+def receive_code(conn: socket.socket, code: CodeUpload) -> Path:
+    """The files `code` lists, read from the connection into a new private directory (0700) of the broker's: each
+    made new (O_CREAT|O_EXCL|O_NOFOLLOW) under its directory's descriptor (rsk.local.nolink), its bytes exactly
+    the size listed. Nothing is unpacked: the broker never extracts an archive another process made (ADR 0064)."""
     import tempfile
 
-    if not hasattr(tarfile, "data_filter"):  # Python 3.11.0 to 3.11.3: no filter, and no safe unpacking
-        raise ValueError("this broker's Python has no tarfile data filter: run it with Python 3.11.4 or later")
+    from rsk.errors import RskError
+    from rsk.local.nolink import Dir
+
+    check_upload(code)
     where = Path(tempfile.mkdtemp(prefix="rsk-code-"))
     try:
-        with tempfile.TemporaryFile() as spool:
-            deadline = time.monotonic() + UPLOAD_DEADLINE  # for all of it, not for each piece
-            left = size
-            while left:
-                conn.settimeout(max(deadline - time.monotonic(), 0.001))
-                try:
-                    chunk = conn.recv(min(left, 1 << 20))
-                except TimeoutError:
-                    raise ValueError(
-                        f"the client sent {size - left} of {size} bytes in {UPLOAD_DEADLINE:g} s"
-                    ) from None
-                if not chunk:
-                    raise ValueError(f"the client sent {size - left} of {size} bytes")
-                spool.write(chunk)
-                left -= len(chunk)
-            conn.settimeout(None)
-            spool.seek(0)
-            with tarfile.open(fileobj=spool, mode="r:") as tar:
-                tar.extractall(where, filter="data")
-    except (OSError, tarfile.TarError, ValueError) as exc:
+        deadline = time.monotonic() + UPLOAD_DEADLINE  # for all of it, not for each piece
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with Dir(os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC), where) as top:
+            for rel, size, executable in code.files:
+                head, _, name = rel.rpartition("/")
+                with top.sub(head, create=True) if head else contextlib.nullcontext(top) as into:
+                    fd = os.open(name, flags, 0o700 if executable else 0o600, dir_fd=into.fd)
+                    with os.fdopen(fd, "wb") as fh:
+                        _copy(conn, fh, size, deadline)
+        conn.settimeout(None)
+    except (OSError, ValueError, RskError) as exc:
         shutil.rmtree(where, ignore_errors=True)
         raise ValueError(f"its files did not arrive whole: {exc}") from None
     return where
+
+
+def _copy(conn: socket.socket, out: io.BufferedWriter, size: int, deadline: float) -> None:
+    """`size` bytes from the connection into `out`, all of them before `deadline`."""
+    left = size
+    while left:
+        conn.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            chunk = conn.recv(min(left, 1 << 20))
+        except TimeoutError:
+            raise ValueError(f"the client did not send them within {UPLOAD_DEADLINE:g} s") from None
+        if not chunk:
+            raise ValueError("the client sent fewer bytes than it listed")
+        out.write(chunk)
+        left -= len(chunk)
+
+
+class _Client:
+    """The caller's client, as a command in the broker reaches it (rsk.local.handover.Client): one step of a fetch
+    it writes, sent as a `put` frame and the step's bytes, and its answer read back, within ANSWER_DEADLINE."""
+
+    def __init__(self, conn: socket.socket, send: _Send) -> None:
+        self.conn = conn
+        self.send = send
+
+    def ask(self, put: dict[str, object], data: bytes = b"") -> object:
+        from rsk.local.handover import answer
+
+        self.send({"put": {**put, "size": len(data)}}, data)
+        try:
+            got = _read_json(self.conn, MAX_REQUEST, ANSWER_DEADLINE)
+        except (OSError, ValueError) as exc:
+            raise ConnectError(f"the client did not answer the broker: {exc}; what it wrote so far stays",
+                               "run the same command again (a cut file resumes)") from None  # fmt: skip
+        return answer(got)
 
 
 class _FrameWriter(io.TextIOBase):
@@ -649,12 +710,21 @@ def _stdio(conn: socket.socket, send: Callable[[dict[str, object]], None]) -> tu
     return _BoundedLines(reader, MAX_UPLOAD), _FrameWriter(send)
 
 
-def _sender(conn: socket.socket) -> Callable[[dict[str, object]], None]:
-    lock = threading.Lock()
+class _Send:
+    """Frames to one connection, whole (a lock: a command's threads may write at once); a `put` frame is followed
+    by its bytes in the same write."""
 
-    def send(frame: dict[str, object]) -> None:
-        data = (json.dumps(frame, allow_nan=False) + "\n").encode()  # JSON: no Infinity or NaN
-        with lock:
-            conn.sendall(data)
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
 
-    return send
+    def __call__(self, frame: dict[str, object], data: bytes = b"") -> None:
+        line = (json.dumps(frame, allow_nan=False) + "\n").encode()  # JSON: no Infinity or NaN
+        with self.lock:
+            self.conn.sendall(line)
+            if data:
+                self.conn.sendall(data)
+
+
+def _sender(conn: socket.socket) -> _Send:
+    return _Send(conn)

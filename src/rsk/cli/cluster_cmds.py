@@ -339,8 +339,9 @@ def fetch(
 
 
 def targets(json_out: JsonOpt = False) -> None:
-    from rsk.cluster.targets import TargetList, list_targets, search_dirs
+    from rsk.cluster.targets import TargetList, list_targets
     from rsk.errors import UsageError
+    from rsk.local.paths import search_dirs
 
     found = list_targets()
     if json_out:
@@ -351,7 +352,7 @@ def targets(json_out: JsonOpt = False) -> None:
         print_json(TargetList(pinned=pinned, targets=found))
         return
     if not found:
-        from rsk.cluster.targets import search_dirs
+        from rsk.local.paths import search_dirs
 
         looked = ", ".join(str(d) for d in search_dirs())
         out().print(f"no targets (looked in {looked}); a target is a NAME.toml file there with host, user and "

@@ -47,7 +47,9 @@ def _snapshot(code: Path | None, exclude: list[str] | None) -> "CodeSnapshot | N
     from rsk.local import caller
     from rsk.request.code import snapshot
 
-    return snapshot(caller.local_dir(code), list(exclude or []), git=caller.is_owner())
+    here = caller.opens_paths()  # in the broker: the copy of what the client sent, never the caller's path
+    shown = None if here else caller.path(str(code))
+    return snapshot(caller.local_dir(code), list(exclude or []), git=here, shown=shown)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rsk.errors import ConfigError, StateError, UsageError
-from rsk.local.paths import check_token, config_dir
+from rsk.local.paths import check_token, config_dir, search_dirs
 
 TARGET_SCHEMA = 1
 
@@ -56,22 +56,6 @@ class TargetList(BaseModel):
     schema_version: int = 1
     pinned: str | None  # the target used when none is named (MCP: the server's); None when none is chosen
     targets: list[Target]
-
-
-def search_dirs() -> list[Path]:
-    """RSK_TARGETS_PATH (colon separated, absolute directories), then the user's config directory: the human's
-    own, never the working directory (ADR 0054). A target file names the host, user, key and ssh_config to
-    connect with, and an ssh_config can name a command to run (ProxyCommand): one read from the tree rsk runs
-    in would let whoever writes that tree (an agent) run commands as the human."""
-    dirs = []
-    for p in os.environ.get("RSK_TARGETS_PATH", "").split(":"):
-        if p and not Path(p).is_absolute():
-            raise ConfigError(f"RSK_TARGETS_PATH names {p!r}, a relative directory: rsk reads target files from no "
-                              "working directory", "name absolute directories in RSK_TARGETS_PATH")  # fmt: skip
-        if p:
-            dirs.append(Path(p))
-    dirs.append(config_dir() / "targets")
-    return dirs
 
 
 def _in_tree(name: str) -> Path | None:

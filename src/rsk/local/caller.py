@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from rsk.cluster.transport import Pool
+    from rsk.local.handover import Client
 
 from rsk.commands import PASSED_ENV, PASSED_PREFIXES  # what a client may pass on to the broker
 
@@ -46,10 +47,13 @@ class Rights:
 
 @dataclass(frozen=True)
 class Upload:
-    """--code from another user: the directory as the client named it (absolute), and where its files landed."""
+    """--code through the broker: the directory as the client named it (absolute), and where the files its client
+    sent landed (a private directory of the broker's); or, when the client could not send them, why not."""
 
     path: str
-    local: Path
+    local: Path | None
+    error: str = ""
+    hint: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class Caller:
     files: Mapping[str, str] = field(default_factory=dict)  # --script and --tasks files, as the client read them
     unread: Mapping[str, int | str] = field(default_factory=dict)  # why the client could not: a byte not UTF-8
     upload: Upload | None = None  # --code's files, as the client read them
+    client: Client | None = None  # the caller's client, which writes where a fetch writes (rsk.local.handover)
     stdio: tuple[TextIOBase, TextIOBase] | None = None  # rsk mcp's input and output: the client's, over the socket
     out: TextIO | None = None  # the caller's standard output and error: in the broker, frames to its client
     err: TextIO | None = None
@@ -148,9 +153,16 @@ def path(name: str) -> Path:
 
 
 def is_owner() -> bool:
-    """This process's own user (no broker, or the broker's own user asking): may name paths it opens."""
+    """This process's own user (no broker, or the broker's own user asking)."""
     c = _current.get()
     return c is None or c.owner
+
+
+def opens_paths() -> bool:
+    """Whether this process may open the paths its caller names: only when it is the caller's own process (no
+    broker). The broker opens none, for any caller (ADR 0064): what a command reads came from the client, and
+    where it writes, the client writes (`place`)."""
+    return _current.get() is None
 
 
 def user() -> str:
@@ -191,34 +203,42 @@ def check_project(project: str) -> str:
 
 def sent_text(name: Path | str) -> str | None:
     """A file the caller named (--script, --tasks), relative to its working directory, as its client read and
-    sent it: in the broker, for another user, the broker never opens a path that user names (why the client
-    could not send it is raised as it would be read here). None: this process's own user, whose command reads
-    the file from disk itself (rsk.local.nolink.read_file)."""
+    sent it: in the broker, for every caller, the broker never opens a path a caller names (why the client
+    could not send it is raised as it would be read here). None: no broker, the command reads the file from
+    disk itself (rsk.local.nolink.read_file)."""
     p = path(str(name))
     c = _current.get()
-    if c is not None and str(p) in c.files:
+    if c is None:
+        return None
+    if str(p) in c.files:
         return c.files[str(p)]
-    if c is not None and (why := c.unread.get(str(p))) is not None:  # what the client found reading it
+    if (why := c.unread.get(str(p))) is not None:  # what the client found reading it
         if isinstance(why, int):
             raise UnicodeDecodeError("utf-8", b"", why, why + 1, "not UTF-8")
         raise OSError(why)
-    if c is not None and not c.owner:
-        raise PermissionError("its content did not come with the request; the broker opens no file for another user")
-    return None
+    raise PermissionError("its content did not come with the request; the broker opens no file a caller names")
 
 
 def local_dir(name: Path | str) -> Path:
-    """A directory the caller named (--code), relative to its working directory: in the broker, for another
-    user, the copy of the files its client sent, never the path itself."""
-    p = path(str(name))
-    c = _current.get()
-    if c is None or c.owner:
-        return p
-    if c.upload is not None and c.upload.path == str(p):
-        return c.upload.local
+    """A directory the caller named (--code), relative to its working directory: in the broker, for every caller,
+    the copy of the files its client sent, never the path itself."""
     from rsk.errors import UsageError
 
+    p = path(str(name))
+    c = _current.get()
+    if c is None:
+        return p
+    if c.upload is not None and c.upload.path == str(p):
+        if c.upload.local is None:
+            raise UsageError(c.upload.error or f"--code {name}: its files did not come", c.upload.hint or None)
+        return c.upload.local
     raise UsageError(
-        f"--code {name}: its files did not come with the request; the broker opens no directory for another user",
+        f"--code {name}: its files did not come with the request; the broker opens no directory a caller names",
         "run the command with rsk's own client, which sends the files it names",
     )
+
+
+def client() -> Client | None:
+    """In the broker, the caller's client, which writes where a fetch writes (rsk.local.handover.Handed)."""
+    c = _current.get()
+    return c.client if c is not None else None

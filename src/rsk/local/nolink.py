@@ -39,6 +39,12 @@ class Missing(UsageError):
     code = "not-found"
 
 
+class KeptOut(UsageError):
+    """A directory rsk never writes into for anyone (its own state and configuration, ~/.ssh), met on the way."""
+
+    code = "rsk-own"
+
+
 def _refusal(path: Path, what: str) -> LinkRefused:
     return LinkRefused(f"{path} is {what}: refused", LINK_HINT)
 
@@ -56,19 +62,29 @@ def _parts(rel: str) -> list[str]:
 class Dir:
     """A directory held by its descriptor, reached from `/` without following a link. Close it (or use `with`)."""
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path, keep_out: frozenset[tuple[int, int]] = frozenset()) -> None:
         self.fd = fd
         self.path = path
+        self.keep_out = keep_out  # (st_dev, st_ino) of directories this walk never enters, nor anything below
 
     @classmethod
-    def open(cls, path: Path, *, create: bool = False) -> Dir:
+    def open(cls, path: Path, *, create: bool = False, keep_out: frozenset[tuple[int, int]] = frozenset()) -> Dir:
         """The directory at the absolute `path`, every name on the way opened without following a link (missing
-        ones made, with `create`)."""
+        ones made, with `create`). With `keep_out`, every directory entered, from `/` down, is checked by its
+        descriptor's dev and inode: one of them (a path to it, a bind mount of it) is refused (`KeptOut`)."""
         if not path.is_absolute():
             raise ValueError(f"not an absolute path: {path}")
-        root = cls(os.open("/", _DIR), Path("/"))
+        root = cls(os.open("/", _DIR), Path("/"), keep_out)
         with root:
+            root._keep(root.fd, root.path)
             return root.sub(str(path)[1:], create=create)
+
+    def _keep(self, fd: int, shown: Path) -> None:
+        if self.keep_out:
+            st = os.fstat(fd)
+            if (st.st_dev, st.st_ino) in self.keep_out:
+                raise KeptOut(f"{shown} is rsk's own state or configuration (or ~/.ssh): nothing is written there",
+                              "fetch into a directory of your work; rsk's files change only through rsk")  # fmt: skip
 
     def __enter__(self) -> Dir:
         return self
@@ -90,10 +106,11 @@ class Dir:
                 nxt = self._enter(fd, name, shown, create)
                 os.close(fd)
                 fd = nxt
+                self._keep(fd, shown)
         except BaseException:
             os.close(fd)
             raise
-        return Dir(fd, shown)
+        return Dir(fd, shown, self.keep_out)
 
     @staticmethod
     def _enter(fd: int, name: str, shown: Path, create: bool) -> int:
@@ -166,8 +183,12 @@ class Dir:
         return os.fdopen(fd, "r+b"), st.st_size
 
     def read(self, rel: str) -> bytes:
-        with os.fdopen(self._file(rel, os.O_RDONLY), "rb") as fh:
+        with self.open_to_read(rel) as fh:
             return fh.read()
+
+    def open_to_read(self, rel: str) -> BinaryIO:
+        """A regular file below this directory, open to read (no link followed on the way)."""
+        return os.fdopen(self._file(rel, os.O_RDONLY), "rb")
 
     def read_with_mode(self, rel: str) -> tuple[bytes, int]:
         """The file's bytes and its mode, from one open."""

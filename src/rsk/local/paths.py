@@ -32,6 +32,27 @@ def config_dir() -> Path:
     return _xdg("XDG_CONFIG_HOME", ".config") / "rsk"
 
 
+def search_dirs() -> list[Path]:
+    """RSK_TARGETS_PATH (colon separated, absolute directories), then the user's config directory: the human's
+    own, never the working directory (ADR 0054). A target file names the host, user, key and ssh_config to
+    connect with, and an ssh_config can name a command to run (ProxyCommand): one read from the tree rsk runs
+    in would let whoever writes that tree (an agent) run commands as the human."""
+    dirs = []
+    for p in os.environ.get("RSK_TARGETS_PATH", "").split(":"):
+        if p and not Path(p).is_absolute():
+            raise ConfigError(f"RSK_TARGETS_PATH names {p!r}, a relative directory: rsk reads target files from no "
+                              "working directory", "name absolute directories in RSK_TARGETS_PATH")  # fmt: skip
+        if p:
+            dirs.append(Path(p))
+    dirs.append(config_dir() / "targets")
+    return dirs
+
+
+def ssh_dir() -> Path:
+    """The user's ssh directory (keys, config, authorized_keys): a fetch never writes there (ADR 0065)."""
+    return Path.home() / ".ssh"
+
+
 def _xdg(name: str, default: str) -> Path:
     value = Path(os.environ.get(name, ""))
     return value if value.is_absolute() else Path.home() / default

@@ -88,14 +88,16 @@ class LaunchReply(BaseModel):
 
 
 def _own_path(what: str, name: str) -> Path:
-    """A local path a tool opens: the caller's (relative to its directory), and only when the caller is this
-    process's own user. Through the broker another user's paths would be opened as the human."""
+    """A local path a tool opens: the caller's (relative to its directory), and only when this server is the
+    caller's own process. A session the broker serves has no client that reads or writes its paths, and the
+    broker opens none a caller names (ADR 0064)."""
     from rsk.local import caller
 
-    if not caller.is_owner():
+    if not caller.opens_paths():
         raise UsageError(
-            f"{what}: the broker would open {name} as its own user, so only that user may name a local path",
-            "send a script or tasks instead of code; read results with logs",
+            f"{what}: this session runs in the broker, which opens no local path a caller names ({name})",
+            "send a script or tasks instead of code and read results with logs; or run `rsk launch --code` and "
+            "`rsk fetch` in a shell, or this MCP server with RSK_BROKER=off",
         )
     return caller.path(name)
 

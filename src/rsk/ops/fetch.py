@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import re
-import stat
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
 from rsk.cluster.remote import Remote, remote_for
 from rsk.codelist import RESULTS_DIR
 from rsk.errors import StateError, UsageError, not_ours
-from rsk.local.nolink import LINK_HINT, Dir, LinkRefused
+from rsk.local import caller
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
+
+if TYPE_CHECKING:
+    from rsk.local.handover import Dest
 
 BLOCK = 65536  # the cluster side reads and resumes in whole blocks of this size
 FETCH_CHUNK = 64 * BLOCK  # per remote call
@@ -59,56 +62,49 @@ class FetchReport(BaseModel):
     bytes: int
 
 
-def _fetch_one(remote: Remote, project: str, job: str, path: str, size: int, to: Dir, budget: list[int]) -> FetchedFile:
-    """One file into `to` (rsk.local.nolink: no link followed on the way), through PATH.rsk-part: a cut
-    transfer resumes from the whole blocks already there, and the file appears by one rename."""
-    head, _, name = path.rpartition("/")
-    with to.sub(head, create=True) as where:
-        part = name + ".rsk-part"
-        fh, have = where.open_to_write(part)
-        offset = resumed = have // BLOCK * BLOCK
-        with fh:
-            fh.truncate(offset)
-            fh.seek(offset)
-            while offset < size:
-                chunk = min(FETCH_CHUNK, budget[0] // BLOCK * BLOCK)  # the bound holds: whole blocks, none past it
-                if chunk <= 0:
-                    raise UsageError(f"fetch stopped at its byte limit ({offset} of {size} bytes of {path} are here)",
-                                     "pass a larger --max-bytes; run the same command again to resume",
-                                     code="byte-limit")  # fmt: skip
-                out = remote.call("fetch", project, job, path, str(offset), str(chunk))
-                raise_for_error(out)
-                block = answers.fetch(out)
-                data = block.data
-                size = block.size if block.size is not None else size  # a file that still grows
-                if not data:
-                    break
-                fh.write(data)
-                offset += len(data)
-                budget[0] -= len(data)
-        where.rename(part, where, name)
-    return FetchedFile(path=path, size=offset, to=str(to.path / path), resumed_from=resumed)
+def _dest(where: Path) -> Dest:
+    """Where a fetch writes, `where` (absolute: the caller's path): this process's own directory without a broker;
+    in the broker, the caller's client writes it, as the caller (ADR 0065). A caller without a client that can
+    (an MCP session in the broker) gets nothing written."""
+    from rsk.local.handover import Handed, Place
+
+    if caller.opens_paths():
+        return Place(where)
+    client = caller.client()
+    if client is None:
+        raise UsageError(
+            f"cannot write {where}: the broker writes no file for its callers, and this one has no client that "
+            "writes it (an MCP session served by the broker)",
+            "run `rsk fetch` in a shell (its client writes the files), or this MCP server with RSK_BROKER=off",
+        )
+    return Handed(client, where)
 
 
-class _Into:
-    """Where a fetch puts files: the directory is opened (and made) at the first file, from `/` without
-    following a link (rsk.local.nolink), so a fetch that finds nothing makes nothing."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._dir: Dir | None = None
-
-    def dir(self) -> Dir:
-        if self._dir is None:
-            self._dir = Dir.open(self.path, create=True)
-        return self._dir
-
-    def __enter__(self) -> _Into:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self._dir is not None:
-            self._dir.close()
+def _fetch_one(remote: Remote, project: str, job: str, path: str, size: int, to: Dest, budget: list[int],
+               under: str = "") -> FetchedFile:  # fmt: skip
+    """One file into `to` (at `under`/PATH), through PATH.rsk-part: a cut transfer resumes from the whole blocks
+    already there, and the file appears by one rename. `to` is written without following a link, by this process
+    or, in the broker, by the caller's client (rsk.local.handover)."""
+    rel = f"{under}/{path}" if under else path
+    offset = resumed = to.resume(rel) // BLOCK * BLOCK
+    while offset < size:
+        chunk = min(FETCH_CHUNK, budget[0] // BLOCK * BLOCK)  # the bound holds: whole blocks, none past it
+        if chunk <= 0:
+            raise UsageError(f"fetch stopped at its byte limit ({offset} of {size} bytes of {path} are here)",
+                             "pass a larger --max-bytes; run the same command again to resume",
+                             code="byte-limit")  # fmt: skip
+        out = remote.call("fetch", project, job, path, str(offset), str(chunk))
+        raise_for_error(out)
+        block = answers.fetch(out)
+        data = block.data
+        size = block.size if block.size is not None else size  # a file that still grows
+        if not data:
+            break
+        to.append(rel, offset, data)
+        offset += len(data)
+        budget[0] -= len(data)
+    to.finish(rel, offset)
+    return FetchedFile(path=path, size=offset, to=str(to.path / rel), resumed_from=resumed)
 
 
 def _check(paths: list[str]) -> None:
@@ -123,7 +119,7 @@ NAME_RULE = "names of A-Z a-z 0-9 . _ + @ : , - and / only"
 
 
 def _fetch_paths(
-    remote: Remote, project: str, job: str, paths: list[str], to: _Into, budget: list[int], missing: list[str] | None,
+    remote: Remote, project: str, job: str, paths: list[str], to: Dest, budget: list[int], missing: list[str] | None,
     skipped: list[str] | None = None,
 ) -> list[FetchedFile]:  # fmt: skip
     """Each path (a file, or a directory's files) into `to`; with `missing`, a path the job's directory lacks is
@@ -140,14 +136,14 @@ def _fetch_paths(
             continue
         found = answers.fetch(out)
         if found.size is not None:
-            files.append(_fetch_one(remote, project, job, p, found.size, to.dir(), budget))
+            files.append(_fetch_one(remote, project, job, p, found.size, to, budget))
             continue
         if skipped is not None:
             skipped += [f"{p.rstrip('/')}/{name}" for name in found.skipped][:100]
         for e in found.entries:
             sub = f"{p.rstrip('/')}/{e.path}"
             if _FETCH_PATH.fullmatch(sub) and ".." not in sub.split("/"):
-                files.append(_fetch_one(remote, project, job, sub, e.size, to.dir(), budget))
+                files.append(_fetch_one(remote, project, job, sub, e.size, to, budget))
             elif skipped is not None:
                 skipped.append(sub)
     return files
@@ -158,7 +154,7 @@ def fetch(target_name: str, project: str, job: str, paths: list[str], to: Path,
     """Files from a job's run directory (its work copy, where it wrote), whole files or directories."""
     _check(paths)
     skipped: list[str] = []
-    with remote_for(target_name) as remote, _Into(to) as into:
+    with remote_for(target_name) as remote, _dest(to) as into:
         files = _fetch_paths(remote, project, job, paths, into, [max_bytes], None, skipped)
     return FetchReport(target=target_name, project=project, job_id=job, to=str(to), files=files, file_count=len(files),
                        bytes=sum(f.size for f in files), skipped=skipped)  # fmt: skip
@@ -207,7 +203,7 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
             assert j.task is not None
             missing: list[str] = []
             skipped: list[str] = []
-            with _Into(to / check_token("task", j.task)) as into:
+            with _dest(to / check_token("task", j.task)) as into:
                 got = _fetch_paths(remote, project, j.job_id, paths, into, budget, missing, skipped)
             tasks.append(TaskFetch(task=j.task, job_id=j.job_id, state=j.state, files=got, missing=missing,
                                    skipped=skipped))  # fmt: skip
@@ -309,7 +305,8 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
     (rsk.local.nolink)."""
     root = ".rsk-partial" if partial else ".rsk-result"
     work_name = f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
-    with _Into(to.parent) as parent:
+    stage = f"{work_name}/{root}"
+    with _dest(to.parent) as parent:
         with nullcontext(via) if via is not None else remote_for(target_name) as remote:
             if not partial and not succeeded:  # `succeeded`: the caller read that state of this job just now
                 _succeeded(remote, target_name, project, job)
@@ -344,68 +341,43 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
                 if set(listed) != set(manifest) or any(listed[p] != manifest[p][1] for p in listed):
                     raise StateError(f"job {job}'s result does not match its manifest: files changed after it was "
                                      "published; nothing was fetched")  # fmt: skip
-            if (there := _there(parent.dir(), to, None if partial else text)) is not None:
+            if parent.there(to.name, None if partial else text):  # a link there, or anything else, is refused
+                there = [FetchedFile(path=p, size=size, to=str(to / p)) for p, (_, size) in sorted(manifest.items())]
                 return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=there,
                                     file_count=len(there), bytes=0, already=True)  # fmt: skip
             budget = [max_bytes]
-            with parent.dir().sub(work_name, create=True) as work:
-                got = [
-                    _place(f"{root}/{p}", work, brought[p], budget)
-                    if p in brought and len(brought[p]) == size
-                    else _fetch_one(remote, project, job, f"{root}/{p}", size, work, budget)
-                    for p, size in sorted(listed.items())
-                ]
-        with parent.dir().sub(f"{work_name}/{root}", create=True) as stage:
-            for path, (digest, size) in manifest.items():
-                if stage.sha256(path) != (digest, size):
-                    parent.dir().remove_tree(work_name)
-                    raise StateError(f"{path} of job {job}'s result does not match its manifest: refused, nothing kept")
-            if partial:
-                stage.write(".rsk-partial", f"job {job} did not succeed: this is what it left, not a result\n".encode())
-            else:
-                stage.write(".rsk-manifest", text.encode())
-        with parent.dir().sub(work_name) as work:
-            work.rename(root, parent.dir(), to.name)  # the whole result appears at once
-        parent.dir().remove_tree(work_name)
+            got = [
+                _place(f"{stage}/{p}", parent, brought[p], budget)
+                if p in brought and len(brought[p]) == size
+                else _fetch_one(remote, project, job, f"{root}/{p}", size, parent, budget, work_name)
+                for p, size in sorted(listed.items())
+            ]
+        for path, (digest, size) in manifest.items():
+            if parent.digest(f"{stage}/{path}") != (digest, size):
+                parent.remove(work_name)
+                raise StateError(f"{path} of job {job}'s result does not match its manifest: refused, nothing kept")
+        if partial:
+            said = f"job {job} did not succeed: this is what it left, not a result\n"
+            parent.put(f"{stage}/.rsk-partial", said.encode())
+        else:
+            parent.put(f"{stage}/.rsk-manifest", text.encode())
+        parent.promote(stage, to.name)  # the whole result appears at once
+        parent.remove(work_name)
     files = [FetchedFile(path=p, size=size, to=str(to / p)) for p, size in sorted(listed.items())]
     return ResultReport(target=target_name, project=project, job_id=job, to=str(to), files=files,
                         file_count=len(files), bytes=sum(f.size for f in got), partial=partial,
                         skipped=skipped)  # fmt: skip
 
 
-def _there(parent: Dir, to: Path, manifest: str | None) -> list[FetchedFile] | None:
-    """The files of the same result already in DIR (its manifest is this one), or None when DIR does not exist;
-    a DIR that holds anything else, or is a link, is refused."""
-    found = parent.lookup(to.name)
-    if found is None:
-        return None
-    if stat.S_ISLNK(found.st_mode):
-        raise LinkRefused(f"{to} is a symbolic link: refused, nothing was written there", LINK_HINT)
-    if manifest is not None and stat.S_ISDIR(found.st_mode):
-        with parent.sub(to.name) as there:
-            label = there.lookup(".rsk-manifest")
-            if label is not None and stat.S_ISREG(label.st_mode) and there.read(".rsk-manifest") == manifest.encode():
-                return [
-                    FetchedFile(path=p, size=size, to=str(to / p))
-                    for p, (_, size) in sorted(_manifest(manifest).items())
-                ]
-        raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
-    raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
-
-
-def _place(path: str, to: Dir, data: bytes, budget: list[int]) -> FetchedFile:
-    """A file a call of many brought, written into the stage `to` (rsk.local.nolink; checked against the manifest
-    there, as the rest)."""
+def _place(rel: str, to: Dest, data: bytes, budget: list[int]) -> FetchedFile:
+    """A file a call of many brought, written into the stage (checked against the manifest there, as the rest)."""
     if len(data) > budget[0]:
-        raise UsageError(f"fetch stopped at its byte limit ({path} would pass it)",
+        raise UsageError(f"fetch stopped at its byte limit ({rel} would pass it)",
                          "pass a larger --max-bytes; run the same command again to resume",
                          code="byte-limit")  # fmt: skip
-    head, _, name = path.rpartition("/")
-    with to.sub(head, create=True) as where:
-        where.remove_tree(name + ".rsk-part")  # a cut fetch's part of it: whole now
-        where.write(name, data)
+    to.put(rel, data)
     budget[0] -= len(data)
-    return FetchedFile(path=path, size=len(data), to=str(to.path / path))
+    return FetchedFile(path=rel, size=len(data), to=str(to.path / rel))
 
 
 def _each(remote: Remote, project: str, jobs: list[str], path: str, max_bytes: int) -> dict[str, answers.FetchAnswer]:

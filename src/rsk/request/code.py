@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 from pathlib import Path
 
@@ -18,10 +17,10 @@ from pydantic import BaseModel, ConfigDict
 
 from rsk.codelist import MAX_BYTES, selected
 from rsk.errors import UsageError
+from rsk.local.handover import check_bounds, code_entry
 from rsk.local.nolink import Dir, Missing
 
 DEFAULT_MAX_BYTES = MAX_BYTES
-_SAFE = re.compile(r"[A-Za-z0-9._+@:,-]+(/[A-Za-z0-9._+@:,-]+)*")
 
 
 class CodeFile(BaseModel):
@@ -47,41 +46,31 @@ class CodeSnapshot(BaseModel):
 
 
 def snapshot(
-    root: Path, excludes: list[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES, git: bool = True
-) -> CodeSnapshot:
-    """The files `--code root` takes. `git=False` for files another user's client sent: they are its
-    selection already, and git is never run on a tree another user wrote (rsk.codelist.listed)."""
-    # another user's files sit in the broker's own new directory; a tree of the caller's is walked from `/`
+    root: Path, excludes: list[str] | None = None, max_bytes: int = DEFAULT_MAX_BYTES, git: bool = True,
+    shown: Path | None = None,
+) -> CodeSnapshot:  # fmt: skip
+    """The files `--code root` takes. `git=False` for files a brokered command's client sent (`shown`: the
+    directory it named, for messages): they are its selection already, and git is never run on a tree someone
+    else wrote (rsk.codelist.listed). The client reads them with the same checks (rsk.local.handover.CodeFiles)."""
+    # files a client sent sit in the broker's own new directory; a tree of the caller's is walked from `/`
     # without following a link (rsk.local.nolink): a link placed on the way would send the human's files
     root = root.resolve() if not git else Path(os.path.normpath(root.absolute()))
+    said = Path(os.path.normpath(shown)) if shown is not None else root
     try:
         opened = Dir.open(root)
     except Missing:
-        raise UsageError(f"--code {root} is not a directory") from None
+        raise UsageError(f"--code {said} is not a directory") from None
     files: list[CodeFile] = []
     with opened as top:
         for rel in selected(str(root), excludes or [], git):
-            found = top.lookup(rel)
-            if found is not None and stat.S_ISLNK(found.st_mode):
-                raise UsageError(f"--code: {rel} is a symlink", "rsk copies regular files only: exclude it (--exclude)")
-            if found is None or not stat.S_ISREG(found.st_mode):
+            if code_entry(top, rel) is None:
                 continue  # a file git knows that was deleted
-            if not _SAFE.fullmatch(rel) or any(c in (".", "..") for c in rel.split("/")) or rel.startswith("-"):
-                raise UsageError(
-                    f"--code: the file name {rel!r} cannot travel",
-                    "names are A-Z a-z 0-9 . _ + @ : , - and /; rename the file or exclude it (--exclude)",
-                )
             data, mode = top.read_with_mode(rel)  # no link followed, even one put there since the look above
             files.append(CodeFile(path=rel, sha256=hashlib.sha256(data).hexdigest(), size=len(data),
                                   executable=bool(mode & stat.S_IXUSR)))  # fmt: skip
     if not files:
-        raise UsageError(f"--code {root} has no files to send (after excludes)")
+        raise UsageError(f"--code {said} has no files to send (after excludes)")
+    check_bounds(said, {f.path: f.size for f in files}, max_bytes)
     total = sum(f.size for f in files)
-    if total > max_bytes:
-        big = ", ".join(f"{f.path} ({f.size // 1024} KiB)" for f in sorted(files, key=lambda f: -f.size)[:5])
-        raise UsageError(
-            f"--code {root} holds {total // (1024 * 1024)} MiB, more than the {max_bytes // (1024 * 1024)} MiB cap",
-            f"exclude data and build outputs (--exclude PATTERN); the largest: {big}",
-        )
     snap = CodeSnapshot(root=str(root), files=files, digest="", total_bytes=total)
     return snap.model_copy(update={"digest": hashlib.sha256(snap.manifest.encode()).hexdigest()})
