@@ -45,7 +45,7 @@ def kinds_of(project: str, card: "Card") -> "TaskKinds | str | None":
     from rsk.ledger.cards import card_kinds
     from rsk.ledger.store import Store
 
-    if card.plan.jobs <= FOLD_TASKS:
+    if card.plan.jobs <= FOLD_TASKS and not card.tasks_file:
         return None
     try:
         return card_kinds(Store(project), card)
@@ -184,7 +184,7 @@ def render_card(
         lines += [f"    | {line}" for line in shown]
         if len(shown) < len(body):
             lines.append(f"    ... {len(body) - len(shown)} more line(s): rsk approvals show {card.id}")
-    if p.tasks and p.budget_min is None:
+    if (p.tasks or card.tasks_file) and p.budget_min is None:
         shown_tasks = p.tasks if full else p.tasks[:FOLD_TASKS]
         for t in shown_tasks:
             res = f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"

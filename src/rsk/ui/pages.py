@@ -234,9 +234,11 @@ def card_facts(card: Card, run: ChainRun | None = None, kinds: TaskKinds | str |
                 el("pre", {"class": "script"}, Markup("\n".join(agent(line) for line in lines))),
             )
         )
-    if kinds is not None:  # what a batch's tasks run, every one of them, digits folded (ADR 0066)
+    if kinds is not None and (
+        p.jobs > FOLD_TASKS or card.tasks_file
+    ):  # what a batch's tasks run, every one of them, digits folded (ADR 0066)
         rows += kinds_rows(kinds)
-    if p.tasks and not chain:
+    if (p.tasks or card.tasks_file) and not chain:
         # every task the card lists is in the page (a batch of more than CARD_TASKS: its first); a long list opens
         # on a click; every task of any batch, a page at a time, at /tasks
         more = p.jobs - len(p.tasks)
@@ -248,7 +250,7 @@ def card_facts(card: Card, run: ChainRun | None = None, kinds: TaskKinds | str |
                          el("p", {"class": "muted"}, f"... and {more} more (sha256 of all {p.tasks_digest[:16]}...). ")
                          if more > 0 else None,
                          el("p", {}, el("a", {"href": link, "class": "all-tasks"}, f"Every task, {TASKS_PAGE} a page"))
-                         if link and p.jobs > FOLD_TASKS else None))  # fmt: skip
+                         if link and (p.jobs > FOLD_TASKS or card.tasks_file) else None))  # fmt: skip
     rows += [
         _row("start (est.)", agent(p.estimate_start)),
         _row("policy", p.policy_verdict, [": ", agent("; ".join(p.policy_reasons))] if p.policy_reasons else None),
