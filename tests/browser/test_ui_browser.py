@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from rsk.ledger.cards import find_card
 from rsk.ledger.store import Store
 from tests.browser.conftest import Served
 from tests.ui_cards import XSS, file_card, file_extension
@@ -351,7 +352,8 @@ def test_a_card_withdrawn_above_does_not_move_another_cards_approve_under_the_po
     page.mouse.click(x_at, y_at)
     page.locator(".notice").wait_for()
     ledger = Store(project).load()
-    assert {c.id: c.status for c in ledger.cards} == {x.id: "withdrawn", a.id: "approved", b.id: "pending"}
+    assert {c.id: c.status for c in ledger.cards} == {a.id: "approved", b.id: "pending"}  # x: archived at once
+    assert find_card(ledger, x.id, Store(project).archive).status == "withdrawn"
     # the pointer away, the cards change (a new one comes): for a moment a click at once on them does nothing
     page.mouse.move(0, 0)
     page.locator("body.settling").wait_for(state="attached")  # the page the approval opened runs its script
@@ -411,7 +413,8 @@ def test_a_card_withdrawn_while_the_pointer_is_away_moves_nothing_until_the_huma
     page.mouse.click(x_at, y_at)  # back to the same spot
     page.locator(".notice").wait_for()
     ledger = Store(project).load()
-    assert {c.id: c.status for c in ledger.cards} == {x.id: "withdrawn", a.id: "approved", b.id: "pending"}
+    assert {c.id: c.status for c in ledger.cards} == {a.id: "approved", b.id: "pending"}  # x: archived at once
+    assert find_card(ledger, x.id, Store(project).archive).status == "withdrawn"
     # asked for, the new list shows: the card that left is gone from the waiting ones
     page.locator("body.settling").wait_for(state="attached")  # the page the approval opened runs its script
     withdraw(Store(project), b.id, "agent")

@@ -36,7 +36,6 @@ class TaskKinds(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
     tasks: int
     commands: list[Folded]
     env: list[Folded]  # what a task's environment sets, entry by entry (a task may set several)
