@@ -18,7 +18,7 @@ class Exit(IntEnum):
     PENDING = 4  # an approval card waits for a human
     CONFLICT = 5  # the plan changed, or a request id was reused for another plan
     STATE = 6  # a ledger or target file is invalid, or written by a newer rsk
-    CAP = 7  # the project's active-jobs cap on the cluster is reached
+    CAP = 7  # the project's active-jobs cap on the cluster is reached, or a user's pending cards (ADR 0067)
     REJECTED = 8  # Slurm refuses the request as asked (sbatch --test-only or sbatch)
     CHECKS = 9  # rsk doctor: at least one check failed
     RUNNING = 10  # rsk wait: the jobs still run at the timeout; call again

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from rsk.ledger.cards import find_card
 from rsk.ledger.store import Store
 from tests.browser.conftest import Served
 from tests.ui_cards import XSS, file_card, file_extension
@@ -351,7 +352,8 @@ def test_a_card_withdrawn_above_does_not_move_another_cards_approve_under_the_po
     page.mouse.click(x_at, y_at)
     page.locator(".notice").wait_for()
     ledger = Store(project).load()
-    assert {c.id: c.status for c in ledger.cards} == {x.id: "withdrawn", a.id: "approved", b.id: "pending"}
+    assert {c.id: c.status for c in ledger.cards} == {a.id: "approved", b.id: "pending"}  # x: archived at once
+    assert find_card(ledger, x.id, Store(project).archive).status == "withdrawn"
     # the pointer away, the cards change (a new one comes): for a moment a click at once on them does nothing
     page.mouse.move(0, 0)
     page.locator("body.settling").wait_for(state="attached")  # the page the approval opened runs its script
@@ -411,7 +413,8 @@ def test_a_card_withdrawn_while_the_pointer_is_away_moves_nothing_until_the_huma
     page.mouse.click(x_at, y_at)  # back to the same spot
     page.locator(".notice").wait_for()
     ledger = Store(project).load()
-    assert {c.id: c.status for c in ledger.cards} == {x.id: "withdrawn", a.id: "approved", b.id: "pending"}
+    assert {c.id: c.status for c in ledger.cards} == {a.id: "approved", b.id: "pending"}  # x: archived at once
+    assert find_card(ledger, x.id, Store(project).archive).status == "withdrawn"
     # asked for, the new list shows: the card that left is gone from the waiting ones
     page.locator("body.settling").wait_for(state="attached")  # the page the approval opened runs its script
     withdraw(Store(project), b.id, "agent")
@@ -421,3 +424,41 @@ def test_a_card_withdrawn_while_the_pointer_is_away_moves_nothing_until_the_huma
     page.get_by_role("button", name="Show the cards now").click()
     assert page.locator("article.card.pending").count() == 0 and page.locator("#changed").is_hidden()
     context.close()
+
+
+def test_a_card_of_ten_thousand_tasks_shows_the_odd_one_and_every_task_a_page_at_a_time(
+    served: Served, project: str
+) -> None:
+    """The card lists the first 100 tasks; its distinct commands (digits folded) show the one at task 5,000 that
+    runs something else, as text; the link opens every task, 200 a page, also as text, and nothing runs."""
+    from tests.ui_cards import file_sweep
+
+    page = served.page
+    ran: list[str] = []
+    page.on("dialog", lambda d: (ran.append(d.message), d.dismiss()))
+    card = file_sweep(project, odd=["sh", "-c", XSS])
+    page.goto(f"{served.base}/")
+    article = page.locator(f"#card-{card.id}")
+    article.wait_for(timeout=30_000)
+    facts = article.locator("dl.facts").inner_text()
+    assert "2 distinct commands (digits as #) in 10000 tasks" in facts, facts
+    assert "9999 x python train.py --seed=#" in facts and "1 x sh -c '<script>document.title=" in facts, facts
+    assert "1 x LD_PRELOAD=/tmp/.x.so" in facts and "10000 x SEED=#" in facts, facts
+    served.shot("cards-sweep-kinds")
+    article.get_by_role("link", name="Every task, 200 a page").click()
+    page.wait_for_url("**/tasks?**")
+    assert "tasks 1-200 of 10000 (page 1 of 50)" in page.locator("main").inner_text()
+    assert page.locator("table.tasks tr").count() == 201  # a head and 200 tasks
+    page.goto(page.url + "&page=26")
+    page.get_by_role("link", name="Next").first.click()
+    page.get_by_role("link", name="Previous").first.click()
+    page.wait_for_url("**page=26")
+    text = page.locator("table.tasks").inner_text()
+    assert "t05000" in text and "<script>document.title=" in text and "t05199" in text and "t05200" not in text, text
+    assert page.locator("main img, main script").count() == 0 and ran == [] and "pwned" not in page.title()
+    served.shot("tasks-page-26")
+    path = Store(project).dir / "cards" / f"{card.tasks_file}.json"  # changed beside the ledger: refused, not shown
+    path.write_bytes(path.read_bytes().replace(b"SEED=5199", b"SEED=5198"))
+    page.reload()
+    assert "does not hold the tasks card" in page.locator("main").inner_text()
+    assert page.locator("table.tasks").count() == 0

@@ -135,3 +135,16 @@ def test_a_broker_that_never_idles_out_starts_and_answers(sock: Path, rsk_env: P
     # RSK_HOME and what the broker writes there are this user's own
     assert (rsk_env.stat().st_mode & 0o777) == 0o700
     assert ((rsk_env / "broker.log").stat().st_mode & 0o777) == 0o600
+
+
+def test_a_project_file_nested_too_deep_is_exit_6_directly_and_through_the_broker(sock: Path, tmp_path: Path) -> None:
+    """A `.rsk.toml` whose value nests 30,000 arrays deep (well under the 64 KiB a project file may hold) makes
+    the TOML reader recurse past Python's limit: the project file's fault (exit 6), never an internal error."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / ".rsk.toml").write_text("x = " + "[" * 30_000 + "]" * 30_000 + "\n")
+    assert rsk("broker", "start", "--idle", "60").rc == 0
+    for r in (rsk("approvals", cwd=tree), rsk("approvals", cwd=tree, env={"RSK_NO_BROKER": "1"})):
+        assert r.rc == 6, (r.rc, r.err)
+        assert "project file" in r.err and "nest too deep" in r.err and "Traceback" not in r.err, r.err
+        assert "internal error" not in r.err

@@ -12,7 +12,7 @@ import pytest
 
 from rsk.errors import Exit
 from tests.conftest import Lab, rsk
-from tests.integration.helpers import grant, in_tree, launch, launched
+from tests.integration.helpers import finished_output, grant, in_tree, launch, launched
 
 
 def test_a_project_that_sticks_and_hints_that_carry_it(lab: Lab, project: str, tmp_path: Path) -> None:
@@ -145,6 +145,48 @@ def test_honest_answers_withdraw_cancel_logs_events(lab: Lab, project: str) -> N
         assert time.monotonic() < deadline
         time.sleep(1)
     assert end["signal"] == "TERM" and end["limit_s"] == 3600  # the policy default of 60 min
+
+
+def _on_a_terminal(*args: str) -> tuple[int, bytes]:
+    """rsk run with its standard output on a pseudo-terminal, as a human's: its exit code and what the terminal got."""
+    import os
+    import pty
+
+    from tests.conftest import ROOT, RSK
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    proc = subprocess.Popen([*RSK, *args], stdout=slave, stderr=subprocess.DEVNULL, env=env)
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the other end closed
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    return proc.wait(timeout=120), got
+
+
+def test_logs_on_a_terminal_show_a_jobs_escape_codes_as_text(lab: Lab, project: str) -> None:
+    """A job prints a screen clear, a fake prompt, OSC 52 (set the clipboard) and a title: on the human's terminal
+    `rsk logs` (of a job, of a request) shows them as text; a pipe and --json get the job's bytes as it wrote them."""
+    grant(project, "--jobs", "5")
+    evil = "ok\\033[2J\\033[H$ \\033]52;c;cnNrIGFwcHJvdmU=\\007\\033]0;owned\\007\\tdone\\n"
+    job = launched(launch(project, "-r", "esc1", command=("sh", "-c", f"printf '{evil}'")))["job_id"]
+    tail = finished_output(project, job)
+    raw = "ok\x1b[2J\x1b[H$ \x1b]52;c;cnNrIGFwcHJvdmU=\x07\x1b]0;owned\x07\tdone\n"
+    assert tail["text"] == raw  # --json: the job's text, escapes and all (data)
+    piped = rsk("logs", job, "-t", "lab", "-p", project)
+    assert piped.rc == 0 and piped.out == raw  # a pipe or a file: the bytes as the job wrote them
+    for args in (("logs", job), ("logs", "-r", "esc1")):
+        rc, shown = _on_a_terminal(*args, "-t", "lab", "-p", project)
+        assert rc == 0, shown
+        assert b"\x1b" not in shown and b"\x07" not in shown, shown  # nothing reaches the terminal as a control
+        assert b"ok\\x1b[2J\\x1b[H$ \\x1b]52;c;cnNrIGFwcHJvdmU=\\x07\\x1b]0;owned\\x07\tdone" in shown, shown
 
 
 @pytest.fixture

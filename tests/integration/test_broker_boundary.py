@@ -159,6 +159,11 @@ def test_a_bad_project_file_is_exit_6_for_the_caller(lab: Lab, project: str, bro
     agent_sh(broker, "rm -rf bad && mkdir bad && printf 'project = [\\n' > bad/.rsk.toml")
     r = as_agent(broker, "sh", "-c", "cd bad && /usr/bin/python3 -m rsk status -t lab")
     assert r.rc == Exit.STATE and "project file" in r.err and "Traceback" not in r.err, r.out + r.err
+    # nested 30,000 deep (under the 64 KiB a project file may hold): the TOML reader's recursion ends in the file's
+    # fault, not in an internal error of the broker
+    agent_sh(broker, '/usr/bin/python3 -c \'print("x = " + "[" * 30000 + "]" * 30000)\' > bad/.rsk.toml')
+    r = as_agent(broker, "sh", "-c", "cd bad && /usr/bin/python3 -m rsk status -t lab")
+    assert r.rc == Exit.STATE and "nest too deep" in r.err and "internal error" not in r.err, r.out + r.err
 
 
 def test_a_symlinked_working_directory_is_read_where_it_points(

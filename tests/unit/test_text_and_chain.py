@@ -11,7 +11,7 @@ import pytest
 
 from rsk.cluster.remote import Remote
 from rsk.errors import UsageError
-from rsk.local.inert import inert, inert_lines
+from rsk.local.inert import inert, inert_lines, inert_output
 from rsk.request.inputs import check_env, check_request
 from rsk.wire import bundle
 from rsk.wire.chain import check, seal
@@ -54,6 +54,16 @@ def test_inert(raw: str, shown: str) -> None:
 
 def test_inert_lines_keep_line_breaks_only() -> None:
     assert inert_lines("a\n\x1b[1mb\r\nc") == ["a", "\\x1b[1mb\\r", "c"]
+
+
+def test_a_jobs_output_keeps_its_lines_and_shows_every_other_control_as_text() -> None:
+    """`rsk logs` on a terminal: lines, tabs and a progress bar's carriage returns as written; no escape sequence
+    (screen clear, cursor, OSC 52 clipboard, title), C1 control, bell or bidi override reaches the terminal."""
+    raw = "epoch 1\r\x1b[2K\x1b]52;c;eA==\x07\x9b2J\x1b]0;t\x1b\\\tok \u202eabc\u2069 é\n\x00\x7f"
+    shown = inert_output(raw)
+    assert shown == "epoch 1\r\\x1b[2K\\x1b]52;c;eA==\\x07\\x9b2J\\x1b]0;t\\x1b\\\tok \\u202eabc\\u2069 é\n\\x00\\x7f"
+    assert all(ch.isprintable() or ch in "\n\t\r" for ch in shown)
+    assert inert_output("C:\\path\\x1b") == "C:\\path\\x1b"  # a backslash is the job's own text
 
 
 def sealed(prev: str, lines: list[str]) -> list[str]:

@@ -1,11 +1,12 @@
 """Commands that read the cluster: journal, logs, targets."""
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
+from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target, to_terminal
 from rsk.commands import help_for
 from rsk.local import caller
 
@@ -101,15 +102,17 @@ def logs(
         _request_logs(target, project, request_id or batch or "", stream, tail, json_out)
         return
     printed = {"size": -1}
+    shown = _shown()
 
     def stream_new(t: LogTail) -> None:
         """With --follow, print what is new since the last poll (the whole tail the first time)."""
         stdout = caller.stdout()
         if printed["size"] < 0:
-            stdout.write(t.text)
+            stdout.write(shown(t.text))
         elif t.size > printed["size"]:
             new = t.size - printed["size"]
-            stdout.write(t.text.encode()[-new:].decode("utf-8", "replace") if new < len(t.text.encode()) else t.text)
+            stdout.write(shown(t.text.encode()[-new:].decode("utf-8", "replace") if new < len(t.text.encode())
+                               else t.text))  # fmt: skip
         stdout.flush()
         printed["size"] = t.size
 
@@ -152,14 +155,23 @@ def _request_logs(target: str | None, project: str | None, request_id: str, stre
     if json_out:
         print_json(found)
         return
-    stdout = caller.stdout()
+    stdout, shown = caller.stdout(), _shown()
     for t in found.logs:
         label = t.task or t.request_id
         stdout.write(f"==> {inert(label)}: job {t.job_id} ({t.state}), {t.size} bytes of {stream} <==\n")
         if t.note:
             stdout.write(f"rsk: {t.note}\n")
-        stdout.write(t.text if not t.text or t.text.endswith("\n") else t.text + "\n")
+        stdout.write(shown(t.text if not t.text or t.text.endswith("\n") else t.text + "\n"))
     stdout.flush()
+
+
+def _shown() -> Callable[[str], str]:
+    """How a job's output is written: on a terminal, made inert (an escape sequence the job printed shows as text and
+    does nothing: no screen clear, no title, no clipboard); to a pipe or a file, as the job wrote it (its bytes are
+    data there, and `less -R` shows colours and escapes the rest). `--json` carries the text as it is."""
+    from rsk.local.inert import inert_output
+
+    return inert_output if to_terminal() else str
 
 
 def info(

@@ -61,6 +61,14 @@ def err() -> Plain:
     return Plain(caller.stderr())
 
 
+def to_terminal() -> bool:
+    """Whether the caller's standard output is a terminal (in the broker, its client's)."""
+    from rsk.local import caller
+
+    c = caller.current()
+    return c.tty if c is not None else caller.stdout().isatty()
+
+
 def rich_out() -> Console:
     """A Rich console for tables and live views."""
     from rich.console import Console
@@ -70,7 +78,7 @@ def rich_out() -> Console:
     # a pipe or file gets wide lines instead of Rich's default of 80 columns; in the broker, the client's
     c = caller.current()
     stream = caller.stdout()
-    tty = c.tty if c is not None else stream.isatty()
+    tty = to_terminal()
     width: int | None = 200
     if tty:
         width = c.columns if c is not None else None

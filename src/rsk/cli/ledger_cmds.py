@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from rsk.ledger.grants import GrantView
     from rsk.ledger.models import Card
     from rsk.ledger.store import Store
+    from rsk.ledger.taskkinds import TaskKinds
 
 grant_app = typer.Typer(help=help_for("grant"), no_args_is_help=True)
 rule_app = typer.Typer(help=help_for("deny-rule"), no_args_is_help=True)
@@ -33,13 +34,60 @@ def _store(project: str | None) -> "Store":
     return Store(resolve_project(project))
 
 
-FOLD_TASKS = 20  # a card shows this many tasks of a batch; `rsk approvals show CARD` shows all
+FOLD_TASKS = 20  # a card shows this many tasks of a batch (a batch of more: its distinct commands too, ADR 0066)
 FOLD_SCRIPT = 40  # and this many lines of a script
+FOLD_KINDS = 12  # and this many of a batch's distinct commands and env entries (`rsk approvals show CARD --all`: all)
 
 
-def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None) -> str:
+def kinds_of(project: str, card: "Card") -> "TaskKinds | str | None":
+    """A batch's distinct commands for its card (a batch of more than FOLD_TASKS tasks), or why they cannot be read."""
+    from rsk.errors import StateError
+    from rsk.ledger.cards import card_kinds
+    from rsk.ledger.store import Store
+
+    if card.plan.jobs <= FOLD_TASKS and not card.tasks_file:
+        return None
+    try:
+        return card_kinds(Store(project), card)
+    except StateError as exc:
+        return exc.message
+
+
+def render_kinds(kinds: "TaskKinds | str", card_id: str, every: bool = False) -> list[str]:
+    """A batch's distinct commands and env entries, digits folded to #, the most tasks first (ADR 0066): a task
+    unlike the others is a line of its own, wherever it is in the batch."""
+    from rsk.local.inert import inert
+
+    if isinstance(kinds, str):
+        return [f"  commands      its tasks cannot be read, so they cannot be shown: {inert(kinds)}"]
+    lines: list[str] = []
+    for label, one, many, found in (
+        ("commands", "command", "commands", kinds.commands),
+        ("task env", "env entry", "env entries", kinds.env),
+    ):
+        if not found:
+            continue
+        shown = found if every else found[:FOLD_KINDS]
+        lines.append(f"  {label:<13} {len(found)} distinct {one if len(found) == 1 else many} "
+                     f"(digits as #) in {kinds.tasks} tasks:")  # fmt: skip
+        lines += [f"    {f.tasks:>7} x {inert(f.text)}   (first: task {inert(f.first)})" for f in shown]
+        if len(shown) < len(found):
+            lines.append(f"  !             {len(found) - len(shown)} more distinct {many} not shown: read them "
+                         f"all before you approve: rsk approvals show {card_id} --all")  # fmt: skip
+    return lines
+
+
+def render_card(
+    card: "Card",
+    full: bool = False,
+    run: "ChainRun | None" = None,
+    kinds: "TaskKinds | str | None" = None,
+    every: bool = False,
+) -> str:
     """Everything the plan binds, with every agent-controlled text made inert (rsk.local.inert); for an extension
-    of a chain, what the chain ran so far (`run`, rsk.ledger.cards.chain_run) and its total if spent in full."""
+    of a chain, what the chain ran so far (`run`, rsk.ledger.cards.chain_run) and its total if spent in full; for a
+    batch, its distinct commands (`kinds`, ADR 0066). `full`: the whole script and every task the card lists;
+    `every`: every distinct command (and the card has every task: rsk.ledger.cards.whole)."""
     import shlex
 
     from rsk.local.inert import inert, inert_lines
@@ -98,6 +146,8 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
     if len(p.shapes) > 1 or p.jobs > FOLD_TASKS:  # a big batch at a glance: its tasks by shape
         lines.append("  shapes        " + "; ".join(f"{s.tasks} x {s.nodes}n {s.cpus}c {s.mem_mb}MB {s.gpus}g "
                                                     f"{s.time_min}min" for s in p.shapes))  # fmt: skip
+    if kinds is not None:  # and what differs between its tasks
+        lines += render_kinds(kinds, card.id, every)
     if p.attempt_of:
         lines.append(f"  retries       batch {inert(p.attempt_of)}: these tasks run again, in its work directory")
     if p.kind == "argv":
@@ -134,7 +184,7 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
         lines += [f"    | {line}" for line in shown]
         if len(shown) < len(body):
             lines.append(f"    ... {len(body) - len(shown)} more line(s): rsk approvals show {card.id}")
-    if p.tasks and p.budget_min is None:
+    if (p.tasks or card.tasks_file) and p.budget_min is None:
         shown_tasks = p.tasks if full else p.tasks[:FOLD_TASKS]
         for t in shown_tasks:
             res = f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"
@@ -146,6 +196,7 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
         if len(shown_tasks) < p.jobs:
             lines.append(
                 f"  ... {p.jobs - len(shown_tasks)} more task(s): rsk approvals show {card.id}"
+                + (" --all" if full or card.tasks_file else "")
                 + (f" (all {p.jobs}: sha256 {p.tasks_digest[:16]}...)" if p.tasks_digest else "")
             )
     lines += [
@@ -166,11 +217,18 @@ def render_card(card: "Card", full: bool = False, run: "ChainRun | None" = None)
 
 def approvals(
     action: Annotated[
-        str | None, typer.Argument(help="`show CARD`: one card in full (every task, the whole script).")
+        str | None,
+        typer.Argument(
+            help="`show CARD`: one card in full (the whole script; a batch's distinct commands and the "
+            "tasks the card lists; with --all, every task)."
+        ),
     ] = None,
     card_id: Annotated[str | None, typer.Argument(metavar="CARD", help="The card to show.")] = None,
     project: ProjectOpt = None,
-    all_cards: Annotated[bool, typer.Option("--all", help="Include decided cards.")] = False,
+    all_cards: Annotated[
+        bool,
+        typer.Option("--all", help="Include decided cards; with `show CARD`, every task of its batch."),
+    ] = False,
     all_projects: Annotated[
         bool,
         typer.Option(
@@ -182,7 +240,16 @@ def approvals(
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
-    from rsk.ledger.cards import CardAnswer, CardList, cards_everywhere, find_card, list_cards, store_of_card, whole
+    from rsk.ledger.cards import (
+        CardAnswer,
+        CardList,
+        card_kinds,
+        cards_everywhere,
+        find_card,
+        list_cards,
+        store_of_card,
+        whole,
+    )
 
     if action is not None:
         if action != "show":
@@ -191,10 +258,12 @@ def approvals(
             raise UsageError("`rsk approvals show` needs a CARD", "e.g. rsk approvals show c-1a2b3c4d5e6f")
         owner = store_of_card(card_id, project)
         found = find_card(owner.load(), card_id, owner.archive)
+        shown = whole(owner, found) if all_cards else found  # every task: from its file beside the ledger, checked
         if json_out:
-            print_json(CardAnswer(project=owner.project, card=found))
+            print_json(CardAnswer(project=owner.project, card=shown, kinds=card_kinds(owner, found)))
         else:
-            out().print(render_card(whole(owner, found), full=True, run=_run(owner.project, found)))
+            out().print(render_card(shown, full=True, run=_run(owner.project, found),
+                                    kinds=kinds_of(owner.project, found), every=all_cards))  # fmt: skip
         return
     # the project in force by default (an agent sees its own cards); --all-projects, what waits in every project
     if all_projects and project:
@@ -216,7 +285,7 @@ def approvals(
             o.print(f"{len(elsewhere)} card(s) wait in other projects: rsk approvals --all-projects")
         return
     for owner_project, card in pairs:
-        o.print(render_card(card, run=_run(owner_project, card)) + "\n")
+        o.print(render_card(card, run=_run(owner_project, card), kinds=kinds_of(owner_project, card)) + "\n")
     o.print("next: rsk approve CARD [--uses N] [--expires 8h]  or  rsk deny CARD --reason '...'")
 
 
@@ -251,7 +320,7 @@ def approve(
     store = store_of_card(card, project)
     found = find_card(store.load(), card, store.archive)
     if not yes and not json_out:
-        out().print(render_card(found, run=_run(store.project, found)))
+        out().print(render_card(found, run=_run(store.project, found), kinds=kinds_of(store.project, found)))
     require_human(f"approve card {card}", yes)
     approval = do_approve(
         store,

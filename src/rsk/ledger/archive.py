@@ -7,7 +7,8 @@ beside it, one JSON line per entry, appended and synced before the hot file is r
 - a charge that is settled or released (its grant keeps what it spent in `archived_*`, so budgets hold);
 - an approval with no use held or still running, used up (its last use) or expired a day ago;
 - a grant revoked or expired for a day, once none of its charges is still reserved or running;
-- a card approved or withdrawn a day ago (a denied card stays: it denies its plan again).
+- a card approved or withdrawn by rsk a day ago, or withdrawn by its agent (at once: nothing waits on it; ADR 0067;
+  a denied card stays: it denies its plan again).
 
 Nothing is lost: the archive is the audit of those entries, and rsk still reads it for what it must
 remember (a request's submitted jobs, so a wiped remote root never means a second submit; a card by id;
@@ -96,6 +97,8 @@ def _grant_cold(g: Grant, open_grants: set[str], at: datetime) -> bool:
 
 
 def _card_cold(c: Card, at: datetime) -> bool:
+    if c.status == "withdrawn" and not c.superseded_by:  # its agent took it back: no wait goes on (ADR 0067)
+        return True
     return c.status in ("approved", "withdrawn") and _old(c.decided_at, at)
 
 

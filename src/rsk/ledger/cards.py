@@ -12,9 +12,10 @@ from pydantic import BaseModel, ConfigDict
 from rsk.errors import DENIED_HINT, ConflictError, DeniedError, PendingApproval, UsageError
 from rsk.ledger.archive import Archive
 from rsk.ledger.cardtasks import card_tasks
-from rsk.ledger.models import Approval, AuditEntry, Card, JobCost, Ledger, now, tally
+from rsk.ledger.models import Approval, AuditEntry, Card, CardTask, JobCost, Ledger, now, tally
 from rsk.ledger.models import tell_human as tell_human  # its one wording, with the card
 from rsk.ledger.store import Store
+from rsk.ledger.taskkinds import TaskKinds, summarize
 from rsk.local.paths import attempt_of
 from rsk.wire.protocol import Request
 
@@ -34,6 +35,23 @@ def whole(store: Store, card: Card) -> Card:
     return card.model_copy(update={"plan": card.plan.model_copy(update={"tasks": full.plan_tasks})})
 
 
+def batch_tasks(store: Store, card: Card) -> list[CardTask] | None:
+    """Every task of a batch's card as its plan runs them (its file beside the ledger read and checked, StateError
+    when it was changed); None for a card of any other kind (a chain's links are its tasks, and not a batch)."""
+    p = card.plan
+    if p.kind != "batch" or p.budget_min is not None or (not p.tasks and not card.tasks_file):
+        return None
+    full = card_tasks(store.dir, card)
+    return full.plan_tasks if full is not None else p.tasks
+
+
+def card_kinds(store: Store, card: Card) -> TaskKinds | None:
+    """A batch's every task by kind (ADR 0066): what the human reads before approving them all; None for a card
+    that is not a batch. StateError when its tasks' file beside the ledger was changed."""
+    tasks = batch_tasks(store, card)
+    return summarize(tasks) if tasks is not None else None
+
+
 class CardList(BaseModel):
     """`rsk approvals --json` and MCP's approvals: the cards of one project (project None: of every project)."""
 
@@ -45,13 +63,15 @@ class CardList(BaseModel):
 
 
 class CardAnswer(BaseModel):
-    """`rsk approvals show CARD --json`: one card in full."""
+    """`rsk approvals show CARD --json`: one card (with `--all`, every task of its batch in its plan), and a batch's
+    tasks by kind (ADR 0066)."""
 
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = 1
     project: str
     card: Card
+    kinds: TaskKinds | None = None
 
 
 class Decision(BaseModel):

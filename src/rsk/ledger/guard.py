@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rsk.errors import DENIED_HINT, ConflictError, DeniedError, PendingApproval, RskError, UsageError
+from rsk.errors import DENIED_HINT, CapReached, ConflictError, DeniedError, PendingApproval, RskError, UsageError
 from rsk.ledger import attempts
 from rsk.ledger.archive import Archive
 from rsk.ledger.cardtasks import keep_tasks, shapes, tasks_digest
 from rsk.ledger.decide import Facts, decide, denial, find_approval
 from rsk.ledger.models import (
     CARD_FILES,
+    CARD_MAX_BYTES,
+    CARD_TASK_BYTES,
     CARD_TASKS,
+    MAX_PENDING_CARDS,
     UNFOUND,
     Approval,
     AuditEntry,
@@ -95,6 +98,22 @@ def plan_tasks(plan: Plan) -> list[CardTask]:
     return [CardTask.model_validate({**t.model_dump(), "needs": [n.wire for n in t.needs]}) for t in plan.tasks]
 
 
+SUMMARY = 300  # a card's one-line summary of its command keeps this many characters (it shows every task whole)
+
+
+def listed(tasks: list[CardTask]) -> list[CardTask]:
+    """The tasks a card lists of its batch: the first CARD_TASKS, as many of them as fit in CARD_TASK_BYTES (the
+    ledger is read on every launch; the rest are beside it: ADR 0060, 0067)."""
+    out: list[CardTask] = []
+    size = 0
+    for t in tasks[:CARD_TASKS]:
+        size += len(t.model_dump_json())
+        if size > CARD_TASK_BYTES:
+            break
+        out.append(t)
+    return out
+
+
 def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> CardPlan:
     """What the card shows; with `code`, the snapshot's files, when its manifest hashes to the plan's digest. A batch
     lists its first CARD_TASKS tasks, the digest of all and their shapes (authorize_in keeps the rest beside it)."""
@@ -109,7 +128,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         user=plan.user,
         root=plan.root,
         hostkey=plan.hostkey,
-        command=plan.command,
+        command=plan.command if len(plan.command) <= SUMMARY else plan.command[:SUMMARY] + "...",  # for lists
         argv=plan.argv,
         kind=plan.kind,
         workdir=plan.workdir,
@@ -121,7 +140,7 @@ def card_plan(target: str, plan: Plan, code: CodeSnapshot | None = None) -> Card
         **plan.largest.model_dump(),
         env=plan.env,
         script=plan.script,
-        tasks=tasks[:CARD_TASKS],
+        tasks=listed(tasks),
         tasks_digest=tasks_digest(tasks) if tasks else "",
         shapes=shapes(tasks),
         max_running=plan.max_running,
@@ -333,19 +352,43 @@ def authorize_in(
                  and c.target == target and c.status == "pending"), None)  # fmt: skip
     new_card = card is None
     if card is None:
-        many = len(plan.tasks) > CARD_TASKS  # its tasks beside the ledger, which is read on every launch (ADR 0060)
+        filer = caller.user()
+        waiting = sum(c.status == "pending" and c.filed_by == filer for c in ledger.cards)
+        if waiting >= MAX_PENDING_CARDS:  # the hot ledger is every launch's to read (ADR 0067)
+            return CapReached(
+                f"{filer} has {waiting} cards waiting for a human in project {store.project}, the most one user may "
+                "have (no new card was filed)",
+                "wait for the human to decide them (`rsk wait CARD`), or withdraw the ones you no longer need "
+                f"(`rsk approvals{scope(store.project, None)}` lists them; `rsk withdraw CARD`), then launch again",
+                details={"pending": waiting, "max_pending": MAX_PENDING_CARDS},
+                code="cards-cap",
+            )
+        shown = card_plan(target, plan, code)
+        many = len(shown.tasks) < len(plan.tasks)  # its tasks beside the ledger (ADR 0060, 0067)
         card = Card(
             plan_hash=plan.hash,
             request_id=rid,
             requester=request.requester,
-            filed_by=caller.user(),
+            filed_by=filer,
             target=target,
             request=request.model_dump(exclude={"hostkey", "tasks"} if many else {"hostkey"}),
-            plan=card_plan(target, plan, code),
+            plan=shown,
             closest_grant=d.closest_grant,
             closest_why=d.closest_why,
-            tasks_file=keep_tasks(store.dir, request, plan_tasks(plan)) if many else "",
         )
+        size = len(card.model_dump_json())
+        if size > CARD_MAX_BYTES:
+            return UsageError(
+                f"this launch needs a human's approval, and its card would hold {size // 1024} KiB in the ledger "
+                f"(its script, command, environment and code paths), more than {CARD_MAX_BYTES // 1024} KiB: no card "
+                "was filed",
+                "put the long part in a file of the code you send (--code) and run that, or ask the human for a grant "
+                "that covers it",
+                details={"card_bytes": size, "max_bytes": CARD_MAX_BYTES},
+                code="card-too-big",
+            )
+        if many:
+            card.tasks_file = keep_tasks(store.dir, request, plan_tasks(plan))
         ledger.cards.append(card)
     # what to pass on to the human (addressed to them), and what the agent does next: two fields
     from rsk.ledger.models import tell_human as sentence

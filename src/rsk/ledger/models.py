@@ -17,6 +17,9 @@ from rsk.wire.resources import Resources
 LEDGER_SCHEMA = 12
 CARD_FILES = 1000  # a card lists at most this many of a snapshot's paths (the ledger is read on every launch)
 CARD_TASKS = 100  # and this many of a batch's tasks; more are kept beside the ledger, in a file of their own (ADR 0060)
+CARD_TASK_BYTES = 16 * 1024  # and as many of those as fit in this many bytes (ADR 0067)
+CARD_MAX_BYTES = 256 * 1024  # a card larger than this in the ledger is refused (its script, argv, env: ADR 0067)
+MAX_PENDING_CARDS = 20  # cards one OS user may have waiting in a project at once (ADR 0067)
 
 
 def now() -> datetime:
@@ -264,7 +267,7 @@ class CardPlan(Model):
     time_min: int
     env: list[str] = []  # NAME=VALUE, every one the job gets from the plan
     script: str | None = None
-    tasks: list[CardTask] = []  # a batch: every task, or its first CARD_TASKS (the card's tasks_file holds them all)
+    tasks: list[CardTask] = []  # a batch: every task, or its first (CARD_TASKS, CARD_TASK_BYTES: tasks_file has all)
     tasks_digest: str = ""  # a batch: sha256 of all its tasks as the card lists them (rsk.ledger.cards.tasks_digest)
     shapes: list[CardShape] = []  # a batch: its tasks by shape, the most first
     max_running: int | None = None  # a batch: at most this many of its tasks run at once (docs/adr/0059)
@@ -338,8 +341,9 @@ class Card(Model):
     decided_at: datetime | None = None
     reason: str = ""
     superseded_by: str = ""  # withdrawn by rsk: a grant or a spare approval use allowed its request (its wait goes on)
-    # a batch of more than CARD_TASKS tasks: the sha256 (and name) of the file beside the ledger that holds every one,
-    # as its request asks them and as its plan runs them (rsk.ledger.cards.card_tasks); `request` then holds none
+    # a batch of more than its card lists (CARD_TASKS, CARD_TASK_BYTES): the sha256 (and name) of the file beside
+    # the ledger that holds every task, as its request asks them and as its plan runs them
+    # (rsk.ledger.cards.card_tasks); `request` then holds none
     tasks_file: str = ""
 
 

@@ -11,6 +11,11 @@ to a terminal's width. Every blank other than the ASCII space (no-break, em and 
 Hangul and braille fillers) is escaped too, and a run that mixes blanks, escaped characters and invisible
 ones is counted the same way (`⟨8000 blank, invisible or control characters⟩`): no character that renders
 as nothing can stand in for a space the count would show.
+
+A job's output (`rsk logs`) is shown on a terminal with `inert_output`: its lines, tabs and carriage returns
+stay as they are (a log is read as lines; a progress bar redraws its own line), and every other control
+character (ESC, so no escape sequence: screen clears, cursor moves, titles, OSC 52's clipboard; the C1 set; BEL)
+and every bidi control is shown as an escape.
 """
 
 from __future__ import annotations
@@ -90,3 +95,20 @@ def inert(text: str) -> str:
 def inert_lines(text: str) -> list[str]:
     """A multi-line text (a script) as lines, each made inert; the line breaks themselves are kept."""
     return [inert(line) for line in text.split("\n")]
+
+
+# a job's output on a terminal: every control character (C0, DEL, C1) but line breaks, tabs and carriage returns, and
+# every bidi embedding, override and isolate, shown as its escape
+_OUTPUT = {
+    code: _escape(chr(code))
+    for code in (*range(0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+    if chr(code) not in "\n\t\r"
+}
+
+
+def inert_output(text: str) -> str:
+    """A job's output as a terminal may show it: line breaks, tabs and carriage returns kept, every other control
+    character and every bidi control escaped (`\\x1b`), so nothing the job wrote acts on the terminal. Backslashes
+    are left alone (a log's paths and regexes stay readable): `\\x1b` may be the job's text or an escape, and
+    neither acts."""
+    return text.translate(_OUTPUT)

@@ -94,12 +94,19 @@ def _sent(found: ProjectFound) -> tuple[Path, ProjectFile] | None:
 
 
 def read(path: Path, text: str | None = None) -> ProjectFile:
+    """The project file's contents; any fault of the file (unreadable, not TOML, nested past what the parser can
+    follow, invalid) is a StateError (exit 6), never a traceback: in the broker the file is another user's."""
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8") if text is None else text)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise StateError(
             f"the project file {path} cannot be read: {exc}", "fix it, or write it anew with `rsk init --force`"
         ) from exc
+    except RecursionError:  # tomllib recurses into nested arrays and tables: a deep enough nesting ends here
+        raise StateError(
+            f"the project file {path} cannot be read: its values nest too deep",
+            "a project file holds schema_version, project and target; write it anew with `rsk init --force`",
+        ) from None
     version = raw.get("schema_version", SCHEMA)
     if not isinstance(version, int) or version > SCHEMA:
         raise StateError(f"the project file {path} has schema_version {version!r}", "upgrade rsk to read it")

@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from rsk.errors import RskError, StateError
-from rsk.ledger.cards import ChainRun, chain_run
+from rsk.ledger.cards import ChainRun, card_kinds, chain_run
 from rsk.ledger.grants import GrantView, list_grants, list_rules
 from rsk.ledger.models import Approval, Card, DenyRule, tally
 from rsk.ledger.store import Store
+from rsk.ledger.taskkinds import TaskKinds
 
 RECENT = 20  # decided cards shown below the pending ones
 T = TypeVar("T")
@@ -25,9 +26,14 @@ class CardsView:
     decided: list[tuple[str, Card]]  # newest decision first
     broken: dict[str, str]  # project -> why its ledger could not be read
     runs: dict[str, ChainRun] = field(default_factory=dict)  # an extension's card id -> what its chain ran so far
+    kinds: dict[str, TaskKinds | str] = field(default_factory=dict)  # a batch's card id -> its tasks by kind, or why
+    # they cannot be read (ADR 0066)
 
 
-def cards(projects: list[str]) -> CardsView:
+def cards(projects: list[str], known: dict[str, TaskKinds] | None = None) -> CardsView:
+    """Every project's cards, pending and recently decided, with what a card shows beside its plan. `known`: the
+    kinds of the batches whose tasks' files were read before, by the file's sha256 (the file is named by the hash of
+    what it holds, and was checked when it was read): kept for the next call, for the cards still shown only."""
     pending: list[tuple[str, Card]] = []
     decided: list[tuple[str, Card]] = []
     broken: dict[str, str] = {}
@@ -44,7 +50,22 @@ def cards(projects: list[str]) -> CardsView:
             broken[project] = exc.message
     pending.sort(key=lambda pc: pc[1].created)
     decided.sort(key=lambda pc: pc[1].decided_at or pc[1].created, reverse=True)
-    return CardsView(pending, decided[:RECENT], broken, runs)
+    view = CardsView(pending, decided[:RECENT], broken, runs)
+    seen = dict(known or {})
+    if known is not None:
+        known.clear()
+    for project, card in view.pending + view.decided:
+        kept = seen.get(card.tasks_file) if card.tasks_file else None
+        try:
+            found = kept if kept is not None else card_kinds(Store(project), card)
+        except StateError as exc:
+            view.kinds[card.id] = exc.message
+            continue
+        if found is not None:
+            view.kinds[card.id] = found
+            if known is not None and card.tasks_file:
+                known[card.tasks_file] = found
+    return view
 
 
 @dataclass

@@ -18,14 +18,17 @@ from rsk.wire.states import FINAL
 if TYPE_CHECKING:  # names only: the parts are pure and stand low in the import tree
     from rsk.ledger.cards import ChainRun
     from rsk.ledger.grants import GrantView
-    from rsk.ledger.models import Card, DenyRule
+    from rsk.ledger.models import Card, CardTask, DenyRule
+    from rsk.ledger.taskkinds import TaskKinds
     from rsk.ops.gpus import GpuInventory
     from rsk.ops.logs import LogTail
     from rsk.ops.watcher import Snapshot
     from rsk.ui.feeds import ApprovedView, BudgetView, CardsView
 
 FOLD_FILES = 50  # a card's code files shown before a <details> folds the rest (every one is in the page)
-FOLD_TASKS = 20  # a batch of more tasks shows them on a click (every one is in the page)
+FOLD_TASKS = 20  # a batch of more tasks shows them on a click (every one the card lists is in the page)
+FOLD_KINDS = 12  # a batch's distinct commands shown before a <details> folds the rest (every one is in the page)
+TASKS_PAGE = 200  # /tasks: every task of a batch, this many a page
 
 
 def _when(at: datetime | None) -> str:
@@ -48,9 +51,67 @@ def _row(label: str, *value: object) -> Markup:
     return join([el("dt", {}, label), el("dd", {}, *value)])
 
 
-def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
+def tasks_table(tasks: list[CardTask], needs: bool) -> Markup:
+    """A batch's tasks as rows: key, shape, command (word by word), env and (a workflow's) needs."""
+    heads = ("task", "resources", "command", "env", *(("needs",) if needs else ()))
+    head = el("tr", {}, [el("th", {}, h) for h in heads])
+    body = [
+        el(
+            "tr",
+            {},
+            el("td", {}, el("code", {}, agent(t.key))),
+            el("td", {}, f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"),
+            el("td", {}, _argv(t.argv)),
+            el("td", {}, [el("div", {}, el("code", {}, agent(e))) for e in t.env]),
+            el(
+                "td",
+                {},
+                [
+                    el(
+                        "div",
+                        {},
+                        el("code", {}, agent(n.rpartition(":")[0])),
+                        " (ended)" if n.endswith(":any") else None,
+                    )
+                    for n in t.needs
+                ],
+            )
+            if needs
+            else None,
+        )
+        for t in tasks
+    ]
+    return el("div", {"class": "scroll"}, el("table", {"class": "tasks"}, head, body))
+
+
+def kinds_rows(kinds: TaskKinds | str) -> list[Markup]:
+    """A batch's distinct commands and env entries, digits folded to #, the most tasks first (ADR 0066): a task
+    unlike the others is a row of its own, wherever it is in the batch. Each with its count and first task."""
+    if isinstance(kinds, str):
+        return [_row("commands", el("strong", {}, "its tasks cannot be read, so they cannot be shown: "), agent(kinds))]
+    rows = []
+    for label, one, many, found in (
+        ("commands", "command", "commands", kinds.commands),
+        ("task env", "env entry", "env entries", kinds.env),
+    ):
+        if not found:
+            continue
+        items = [el("li", {}, el("span", {"class": "count"}, f"{f.tasks} x "), el("code", {}, agent(f.text)),
+                    el("span", {"class": "muted"}, " (first: task ", agent(f.first), ")")) for f in found]  # fmt: skip
+        folded = el("ul", {"class": "kinds"}, items[:FOLD_KINDS])
+        if len(items) > FOLD_KINDS:
+            folded = join([folded, el("details", {}, el("summary", {}, f"{len(items) - FOLD_KINDS} more distinct"),
+                                      el("ul", {"class": "kinds"}, items[FOLD_KINDS:]))])  # fmt: skip
+        rows.append(_row(label, f"{len(found)} distinct {one if len(found) == 1 else many} (digits as #) in "
+                                f"{kinds.tasks} tasks", folded))  # fmt: skip
+    return rows
+
+
+def card_facts(card: Card, run: ChainRun | None = None, kinds: TaskKinds | str | None = None,
+               project: str = "") -> Markup:  # fmt: skip
     """Every fact the plan binds, in the order `rsk approvals show` prints them; for an extension of a chain, what
-    the chain ran so far (`run`, rsk.ledger.cards.chain_run) and its total if the extension is spent in full."""
+    the chain ran so far (`run`, rsk.ledger.cards.chain_run) and its total if the extension is spent in full; for a
+    batch, its distinct commands (`kinds`, ADR 0066) and a link to every task (`project`: its ledger's)."""
     p = card.plan
     rows = [
         _row("project", agent(str(card.request.get("project", "?")))),
@@ -173,44 +234,23 @@ def card_facts(card: Card, run: ChainRun | None = None) -> Markup:
                 el("pre", {"class": "script"}, Markup("\n".join(agent(line) for line in lines))),
             )
         )
-    if p.tasks and not chain:
-        heads = ("task", "resources", "command", "env", *(("needs",) if graph else ()))
-        head = el("tr", {}, [el("th", {}, h) for h in heads])
-        body = [
-            el(
-                "tr",
-                {},
-                el("td", {}, el("code", {}, agent(t.key))),
-                el("td", {}, f"{t.nodes}n {t.cpus}c {t.mem_mb}MB {t.gpus}g {t.time_min}min"),
-                el("td", {}, _argv(t.argv)),
-                el("td", {}, [el("div", {}, el("code", {}, agent(e))) for e in t.env]),
-                el(
-                    "td",
-                    {},
-                    [
-                        el(
-                            "div",
-                            {},
-                            el("code", {}, agent(n.rpartition(":")[0])),
-                            " (ended)" if n.endswith(":any") else None,
-                        )
-                        for n in t.needs
-                    ],
-                )
-                if graph
-                else None,
-            )
-            for t in p.tasks
-        ]
-        table = el("div", {"class": "scroll"}, el("table", {"class": "tasks"}, head, body))
+    if kinds is not None and (
+        p.jobs > FOLD_TASKS or card.tasks_file
+    ):  # what a batch's tasks run, every one of them, digits folded (ADR 0066)
+        rows += kinds_rows(kinds)
+    if (p.tasks or card.tasks_file) and not chain:
         # every task the card lists is in the page (a batch of more than CARD_TASKS: its first); a long list opens
-        # on a click
+        # on a click; every task of any batch, a page at a time, at /tasks
         more = p.jobs - len(p.tasks)
+        link = "/tasks?" + urlencode({"project": project, "card": card.id}) if project else ""
         rows.append(_row("tasks", el("details", {"id": f"t-{card.id}", "open": len(p.tasks) <= FOLD_TASKS},
                                      el("summary", {}, f"{p.jobs} task(s)" + (f", the first {len(p.tasks)} listed"
-                                                                                if more > 0 else "")), table),
-                         el("p", {"class": "muted"}, f"... and {more} more: `rsk approvals show {card.id}` prints "
-                            f"them all (sha256 of all {p.tasks_digest[:16]}...)") if more > 0 else None))  # fmt: skip
+                                                                                if more > 0 else "")),
+                                     tasks_table(p.tasks, bool(graph))),
+                         el("p", {"class": "muted"}, f"... and {more} more (sha256 of all {p.tasks_digest[:16]}...). ")
+                         if more > 0 else None,
+                         el("p", {}, el("a", {"href": link, "class": "all-tasks"}, f"Every task, {TASKS_PAGE} a page"))
+                         if link and (p.jobs > FOLD_TASKS or card.tasks_file) else None))  # fmt: skip
     rows += [
         _row("start (est.)", agent(p.estimate_start)),
         _row("policy", p.policy_verdict, [": ", agent("; ".join(p.policy_reasons))] if p.policy_reasons else None),
@@ -305,7 +345,9 @@ def card_acts(project: str, card: Card, csrf: str) -> Markup:
     return el("div", {"class": "acts"}, approve, deny)
 
 
-def card_block(project: str, card: Card, csrf: str | None, run: ChainRun | None = None) -> Markup:
+def card_block(
+    project: str, card: Card, csrf: str | None, run: ChainRun | None = None, kinds: TaskKinds | str | None = None
+) -> Markup:
     p = card.plan
     title = el(
         "h3",
@@ -320,7 +362,7 @@ def card_block(project: str, card: Card, csrf: str | None, run: ChainRun | None 
         "article",
         {"class": f"card {card.status}", "id": f"card-{card.id}", "data-plan-hash": card.plan_hash},
         title,
-        card_facts(card, run),
+        card_facts(card, run, kinds, project),
         acts,
     )
 
@@ -340,7 +382,7 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
     ]  # fmt: skip
     parts.append(el("h2", {"data-pending": str(len(view.pending))}, f"Waiting for you ({len(view.pending)})"))
     none = "No card waits" + (" in the ledgers that could be read." if view.broken else ".")
-    shown = [card_block(pr, c, csrf, view.runs.get(c.id)) for pr, c in view.pending]
+    shown = [card_block(pr, c, csrf, view.runs.get(c.id), view.kinds.get(c.id)) for pr, c in view.pending]
     parts += shown or [el("p", {"class": "empty"}, none)]
     if view.decided:
         parts.append(el("h2", {}, "Recent decisions"))
@@ -359,7 +401,7 @@ def cards_section(view: CardsView, csrf: str | None) -> Markup:
                     f" at {_when(c.decided_at)}",
                     [": ", agent(c.reason)] if c.reason else None,
                 ),
-                card_block(pr, c, None, view.runs.get(c.id)),
+                card_block(pr, c, None, view.runs.get(c.id), view.kinds.get(c.id)),
             )
             for pr, c in view.decided
         ]
@@ -711,4 +753,34 @@ def logs_section(project: str, target: str, job: str, stream: str, tail: LogTail
                         [" ", tail.note] if tail.note else None))  # fmt: skip
         lines = tail.text.rstrip("\n").split("\n") if tail.text else []
         parts.append(el("pre", {"class": "script log"}, Markup("\n".join(agent(line) for line in lines))))
+    return join(parts)
+
+
+def tasks_section(project: str, card: Card | None, tasks: list[CardTask] | None, page: int, error: str) -> Markup:
+    """Every task of a batch's card, TASKS_PAGE a page (page counts from 1): what a card of thousands of tasks lists
+    only the first of, read from the file beside the ledger and checked against the card (ADR 0060, 0066)."""
+    parts: list[object] = [el("p", {}, el("a", {"href": "/"}, "Cards"))]
+    if error or card is None or tasks is None:
+        parts.append(el("p", {"class": "error"}, error or "this card is not a batch: it lists no tasks"))
+        return join(parts)
+    pages = max(1, -(-len(tasks) // TASKS_PAGE))
+    page = min(max(page, 1), pages)
+    first = (page - 1) * TASKS_PAGE
+
+    def link(to: int, text: str) -> Markup:
+        href = "/tasks?" + urlencode({"project": project, "card": card.id, "page": to})
+        return el("a", {"href": href, "rel": "prev" if to < page else "next"}, text)
+
+    nav = el("p", {"class": "pager"}, link(page - 1, "Previous") if page > 1 else None,
+             f" tasks {first + 1}-{min(first + TASKS_PAGE, len(tasks))} of {len(tasks)} (page {page} of {pages}) ",
+             link(page + 1, "Next") if page < pages else None)  # fmt: skip
+    about = el("p", {}, f"project {project}, card ", el("code", {}, card.id), " ",
+               el("span", {"class": f"badge {card.status}"}, card.status), f", {card.plan.jobs} tasks (sha256 of all ",
+               el("code", {}, card.plan.tasks_digest[:16]), "...)")  # fmt: skip
+    parts += [
+        about,
+        nav,
+        tasks_table(tasks[first : first + TASKS_PAGE], any(t.needs for t in tasks)),
+        nav,
+    ]
     return join(parts)

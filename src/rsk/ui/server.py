@@ -42,6 +42,9 @@ from rsk.wire.stamp import roots, stamp
 if TYPE_CHECKING:
     import uvicorn
 
+    from rsk.ledger.models import Card
+    from rsk.ledger.taskkinds import TaskKinds
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -198,6 +201,7 @@ class Ui:
     build: str = ""  # rsk.wire.stamp of the code this page runs, when it started
     _checked: float | None = None
     _outdated: bool = False
+    _kinds: dict[str, TaskKinds] = field(default_factory=dict)  # a big batch's distinct commands, by its file's sha
 
     def __post_init__(self) -> None:
         self.board = feeds.Fresh(self._poll_board, every=self.config.board_every)
@@ -243,7 +247,7 @@ class Ui:
     def _part(self, name: str, session: Session) -> Markup:
         csrf = None if self.config.read_only else session.csrf
         if name == "cards":
-            return pages.cards_section(feeds.cards(ledger_cards.projects()), csrf)
+            return pages.cards_section(feeds.cards(ledger_cards.projects(), self._kinds), csrf)
         if name == "budgets":
             return pages.budgets_section(feeds.budgets(ledger_cards.projects()))
         if name == "board":
@@ -372,6 +376,24 @@ class Ui:
         body = el("div", {}, el("h1", {}, "Job output"), pages.logs_section(project, target, job, stream, tail, error))
         return _page(document("Job output", body, nav="board", version=__version__))
 
+    def tasks(self, request: Request) -> Response:
+        """Every task of a batch's card, a page at a time (ADR 0066), read when the human asks."""
+        q = request.query_params
+        card: Card | None = None
+        tasks, error, project = None, "", q.get("project", "?")
+        page = int(q["page"]) if q.get("page", "").isdigit() and len(q["page"]) < 9 else 1
+        try:
+            project, card_id = check_token("project", project), q.get("card", "")
+            if not CARD_ID.fullmatch(card_id):
+                raise UsageError(f"no card {card_id[:40]!r}")
+            store = Store(project)
+            card = ledger_cards.find_card(store.load(), card_id, store.archive)
+            tasks = ledger_cards.batch_tasks(store, card)
+        except RskError as exc:
+            error = exc.message
+        body = el("div", {}, el("h1", {}, "Tasks"), pages.tasks_section(project, card, tasks, page, error))
+        return _page(document("Tasks", body, nav="cards", version=__version__))
+
     def launch(self, request: Request) -> Response:
         session = self.guard.spend(request.query_params.get("token"))
         if session is None:
@@ -408,6 +430,7 @@ class Ui:
             Route("/board", page("board", "Board"), methods=["GET", "HEAD"]),
             Route("/gpus", page("gpus", "GPUs"), methods=["GET", "HEAD"]),
             Route("/logs", self.logs, methods=["GET", "HEAD"]),
+            Route("/tasks", self.tasks, methods=["GET", "HEAD"]),
             Route("/launch", self.launch, methods=["GET", "HEAD"]),
             Route("/static/{name}", self.asset, methods=["GET", "HEAD"]),
             Route("/cards/{card}/{verb:str}", self._act_route, methods=["POST"]),
