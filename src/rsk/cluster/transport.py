@@ -13,7 +13,6 @@ import os
 import select
 import shlex
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -460,14 +459,22 @@ class Pool:
 
 
 def _proxy_exit(sock: Any) -> int | None:
-    """The exit status of a ProxyCommand that has ended (its end of file can come a moment before its exit)."""
+    """The exit status of a ProxyCommand that has ended (its end of file can come a moment before its exit). Read
+    without reaping it (WNOWAIT): paramiko's close signals the process by its pid."""
     process = getattr(sock, "process", None)
     if process is None:
         return None
-    try:
-        return int(process.wait(timeout=1))
-    except subprocess.TimeoutExpired:
-        return None
+    deadline = time.monotonic() + 1
+    while True:
+        try:
+            done = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None
+        if done is not None:
+            return int(done.si_status)
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.02)
 
 
 def connect(target: Target) -> Connection:
