@@ -448,13 +448,21 @@ class _Reader:
         self.buf = b""
 
     def frame(self) -> Any:
-        """The next frame, or None at the end of the connection."""
-        while b"\n" not in self.buf:
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                return None
-            self.buf += chunk
-        line, _, self.buf = self.buf.partition(b"\n")
+        """The next frame, or None at the end of the connection. A frame of megabytes (a status of 10,000 jobs)
+        arrives in many chunks: each is looked into once, and they are joined once."""
+        end = self.buf.find(b"\n")
+        if end < 0:
+            chunks = [self.buf]
+            while end < 0:
+                chunk = self.sock.recv(1 << 20)
+                if not chunk:
+                    self.buf = b"".join(chunks)
+                    return None
+                chunks.append(chunk)
+                end = chunk.find(b"\n")
+            end += sum(len(c) for c in chunks[:-1])
+            self.buf = b"".join(chunks)
+        line, self.buf = self.buf[:end], self.buf[end + 1 :]
         return loads(line)
 
     def exact(self, size: int) -> bytes:
