@@ -97,7 +97,7 @@ def test_an_agent_of_another_user_gets_only_what_the_ledger_allows(
     assert forged.rc == 0 and '{"rc": 77}' in forged.out and "human's act" in forged.out, forged.out + forged.err
     stop = as_agent(broker, "/usr/bin/python3", "-c", (
         "import socket, sys\n"
-        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{\"v\": 3, \"op\": \"stop\"}\\n')\n"
+        "s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b'{\"v\": 4, \"op\": \"stop\"}\\n')\n"
         "print(s.makefile().read())"
     ), str(broker))  # fmt: skip
     assert "only the broker's own user stops it" in stop.out
@@ -252,7 +252,8 @@ def test_an_agents_code_travels_as_its_files_and_a_forged_upload_lands_nowhere_e
         "    s.sendall(json.dumps(req).encode() + b'\\n' + json.dumps({'code': code}).encode() + b'\\n' + body)\n"
         "    print(s.makefile().read())"
     ), str(broker), "launch", "-t", "lab", "-p", project, "--code", "/x", "--", "true")  # fmt: skip
-    assert forged.out.count('{"rc": 2}') == 3 and "did not arrive whole" in forged.out, forged.out + forged.err
+    said = forged.out + forged.err
+    assert forged.out.count('{"rc": 2}') == 3 and forged.out.count("is not a name rsk takes") == 2, said
     assert "did not come" in forged.out, forged.out
     assert not Path("/tmp/rsk-escaped").exists() and not Path("/tmp/rsk-escaped-abs").exists()
     assert len(lab.jobs_named(f"rsk:{project}:code")) == 1
@@ -289,7 +290,7 @@ def test_an_agents_mcp_server_runs_in_the_broker_and_gets_what_its_cli_gets(
             for tool, args in (("launch", {"command": ["true"], "code": str(rsk_env)}),
                                ("fetch", {"job": job, "paths": ["x"], "to": str(rsk_env)})):  # fmt: skip
                 refused = await c.call_tool(tool, args)
-                assert refused.is_error and "only that user may name a local path" in str(refused.content)
+                assert refused.is_error and "opens no local path a caller names" in str(refused.content)
             names = {t.name for t in (await c.list_tools()).tools}
             assert not names & {"approve", "grant", "deny", "deny_rule"}
 

@@ -364,6 +364,7 @@ class Broker:
                         send({"e": "error: the broker failed on this request (its log says why); nothing more "
                                    "was done\nhint: `rsk broker status`; run the command again\n"})  # fmt: skip
                         send({"rc": 1})
+                _linger(conn)
         finally:
             with self.lock:
                 self.serving[uid] -= 1
@@ -524,6 +525,21 @@ class Broker:
             send({"rc": 2})
             return None
         return files, unread, Upload(path=code.path, local=local)
+
+
+def _linger(conn: socket.socket, limit_s: float = 1.0, most: int = 8 << 20) -> None:
+    """The answer is sent: say so (end of file), then read what the client still sends, a second and 8 MiB at most,
+    so that closing on unread bytes (a refused upload's rest) does not reset the connection under the frames the
+    client has not read yet."""
+    with contextlib.suppress(OSError):
+        conn.shutdown(socket.SHUT_WR)
+        deadline = time.monotonic() + limit_s
+        while most > 0 and (left := deadline - time.monotonic()) > 0:
+            conn.settimeout(left)
+            chunk = conn.recv(min(most, 1 << 20))
+            if not chunk:
+                return
+            most -= len(chunk)
 
 
 def _short(exc: Exception) -> str:
