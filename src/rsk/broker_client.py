@@ -200,6 +200,8 @@ def try_broker(argv: list[str]) -> int | None:
         return None
     if explicit():
         return _through(socket_path(), argv)
+    if argv[0] == "mcp":  # a session of the user's own: its process holds its connections warm, and opens the
+        return None  # paths its tools name as that user (code, fetch); a broker opens none (ADR 0064)
     for path in (socket_path(), auto_socket()):  # one started by hand, else this environment's automatic one
         rc = _through(path, argv)
         if rc is not None:

@@ -66,3 +66,17 @@ def test_no_broker_is_started_through_a_link(tmp_path: Path) -> None:
     (tmp_path / "rsk").symlink_to(real)
     assert bc.start_auto(str(tmp_path / "rsk" / "auto-x.sock"), 1.0) is False
     assert list(real.iterdir()) == []
+
+
+def test_an_mcp_session_of_the_users_own_runs_in_its_own_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rsk mcp` without RSK_BROKER neither uses nor starts the automatic broker: its code and fetch tools open the
+    paths they name as the user (a broker opens none, ADR 0064); with RSK_BROKER it goes through that broker."""
+    monkeypatch.delenv("RSK_BROKER", raising=False)
+    asked: list[str] = []
+    monkeypatch.setattr(bc, "_through", lambda path, argv: asked.append(path) or 0)
+    monkeypatch.setattr(bc, "start_auto", lambda path, idle: asked.append("start") or True)
+    assert bc.try_broker(["mcp"]) is None and asked == []
+    assert bc.try_broker(["status"]) == 0 and asked
+    monkeypatch.setenv("RSK_BROKER", "/tmp/somewhere/b.sock")
+    asked.clear()
+    assert bc.try_broker(["mcp"]) == 0 and asked == ["/tmp/somewhere/b.sock"]
