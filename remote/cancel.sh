@@ -18,10 +18,8 @@ main() {
         rid | batch) rsk_need_token request-id "$value" ;;
         *) rsk_fail "$RSK_E_USAGE" usage "mode is job, rid or batch" ;;
     esac
-    jf=$RSK_ROOT/journal/$project.log lock=$RSK_ROOT/journal/$project.lock
-    # (a lock that is not a plain file, a FIFO say, would block the open itself)
-    { [ ! -e "$lock" ] || [ -f "$lock" ]; } && { command exec 9>>"$lock"; } 2>/dev/null && flock -w 5 9 2>/dev/null && RSK_LOCKED=1
-    [ -n "$RSK_LOCKED" ] || rsk_emit warning code=lock-held "msg=$(rsk_b64 "the lock of project $project could not be taken in \
+    jf=$RSK_ROOT/journal/$project.log
+    rsk_try_lock "$project" 5 || rsk_emit warning code=lock-held "msg=$(rsk_b64 "the lock of project $project could not be taken in \
 5 s (another rsk command of the project, or a job of the account, holds it): cancelled all the same, not journaled")"
     [ -f "$jf" ] || jf=/dev/null
     rsk_need_slurm

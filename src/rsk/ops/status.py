@@ -381,6 +381,8 @@ def status_call(remote: Remote, target: str, project: str,
     explain_queued_steps(jobs)
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
                 jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
+    st.warnings += [f"a job's line of the cluster's answer did not read and is left out (job {u}); tell the human"
+                    for u in answer.unread]  # fmt: skip
     grown = _against_the_ledger(st, ledger)
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
