@@ -46,8 +46,7 @@ function project_active(p, h, runs) {
 }
 # the task index of job j (A_K: task K of array A) from what Slurm keeps of where it runs, w: its stdout path (an
 # array after a sweep's first writes ".../tB%Da/...", block B of 10^D tasks: B*10^D + K; ".../t%a/...": K) or its
-# batch script's line "rsk_ti=$((O + ${SLURM_ARRAY_TASK_ID:-0}))" (O + K); a job of its own is task 0; "" past a
-# batch's tasks, whatever path or script the account gave a job of its own (docs/adr/0058, 0068)
+# batch script's line "rsk_ti=$((O + ${SLURM_ARRAY_TASK_ID:-0}))" (O + K); task 0 of its own; "": none (ADR 0058, 0068)
 function task_of(j, w,    k) {
     k = j ~ /_/ ? substr(j, index(j, "_") + 1) + 0 : 0
     if (match(w, /^rsk_ti=\$\(\([0-9]+ /)) k += substr(w, 11, RLENGTH - 11)

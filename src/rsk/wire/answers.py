@@ -388,6 +388,7 @@ class CancelLine(Answer):
     rid: str  # "" when the job is not ours
     task: str
     result: Literal["cancelled", "finished", "not-ours", "failed"]
+    gone: bool = False  # cancelled, and Slurm listed it no more right after: it pended, never started (ADR 0069)
 
 
 def cancel(out: Output) -> list[CancelLine]:
@@ -399,6 +400,7 @@ def cancel(out: Output) -> list[CancelLine]:
             rid=_text(r, "rid", ""),
             task=_text(r, "task", ""),
             result=_text(r, "result"),
+            gone=_flag(r, "gone", optional=True),
         )
         for r in out.all("cancel")
     ]
