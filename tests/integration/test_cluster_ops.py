@@ -220,11 +220,19 @@ def test_cancelling_a_sweep_midway_charges_only_what_ran_and_gives_the_rest_back
             time.sleep(2)
         c = rsk("cancel", "-t", "lab", "-p", project, "--batch", "half", "--json")
         assert c.rc == 0, c.out + c.err
-        time.sleep(35)  # past the lab's MinJobAge: Slurm forgets the cancelled tasks; no read in between
+        assert rsk("wait", "-t", "lab", "-p", project, "--batch", "half", "--json").rc == Exit.UNSUCCESSFUL
+        time.sleep(35)  # past the lab's MinJobAge: Slurm forgets every task; the pending ones it never listed
         status(project)
         g = grant_view(project)
         assert g["jobs_at_worst"] == 0, g
         assert g["jobs_spent"] <= 8 and g["cpu_hours_spent"] < 0.05, g  # what ran: a few tasks of 8 s
+        # status says what the request cost, from the books (U2): CPU-h and GPU-h used, nothing left reserved
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--batch", "half", "--json").out)
+        assert (
+            st["costs"]["half"]["cpu_hours_used"] == g["cpu_hours_spent"]
+            and not st["costs"]["half"]["cpu_hours_reserved"]
+        )
+        assert "CPU-h, 0.00 GPU-h used" in rsk("status", "-t", "lab", "-p", project, "--batch", "half").out
         charged = json.loads(c.out)["charged"]  # the cancel's answer said so
         assert [x["request_id"] for x in charged] == ["half"]
         assert charged[0]["never_started"] >= n - 8 and charged[0]["cpu_hours_used"] < 0.05, charged

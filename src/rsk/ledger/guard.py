@@ -954,15 +954,15 @@ def _cost_owners(ledger: Ledger, target: str) -> list[tuple[dict[str, JobCost], 
     return owners
 
 
-def request_costs(store: Store, target: str, request_ids: Collection[str]) -> dict[str, dict[str, float]]:
+def request_costs(store: Store, ledger: Ledger, target: str,
+                  request_ids: Collection[str]) -> dict[str, dict[str, float]]:  # fmt: skip
     """What each request's submitted jobs count in the books (its charge's or its approval use's, hot or
     archived): CPU-h and GPU-h used by the jobs that ended, and reserved (the worst case) by those not yet ended."""
     wanted = set(request_ids)
-    ledger = store.view()
     owners = [(c.id, c.request_id, c.target, c.job_costs) for c in ledger.charges]
     owners += [(f"{a.id}/{u.request_id}", u.request_id, u.target, u.jobs) for a in ledger.approvals for u in a.uses]
-    for rid in sorted(wanted):
-        charges, approvals = store.archive.uses(rid)
+    for rid in sorted(wanted - {o[1] for o in owners}):  # (a request's charge is archived once it settled)
+        charges, approvals = store.archive.uses(f'"request_id":"{rid}"')
         owners += [(c.id, c.request_id, c.target, c.job_costs) for c in charges]
         owners += [(f"{a.id}/{u.request_id}", u.request_id, u.target, u.jobs) for a in approvals for u in a.uses]
     out: dict[str, dict[str, float]] = {}

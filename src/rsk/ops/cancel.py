@@ -70,8 +70,9 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
     store = Store(project)
     gone = {c.job for c in lines if c.result == "cancelled" and c.gone and c.job in mine}
     guard.settle(store, target, dict.fromkeys(gone, (0, None)), never=gone)
+    costs = guard.request_costs(store, store.view(), target, set(mine.values()))
     charged = [Charged(request_id=rid, never_started=sum(1 for j in gone if mine[j] == rid), **cost)
-               for rid, cost in guard.request_costs(store, target, sorted(set(mine.values()))).items()]  # fmt: skip
+               for rid, cost in costs.items()]  # fmt: skip
     return CancelReport(target=target, project=project, results=results, charged=charged,
                         warnings=answers.warnings(out))  # fmt: skip
 
