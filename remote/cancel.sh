@@ -18,10 +18,8 @@ main() {
         rid | batch) rsk_need_token request-id "$value" ;;
         *) rsk_fail "$RSK_E_USAGE" usage "mode is job, rid or batch" ;;
     esac
-    jf=$RSK_ROOT/journal/$project.log lock=$RSK_ROOT/journal/$project.lock
-    # (a lock that is not a plain file, a FIFO say, would block the open itself)
-    { [ ! -e "$lock" ] || [ -f "$lock" ]; } && { command exec 9>>"$lock"; } 2>/dev/null && flock -w 5 9 2>/dev/null && RSK_LOCKED=1
-    [ -n "$RSK_LOCKED" ] || rsk_emit warning code=lock-held "msg=$(rsk_b64 "the lock of project $project could not be taken in \
+    jf=$RSK_ROOT/journal/$project.log
+    rsk_try_lock "$project" 5 || rsk_emit warning code=lock-held "msg=$(rsk_b64 "the lock of project $project could not be taken in \
 5 s (another rsk command of the project, or a job of the account, holds it): cancelled all the same, not journaled")"
     [ -f "$jf" ] || jf=/dev/null
     rsk_need_slurm
@@ -80,14 +78,16 @@ main() {
                 if (a in lo) { for (i = lo[a]; i <= hi[a]; i++) if ((a, i) in x) { for (e = i; (a, e + 1) in x; e++); r = r "," i (e > i ? "-" e : ""); i = e }
                     a = a "_[" substr(r, 2) "]" }
                 printf "%s%s", a, (k % 200 && k < m ? " " : "\n") } }' | while read -r ids; do scancel $ids 2>/dev/null || true; done
-    case $jobs in *" kill"*) rsk_need_slurm ;; esac # Slurm's word after: one that ended by itself first is finished
+    # Slurm's word after: one that ended by itself first is finished; one it lists no more pended (gone=1: a job that
+    # started keeps its record; a pending task of an array is dropped from its array's record: ADR 0069)
+    case $jobs in *" kill"*) rsk_need_slurm ;; esac
     out=$({ printf '%s\n' "$RSK_SQ" --; printf '%s\n' "$jobs" "$steps"; } | RSK_NONCE=$RSK_NONCE awk -v t="$(rsk_now)" "$RSK_AWK"'
         $0 == "--" { p = 1; next }
         !p { sq($0); st[SQ_ID] = SQ_STATE; next }
         NF == 6 && $6 != "step" {
             r = $6; k = $4 == "-" ? "" : $4
             if (r == "kill") r = !($1 in st) || st[$1] ~ /^(CANCELLED|COMPLETING)$/ ? "cancelled" : active(st[$1]) ? "failed" : "finished"
-            print "@@" ENVIRON["RSK_NONCE"] " cancel job=" $1 " rid=" $2 " task=" k " result=" r
+            print "@@" ENVIRON["RSK_NONCE"] " cancel job=" $1 " rid=" $2 " task=" k " result=" r ($6 == "kill" && !($1 in st) ? " gone=1" : "")
             if (r == "cancelled") print "J v=2 t=" t " ev=cancelled rid=" $2 " plan=" $5 " idx=" ($3 == "-" ? "" : $3) " job=" $1 (k == "" ? "" : " task=" k)
         }')
     [ -n "$out" ] || rsk_emit cancel "job=$value" result=not-ours # nothing of that id or request, anywhere

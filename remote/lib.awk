@@ -10,6 +10,7 @@ function seal(line) { return match(line, / h=[0-9a-f]+$/) ? substr(line, RSTART 
 function clean(s) { gsub(/[^A-Za-z0-9_.,:()\[\]+-]/, "_", s); return s } # one word, of what a job may write
 function dash(v) { return v == "" ? "-" : v } # a word for an empty value, so fields keep their places
 function is_rid(s) { return s ~ /^[A-Za-z0-9_][A-Za-z0-9._-]*$/ } # request ids and task keys
+function is_idx(s) { return s ~ /^[0-9]+$/ && length(s) < 6 && s + 0 <= 10000 } # a task's index: a batch has 10,000
 function is_job(s) { return s ~ /^[0-9]+(_[0-9]+|s[0-9]+)?$/ } # a job, an array task, a lease's step
 # one line of rsk_squeue (its comment in lib.sh): what a job can set (out, name, comment) comes last
 function sq(line,    f) {
@@ -45,13 +46,13 @@ function project_active(p, h, runs) {
 }
 # the task index of job j (A_K: task K of array A) from what Slurm keeps of where it runs, w: its stdout path (an
 # array after a sweep's first writes ".../tB%Da/...", block B of 10^D tasks: B*10^D + K; ".../t%a/...": K) or its
-# batch script's line "rsk_ti=$((O + ${SLURM_ARRAY_TASK_ID:-0}))" (O + K); a job of its own is task 0 (docs/adr/0058)
-function task_of(j, w,    k, b) {
+# batch script's line "rsk_ti=$((O + ${SLURM_ARRAY_TASK_ID:-0}))" (O + K); task 0 of its own; "": none (ADR 0058, 0068)
+function task_of(j, w,    k) {
     k = j ~ /_/ ? substr(j, index(j, "_") + 1) + 0 : 0
-    if (match(w, /^rsk_ti=\$\(\([0-9]+ /)) return substr(w, 11, RLENGTH - 11) + k
-    if (!match(w, /\/t[0-9]*%[0-9]*a\//)) return k
-    b = substr(w, RSTART + 2, RLENGTH - 4)
-    return substr(b, 1, index(b, "%") - 1) * 10 ^ substr(b, index(b, "%") + 1) + k
+    if (match(w, /^rsk_ti=\$\(\([0-9]+ /)) k += substr(w, 11, RLENGTH - 11)
+    else if (match(w, /\/t[0-9]*%[0-9]*a\//) && RLENGTH > 5) # "/tB%Da/": D one digit, 1 to 4 (a block of 10 to 10^4)
+        k = match(w, /\/t[0-9]+%[1-4]a\//) ? k + substr(w, RSTART + 2, RLENGTH - 6) * 10 ^ substr(w, RSTART + RLENGTH - 3, 1) : ""
+    return is_idx(k) ? k : ""
 }
 # one line of rsk_evidence_lines for the request named n (rsk:PROJECT:RID) whose run directory is d: 1 with EV_IDX,
 # EV_JOB and EV_PLAN set (the plan from the job's comment rsk-plan:HASH, its started marker or its queue entry, "-"
@@ -59,9 +60,9 @@ function task_of(j, w,    k, b) {
 # (sq_under: what a job that renamed itself cannot hide); a marker's and a queued step's lines name their task.
 function evidence(line, n, d,    w) {
     if (line ~ /^[0-9]/) { sq(line); if (SQ_NAME != n && !sq_under(d)) return 0
-        EV_IDX = task_of(SQ_ID, SQ_OUT); EV_JOB = SQ_ID; EV_PLAN = SQ_COMMENT ~ /^rsk-plan:[0-9a-f]+$/ ? substr(SQ_COMMENT, 10) : "-"; return 1 }
+        if ((EV_IDX = task_of(SQ_ID, SQ_OUT)) == "") return 0; EV_JOB = SQ_ID; EV_PLAN = SQ_COMMENT ~ /^rsk-plan:[0-9a-f]+$/ ? substr(SQ_COMMENT, 10) : "-"; return 1 }
     split(line, w, " ") # "M IDX JOB PLAN" (a started marker), "S IDX STEPID PLAN" (a step queued into a lease)
-    if ((w[1] != "M" && w[1] != "S") || w[2] !~ /^[0-9]+$/ || !is_job(w[3])) return 0
+    if ((w[1] != "M" && w[1] != "S") || !is_idx(w[2]) || !is_job(w[3])) return 0
     EV_IDX = w[2] + 0; EV_JOB = w[3]; EV_PLAN = w[4] ~ /^[0-9a-f]+$/ ? w[4] : "-"; return 1
 }
 function secs(t,    dd, n, p, i, s) { # a Slurm duration ([D-]HH:MM:SS, MM:SS, ...) in seconds, "" for none

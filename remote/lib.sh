@@ -114,15 +114,14 @@ rsk_need_writable() {
     done
 }
 # rsk_lock PROJECT: the project's exclusive lock until exit (flock holds across login nodes sharing the root: ADR 0012).
-# A job of the account can hold it for ever: after 30 s, lock-held (rc 75), well within the client's call (ADR 0056)
+# A job of the account can hold it for ever: after 30 s, lock-held (rc 75), well within the client's call (ADR 0056);
+# at once when it is not a plain file (a FIFO would block an open for writing; read-write never blocks: ADR 0068)
 rsk_lock() {
     rsk_need flock
     rsk_need_writable "$RSK_ROOT/journal"
-    exec 9>>"$RSK_ROOT/journal/$1.lock" || rsk_fail "$RSK_E_ROOT" root-unwritable "cannot open the lock of $1"
-    flock -w 30 9 || rsk_fail "$RSK_E_LOCKED" lock-held "the lock of project $1 ($RSK_ROOT/journal/$1.lock) has been held for 30 s by another process of the account (another rsk command of the project, or a job); rsk cancel works regardless"
-    RSK_LOCKED=1
+    rsk_try_lock "$1" 30 || rsk_fail "$RSK_E_LOCKED" lock-held "the lock of project $1 ($RSK_ROOT/journal/$1.lock) has been held for 30 s by another process of the account (another rsk command of the project, or a job), or is not a plain file; rsk cancel works regardless"
 }
-
+rsk_try_lock() { { [ ! -e "$RSK_ROOT/journal/$1.lock" ] || [ -f "$RSK_ROOT/journal/$1.lock" ]; } && { command exec 9<>"$RSK_ROOT/journal/$1.lock"; } 2>/dev/null && flock -w "$2" 9 2>/dev/null && RSK_LOCKED=1; }
 # The journal, $RSK_ROOT/journal/PROJECT.log: one event a line, appended in sealed blocks (docs/protocol.md,
 # "The attempt journal"). rsk_block_start, then rsk_jline for each line, then rsk_journal_write.
 rsk_block_start() { RSK_BLOCK='' RSK_T=''; } # the block's time is read when its first line is added
@@ -282,7 +281,7 @@ rsk_script_runs() {
                     d = substr($0, 9 + length(runs), length($0) - 8 - length(runs) - length(tail)) }
                 p == "" && index($0, "rsk_plan=") == 1 { p = substr($0, 10) }
                 ti == "" && index($0, "rsk_ti=") == 1 { ti = $0 }
-                END { if (is_rid(d)) print d, task_of(j, ti), j, (p ~ /^[0-9a-f]+$/ ? p : "-") }'
+                END { if (is_rid(d)) print (i = task_of(j, ti)) == "" ? "? " j : d " " i " " j " " (p ~ /^[0-9a-f]+$/ ? p : "-") }'
         else # no batch script: not sbatch's (salloc, srun) or gone since the queue was read, unless Slurm is down
             ! rsk_slurm_down "$rsk_s" || printf '? %s\n' "$rsk_j"
         fi

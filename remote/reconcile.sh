@@ -19,7 +19,7 @@ main() {
     open=$(awk "$RSK_AWK"'
         {
             r = kv($0, "rid"); e = kv($0, "ev"); i = dash(kv($0, "idx"))
-            if (!is_rid(r) || e !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
+            if (!is_rid(r) || (i != "-" && !is_idx(i)) || e !~ /^(intent|accepted|reconciled|abandoned|failed|refused)$/) next
             k = r " " i
             if (!(k in last)) order[++n] = k
             last[k] = e; plan[k] = kv($0, "plan"); task[k] = kv($0, "task"); num[k] = i == "-" ? 0 : i

@@ -50,7 +50,7 @@ FILENAME != jf { # the leases, then their steps (rsk_lease_steps)
 FNR <= upto + 0 { # the journal up to its line count before squeue ran (nj: its line number)
     if (++nj > after + 0 && after != "") print "@@" nonce " journal n=" nj " " $0
     ev = kv($0, "ev"); rid = kv($0, "rid"); task = kv($0, "task"); idx = kv($0, "idx"); j = kv($0, "job")
-    if (!is_rid(rid) || (idx != "" && idx !~ /^[0-9]+$/)) next
+    if (!is_rid(rid) || (idx != "" && !is_idx(idx))) next
     key = rid SUBSEP idx
     if ((ev == "accepted" || ev == "reconciled") && is_job(j)) add(key, j)
     else if (ev == "step-started" && j ~ /^[0-9]+s[0-9]+$/) {

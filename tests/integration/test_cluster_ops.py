@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rsk.errors import Exit
 from tests.conftest import Lab, rsk
-from tests.integration.helpers import finished_output, grant, jfield, launch, launched
+from tests.integration.helpers import finished_output, grant, grant_view, jfield, launch, launched
 
 
 def status(project: str) -> dict[str, dict[str, object]]:
@@ -193,6 +193,49 @@ def test_cancel_of_a_batch_of_hundreds_cancels_every_task_once_and_journals_each
         again = json.loads(rsk("cancel", "-t", "lab", "-p", project, "--batch", "many", "--json").out)
         assert len(again["results"]) == n and {x["result"] for x in again["results"]} == {"finished"}
         assert status(project)["many/k0"]["state"] == "cancelled"
+    finally:
+        lab.ssh(f"scancel {' '.join(sorted({j.split('_')[0] for j in jobs.values()}))}")
+
+
+def test_cancelling_a_sweep_midway_charges_only_what_ran_and_gives_the_rest_back(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """A sweep of 30 tasks, 2 at a time, cancelled after a few ran: Slurm keeps the tasks that never started as one
+    pending record, which it forgets MinJobAge after the cancel (30 s on the lab, no accounting). The cancel itself
+    reads what Slurm says of them, so they settle at 0 and give their job count back (`grant add --help`), and the
+    answer says what the request was charged; nothing settles at its worst case."""
+    n = 30
+    lab.set_policy(f"max_active_jobs = {n}\n")
+    grant(project, "--jobs", str(n), "--cpu-hours", "5")
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text("".join(json.dumps({"key": f"k{i}", "argv": ["sleep", "8"]}) + "\n" for i in range(n)))
+    r = rsk("launch", "-t", "lab", "-p", project, "-r", "half", "--time", "2", "--mem", "10M", "--tasks", str(tasks),
+            "--max-running", "2", "--json")  # fmt: skip
+    jobs = {t["task"]: t["job_id"] for t in launched(r)["tasks"]}
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if sum(j["state"] == "succeeded" for j in status(project).values()) >= 2:
+                break
+            time.sleep(2)
+        c = rsk("cancel", "-t", "lab", "-p", project, "--batch", "half", "--json")
+        assert c.rc == 0, c.out + c.err
+        assert rsk("wait", "-t", "lab", "-p", project, "--batch", "half", "--json").rc == Exit.UNSUCCESSFUL
+        time.sleep(35)  # past the lab's MinJobAge: Slurm forgets every task; the pending ones it never listed
+        status(project)
+        g = grant_view(project)
+        assert g["jobs_at_worst"] == 0, g
+        assert g["jobs_spent"] <= 8 and g["cpu_hours_spent"] < 0.05, g  # what ran: a few tasks of 8 s
+        # status says what the request cost, from the books (U2): CPU-h and GPU-h used, nothing left reserved
+        st = json.loads(rsk("status", "-t", "lab", "-p", project, "--batch", "half", "--json").out)
+        assert (
+            st["costs"]["half"]["cpu_hours_used"] == g["cpu_hours_spent"]
+            and not st["costs"]["half"]["cpu_hours_reserved"]
+        )
+        assert "CPU-h, 0.00 GPU-h used" in rsk("status", "-t", "lab", "-p", project, "--batch", "half").out
+        charged = json.loads(c.out)["charged"]  # the cancel's answer said so
+        assert [x["request_id"] for x in charged] == ["half"]
+        assert charged[0]["never_started"] >= n - 8 and charged[0]["cpu_hours_used"] < 0.05, charged
     finally:
         lab.ssh(f"scancel {' '.join(sorted({j.split('_')[0] for j in jobs.values()}))}")
 

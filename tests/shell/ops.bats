@@ -336,6 +336,22 @@ SH
     [ "$(awk '{print $4}' "$ROOT/journal/$PROJECT.log" | sed -n '1p;2p' | sort -u | wc -l)" -eq 1 ]
 }
 
+@test "a lock that is not a plain file is lock-held at once: a FIFO a job made blocks no open, leaves no shell" {
+    mkdir -p "$ROOT/journal"
+    mkfifo "$ROOT/journal/$PROJECT.lock"
+    chown -R "$LAB_USER" "$ROOT/journal"
+    printf 'v=2 t=x ev=intent rid=gone plan=q\n' >"$ROOT/journal/$PROJECT.log"
+    SECONDS=0
+    run timeout 20 bash -c "$(declare -f remote remote_env shipped); ROOT=$ROOT NONCE=$NONCE PROGS=$PROGS LAB_USER=$LAB_USER remote reconcile $PROJECT"
+    [ "$status" -eq 75 ] # not timeout's 124: the open never waited on a writer
+    [ "$(field error code)" = lock-held ]
+    [ "$SECONDS" -lt 10 ]
+    [ "$(events | tr '\n' ' ')" = "intent " ] # nothing journaled
+    run remote cancel "$PROJECT" rid gone # cancel goes on without it, as ever
+    [ "$status" -eq 0 ]
+    [ "$(field warning code)" = lock-held ]
+}
+
 @test "cancel and logs find a job id as a whole string, never as a pattern" {
     submit r1 arg=sleep arg=120
     run remote logs "$PROJECT" "${JOB%?}" stdout 100
@@ -385,4 +401,22 @@ lease_step() {
         [ "$(printf '%s\n' "$output" | grep -c '^@@job .* st=[a-z]')" -eq 120 ]
     done
     wait "$mover"
+}
+
+@test "an index a job of the account writes is a task's only up to a batch's 10,000: journal, intent, output path" {
+    mkdir -p "$ROOT/journal" "$ROOT/runs/$PROJECT/zz"
+    printf 'v=2 t=x ev=accepted rid=zz plan=x idx=99999999999999999999 job=1\nv=2 t=x ev=accepted rid=zz plan=x idx=10001 job=2\nv=2 t=x ev=accepted rid=ok plan=x idx=9999 job=3\nv=2 t=x ev=intent rid=yy plan=x idx=abc\nv=2 t=x ev=intent rid=yy plan=x idx=123456\n' \
+        >"$ROOT/journal/$PROJECT.log"
+    chown -R "$LAB_USER" "$ROOT"
+    # a job of the account that Slurm writes under the project's runs, by a path of its own choosing
+    job=$(lab_sbatch --hold --array=7 -o "$ROOT/runs/$PROJECT/zz/t9%99a/stdout" --wrap true)
+    run remote status "$PROJECT"
+    runuser -u "$LAB_USER" -- scancel "$job"
+    [ "$status" -eq 0 ]
+    [ "$(jfact ok idx)" = 9999 ]
+    printf '%s\n' "$output" | grep '^@@job rid=zz ' | grep -q " job=${job}_7 " # listed, its index unknown
+    [ -z "$(jfact zz idx)" ]
+    run remote reconcile "$PROJECT"
+    [ "$status" -eq 0 ]
+    [ "$(field reconciled open)" = 0 ] # no forged intent is an open task
 }

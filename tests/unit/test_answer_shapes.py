@@ -66,6 +66,7 @@ NOT_ANSWERS = {
     "rsk.ledger.models.AuditEntry",
     "rsk.ledger.models.Ledger",
     "rsk.ledger.notify.PageFile",
+    "rsk.ledger.unread.UnreadBooks",  # the books poll's failed reads, beside the ledger (RSK_HOME/projects/P)
     "rsk.local.project.ProjectFile",
     "rsk.ops.journal.Anchors",
     "rsk.wire.protocol.Plan",

@@ -3,7 +3,8 @@ lists them, so each charge settles on Slurm's word, not at its worst case (docs/
 
 One bounded poll: every `interval` seconds, one status call per project and target that has submitted jobs
 not yet settled (at most `most` of them a pass); nothing when nothing runs. It never decides anything: the
-status call captures what Slurm reports, as any `rsk status` would.
+status call captures what Slurm reports, as any `rsk status` would. A read that fails is recorded for the human
+(rsk.ledger.unread), never swallowed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rsk.errors import RskError
-from rsk.ledger import guard
+from rsk.ledger import guard, unread
 from rsk.ledger.store import Store
 from rsk.local.caller import acting_for
 from rsk.local.paths import rsk_home
@@ -49,8 +50,13 @@ def watch_once(status: Callable[[str, str], object] | None = None) -> int:
         status = status_of
     polled = 0
     for project, target in unsettled()[:MOST]:
-        with contextlib.suppress(RskError, OSError):  # the cluster may be away: the next pass tries again
+        error: str | None = None
+        try:
             status(target, project)
+        except (RskError, OSError) as exc:  # the cluster may be away: the next pass tries again, the human is told
+            error = str(exc) or type(exc).__name__
+        with contextlib.suppress(RskError, OSError):
+            unread.record(Store(project), target, error)
         polled += 1
     return polled
 

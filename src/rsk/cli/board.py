@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rsk.local.inert import inert
-from rsk.ops.board import batches, duration
+from rsk.ops.board import BatchView, batches, duration
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -98,7 +98,7 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
                           _cell(", ".join(f"{n} {s}" for s, n in sorted(level.items()))), "", "", "", "")  # fmt: skip
         table.add_row(
             _cell(f"= {view.request_id}", "bold"), f"{len(view.jobs)} job(s)", "", _cell(counts), "",
-            f"{view.gpu_hours_used:.2f} GPU-h used, {view.gpu_hours_reserved:.2f} reserved", "", "",
+            _cost(view, statuses), "", "",
             end_section=True,
         )  # fmt: skip
     parts: list[RenderableType] = [table]
@@ -113,3 +113,14 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     if not any(st.jobs for st in statuses):
         parts.append(Text("no rsk jobs yet"))
     return Group(*parts)
+
+
+def _cost(view: BatchView, statuses: list[Status]) -> str:
+    """What the request costs: the books' charge of it (status's `costs`), else an estimate from its jobs' times."""
+    c = next((st.costs[view.request_id] for st in statuses
+              if st.target == view.target and view.request_id in st.costs), None)  # fmt: skip
+    if c is None:
+        return (f"~{view.cpu_hours_used:.2f} CPU-h, {view.gpu_hours_used:.2f} GPU-h used; "
+                f"{view.cpu_hours_reserved:.2f} CPU-h, {view.gpu_hours_reserved:.2f} GPU-h reserved")  # fmt: skip
+    return (f"{c.cpu_hours_used:.2f} CPU-h, {c.gpu_hours_used:.2f} GPU-h used; "
+            f"{c.cpu_hours_reserved:.2f} CPU-h, {c.gpu_hours_reserved:.2f} GPU-h reserved")  # fmt: skip

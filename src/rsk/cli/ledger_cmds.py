@@ -4,7 +4,17 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, YesOpt, out, print_json, require_human, resolve_target
+from rsk.cli.common import (
+    JsonOpt,
+    ProjectOpt,
+    TargetOpt,
+    YesOpt,
+    err,
+    out,
+    print_json,
+    require_human,
+    resolve_target,
+)
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
@@ -277,6 +287,8 @@ def approvals(
         print_json(CardList(project=None if all_projects else store.project, cards=[c for _, c in pairs]))
         return
     o = out()
+    if not all_projects:
+        _books_unread(store)
     if not pairs:
         where = "" if all_projects else f" in project {store.project}"
         o.print(f"no {'' if all_cards else 'pending '}approval cards{where}")
@@ -506,6 +518,15 @@ def grant_list(
         out().print("no grants")
     for v in views:
         out().print(render_grant(v) + "\n")
+    _books_unread(store)
+
+
+def _books_unread(store: "Store") -> None:
+    """The broker's books poll could not read the project's status: the human is told where they look."""
+    from rsk.ledger.unread import warnings
+
+    for w in warnings(store):
+        err().print(f"warning: {w}")
 
 
 @grant_app.command("show", help="Show one grant.")

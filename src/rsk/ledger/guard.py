@@ -775,8 +775,10 @@ SlurmRecord = tuple[int, int | None] | None  # Slurm's word on an ended job: (ru
 
 def used(cost: JobCost, record: SlurmRecord) -> tuple[float, float]:
     """What an ended job counts (pure): its worst case scaled by the share of its time limit Slurm says it
-    ran (at most all of it); its whole worst case when Slurm's record is gone or names no limit. Nothing
-    a job writes counts."""
+    ran (at most all of it), nothing when Slurm says it ran no time; its whole worst case when Slurm's record is
+    gone or names no limit. Nothing a job writes counts."""
+    if record is not None and record[0] == 0:  # Slurm says it ran no time (a pending job cancelled)
+        return 0.0, 0.0
     if record is None or not record[1]:
         return cost.gpu_hours_worst, cost.cpu_hours_worst
     share = min(max(record[0], 0) / record[1], 1.0)
@@ -993,6 +995,35 @@ def _cost_owners(ledger: Ledger, target: str) -> list[tuple[dict[str, JobCost], 
     ]
     owners += [(u.jobs, u) for a in ledger.approvals for u in a.uses if u.target == target and u.state == "submitted"]
     return owners
+
+
+def request_costs(store: Store, ledger: Ledger, target: str,
+                  request_ids: Collection[str]) -> dict[str, dict[str, float]]:  # fmt: skip
+    """What each request's submitted jobs count in the books (its charge's or its approval use's, hot or
+    archived): CPU-h and GPU-h used by the jobs that ended, and reserved (the worst case) by those not yet ended."""
+    wanted = set(request_ids)
+    owners = [(c.id, c.request_id, c.target, c.job_costs) for c in ledger.charges]
+    owners += [(f"{a.id}/{u.request_id}", u.request_id, u.target, u.jobs) for a in ledger.approvals for u in a.uses]
+    for rid in sorted(wanted - {o[1] for o in owners}):  # (a request's charge is archived once it settled)
+        charges, approvals = store.archive.uses(f'"request_id":"{rid}"')
+        owners += [(c.id, c.request_id, c.target, c.job_costs) for c in charges]
+        owners += [(f"{a.id}/{u.request_id}", u.request_id, u.target, u.jobs) for a in approvals for u in a.uses]
+    out: dict[str, dict[str, float]] = {}
+    seen: set[str] = set()
+    for key, rid, tgt, costs in owners:
+        if rid not in wanted or tgt != target or key in seen:
+            continue
+        seen.add(key)  # (the hot ledger's first: a charge is archived only once it settled)
+        sums = out.setdefault(rid, dict.fromkeys(("cpu_hours_used", "gpu_hours_used", "cpu_hours_reserved",
+                                                   "gpu_hours_reserved"), 0.0))  # fmt: skip
+        for c in costs.values():
+            if c.gpu_hours_used is None:
+                sums["cpu_hours_reserved"] += c.cpu_hours_worst
+                sums["gpu_hours_reserved"] += c.gpu_hours_worst
+            else:
+                sums["cpu_hours_used"] += c.cpu_hours_used or 0.0
+                sums["gpu_hours_used"] += c.gpu_hours_used
+    return {rid: {k: round(v, 4) for k, v in sums.items()} for rid, sums in out.items()}
 
 
 def _open_jobs(ledger: Ledger, target: str) -> set[str]:

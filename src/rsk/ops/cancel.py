@@ -23,11 +23,24 @@ class CancelResult(Model):
     result: Literal["cancelled", "finished", "not-ours", "failed"]
 
 
+class Charged(Model):
+    """What a request's books hold after the cancel: the jobs this cancel found never started (settled at 0, their
+    count given back: ADR 0069), and what its jobs used and still reserve (`rsk status` says the same later)."""
+
+    request_id: str
+    never_started: int
+    cpu_hours_used: float
+    gpu_hours_used: float
+    cpu_hours_reserved: float  # the worst case of its jobs not yet ended
+    gpu_hours_reserved: float
+
+
 class CancelReport(Model):
-    schema_version: int = 1
+    schema_version: int = 2
     target: str
     project: str
     results: list[CancelResult]
+    charged: list[Charged] = Field(default_factory=list)  # per request the ledger charges (a card's or a grant's)
     # what the caller should know: the project's lock was held (by a job, or another command of the project), so the
     # cancel went on without it and the journal does not record it (docs/adr/0056)
     warnings: list[str] = Field(default_factory=list)
@@ -49,11 +62,19 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
     with remote_for(target) as remote:
         out = remote.call("cancel", project, mode, value, stdin=guard.held_line(mine))
     raise_for_error(out)
+    lines = answers.cancel(out)
     results = [
-        CancelResult(job_id=c.job, request_id=c.rid or None, task=c.task or None, result=c.result)
-        for c in answers.cancel(out)
+        CancelResult(job_id=c.job, request_id=c.rid or None, task=c.task or None, result=c.result) for c in lines
     ]
-    return CancelReport(target=target, project=project, results=results, warnings=answers.warnings(out))
+    # a pending task Slurm dropped at the cancel left no record to settle on later: it settles now, at 0
+    store = Store(project)
+    gone = {c.job for c in lines if c.result == "cancelled" and c.gone and c.job in mine}
+    guard.settle(store, target, dict.fromkeys(gone, (0, None)), never=gone)
+    costs = guard.request_costs(store, store.view(), target, set(mine.values()))
+    charged = [Charged(request_id=rid, never_started=sum(1 for j in gone if mine[j] == rid), **cost)
+               for rid, cost in costs.items()]  # fmt: skip
+    return CancelReport(target=target, project=project, results=results, charged=charged,
+                        warnings=answers.warnings(out))  # fmt: skip
 
 
 def refused(report: CancelReport) -> None:

@@ -129,8 +129,18 @@ def chains_of(target: str, jobs: list[JobState]) -> list[ChainProgress]:
     return out
 
 
+class RequestCost(Model):
+    """What a request's jobs count in the ledger's books (its charge's or its approval use's, a grant's or a card's):
+    CPU-h and GPU-h used by those that ended (on Slurm's word), reserved (at worst) by those still live."""
+
+    cpu_hours_used: float
+    gpu_hours_used: float
+    cpu_hours_reserved: float
+    gpu_hours_reserved: float
+
+
 class Status(Model):
-    schema_version: int = 1
+    schema_version: int = 2
     target: str
     project: str
     slurm: Literal["up", "down"]
@@ -141,6 +151,7 @@ class Status(Model):
     levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
     chain: str = ""  # with --request-id, a chain: "link K/N, run time T / BUDGET"
     chains: list[ChainProgress] = []  # every chain among the jobs: its links and run time, done and left
+    costs: dict[str, RequestCost] = {}  # per request shown: what the books charge it (ADR 0069)
 
 
 def jobs_from(out: Output, slurm_up: bool = True) -> list[JobState]:
@@ -381,6 +392,8 @@ def status_call(remote: Remote, target: str, project: str,
     explain_queued_steps(jobs)
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
                 jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
+    st.warnings += [f"a job's line of the cluster's answer did not read and is left out (job {u}); tell the human"
+                    for u in answer.unread]  # fmt: skip
     grown = _against_the_ledger(st, ledger)
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
@@ -388,6 +401,7 @@ def status_call(remote: Remote, target: str, project: str,
     # charged for what Slurm holds before anything settles; holds the cluster shows jobs for; what ended
     never = {j.job_id for j in jobs if j._never_started}  # a chain's links and a workflow's tasks never needed
     ledger = guard.keep_books(store, ledger, target, grown, by_request, ended_records(st.jobs, up), never)
+    st.costs = {r: RequestCost(**c) for r, c in guard.request_costs(store, ledger, target, by_request).items()}
     return flag_throttle(flag_unbooked(mark_undecided(st, ledger), ledger), ledger), answer
 
 
@@ -524,9 +538,11 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
         counts[j.state] = counts.get(j.state, 0) + 1
     view = BatchView(st.target, request_id or "", jobs)
     levels = [dict(c) for c in view.levels] if request_id and not view.chain else []
+    shown = {j.request_id for j in jobs}
     return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels,
                                  "chain": view.chain if request_id else "",
-                                 "chains": chains_of(st.target, jobs)})  # fmt: skip
+                                 "chains": chains_of(st.target, jobs),
+                                 "costs": {r: c for r, c in st.costs.items() if r in shown}})  # fmt: skip
 
 
 END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back

@@ -316,7 +316,7 @@ def _job_facts(r: Record) -> JobFacts:
         r,
         rid=_text(r, "rid"),
         task=_text(r, "task", ""),
-        idx=_int(r, "idx", optional=True),
+        idx=fact("idx"),
         job=_text(r, "job"),
         sq=_text(r, "sq", ""),
         sq_elapsed=fact("sq_elapsed"),
@@ -361,6 +361,7 @@ class StatusAnswer(Answer):
     jobs: list[JobFacts]
     journal: list[JournalLine]
     cursor: int | None
+    unread: list[str] = []  # the @@job lines that did not read (skipped, each "JOB: why"): one job never fails all
 
 
 def status(out: Output) -> StatusAnswer:
@@ -371,13 +372,14 @@ def status(out: Output) -> StatusAnswer:
         if slurm not in ("up", "down"):
             raise ProtocolError(f"the cluster's @@status line has slurm={slurm[:40]!r}, not up or down")
         up = slurm == "up"
-    return StatusAnswer(
-        slurm_up=up,
-        at=_text(head, "t") if head else "",
-        jobs=[_job_facts(r) for r in out.all("job")],
-        journal=_journal_lines(out),
-        cursor=_cursor(out),
-    )
+    jobs, unread = [], []
+    for r in out.all("job"):
+        try:
+            jobs.append(_job_facts(r))
+        except ProtocolError as exc:
+            unread.append(f"{r.kv.get('job', '')[:40]}: {exc}")
+    return StatusAnswer(slurm_up=up, at=_text(head, "t") if head else "", jobs=jobs, journal=_journal_lines(out),
+                        cursor=_cursor(out), unread=unread)  # fmt: skip
 
 
 # cancel, reconcile ----------------------------------------------------------------------------------
@@ -386,6 +388,7 @@ class CancelLine(Answer):
     rid: str  # "" when the job is not ours
     task: str
     result: Literal["cancelled", "finished", "not-ours", "failed"]
+    gone: bool = False  # cancelled, and Slurm listed it no more right after: it pended, never started (ADR 0069)
 
 
 def cancel(out: Output) -> list[CancelLine]:
@@ -397,6 +400,7 @@ def cancel(out: Output) -> list[CancelLine]:
             rid=_text(r, "rid", ""),
             task=_text(r, "task", ""),
             result=_text(r, "result"),
+            gone=_flag(r, "gone", optional=True),
         )
         for r in out.all("cancel")
     ]
@@ -404,7 +408,7 @@ def cancel(out: Output) -> list[CancelLine]:
 
 class ReconcileLine(Answer):
     rid: str
-    idx: int
+    idx: int | None  # (from the journal, which a job can write: None where it does not read)
     task: str
     plan: str
     result: Literal["reconciled", "abandoned", "unresolved"]
@@ -428,7 +432,7 @@ def reconcile(out: Output) -> ReconcileAnswer:
             ReconcileLine,
             r,
             rid=_text(r, "rid"),
-            idx=_count(r, "idx"),
+            idx=_int(r, "idx", fact=True),
             task=_text(r, "task", ""),
             plan=_text(r, "plan"),
             result=_text(r, "result"),
