@@ -40,7 +40,8 @@ def test_a_sweep_past_the_largest_array_is_one_card_and_runs_each_task_as_itself
         assert shown["plan"]["jobs"] == N and shown["plan"]["max_running"] == 4 and shown["tasks_file"]
         assert shown["plan"]["cpu_hours"] == pytest.approx(N * 2 / 60)  # every task's worst case, whatever runs at once
         text = rsk("approvals", "show", card, "--project", project).out
-        assert "at most 4 running at once" in text and "s1004" in text  # the human's terminal shows every task
+        assert "at most 4 running at once" in text and "1005 x" in text  # each kind of task, with its count
+        assert "s1004" in rsk("approvals", "show", card, "--project", project, "--all").out  # and, asked, every task
         assert rsk("approve", card, "--project", project, "--yes").rc == 0
         launched = rsk("wait", card, *scope, "--timeout", "1", "--json")
         assert launched.rc in (Exit.OK, Exit.RUNNING, Exit.UNSUCCESSFUL), launched.err
