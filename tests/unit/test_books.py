@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rsk.broker import books
 from rsk.ledger import guard
 from rsk.ledger.models import Charge, JobCost
@@ -36,6 +38,20 @@ def test_the_watch_polls_only_targets_with_unsettled_jobs_and_settling_is_slurms
     cost = running.archive.charges()[0].job_costs["11"]
     assert cost.gpu_hours_used == 1.0 and cost.at_worst
     assert books.watch_once(lambda target, project: polled.append((project, target))) == 0
+
+
+def test_the_watch_leaves_a_project_a_command_of_the_broker_just_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent's `rsk wait` reads the project every few seconds: the poll's own read would only do it again."""
+    from rsk.ops import status
+
+    _submitted(Store("p3"), "lab", {"13": JobCost(gpu_hours_worst=1.0, cpu_hours_worst=1.0)})
+    clock = [1000.0]
+    monkeypatch.setattr(status.time, "monotonic", lambda: clock[0])
+    polled: list[str] = []
+    monkeypatch.setitem(status._READ, ("p3", "lab"), 995.0)  # read 5 s ago, Slurm answering
+    assert books.watch_once(lambda target, project: polled.append(project), fresh_s=15) == 1 and polled == []
+    clock[0] = 1011.0  # 16 s ago: the poll reads it
+    assert books.watch_once(lambda target, project: polled.append(project), fresh_s=15) == 1 and polled == ["p3"]
 
 
 def test_only_slurms_word_on_an_ended_job_settles_it_never_the_markers() -> None:

@@ -42,8 +42,11 @@ def unsettled() -> list[tuple[str, str]]:
     return pairs
 
 
-def watch_once(status: Callable[[str, str], object] | None = None) -> int:
-    """One pass: a status call for each pair with unsettled jobs. Returns how many were polled."""
+def watch_once(status: Callable[[str, str], object] | None = None, fresh_s: float = INTERVAL_S) -> int:
+    """One pass: a status call for each pair with unsettled jobs, but one a command of this process read in the last
+    `fresh_s` seconds (its books were kept by that read). Returns how many were polled."""
+    from rsk.ops.status import read_within
+
     if status is None:
         from rsk.ops.status import status as status_of
 
@@ -52,7 +55,8 @@ def watch_once(status: Callable[[str, str], object] | None = None) -> int:
     for project, target in unsettled()[:MOST]:
         error: str | None = None
         try:
-            status(target, project)
+            if not read_within(project, target, fresh_s):  # a command of this broker just read it (rsk wait polls)
+                status(target, project)
         except (RskError, OSError) as exc:  # the cluster may be away: the next pass tries again, the human is told
             error = str(exc) or type(exc).__name__
         with contextlib.suppress(RskError, OSError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
@@ -373,6 +374,16 @@ def ended_records(jobs: list[JobState], slurm_up: bool = True) -> dict[str, guar
     return ended
 
 
+_READ: dict[tuple[str, str], float] = {}  # (project, target): when this process last read it whole, Slurm answering
+
+
+def read_within(project: str, target: str, seconds: float) -> bool:
+    """Whether a status call of this process read (project, target) with Slurm answering in the last `seconds`:
+    the broker's books poll leaves it be (what it would do is done, rsk.broker.books)."""
+    at = _READ.get((project, target))
+    return at is not None and time.monotonic() - at < seconds
+
+
 def status_call(remote: Remote, target: str, project: str,
                 after: int | None = None) -> tuple[Status, answers.StatusAnswer]:  # fmt: skip
     """The project's jobs: those the journal lists, and every job the ledger holds, found by id. The ledger is
@@ -385,6 +396,8 @@ def status_call(remote: Remote, target: str, project: str,
     raise_for_error(out)
     answer = answers.status(out)
     up = answer.slurm_up
+    if up:
+        _READ[(project, target)] = time.monotonic()
     jobs = jobs_of(answer.jobs, up)
     for j in jobs:  # the ledger's record names a held job's request, whatever the journal says
         if j.job_id in held:
