@@ -54,7 +54,7 @@ main() {
     # of the two wins); a running one is cancelled as the Slurm step its started marker names, while that step carries
     # the step's identity (squeue -s: the one query that lists steps); "-": started, not yet running, or an older marker
     steps=''
-    case $jobs in *" step"*) steps=$({ rsk_lease_steps "$project"; echo --; squeue -h -s -u "$RSK_USER" -o '%i|%j' 2>/dev/null
+    case $jobs in *" step"*) steps=$({ rsk_lease_steps "$project"; echo --; squeue -a -h -s -u "$RSK_USER" -o '%i|%j' 2>/dev/null
         echo --; printf '%s\n' "$jobs"; } | awk -v runs="$RSK_ROOT/runs/$project" -v prefix="rsk:$project:" "$RSK_AWK"'
             $0 == "--" { p++; next } !p { at[$2] = $1 " " $6 " " $7; next } p == 1 { ss[$0]; next } $6 != "step" { next }
             { w = $1 in at ? at[$1] : "- - -"; s = "+"; f = runs "/" $2 "/t" ($3 == "-" ? 0 : $3) "/started"

@@ -6,7 +6,7 @@ main() {
     rsk_need scontrol
     rsk_ask scontrol -o show node -d
     nodes=$RSK_A
-    rsk_ask env SLURM_TIME_FORMAT=%s scontrol -o show job -d # times in epoch seconds (UTC), as rsk_squeue reads them
+    rsk_ask env SLURM_TIME_FORMAT=%s scontrol -a -o show job -d # times in epoch seconds (UTC), as rsk_squeue reads them
     # one pass over both: "node|NAME|STATE|PARTITIONS|GRES|GRESUSED" for each node whose GRES has GPUs, then
     # "held|JOB|NODE|GRES|START|NAME" for each node of a running job that holds GPUs there (a job's
     # record names its nodes, each followed by the GRES it holds on them; the name, which a job sets, last)

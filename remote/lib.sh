@@ -200,7 +200,7 @@ rsk_squeue() {
     rsk_t=$(printf '%s %s' "$RSK_NONCE" "$RSK_SQ_N" | sha256sum)
     rsk_t=rsk${rsk_t%"${rsk_t#????????????????}"} rsk_o=''
     for rsk_c in $RSK_SQ_FIELDS; do rsk_o=$rsk_o${rsk_o:+,}$rsk_c:$rsk_t; done
-    if rsk_q=$(SLURM_BITSTR_LEN=0 SLURM_TIME_FORMAT=%s squeue -h -u "$RSK_USER" -t all -O "$rsk_o" 2>/dev/null) \
+    if rsk_q=$(SLURM_BITSTR_LEN=0 SLURM_TIME_FORMAT=%s squeue -a -h -u "$RSK_USER" -t all -O "$rsk_o" 2>/dev/null) \
         && RSK_SQ=$(printf '%s\n' "$rsk_q" | awk -v t="$rsk_t" "$RSK_AWK"'
             { n = split($0 "\n", p, t); v[k + 1] = v[k + 1] p[1]; for (i = 2; i <= n; i++) { if (++k == 22) { one(); k = 0 } v[k + 1] = p[i] } }
             function one(    c, g, x, f) { # a record: fields v[1..22]

@@ -98,3 +98,11 @@ def test_a_card_its_agent_withdraws_leaves_the_hot_ledger_at_once_and_is_still_f
 @pytest.fixture
 def project() -> str:
     return "caps"
+
+
+def test_a_card_of_one_command_keeps_nothing_beside_the_ledger(project: str) -> None:
+    """Only a batch's tasks go beside the ledger: a card of one command says "1 more task(s)" of nothing hidden
+    otherwise, and a human who reads that line on every card learns to skip it."""
+    assert isinstance(_ask(project, "one-1", ["python", "train.py"]), PendingApproval)
+    card = Store(project).load().cards[-1]
+    assert not card.tasks_file and "tasks" in card.request

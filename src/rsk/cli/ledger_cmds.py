@@ -64,7 +64,7 @@ def kinds_of(project: str, card: "Card") -> "TaskKinds | str | None":
 
 
 def render_kinds(kinds: "TaskKinds | str", card_id: str, every: bool = False) -> list[str]:
-    """A batch's distinct commands and env entries, digits folded to #, the most tasks first (ADR 0066): a task
+    """A batch's distinct commands and env entries, digits folded to #, the fewest tasks first (ADR 0066): a task
     unlike the others is a line of its own, wherever it is in the batch."""
     from rsk.local.inert import inert
 

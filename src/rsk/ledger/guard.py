@@ -364,7 +364,7 @@ def authorize_in(
                 code="cards-cap",
             )
         shown = card_plan(target, plan, code)
-        many = len(shown.tasks) < len(plan.tasks)  # its tasks beside the ledger (ADR 0060, 0067)
+        many = len(shown.tasks) < len(plan_tasks(plan))  # a batch's tasks beside the ledger (ADR 0060, 0067)
         card = Card(
             plan_hash=plan.hash,
             request_id=rid,

@@ -32,7 +32,7 @@ class Folded(BaseModel):
 
 
 class TaskKinds(BaseModel):
-    """A batch's tasks by their distinct commands and environment entries, the most tasks first (docs/adr/0066)."""
+    """A batch's tasks by their distinct commands and environment entries, the fewest tasks first (docs/adr/0066)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -52,8 +52,9 @@ def _count(items: list[tuple[str, str]]) -> list[Folded]:
     for text, key in items:
         counted[text] += 1
         first.setdefault(text, key)
-    # the most tasks first; a tie in the order the batch first gives them (Counter keeps insertion order)
-    return [Folded(text=t, tasks=n, first=first[t]) for t, n in sorted(counted.items(), key=lambda tn: -tn[1])]
+    # the fewest tasks first: the odd one is what a human must read, and a card that folds its kinds hides the last
+    # ones; a tie in the order the batch first gives them (Counter keeps insertion order, sorted is stable)
+    return [Folded(text=t, tasks=n, first=first[t]) for t, n in sorted(counted.items(), key=lambda tn: tn[1])]
 
 
 def summarize(tasks: list[CardTask]) -> TaskKinds:

@@ -85,7 +85,7 @@ def tasks_table(tasks: list[CardTask], needs: bool) -> Markup:
 
 
 def kinds_rows(kinds: TaskKinds | str) -> list[Markup]:
-    """A batch's distinct commands and env entries, digits folded to #, the most tasks first (ADR 0066): a task
+    """A batch's distinct commands and env entries, digits folded to #, the fewest tasks first (ADR 0066): a task
     unlike the others is a row of its own, wherever it is in the batch. Each with its count and first task."""
     if isinstance(kinds, str):
         return [_row("commands", el("strong", {}, "its tasks cannot be read, so they cannot be shown: "), agent(kinds))]
