@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
+from rsk.cli.common import JsonOpt, ProjectOpt, StateOpt, SummaryOpt, TargetOpt, err, out, print_json, resolve_target
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
@@ -442,6 +442,8 @@ def wait(
             help="Give up after this many seconds (0: no limit). The default stays below agents' shell timeouts."
         ),
     ] = 100,
+    state: StateOpt = None,
+    summary: SummaryOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import Exit, UsageError
@@ -449,13 +451,14 @@ def wait(
     from rsk.local.project import resolve_project
     from rsk.ops.wait import wait_card, wait_jobs
 
+    brief = summary if json_out or summary else False  # the text folds a big batch itself
     given = [x for x in (what, request_id, batch) if x]
     if len(given) != 1:
         raise UsageError(
             "wait for one thing: a CARD, a JOB, --request-id R or --batch B", "e.g. rsk wait c-1a2b3c4d5e6f"
         )
     if what and what.startswith("c-"):
-        result = wait_card(check_token("card id", what), project, timeout or None)
+        result = wait_card(check_token("card id", what), project, timeout or None, states=state, summary=brief)
     else:
         from rsk.wire.protocol import is_job_id
 
@@ -464,7 +467,8 @@ def wait(
         rid = request_id or batch
         result = wait_jobs(
             resolve_target(target), resolve_project(project), job=what if what else None,
-            request_id=check_token("request id", rid) if rid else None, timeout=timeout or None,
+            request_id=check_token("request id", rid) if rid else None, timeout=timeout or None, states=state,
+            summary=brief,
         )  # fmt: skip
     if json_out:
         print_json(result)
@@ -480,9 +484,10 @@ def wait(
         for j in shown:
             end = f" exit {j.exit_code}" if j.exit_code is not None else ""
             o.print(f"  {j.job_id:<12} {j.task or j.request_id:<24} {j.state}{end}")
-        if len(shown) < len(result.jobs):
+        if len(shown) < len(result.jobs) + result.omitted:
             counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-            o.print(f"  ... and {len(result.jobs) - len(shown)} more ({counts}; --json lists every job)")
+            more = len(result.jobs) + result.omitted - len(shown)
+            o.print(f"  ... and {more} more (all of them: {counts}; --all --json lists every job)")
         if result.chain is not None:
             o.print(f"  chain {result.chain.text}")
         if result.message:

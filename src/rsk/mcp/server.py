@@ -42,6 +42,7 @@ from rsk.ops.wait import WaitResult
 from rsk.request.code import CodeSnapshot
 from rsk.request.tasks import TaskLine
 from rsk.wire.protocol import Request
+from rsk.wire.states import State
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -224,6 +225,15 @@ MaxRunning = Annotated[
     int | None,
     Field(ge=1, strict=True, description="A batch (tasks): at most this many of its tasks run at once (Slurm's array "
           "throttle); bound by the plan and shown on the card. Up to 10,000 tasks are one launch and one card."),
+]  # fmt: skip
+States = Annotated[
+    list[State] | None,
+    Field(description="List only jobs in these states (failed, timed-out, ...); counts still count every job."),
+]
+Summary = Annotated[
+    bool | None,
+    Field(description="true: list only the jobs that need attention (not succeeded, running or pending; at most 50); "
+          "false: every job; default: a summary when more than 50 jobs are selected. counts always has every job."),
 ]  # fmt: skip
 LeaseName = Annotated[
     str | None,
@@ -486,6 +496,8 @@ def build(pin: Pin) -> MCPServer:
         request_id: Annotated[str | None, Field(description="Every job of this request.")] = None,
         batch: Annotated[str | None, Field(description="Every task of this batch (its request id).")] = None,
         timeout: Annotated[float | None, Field(description=f"Seconds; at most {pin.max_wait:g}.")] = None,
+        state: States = None,
+        summary: Summary = None,
     ) -> WaitResult:
         from rsk.local.paths import check_token
         from rsk.ops.wait import wait_card, wait_jobs
@@ -493,19 +505,27 @@ def build(pin: Pin) -> MCPServer:
         if len([x for x in (card, job, request_id, batch) if x]) != 1:
             raise UsageError("wait for one thing: card, job, request_id or batch")
         if card:
-            return wait_card(check_token("card id", card), pin.project, bounded(timeout), voice=TOOLS)
+            return wait_card(check_token("card id", card), pin.project, bounded(timeout), voice=TOOLS,
+                             states=list(state or []), summary=summary)  # fmt: skip
         rid = request_id or batch
         return wait_jobs(pin.target, pin.project, job=job or None,
                          request_id=check_token("request id", rid) if rid else None,
-                         timeout=bounded(timeout), voice=TOOLS)  # fmt: skip
+                         timeout=bounded(timeout), voice=TOOLS, states=list(state or []),
+                         summary=summary)  # fmt: skip
 
-    @server.tool(description="State of the project's rsk jobs, newest last.", annotations=READ)
+    @server.tool(
+        description="State of the project's rsk jobs, newest last. counts has every job selected (the batch's, the "
+        "request's, the project's), however few are listed; omitted says how many are not.",
+        annotations=READ,
+    )
     @guarded
     def status(
         job: Annotated[str | None, Field(description="Only this job.")] = None,
         request_id: Annotated[str | None, Field(description="Only this request's (or batch's) jobs.")] = None,
         batch: Annotated[str | None, Field(description="Only this batch's tasks (its request id).")] = None,
         active: Annotated[bool, Field(description="Only pending and running jobs.")] = False,
+        state: States = None,
+        summary: Summary = None,
         limit: Annotated[int, Field(ge=0, description="At most this many, newest (0: all).")] = 50,
     ) -> Status:
         from rsk.ops.status import filter_jobs
@@ -514,7 +534,8 @@ def build(pin: Pin) -> MCPServer:
         if request_id and batch:
             raise UsageError("give request_id or batch, not both")
         st = get_status(pin.target, pin.project)
-        return filter_jobs(st, job=job, request_id=batch or request_id, active=active, limit=limit)
+        return filter_jobs(st, job=job, request_id=batch or request_id, active=active, states=list(state or []),
+                           summary=summary, limit=limit)  # fmt: skip
 
     @server.tool(
         description="What changed since a cursor (journal events, job state changes); blocks up to `wait` seconds "

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rsk.cluster.remote import Remote, remote_for
-from rsk.errors import not_ours
+from rsk.errors import UsageError, not_ours
 from rsk.ledger import guard
 from rsk.ledger.models import Ledger
 from rsk.ledger.store import Store
@@ -17,7 +17,7 @@ from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
 from rsk.wire.resources import Resources
-from rsk.wire.states import FINAL, State
+from rsk.wire.states import ATTENTION, FINAL, STATES, State
 
 
 class Model(BaseModel):
@@ -136,7 +136,9 @@ class Status(Model):
     slurm: Literal["up", "down"]
     at: str
     jobs: list[JobState]
-    counts: dict[str, int] = {}  # jobs per state (after any filter)
+    counts: dict[str, int] = {}  # jobs per state: every job selected (the batch's, request's or project's)
+    omitted: int = 0  # jobs selected that `jobs` does not list (a state filter, a summary, a limit)
+    summary: bool = False  # `jobs` lists only the jobs that need attention (not succeeded, running or pending)
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
     levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
     chain: str = ""  # with --request-id, a chain: "link K/N, run time T / BUDGET"
@@ -505,9 +507,48 @@ def of_request(jobs: list[JobState], request_id: str) -> list[JobState]:
     return plain + list(latest.values())
 
 
+SUMMARY_ROWS = 50  # a summary lists at most this many jobs (those that need attention); `counts` has every one
+
+
+def count(jobs: list[JobState]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j.state] = counts.get(j.state, 0) + 1
+    return counts
+
+
+def rows(jobs: list[JobState], *, states: list[str] | None = None, active: bool = False, summary: bool = False,
+         limit: int = 0) -> list[JobState]:  # fmt: skip
+    """The jobs of a selection worth listing: those in the states asked for (the live ones), or with a summary those
+    that need attention (rsk.wire.states.ATTENTION), at most `limit` (a summary's default: SUMMARY_ROWS), newest."""
+    if active:
+        jobs = [j for j in jobs if j.state not in FINAL]
+    if states:
+        jobs = [j for j in jobs if j.state in states]
+    elif summary:
+        jobs = [j for j in jobs if j.state in ATTENTION]
+    limit = limit or (SUMMARY_ROWS if summary else 0)
+    return jobs[-limit:] if limit else jobs
+
+
+def check_states(given: list[str] | None) -> list[str]:
+    """The states a filter names, each one rsk.wire.states defines."""
+    for s in given or []:
+        if s not in STATES:
+            raise UsageError(f"unknown state {s!r}", f"a job's state is one of: {', '.join(STATES)}")
+    return list(given or [])
+
+
+def summarise(summary: bool | None, selected: list[JobState]) -> bool:
+    """Whether to answer a summary: as asked, else (None) when more than SUMMARY_ROWS jobs are selected."""
+    return len(selected) > SUMMARY_ROWS if summary is None else summary
+
+
 def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = None, active: bool = False,
-                limit: int = 0) -> Status:  # fmt: skip
-    """Only the jobs asked for (one job, one request's, the live ones, the newest `limit`), counted again."""
+                states: list[str] | None = None, summary: bool | None = False, limit: int = 0) -> Status:  # fmt: skip
+    """The selection (one job, one request's, or the project's) with its counts and levels, listing only the jobs
+    asked for (the live ones, those in `states`, a summary's: None makes one of a big selection, the newest
+    `limit`): `counts` describe the whole selection, never the jobs listed; `omitted` says how many are not."""
     jobs = st.jobs
     if job:
         jobs = [j for j in jobs if j.job_id == job]
@@ -515,18 +556,13 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
             raise not_ours(job, st.project, st.target)
     if request_id:
         jobs = of_request(jobs, request_id)
-    if active:
-        jobs = [j for j in jobs if j.state not in FINAL]
-    if limit:
-        jobs = jobs[-limit:]
-    counts: dict[str, int] = {}
-    for j in jobs:
-        counts[j.state] = counts.get(j.state, 0) + 1
+    summary = summarise(summary, jobs)
+    shown = rows(jobs, states=check_states(states), active=active, summary=summary, limit=limit)
     view = BatchView(st.target, request_id or "", jobs)
     levels = [dict(c) for c in view.levels] if request_id and not view.chain else []
-    return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels,
-                                 "chain": view.chain if request_id else "",
-                                 "chains": chains_of(st.target, jobs)})  # fmt: skip
+    return st.model_copy(update={"jobs": shown, "counts": count(jobs), "levels": levels,
+                                 "chain": view.chain if request_id else "", "omitted": len(jobs) - len(shown),
+                                 "summary": summary, "chains": chains_of(st.target, jobs)})  # fmt: skip
 
 
 END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back
