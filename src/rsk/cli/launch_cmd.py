@@ -142,7 +142,7 @@ def launch(
             '"needs": ["prep"] or [{"task": "train", "on": "ended"}] run after those tasks succeed (or end), '
             "as Slurm dependencies: no process of yours has to stay alive; a task whose need failed is skipped, "
             "and `rsk retry --batch B --failed` runs those again. Task fields: key, argv or script, env, gpus, "
-            "cpus, mem, nodes, time, name, needs. A file whose one "
+            "cpus, mem, nodes, time, needs. A file whose one "
             'line has "budget" (and "time", optionally "signal_before", "max_links") is a chain, as --budget is; '
             'a chain is never one task among others (the rsk skill, section "Plan, then launch").',
         ),
@@ -314,13 +314,20 @@ def retry(
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    from rsk.local.project import chosen_project
+    import shlex
+
+    from rsk.local.project import chosen_project, scope
     from rsk.ops.launch import requester
     from rsk.ops.retry import retry as do_retry
 
-    result = do_retry(resolve_target(target), chosen_project(project), batch, named=list(task or []),
-                      failed=failed, request_id=request_id, requester=requester(), wait=wait,
-                      progress=_progress(json_out), code=_snapshot(code, exclude))  # fmt: skip
+    where, chosen = resolve_target(target), chosen_project(project)
+    words = ["rsk", "retry", "--batch", batch, *(w for k in task or [] for w in ("--task", k))]
+    words += [*(["--failed"] if failed else []), *(["--code", str(code)] if code is not None else [])]
+    words += [*(w for x in exclude or [] for w in ("--exclude", x)), *(["-r", request_id] if request_id else [])]
+    again = shlex.join(words) + scope(chosen, where)  # a pending attempt's hint repeats the whole command
+    result = do_retry(where, chosen, batch, named=list(task or []), failed=failed, request_id=request_id,
+                      requester=requester(), wait=wait, progress=_progress(json_out), code=_snapshot(code, exclude),
+                      again=again)  # fmt: skip
     _print_result(result, json_out, verbose)
 
 
@@ -353,17 +360,23 @@ def extend(
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
+    import shlex
+
     from rsk.local.paths import check_token
-    from rsk.local.project import chosen_project
+    from rsk.local.project import chosen_project, scope
     from rsk.ops.launch import requester
     from rsk.ops.retry import extend as do_extend
     from rsk.request.chain import MAX_LINKS
     from rsk.request.units import parse_seconds
 
-    result = do_extend(resolve_target(target), chosen_project(project), check_token("request id", request_id),
+    where, chosen = resolve_target(target), chosen_project(project)
+    words = ["rsk", "extend", "-r", request_id, "--budget", budget]
+    words += [*(["--max-links", str(max_links)] if max_links else []), *(["--code", str(code)] if code else [])]
+    words += [w for x in exclude or [] for w in ("--exclude", x)]
+    result = do_extend(where, chosen, check_token("request id", request_id),
                        budget_min=parse_seconds(budget) // 60, request_id=None, requester=requester(),
                        max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out),
-                       code=_snapshot(code, exclude))  # fmt: skip
+                       code=_snapshot(code, exclude), again=shlex.join(words) + scope(chosen, where))  # fmt: skip
     _print_result(result, json_out, verbose)
 
 

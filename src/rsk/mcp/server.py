@@ -434,14 +434,16 @@ def build(pin: Pin) -> MCPServer:
     ) -> LaunchReply:
         from rsk.local.paths import check_token
         from rsk.ops.launch import requester
-        from rsk.ops.retry import plan_retry
+        from rsk.ops.retry import attempt_request
         from rsk.ops.status import status
         from rsk.request.code import snapshot
 
         check_token("batch", batch)
         jobs = status(pin.target, pin.project).jobs
-        request = plan_retry(pin.project, batch, jobs, list(tasks or []), failed, request_id, f"mcp: {requester()}")
-        return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
+        request, replay = attempt_request(pin.project, batch, jobs, list(tasks or []), failed, request_id,
+                                          f"mcp: {requester()}")  # fmt: skip
+        fix = None if replay else code  # the same retry again answers the attempt it made
+        return _reply(request, snapshot(_own_path("code", fix), list(exclude or [])) if fix is not None else None)
 
     @server.tool(
         description="Add links to a chain that stopped short of success (yielded, time limit, budget spent) or was "
@@ -469,7 +471,7 @@ def build(pin: Pin) -> MCPServer:
     ) -> LaunchReply:
         from rsk.local.paths import check_token
         from rsk.ops.launch import requester
-        from rsk.ops.retry import plan_extend
+        from rsk.ops.retry import extension_request
         from rsk.ops.status import status
         from rsk.request.chain import MAX_LINKS
         from rsk.request.code import snapshot
@@ -477,10 +479,11 @@ def build(pin: Pin) -> MCPServer:
 
         jobs = status(pin.target, pin.project).jobs
         minutes = parse_seconds(budget) // 60  # a budget never grows: whole minutes, rounded down
-        request = plan_extend(pin.project, check_token("request id", request_id), jobs, minutes, None,
-                              f"mcp: {requester()}", max_links=max_links or MAX_LINKS,
-                              new_code=code is not None)  # fmt: skip
-        return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
+        request, replay = extension_request(pin.project, check_token("request id", request_id), jobs, minutes, None,
+                                            f"mcp: {requester()}", max_links=max_links or MAX_LINKS,
+                                            new_code=code is not None)  # fmt: skip
+        fix = None if replay else code  # the same extend again answers the extension it made
+        return _reply(request, snapshot(_own_path("code", fix), list(exclude or [])) if fix is not None else None)
 
     @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "
