@@ -364,6 +364,7 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
                 stage.write(".rsk-partial", f"job {job} did not succeed: this is what it left, not a result\n".encode())
             else:
                 stage.write(".rsk-manifest", text.encode())
+                stage.write(".rsk-job", f"{job}\n".encode())  # whose result: a later batch fetch asks nothing of it
         with parent.dir().sub(work_name) as work:
             work.rename(root, parent.dir(), to.name)  # the whole result appears at once
         parent.dir().remove_tree(work_name)
@@ -391,6 +392,23 @@ def _there(parent: Dir, to: Path, manifest: str | None) -> list[FetchedFile] | N
                 ]
         raise UsageError(f"{to} exists", "a result appears whole in a directory that does not exist yet")
     raise UsageError(f"{to} exists", "give --to a directory that does not exist yet")
+
+
+def _fetched_before(parent: Dir, to: Path, job: str) -> list[FetchedFile] | None:
+    """The files of job's result when DIR holds it already, as a fetch of it left it (its `.rsk-job` names the job,
+    and its manifest was checked then): a result is published once, so nothing of it is asked of the cluster."""
+    found = parent.lookup(to.name)
+    if found is None or not stat.S_ISDIR(found.st_mode):
+        return None
+    with parent.sub(to.name) as there:
+        for name in (".rsk-job", ".rsk-manifest"):
+            label = there.lookup(name)
+            if label is None or not stat.S_ISREG(label.st_mode):
+                return None
+        if there.read(".rsk-job") != f"{job}\n".encode():
+            return None
+        manifest = _manifest(there.read(".rsk-manifest").decode("utf-8", "replace"))
+    return [FetchedFile(path=p, size=size, to=str(to / p)) for p, (_, size) in sorted(manifest.items())]
 
 
 def _place(path: str, to: Dir, data: bytes, budget: list[int]) -> FetchedFile:
@@ -497,14 +515,26 @@ def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,
             raise UsageError(f"no batch {batch!r} with tasks in project {project} on {target_name}",
                              "`rsk status` lists the project's jobs", code="not-found")  # fmt: skip
         published = [j for j in members if j.state == "succeeded" and j.result]
-        # a few calls list every result and bring its files; what they did not bring, each task's own calls do
+        before: dict[str, list[FetchedFile]] = {}  # the results fetched already, by an earlier call: asked nothing
+        if to.is_dir():
+            with _Into(to) as into:
+                for j in published:
+                    if files := _fetched_before(into.dir(), to / check_token("task", j.task or ""), j.job_id):
+                        before[j.job_id] = files
+        # a few calls list every other result and bring its files; what they did not bring, each task's own calls do
         fresh = {j.job_id for j in published if not (to / check_token("task", j.task or "")).exists()}
-        known = prefetch_results(remote, project, [j.job_id for j in published], fresh, max_bytes)
+        wanted = [j.job_id for j in published if j.job_id not in before]
+        known = prefetch_results(remote, project, wanted, fresh, max_bytes) if wanted else {}
         for j in members:
             assert j.task is not None
             if j.state != "succeeded" or not j.result:
                 why = f"{j.state}: no result" if j.state != "succeeded" else "succeeded without writing under $RSK_OUT"
                 tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=None, why=why))
+                continue
+            if (files := before.get(j.job_id)) is not None:
+                rep = ResultReport(target=target_name, project=project, job_id=j.job_id, to=str(to / j.task),
+                                   files=files, file_count=len(files), bytes=0, already=True)  # fmt: skip
+                tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=rep))
                 continue
             rep = fetch_result(target_name, project, j.job_id, to / check_token("task", j.task), max_bytes=budget,
                                via=remote, succeeded=True, prefetched=known.get(j.job_id))  # fmt: skip
