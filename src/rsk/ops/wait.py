@@ -106,6 +106,10 @@ def _hint(jobs: list[JobState], done: bool, voice: Voice = CLI) -> str:
             f"; once fixed, {voice.retry(attempt_of(first.request_id)[0])} runs them again "
             f"(add {voice.code_option()} to run your changed files)"
         )
+    if all(j.state == "cancelled" for j in bad):  # a cancel (rsk cancel, or in Slurm): nothing to fix
+        again = f"; if you still need them, {voice.retry(attempt_of(first.request_id)[0])} runs them again" \
+            if retry else ""  # fmt: skip
+        return f"{len(bad)} of {len(ends)} were cancelled before they ended (none failed){again}"
     return (
         f"{len(bad)} of {len(ends)} did not succeed; see {voice.logs(first.job_id, 'stderr')} "
         f"(and {voice.status()} for every state){retry}"
