@@ -382,7 +382,7 @@ def status_call(remote: Remote, target: str, project: str,
             j.request_id = held[j.job_id]
     explain_queued_steps(jobs)
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
-                jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
+                jobs=jobs, counts=count(jobs), chains=chains_of(target, jobs))  # fmt: skip
     grown = _against_the_ledger(st, ledger)
     by_request: dict[str, list[str]] = {}
     for j in st.jobs:
