@@ -44,3 +44,24 @@ def test_a_big_selection_is_a_summary_unless_every_job_is_asked_for() -> None:
     assert len(every.jobs) == 2_000 and every.omitted == 0
     project = filter_jobs(_batch(2), summary=True)  # the project's: the running job needs no attention either
     assert project.jobs == [] and project.counts == {"succeeded": 2, "running": 1}
+
+
+def test_the_projects_summary_counts_each_task_once_as_its_latest_attempt() -> None:
+    from rsk.ops.status import count, latest_attempts
+
+    def job(rid: str, task: str, state: str) -> JobState:
+        return JobState(request_id=rid, task=task, job_id=f"{rid}-{task}", state=state, exit_code=None, signal=None,
+                        elapsed_s=1, limit_s=60, where="", submitted="")  # fmt: skip
+
+    jobs = [
+        job("sw.a2", "t1", "succeeded"),
+        job("sw", "t0", "succeeded"),
+        job("sw", "t1", "failed"),
+        job("wf", "train", "failed"),
+        job("wf", "eval", "skipped"),
+        job("wf.a3", "train", "succeeded"),
+        job("wf.a2", "train", "failed"),
+        job("wf.a2", "eval", "skipped"),
+        job("wf.a3", "eval", "succeeded"),
+    ]
+    assert count(latest_attempts(jobs)) == {"succeeded": 4}

@@ -544,6 +544,18 @@ def summarise(summary: bool | None, selected: list[JobState]) -> bool:
     return len(selected) > SUMMARY_ROWS if summary is None else summary
 
 
+def latest_attempts(jobs: list[JobState]) -> list[JobState]:
+    """Every job but those a later attempt of its task superseded (`rsk retry`): what the project's work is now."""
+    latest: dict[tuple[str, str], JobState] = {}
+    plain: list[JobState] = []
+    for j in sorted(jobs, key=lambda j: attempt_of(j.request_id)[1]):
+        if j.task:
+            latest[(attempt_of(j.request_id)[0], j.task)] = j
+        else:
+            plain.append(j)
+    return plain + list(latest.values())
+
+
 def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = None, active: bool = False,
                 states: list[str] | None = None, summary: bool | None = False, limit: int = 0) -> Status:  # fmt: skip
     """The selection (one job, one request's, or the project's) with its counts and levels, listing only the jobs
