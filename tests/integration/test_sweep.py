@@ -86,6 +86,7 @@ def test_a_sweep_past_the_largest_array_is_one_card_and_runs_each_task_as_itself
         assert done["s1000"]["job_id"] == f"{second_array}_0" and done["s1000"]["result"] is True
         logs = rsk("logs", f"{second_array}_1", *scope, "--json")
         assert logs.rc == 0 and "seed 1001" in logs.out, logs.out
+        assert json.loads(logs.out)["task"] == "s1001" and json.loads(logs.out)["state"] == "succeeded"
         got = rsk("fetch", f"{second_array}_0", "--result", *scope, "--to", str(tmp_path / "r1000"), "--json")
         assert got.rc == 0, got.err
         assert (tmp_path / "r1000" / "i").read_text() == "1000\n"
