@@ -111,6 +111,8 @@ def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start
               "--json")  # fmt: skip
     assert res.rc == 0 and json.loads(res.out)["job_id"] == got["link2"]["job_id"], res.err  # the chain's result
     assert (tmp_path / "res" / "r").read_text().startswith("resumed at")
+    named = rsk("fetch", "-r", "ck", "--result", *where, "--json", cwd=tmp_path)  # named for the chain, not a link
+    assert named.rc == 0 and (tmp_path / "rsk-results" / "ck" / "r").is_file(), (named.out, named.err)
     rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
     g = grant_view(project)
     used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600
