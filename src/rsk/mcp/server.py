@@ -715,7 +715,9 @@ def build(pin: Pin) -> MCPServer:
     @guarded
     def fetch_result(
         job: Annotated[str | None, Field(description="The job id.")] = None,
-        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here).")] = None,
+        to: Annotated[
+            str | None, Field(description="Local directory (default: rsk-results/JOB, or rsk-results/REQUEST, here).")
+        ] = None,
         partial: Annotated[bool, Field(description="The stage of a job that did not succeed.")] = False,
         request_id: Annotated[
             str | None, Field(description="Instead of job: the request's one job, or a chain's last link that ran.")
@@ -727,8 +729,9 @@ def build(pin: Pin) -> MCPServer:
 
         if (job is None) == (request_id is None):
             raise UsageError("give job or request_id", "request_id: a chain's result; a batch's: fetch_batch_result")
+        named = job or request_id or ""  # a request's result is named for it (a chain's: for the chain)
         job = job if job is not None else result_job(pin.target, pin.project, request_id or "")
-        dest = _own_path("fetch", to or str(default_dest(job)))
+        dest = _own_path("fetch", to or str(default_dest(named)))
         return do_fetch_result(pin.target, pin.project, job, dest, partial=partial)
 
     @server.prompt(name="rsk-rules", description="The rules for running work through rsk (the rsk skill).")
