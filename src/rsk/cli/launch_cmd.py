@@ -394,6 +394,10 @@ def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnap
     p = report.plan
     o.print(f"plan {report.plan_hash} on {report.target} (project {report.project}, request {report.request_id})")
     o.print(f"  runs          {inert(p.command)}")
+    if report.code_count:  # the snapshot --code sends, as the card lists it (--json: code_files)
+        names = ", ".join(inert(f) for f in report.code_files[:10])
+        more = f" and {report.code_count - 10} more" if report.code_count > 10 else ""
+        o.print(f"  code          {report.code_count} file(s): {names}{more}")
     big = p.largest
     o.print(
         f"  per job       {big.nodes} node(s), {big.cpus} CPU/node, {big.mem_mb} MB/node, "
