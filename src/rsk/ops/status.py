@@ -110,7 +110,8 @@ class ChainProgress(Model):
     run_time_s: int
     budget_s: int  # the limits of its links that started or may still start (as `rsk extend` counts them)
     left_s: int  # what its links not ended may still run: 0 once every link ended (extend to go on)
-    text: str  # "link K/N, run time H:MM:SS / H:MM:SS"
+    unused_s: int = 0  # the limits of its links that never started (not needed, cancelled first): given back
+    text: str  # "link K/N, run time H:MM:SS / H:MM:SS" (and what was given back)
 
 
 def chains_of(target: str, jobs: list[JobState]) -> list[ChainProgress]:
@@ -124,7 +125,7 @@ def chains_of(target: str, jobs: list[JobState]) -> list[ChainProgress]:
         view = BatchView(target, base, links)
         if (c := view.chain_facts) is not None:
             out.append(ChainProgress(request_id=base, link=c.link, links=c.links, run_time_s=c.run_time_s,
-                                     budget_s=c.budget_s, left_s=c.left_s,
+                                     budget_s=c.budget_s, left_s=c.left_s, unused_s=c.unused_s,
                                      text=view.chain))  # fmt: skip
     return out
 
