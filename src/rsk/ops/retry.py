@@ -154,6 +154,12 @@ def attempt_request(
     return plan_retry(project, batch, jobs, named, failed, request_id, requester), False
 
 
+def _planned(links: list[JobState]) -> int:
+    """The minutes a chain's links count against a new total: each that started or may still start, at its whole
+    limit (a link cancelled before it ran, or not needed: nothing)."""
+    return sum((j.limit_s or 0) for j in links if ran(j)) // 60
+
+
 def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int, request_id: str | None,
                 requester: str, max_links: int = MAX_LINKS, new_code: bool = False) -> Request:  # fmt: skip
     """More links for a chain that ended stopped short of success, up to a new total budget: the extra only is
@@ -176,7 +182,7 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
                          "of success (yielded, time limit, budget spent) or was cancelled goes on",
                          "a chain that succeeded is done; one that failed is fixed and launched anew (a new "
                          "--request-id starts a new, empty RSK_WORK_DIR)")  # fmt: skip
-    planned = sum((j.limit_s or 0) for j in links if ran(j)) // 60  # a link cancelled before it ran: nothing
+    planned = _planned(links)
     first = base.tasks[0]
     link = first.time_min or 1
     if budget_min <= planned:
@@ -231,6 +237,9 @@ def extension_request(project: str, chain: str, jobs: list[JobState], budget_min
         return plan_extend(project, chain, jobs, budget_min, request_id, requester, max_links, new_code), False
     except UsageError:
         prior = repeated(project, base_id, jobs, request_id)
+        links = [j for j in jobs if attempt_of(j.request_id)[0] == base_id and j.link]
         if prior is None or not prior.chain_of or not any(j.request_id == prior.request_id for j in jobs):
+            raise
+        if budget_min < _planned(links):  # less than the chain has already: not the extend that made it
             raise
         return prior, True
