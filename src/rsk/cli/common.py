@@ -35,6 +35,7 @@ StateOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--state",
+        metavar="STATE",
         help="List only jobs in this state (repeatable): failed, timed-out, cancelled, skipped, "
         "blocked, pending, running, succeeded, ... `counts` still count every job selected.",
     ),
