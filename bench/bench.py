@@ -732,6 +732,7 @@ SCALE_WHAT = {
     "wait": "rsk wait --batch (all ended), median of 3",
     "retry": "rsk retry --failed (half the tasks)",
     "fetch": "rsk fetch --batch --result (half publish)",
+    "fetch-again": "the same fetch again (nothing new), median of 3",
 }
 
 
@@ -851,8 +852,8 @@ def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
                                   for _ in range(3))  # fmt: skip
     t["launch"] = rsk(sleeping, "launch", "-r", s_rid, *shape, "--tasks", str(sleep))[0]
     try:
-        op("status", sleeping, ("status", "--batch", s_rid), lambda d: len(d["jobs"]) == n, "not every task listed",
-           calls=3)  # fmt: skip
+        op("status", sleeping, ("status", "--batch", s_rid, "--all"), lambda d: len(d["jobs"]) == n,
+           "not every task listed", calls=3)  # fmt: skip
         op("cancel", sleeping, ("cancel", "--batch", s_rid),
            lambda d: all(r["result"] == "cancelled" for r in d["results"]), "not every task cancelled")  # fmt: skip
     finally:
@@ -871,6 +872,8 @@ def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
        ok=(11,), calls=3)  # fmt: skip
     op("fetch", working, ("fetch", "--batch", w_rid, "--result", "--to", str(WORK / f"results{n}")),
        lambda d: d["fetched"] == (n + 1) // 2, "not every result fetched")  # fmt: skip
+    op("fetch-again", working, ("fetch", "--batch", w_rid, "--result", "--to", str(WORK / f"results{n}")),
+       lambda d: d["fetched"] == (n + 1) // 2 and d["bytes"] == 0, "not every result found there", calls=3)  # fmt: skip
     op("retry", working, ("retry", "--batch", w_rid, "--failed"), lambda d: len(d["tasks"]) == n // 2,
        "not the failed half retried")  # fmt: skip
     cancel_jobs()  # the retried half would only fail again

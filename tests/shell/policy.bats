@@ -61,7 +61,7 @@ write_policy() { printf '%s\n' "$@" > "$ROOT/policy.conf"; chown "$LAB_USER" "$R
     run remote submit plan < <(request request_id=big task=a targ=true task=b targ=true task=c targ=true)
     [ "$status" -eq 3 ]
     [ "$(field policy verdict)" = refuse ]
-    printf '%s\n' "$output" | sed -n 's/^@@policy-reason msg=//p' | base64 -d | grep -q '3 jobs queued at once exceed the cap of 2'
+    printf '%s\n' "$output" | sed -n 's/^@@policy-reason msg=//p' | base64 -d | grep -q '3 jobs queued at once exceed the cap of 2 active jobs: give --max-running K (K <= 2), still one launch'
     run remote submit plan < <(request request_id=two task=a targ=true task=b targ=true)
     [ "$status" -eq 0 ]
 }

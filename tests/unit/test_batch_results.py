@@ -96,10 +96,25 @@ def test_a_batchs_results_take_a_few_calls_whatever_the_number_of_tasks(
     assert cluster.calls == Counter({"status": 1, "fetch -": _calls_for(n // 2, 2)})  # and no call of one job
     assert (tmp_path / "res" / "t4" / "r.txt").read_text() == "4\n"
     assert (tmp_path / "res" / "t4" / ".rsk-manifest").is_file() and not (tmp_path / "res" / "t1").exists()
-    again = fetch_batch_results("lab", "p", "b", tmp_path / "res")  # all there: only the manifests are compared
+    assert (tmp_path / "res" / "t4" / ".rsk-job").read_text() == "500_4\n"  # whose result it is
+    again = fetch_batch_results("lab", "p", "b", tmp_path / "res")  # all there: the cluster is asked nothing of them
     assert all(t.result is None or t.result.already for t in again.tasks) and again.bytes == 0
-    assert cluster.calls["fetch -"] == _calls_for(n // 2, 2) + _calls_for(n // 2, 1)
-    assert cluster.calls["fetch JOB"] == 0
+    assert again.fetched == n // 2 and again.tasks[4].result is not None and again.tasks[4].result.file_count == 1
+    assert cluster.calls == Counter({"status": 2, "fetch -": _calls_for(n // 2, 2)})
+
+
+def test_a_result_fetched_before_from_another_job_is_compared_on_the_cluster(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A task's directory that holds an earlier job's result (a retry published a new one) is no result of its
+    latest job: the cluster's manifest is read and compared, and the directory refused as it was before."""
+    cluster = _Cluster(2)
+    _stand_in(monkeypatch, cluster)
+    fetch_batch_results("lab", "p", "b", tmp_path / "res")
+    (tmp_path / "res" / "t0" / ".rsk-job").write_text("499_0\n")
+    again = fetch_batch_results("lab", "p", "b", tmp_path / "res")  # the same manifest: it is that result still
+    assert again.tasks[0].result is not None and again.tasks[0].result.already
+    assert cluster.calls["fetch -"] == _calls_for(1, 2) + _calls_for(1, 1)
 
 
 def test_what_a_call_of_many_did_not_bring_comes_by_the_tasks_own_calls_and_is_checked_the_same(

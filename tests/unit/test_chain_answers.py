@@ -63,6 +63,20 @@ def test_an_ended_chain_has_nothing_left_and_its_budget_leaves_out_links_that_ne
     [c] = chains_of("lab", jobs)
     assert (c.link, c.links) == (4, 4)
     assert (c.run_time_s, c.budget_s, c.left_s) == (149, 360, 0)
+    assert c.unused_s == 120 and c.text.endswith("(0:02:00 of links never started, given back)")  # link2's
+
+
+def test_an_extended_chain_says_the_links_not_needed_gave_their_time_back() -> None:
+    # `rsk extend --budget 10` of a chain of 3 two-minute links added link4 and link5; link4 finished the work
+    jobs = chain_jobs(
+        *(f"job rid=c idx={k} task=link{k + 1} job={k + 1} sq=COMPLETED sq_elapsed=100 sq_limit=120 rc=75"
+          + (f" needs={k - 1}:notok" if k else "") + " res=1,1,1,0,2" for k in range(3)),
+        "job rid=c.a2 idx=0 task=link4 job=4 sq=COMPLETED sq_elapsed=30 sq_limit=120 rc=0 res=1,1,1,0,2",
+        "job rid=c.a2 idx=1 task=link5 job=5 sq=CANCELLED sq_elapsed=0 sq_limit=120 needs=0:notok res=1,1,1,0,2",
+    )  # fmt: skip
+    [c] = chains_of("lab", jobs)
+    assert (c.budget_s, c.unused_s) == (480, 120)  # 8:00 that ran or could have, and link5's 2:00: the 10:00 asked
+    assert c.text == "link 4/5, run time 0:05:30 / 0:08:00 (0:02:00 of links never started, given back)"
 
 
 # the misread under a busy lab: link 2 ended on Slurm (FAILED: its wrapper's exit 75, or its wrapper killed before

@@ -174,3 +174,15 @@ def _policy() -> Any:
     from rsk.wire.answers import Policy
 
     return Policy.model_validate(dict.fromkeys(Policy.model_fields))
+
+
+def test_mcp_help_shows_how_a_host_registers_the_server_and_what_fixes_the_project() -> None:
+    import typer.main
+
+    from rsk.cli.app import app, register_all
+
+    register_all()
+    text = typer.main.get_command(app).get_command(None, "mcp").help  # type: ignore[attr-defined]
+    assert '{"mcpServers": {"rsk": {"command": "/path/to/rsk", "args": ["mcp"]}}}' in text
+    assert "working directory the host starts it in" in text and '"--project", "P"' in text
+    assert '"mcpServers"' in (SNAPSHOT.parents[3] / "docs" / "mcp.md").read_text()

@@ -92,3 +92,18 @@ def test_only_retry_and_extend_name_attempts() -> None:
     with pytest.raises(UsageError, match="ends like an attempt"):
         build_request(LaunchSpec(argv=["true"], request_id="wf.a7"), "p", "me")
     assert build_request(LaunchSpec(argv=["true"], request_id="wf.alpha"), "p", "me").request_id == "wf.alpha"
+
+
+def test_a_batch_cancelled_midway_is_told_as_cancelled_not_as_a_failure_to_fix() -> None:
+    from rsk.ops.status import JobState
+    from rsk.ops.wait import _hint
+
+    def job(i: int, state: str) -> JobState:
+        return JobState(request_id="cs", task=f"t{i}", job_id=f"9_{i}", state=state, exit_code=None, signal=None,
+                        elapsed_s=None, limit_s=60, where="", submitted="")  # fmt: skip
+
+    hint = _hint([job(0, "succeeded"), *(job(i, "cancelled") for i in range(1, 4))], done=True)
+    assert hint.startswith("3 of 4 were cancelled before they ended (none failed)"), hint
+    assert "rsk logs" not in hint and "rsk retry --batch cs --failed" in hint
+    mixed = _hint([job(0, "failed"), job(1, "cancelled")], done=True)
+    assert "2 of 2 did not succeed; see `rsk logs 9_0 --stream stderr`" in mixed, mixed

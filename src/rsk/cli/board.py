@@ -64,7 +64,7 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     table = Table(title=title or None, expand=False, show_lines=False, padding=(0, 1))
     # what a human scans for never truncates (job, state, time); the rest folds on narrow terminals
     table.add_column("batch", overflow="fold", max_width=24)
-    table.add_column("task", overflow="fold", max_width=16)
+    table.add_column("task", overflow="fold", max_width=40)  # a sweep's keys (lr0.6-wd0.0001-s0) on one line
     table.add_column("job", no_wrap=True, min_width=5)
     table.add_column("state", no_wrap=True, min_width=9)
     table.add_column("elapsed/limit", no_wrap=True, min_width=15)
@@ -103,6 +103,11 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
         )  # fmt: skip
     parts: list[RenderableType] = [table]
     for st in statuses:
+        if st.omitted:  # a filter, a summary or a limit: what the table leaves out is counted still
+            counts = ", ".join(f"{n} {s}" for s, n in sorted(st.counts.items()))
+            parts.append(Text(f"{st.target}: {len(st.jobs)} of {len(st.jobs) + st.omitted} job(s) listed "
+                              f"(all of them: {counts}); --all --json lists every job"))  # fmt: skip
+    for st in statuses:
         if st.slurm == "down":
             parts.append(Text(f"{st.target}: Slurm controller not answering; states may be stale", style="yellow"))
     for st in statuses:
@@ -110,7 +115,7 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
             parts.append(_cell(f"{st.target}: WARNING: {warning}", "bold red"))
     for target, why in stale.items():
         parts.append(_cell(f"{target}: STALE: {why}", "bold yellow"))
-    if not any(st.jobs for st in statuses):
+    if not any(st.jobs or st.omitted for st in statuses):
         parts.append(Text("no rsk jobs yet"))
     return Group(*parts)
 

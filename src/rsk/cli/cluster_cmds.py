@@ -305,8 +305,9 @@ def fetch(
                 f"{many.fetched} of {len(many.tasks)} task(s) of batch {batch} have their result in {dest}/KEY/"
             )
             return
+        named = job or request_id or ""  # a request's result is named for it (a chain's: for the chain, not a link)
         job = job if job is not None else result_job(*where, request_id or "")
-        dest = to if to is not None else default_dest(job)
+        dest = to if to is not None else default_dest(named)
         rep = fetch_result(*where, job, caller.path(str(dest)), partial=partial, max_bytes=max_bytes)
         if json_out:
             print_json(rep)

@@ -31,6 +31,24 @@ TargetOpt = Annotated[
         "only one.",
     ),
 ]
+StateOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--state",
+        metavar="STATE",
+        help="List only jobs in this state (repeatable): failed, timed-out, cancelled, skipped, "
+        "blocked, pending, running, succeeded, ... `counts` still count every job selected.",
+    ),
+]
+SummaryOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--summary/--all",
+        help="--summary: list only the jobs that need attention (not succeeded, running "
+        "or pending; at most 50), with `counts` of every one; --all: list every job. Default with --json: a "
+        "summary when more than 50 jobs are selected.",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (for agents).")]
 YesOpt = Annotated[
     bool,

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target
+from rsk.cli.common import JsonOpt, ProjectOpt, StateOpt, SummaryOpt, TargetOpt, err, out, print_json, resolve_target
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def launch(
             '"needs": ["prep"] or [{"task": "train", "on": "ended"}] run after those tasks succeed (or end), '
             "as Slurm dependencies: no process of yours has to stay alive; a task whose need failed is skipped, "
             "and `rsk retry --batch B --failed` runs those again. Task fields: key, argv or script, env, gpus, "
-            "cpus, mem, nodes, time, name, needs. A file whose one "
+            "cpus, mem, nodes, time, needs. A file whose one "
             'line has "budget" (and "time", optionally "signal_before", "max_links") is a chain, as --budget is; '
             'a chain is never one task among others (the rsk skill, section "Plan, then launch").',
         ),
@@ -316,13 +316,20 @@ def retry(
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
-    from rsk.local.project import chosen_project
+    import shlex
+
+    from rsk.local.project import chosen_project, scope
     from rsk.ops.launch import requester
     from rsk.ops.retry import retry as do_retry
 
-    result = do_retry(resolve_target(target), chosen_project(project), batch, named=list(task or []),
-                      failed=failed, request_id=request_id, requester=requester(), wait=wait,
-                      progress=_progress(json_out), code=_snapshot(code, exclude))  # fmt: skip
+    where, chosen = resolve_target(target), chosen_project(project)
+    words = ["rsk", "retry", "--batch", batch, *(w for k in task or [] for w in ("--task", k))]
+    words += [*(["--failed"] if failed else []), *(["--code", str(code)] if code is not None else [])]
+    words += [*(w for x in exclude or [] for w in ("--exclude", x)), *(["-r", request_id] if request_id else [])]
+    again = shlex.join(words) + scope(chosen, where)  # a pending attempt's hint repeats the whole command
+    result = do_retry(where, chosen, batch, named=list(task or []), failed=failed, request_id=request_id,
+                      requester=requester(), wait=wait, progress=_progress(json_out), code=_snapshot(code, exclude),
+                      again=again)  # fmt: skip
     _print_result(result, json_out, verbose)
 
 
@@ -355,17 +362,23 @@ def extend(
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
 ) -> None:
+    import shlex
+
     from rsk.local.paths import check_token
-    from rsk.local.project import chosen_project
+    from rsk.local.project import chosen_project, scope
     from rsk.ops.launch import requester
     from rsk.ops.retry import extend as do_extend
     from rsk.request.chain import MAX_LINKS
     from rsk.request.units import parse_seconds
 
-    result = do_extend(resolve_target(target), chosen_project(project), check_token("request id", request_id),
+    where, chosen = resolve_target(target), chosen_project(project)
+    words = ["rsk", "extend", "-r", request_id, "--budget", budget]
+    words += [*(["--max-links", str(max_links)] if max_links else []), *(["--code", str(code)] if code else [])]
+    words += [w for x in exclude or [] for w in ("--exclude", x)]
+    result = do_extend(where, chosen, check_token("request id", request_id),
                        budget_min=parse_seconds(budget) // 60, request_id=None, requester=requester(),
                        max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out),
-                       code=_snapshot(code, exclude))  # fmt: skip
+                       code=_snapshot(code, exclude), again=shlex.join(words) + scope(chosen, where))  # fmt: skip
     _print_result(result, json_out, verbose)
 
 
@@ -383,6 +396,10 @@ def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnap
     p = report.plan
     o.print(f"plan {report.plan_hash} on {report.target} (project {report.project}, request {report.request_id})")
     o.print(f"  runs          {inert(p.command)}")
+    if report.code_count:  # the snapshot --code sends, as the card lists it (--json: code_files)
+        names = ", ".join(inert(f) for f in report.code_files[:10])
+        more = f" and {report.code_count - 10} more" if report.code_count > 10 else ""
+        o.print(f"  code          {report.code_count} file(s): {names}{more}")
     big = p.largest
     o.print(
         f"  per job       {big.nodes} node(s), {big.cpus} CPU/node, {big.mem_mb} MB/node, "
@@ -444,6 +461,8 @@ def wait(
             help="Give up after this many seconds (0: no limit). The default stays below agents' shell timeouts."
         ),
     ] = 100,
+    state: StateOpt = None,
+    summary: SummaryOpt = None,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import Exit, UsageError
@@ -451,13 +470,14 @@ def wait(
     from rsk.local.project import resolve_project
     from rsk.ops.wait import wait_card, wait_jobs
 
+    brief = summary if json_out or summary else False  # the text folds a big batch itself
     given = [x for x in (what, request_id, batch) if x]
     if len(given) != 1:
         raise UsageError(
             "wait for one thing: a CARD, a JOB, --request-id R or --batch B", "e.g. rsk wait c-1a2b3c4d5e6f"
         )
     if what and what.startswith("c-"):
-        result = wait_card(check_token("card id", what), project, timeout or None)
+        result = wait_card(check_token("card id", what), project, timeout or None, states=state, summary=brief)
     else:
         from rsk.wire.protocol import is_job_id
 
@@ -466,7 +486,8 @@ def wait(
         rid = request_id or batch
         result = wait_jobs(
             resolve_target(target), resolve_project(project), job=what if what else None,
-            request_id=check_token("request id", rid) if rid else None, timeout=timeout or None,
+            request_id=check_token("request id", rid) if rid else None, timeout=timeout or None, states=state,
+            summary=brief,
         )  # fmt: skip
     if json_out:
         print_json(result)
@@ -482,9 +503,10 @@ def wait(
         for j in shown:
             end = f" exit {j.exit_code}" if j.exit_code is not None else ""
             o.print(f"  {j.job_id:<12} {j.task or j.request_id:<24} {j.state}{end}")
-        if len(shown) < len(result.jobs):
+        if len(shown) < len(result.jobs) + result.omitted:
             counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-            o.print(f"  ... and {len(result.jobs) - len(shown)} more ({counts}; --json lists every job)")
+            more = len(result.jobs) + result.omitted - len(shown)
+            o.print(f"  ... and {more} more (all of them: {counts}; --all --json lists every job)")
         if result.chain is not None:
             o.print(f"  chain {result.chain.text}")
         if result.message:

@@ -13,9 +13,12 @@ def register(app: typer.Typer) -> None:
         "mcp",
         help=help_for(
             "mcp",
-            "Speaks MCP on stdin and stdout; register it with your agent (install.sh --mcp does). Every tool works "
-            "on the project and target fixed here (flags, then $RSK_PROJECT / $RSK_TARGET, then the project file "
-            "found from the working directory). No tool approves, grants or denies. Each tool's schema says its "
+            "Speaks MCP on stdin and stdout; register it with your agent (install.sh --mcp does): an MCP host's "
+            'entry is {"mcpServers": {"rsk": {"command": "/path/to/rsk", "args": ["mcp"]}}} (`command -v rsk` '
+            "gives the path). Every tool works on the project and target fixed here (flags, then $RSK_PROJECT / "
+            "$RSK_TARGET, then the project file found from the working directory the host starts it in; pin them "
+            'with "args": ["mcp", "--project", "P", "--target", "T"]). No tool approves, grants or denies. '
+            "Each tool's schema says its "
             "arguments and each answers what the command's --json prints; errors are the CLI's JSON error, flagged "
             'is_error. The rsk skill, section "Tools instead of a shell", lists the tools.',
         ),

@@ -4,7 +4,18 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target, rich_out
+from rsk.cli.common import (
+    JsonOpt,
+    ProjectOpt,
+    StateOpt,
+    SummaryOpt,
+    TargetOpt,
+    err,
+    out,
+    print_json,
+    resolve_target,
+    rich_out,
+)
 from rsk.commands import help_for
 
 
@@ -27,6 +38,8 @@ def status(
     batch: Annotated[str | None, typer.Option("--batch", "-b", help="Only this batch (its request id).")] = None,
     request_id: Annotated[str | None, typer.Option("--request-id", "-r", help="Only this request's jobs.")] = None,
     active: Annotated[bool, typer.Option("--active", help="Only pending and running jobs.")] = False,
+    state: StateOpt = None,
+    summary: SummaryOpt = None,
     limit: Annotated[int, typer.Option(min=0, help="At most this many jobs, newest first (0: all).")] = 0,
     json_out: JsonOpt = False,
 ) -> None:
@@ -35,15 +48,18 @@ def status(
     from rsk.ops.status import status as get_status
 
     st = filter_jobs(get_status(resolve_target(target), resolve_project(project)), job=job,
-                     request_id=batch or request_id, active=active, limit=limit)  # fmt: skip
+                     request_id=batch or request_id, active=active, states=state,
+                     summary=summary if json_out or summary else False, limit=limit)  # fmt: skip
     if json_out:
         print_json(st)
         return
     from rsk.cli.board import render_status
 
-    if not st.jobs and (active or job or batch or request_id):  # the project has jobs: none matches the filter
-        what = "active jobs" if active else f"jobs of {batch or request_id}" if (batch or request_id) else "such job"
-        out().print(f"no {what} in project {st.project} on {st.target}")
+    if not st.jobs and not st.summary and (active or state or job or batch or request_id):
+        # the project has jobs: none matches the filter
+        which = "active " if active else f"{'/'.join(state)} " if state else ""
+        of = f" of {batch or request_id}" if batch or request_id else ""
+        out().print(f"no {which}jobs{of} in project {st.project} on {st.target}")
         return
     rich_out().print(render_status([st]))
 

@@ -102,12 +102,10 @@ def view(g: Grant, u: Usage, at: datetime, held: list[StandIns] | None = None) -
         status = "revoked"
     elif g.expires is not None and g.expires <= at:
         status = "expired"
-    elif (
-        (g.jobs is not None and u.jobs >= g.jobs)
-        or (g.gpu_hours is not None and u.gpu_hours >= g.gpu_hours)
-        or (g.cpu_hours is not None and u.cpu_hours >= g.cpu_hours)
-    ):
-        status = "exhausted"  # some budget has nothing left
+    elif (g.jobs is not None and u.jobs >= g.jobs) or (g.cpu_hours is not None and u.cpu_hours >= g.cpu_hours):
+        # no job fits any more (every job uses CPU time); GPU-hours spent (or a budget of 0: no GPUs) still leave
+        # room for work without GPUs: the grant is active, with gpu_hours_left 0 (docs/adr/0070)
+        status = "exhausted"
     return GrantView(
         grant=g,
         status=status,

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
         def digest(self, rel: str) -> tuple[str, int]: ...
         def there(self, name: str, manifest: str | None) -> bool: ...
         def present(self, names: list[str]) -> list[str]: ...
+        def fetched(self, jobs: dict[str, str]) -> dict[str, str]: ...
         def promote(self, rel: str, name: str) -> None: ...
         def remove(self, name: str) -> None: ...
         def close(self) -> None: ...
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
 PART = ".rsk-part"  # a file being fetched: PATH.rsk-part, renamed to PATH when whole
 MANIFEST = ".rsk-manifest"  # a result's manifest, in the result's directory
+JOB_LABEL = ".rsk-job"  # the job whose result a fetched directory holds (written last of it, by a fetch)
 
 
 def kept_out() -> frozenset[tuple[int, int]]:
@@ -192,6 +194,28 @@ class Place:
         self._dir = top
         return [n for n in names if top.lookup(n) is not None]
 
+    def fetched(self, jobs: dict[str, str]) -> dict[str, str]:
+        """Of these names (name -> job), those that hold that job's result as a fetch left it (a directory whose
+        regular `.rsk-job` names the job, and its `.rsk-manifest`, checked when it was fetched): name -> the
+        manifest's text. A result is published once, so a later batch fetch asks the cluster nothing of them."""
+        try:
+            top = self._dir if self._dir is not None else Dir.open(self.path, keep_out=kept_out())
+        except Missing:
+            return {}
+        self._dir = top
+        out: dict[str, str] = {}
+        for name, job in jobs.items():
+            found = top.lookup(name)
+            if found is None or not stat.S_ISDIR(found.st_mode):
+                continue
+            with top.sub(name) as held:
+                labels = [held.lookup(n) for n in (JOB_LABEL, MANIFEST)]
+                if all(x is not None and stat.S_ISREG(x.st_mode) for x in labels) and held.read(JOB_LABEL) == (
+                    f"{job}\n".encode()
+                ):
+                    out[name] = held.read(MANIFEST).decode("utf-8", "replace")
+        return out
+
     def promote(self, rel: str, name: str) -> None:
         """`rel` (below this directory) becomes `name` here, by one rename: a result appears whole."""
         with self._in(rel, create=False) as (where, last):
@@ -244,6 +268,12 @@ class Handed:
         got = self._ask("present", names)
         return [n for n in got if isinstance(n, str)] if isinstance(got, list) else []
 
+    def fetched(self, jobs: dict[str, str]) -> dict[str, str]:
+        got = self._ask("fetched", jobs)
+        if not isinstance(got, dict):
+            return {}
+        return {n: t for n, t in got.items() if isinstance(n, str) and isinstance(t, str) and n in jobs}
+
     def promote(self, rel: str, name: str) -> None:
         self._ask("promote", rel, name)
 
@@ -279,6 +309,8 @@ def serve(put: dict[str, object], data: bytes, places: dict[str, Place]) -> dict
             return {"ok": place.there(str(args[0]), None if args[1] is None else str(args[1]))}
         elif op == "present":
             return {"ok": place.present([str(n) for n in args[0]])}
+        elif op == "fetched":
+            return {"ok": place.fetched({str(n): str(j) for n, j in dict(args[0]).items()})}
         elif op == "promote":
             place.promote(str(args[0]), str(args[1]))
         elif op == "remove":

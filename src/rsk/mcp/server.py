@@ -42,6 +42,7 @@ from rsk.ops.wait import WaitResult
 from rsk.request.code import CodeSnapshot
 from rsk.request.tasks import TaskLine
 from rsk.wire.protocol import Request
+from rsk.wire.states import State
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -226,6 +227,15 @@ MaxRunning = Annotated[
     int | None,
     Field(ge=1, strict=True, description="A batch (tasks): at most this many of its tasks run at once (Slurm's array "
           "throttle); bound by the plan and shown on the card. Up to 10,000 tasks are one launch and one card."),
+]  # fmt: skip
+States = Annotated[
+    list[State] | None,
+    Field(description="List only jobs in these states (failed, timed-out, ...); counts still count every job."),
+]
+Summary = Annotated[
+    bool | None,
+    Field(description="true: list only the jobs that need attention (not succeeded, running or pending; at most 50); "
+          "false: every job; default: a summary when more than 50 jobs are selected. counts always has every job."),
 ]  # fmt: skip
 LeaseName = Annotated[
     str | None,
@@ -426,14 +436,16 @@ def build(pin: Pin) -> MCPServer:
     ) -> LaunchReply:
         from rsk.local.paths import check_token
         from rsk.ops.launch import requester
-        from rsk.ops.retry import plan_retry
+        from rsk.ops.retry import attempt_request
         from rsk.ops.status import status
         from rsk.request.code import snapshot
 
         check_token("batch", batch)
         jobs = status(pin.target, pin.project).jobs
-        request = plan_retry(pin.project, batch, jobs, list(tasks or []), failed, request_id, f"mcp: {requester()}")
-        return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
+        request, replay = attempt_request(pin.project, batch, jobs, list(tasks or []), failed, request_id,
+                                          f"mcp: {requester()}")  # fmt: skip
+        fix = None if replay else code  # the same retry again answers the attempt it made
+        return _reply(request, snapshot(_own_path("code", fix), list(exclude or [])) if fix is not None else None)
 
     @server.tool(
         description="Add links to a chain that stopped short of success (yielded, time limit, budget spent) or was "
@@ -461,7 +473,7 @@ def build(pin: Pin) -> MCPServer:
     ) -> LaunchReply:
         from rsk.local.paths import check_token
         from rsk.ops.launch import requester
-        from rsk.ops.retry import plan_extend
+        from rsk.ops.retry import extension_request
         from rsk.ops.status import status
         from rsk.request.chain import MAX_LINKS
         from rsk.request.code import snapshot
@@ -469,10 +481,11 @@ def build(pin: Pin) -> MCPServer:
 
         jobs = status(pin.target, pin.project).jobs
         minutes = parse_seconds(budget) // 60  # a budget never grows: whole minutes, rounded down
-        request = plan_extend(pin.project, check_token("request id", request_id), jobs, minutes, None,
-                              f"mcp: {requester()}", max_links=max_links or MAX_LINKS,
-                              new_code=code is not None)  # fmt: skip
-        return _reply(request, snapshot(_own_path("code", code), list(exclude or [])) if code is not None else None)
+        request, replay = extension_request(pin.project, check_token("request id", request_id), jobs, minutes, None,
+                                            f"mcp: {requester()}", max_links=max_links or MAX_LINKS,
+                                            new_code=code is not None)  # fmt: skip
+        fix = None if replay else code  # the same extend again answers the extension it made
+        return _reply(request, snapshot(_own_path("code", fix), list(exclude or [])) if fix is not None else None)
 
     @server.tool(
         description="Wait for one thing: a card (c-...; once approved, its launch goes on), a job, a request or a "
@@ -488,6 +501,8 @@ def build(pin: Pin) -> MCPServer:
         request_id: Annotated[str | None, Field(description="Every job of this request.")] = None,
         batch: Annotated[str | None, Field(description="Every task of this batch (its request id).")] = None,
         timeout: Annotated[float | None, Field(description=f"Seconds; at most {pin.max_wait:g}.")] = None,
+        state: States = None,
+        summary: Summary = None,
     ) -> WaitResult:
         from rsk.local.paths import check_token
         from rsk.ops.wait import wait_card, wait_jobs
@@ -495,19 +510,27 @@ def build(pin: Pin) -> MCPServer:
         if len([x for x in (card, job, request_id, batch) if x]) != 1:
             raise UsageError("wait for one thing: card, job, request_id or batch")
         if card:
-            return wait_card(check_token("card id", card), pin.project, bounded(timeout), voice=TOOLS)
+            return wait_card(check_token("card id", card), pin.project, bounded(timeout), voice=TOOLS,
+                             states=list(state or []), summary=summary)  # fmt: skip
         rid = request_id or batch
         return wait_jobs(pin.target, pin.project, job=job or None,
                          request_id=check_token("request id", rid) if rid else None,
-                         timeout=bounded(timeout), voice=TOOLS)  # fmt: skip
+                         timeout=bounded(timeout), voice=TOOLS, states=list(state or []),
+                         summary=summary)  # fmt: skip
 
-    @server.tool(description="State of the project's rsk jobs, newest last.", annotations=READ)
+    @server.tool(
+        description="State of the project's rsk jobs, newest last. counts has every job selected (the batch's, the "
+        "request's, the project's), however few are listed; omitted says how many are not.",
+        annotations=READ,
+    )
     @guarded
     def status(
         job: Annotated[str | None, Field(description="Only this job.")] = None,
         request_id: Annotated[str | None, Field(description="Only this request's (or batch's) jobs.")] = None,
         batch: Annotated[str | None, Field(description="Only this batch's tasks (its request id).")] = None,
         active: Annotated[bool, Field(description="Only pending and running jobs.")] = False,
+        state: States = None,
+        summary: Summary = None,
         limit: Annotated[int, Field(ge=0, description="At most this many, newest (0: all).")] = 50,
     ) -> Status:
         from rsk.ops.status import filter_jobs
@@ -516,7 +539,8 @@ def build(pin: Pin) -> MCPServer:
         if request_id and batch:
             raise UsageError("give request_id or batch, not both")
         st = get_status(pin.target, pin.project)
-        return filter_jobs(st, job=job, request_id=batch or request_id, active=active, limit=limit)
+        return filter_jobs(st, job=job, request_id=batch or request_id, active=active, states=list(state or []),
+                           summary=summary, limit=limit)  # fmt: skip
 
     @server.tool(
         description="What changed since a cursor (journal events, job state changes); blocks up to `wait` seconds "
@@ -693,7 +717,9 @@ def build(pin: Pin) -> MCPServer:
     @guarded
     def fetch_result(
         job: Annotated[str | None, Field(description="The job id.")] = None,
-        to: Annotated[str | None, Field(description="Local directory (default: rsk-results/JOB here).")] = None,
+        to: Annotated[
+            str | None, Field(description="Local directory (default: rsk-results/JOB, or rsk-results/REQUEST, here).")
+        ] = None,
         partial: Annotated[bool, Field(description="The stage of a job that did not succeed.")] = False,
         request_id: Annotated[
             str | None, Field(description="Instead of job: the request's one job, or a chain's last link that ran.")
@@ -705,8 +731,9 @@ def build(pin: Pin) -> MCPServer:
 
         if (job is None) == (request_id is None):
             raise UsageError("give job or request_id", "request_id: a chain's result; a batch's: fetch_batch_result")
+        named = job or request_id or ""  # a request's result is named for it (a chain's: for the chain)
         job = job if job is not None else result_job(pin.target, pin.project, request_id or "")
-        dest = _own_path("fetch", to or str(default_dest(job)))
+        dest = _own_path("fetch", to or str(default_dest(named)))
         return do_fetch_result(pin.target, pin.project, job, dest, partial=partial)
 
     @server.prompt(name="rsk-rules", description="The rules for running work through rsk (the rsk skill).")

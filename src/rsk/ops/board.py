@@ -25,6 +25,7 @@ class ChainFacts:
     run_time_s: int
     budget_s: int
     left_s: int = 0  # what the links not ended may still run (0 once every link ended)
+    unused_s: int = 0  # the limits of links that never started (not needed, cancelled first): not in budget_s
 
 
 @dataclass
@@ -78,8 +79,9 @@ class BatchView:
         live = [j for j in links if j.state not in FINAL]
         budget = sum(j.limit_s or full for j in links if j in live or j in ran)
         left = sum(max((j.limit_s or full) - (j.elapsed_s or 0), 0) for j in live if j.state != "ending")  # it ran
+        unused = sum(j.limit_s or full for j in links if j not in live and j not in ran)
         link, total = (int(x) for x in at.link.split("/"))
-        return ChainFacts(link=link, links=total, run_time_s=used, budget_s=budget, left_s=left)
+        return ChainFacts(link=link, links=total, run_time_s=used, budget_s=budget, left_s=left, unused_s=unused)
 
     @property
     def chain(self) -> str:
@@ -87,7 +89,8 @@ class BatchView:
         c = self.chain_facts
         if c is None:
             return ""
-        return f"link {c.link}/{c.links}, run time {duration(c.run_time_s)} / {duration(c.budget_s)}"
+        text = f"link {c.link}/{c.links}, run time {duration(c.run_time_s)} / {duration(c.budget_s)}"
+        return text + (f" ({duration(c.unused_s)} of links never started, given back)" if c.unused_s else "")
 
     @property
     def paid(self) -> list[JobState]:

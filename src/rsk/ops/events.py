@@ -13,7 +13,7 @@ from rsk.errors import UsageError
 from rsk.local.atomic import write_atomic
 from rsk.local.paths import check_token
 from rsk.local.project import project_dir
-from rsk.ops.status import END, JobState, Model, status_call
+from rsk.ops.status import END, JobState, Model, count, latest_attempts, status_call
 from rsk.wire import safejson
 from rsk.wire.answers import JournalEvent
 from rsk.wire.states import FINAL
@@ -38,7 +38,7 @@ class Events(Model):
     project: str
     cursor: str
     events: list[Event]
-    # jobs per state now (the first call gives this instead of the whole journal)
+    # jobs per state now, a retried task as its latest attempt (the first call gives this, not the whole journal)
     summary: dict[str, int] = {}  # noqa: RUF012 (a pydantic field)
     idle: bool = False  # nothing is pending or running: waiting longer would change nothing
     reset: bool = False  # the cursor was unknown or expired: this answer starts afresh (a summary, no events)
@@ -116,9 +116,8 @@ def events(target: str, project: str, after: str | None = None, wait: float = 0,
                 je = line.event
                 evs.append(Event(kind="journal", request_id=je.request_id, job_id=je.job_id, journal=je, task=je.task))
             states: dict[str, str] = {_key(j): j.state for j in st.jobs}
-            summary: dict[str, int] = {}
+            summary = count(latest_attempts(st.jobs))  # a task retried counts once, as its latest attempt
             for j in st.jobs:
-                summary[j.state] = summary.get(j.state, 0) + 1
                 before = old.get(_key(j))
                 if not first and snap is not None and before != j.state:
                     evs.append(Event(kind="state", request_id=j.request_id, task=j.task, job_id=j.job_id,

@@ -303,6 +303,8 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
     made to appear with one rename; with `partial`, the stage of a job that did not succeed, labelled so. DIR's
     parent, the work directory beside it and everything below are reached without following a link
     (rsk.local.nolink)."""
+    from rsk.local.handover import JOB_LABEL
+
     root = ".rsk-partial" if partial else ".rsk-result"
     work_name = f".{to.name}.rsk-fetch-{job}"  # the same name on a second try: a cut fetch resumes
     stage = f"{work_name}/{root}"
@@ -361,6 +363,7 @@ def fetch_result(target_name: str, project: str, job: str, to: Path, *, partial:
             parent.put(f"{stage}/.rsk-partial", said.encode())
         else:
             parent.put(f"{stage}/.rsk-manifest", text.encode())
+            parent.put(f"{stage}/{JOB_LABEL}", f"{job}\n".encode())  # whose result: a later batch fetch asks nothing
         parent.promote(stage, to.name)  # the whole result appears at once
         parent.remove(work_name)
     files = [FetchedFile(path=p, size=size, to=str(to / p)) for p, size in sorted(listed.items())]
@@ -469,14 +472,32 @@ def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,
             raise UsageError(f"no batch {batch!r} with tasks in project {project} on {target_name}",
                              "`rsk status` lists the project's jobs", code="not-found")  # fmt: skip
         published = [j for j in members if j.state == "succeeded" and j.result]
-        # a few calls list every result and bring its files; what they did not bring, each task's own calls do
-        fresh = {j.job_id for j in published if not (to / check_token("task", j.task or "")).exists()}
-        known = prefetch_results(remote, project, [j.job_id for j in published], fresh, max_bytes)
+        names = {j.job_id: check_token("task", j.task or "") for j in published}
+        with _dest(to) as into:  # what an earlier call fetched already is asked nothing of the cluster
+            held = into.fetched({names[j]: j for j in names})
+            there = set(into.present(list(names.values())))
+        before = {
+            j: [
+                FetchedFile(path=p, size=size, to=str(to / n / p))
+                for p, (_, size) in sorted(_manifest(held[n]).items())
+            ]
+            for j, n in names.items()
+            if n in held
+        }
+        # a few calls list every other result and bring its files; what they did not bring, each task's own calls do
+        fresh = {j for j, n in names.items() if n not in there}
+        wanted = [j.job_id for j in published if j.job_id not in before]
+        known = prefetch_results(remote, project, wanted, fresh, max_bytes) if wanted else {}
         for j in members:
             assert j.task is not None
             if j.state != "succeeded" or not j.result:
                 why = f"{j.state}: no result" if j.state != "succeeded" else "succeeded without writing under $RSK_OUT"
                 tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=None, why=why))
+                continue
+            if (files := before.get(j.job_id)) is not None:
+                rep = ResultReport(target=target_name, project=project, job_id=j.job_id, to=str(to / j.task),
+                                   files=files, file_count=len(files), bytes=0, already=True)  # fmt: skip
+                tasks.append(TaskResult(task=j.task, job_id=j.job_id, state=j.state, result=rep))
                 continue
             rep = fetch_result(target_name, project, j.job_id, to / check_token("task", j.task), max_bytes=budget,
                                via=remote, succeeded=True, prefetched=known.get(j.job_id))  # fmt: skip

@@ -324,12 +324,15 @@ class PlanReport(BaseModel):
     estimate_start: str
     plan: Plan
     warnings: list[str] = []  # what the caller should know: e.g. a lease step that leaves GPUs idle
+    # with --code: the snapshot's files as the card would list them (the first 1000), and how many in all
+    code_files: list[str] = []
+    code_count: int = 0
 
 
 def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:
     """Plan on the cluster and say how the ledger would decide now (rsk plan)."""
     from rsk.ledger.decide import decide
-    from rsk.ledger.guard import count_active, facts, replaceable
+    from rsk.ledger.guard import card_plan, count_active, facts, replaceable
 
     target = find_target(target_name)
     store = Store(request.project)
@@ -353,6 +356,8 @@ def preview(target_name: str, request: Request, code: CodeSnapshot | None = None
         "cpu_hours_worst": round(plan.cpu_hours, 4), "jobs": plan.jobs, "policy_verdict": plan.verdict,
         "policy_reasons": plan.reasons, "estimate_start": plan.estimate_start, "plan": plan,
     }  # fmt: skip
+    shown = card_plan(target.name, plan, code)  # the snapshot's files, as a card of this plan lists them
+    base |= {"code_files": shown.code_files, "code_count": shown.code_count}
     if _replayed(plan) or _known_jobs(ledger, store, request, plan, target.name):
         return PlanReport(would="replay", reason="this request's jobs were submitted already", **base)
     if plan.is_step:

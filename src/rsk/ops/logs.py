@@ -20,8 +20,8 @@ class LogTail(BaseModel):
     schema_version: int = 2  # 2: end.at is an ISO 8601 time (it was epoch seconds)
     job_id: str
     request_id: str
-    task: str = ""  # of a batch or chain (rsk logs -r): the task's key, link1 .. linkN for a chain's links
-    state: str = ""  # of a batch or chain: the job's state as rsk status says it
+    task: str = ""  # of a batch's or chain's job: the task's key, link1 .. linkN for a chain's links
+    state: str = ""  # the job's state as rsk status says it (read when the tail is)
     stream: str
     started: bool
     ended: str | None  # the marker as written (kept for readers of schema 1)
@@ -99,6 +99,16 @@ def request_logs(target_name: str, project: str, request_id: str, stream: str = 
     return LogSet(target=target_name, project=project, request_id=request_id, stream=stream, logs=tails)
 
 
+def _labelled(remote: Remote, target: str, project: str, tail: LogTail) -> LogTail:
+    """The job's task (a batch's key, a chain's linkN) and state as `rsk status` says them, read once at the end."""
+    from rsk.ops.status import status_call
+
+    for j in status_call(remote, target, project)[0].jobs:
+        if j.job_id == tail.job_id:
+            return tail.model_copy(update={"task": j.task or "", "state": j.state})
+    return tail
+
+
 def logs(
     target_name: str,
     project: str,
@@ -149,5 +159,5 @@ def logs(
                 if deadline is not None:
                     tail.followed_s = round(follow_until_end or 0, 1)
                     tail.timed_out = not tail.ended
-                return tail
+                return _labelled(remote, target_name, project, tail)
             time.sleep(1.0)

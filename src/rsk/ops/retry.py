@@ -91,20 +91,73 @@ def plan_retry(
                                    "attempt_of": base.request_id})  # fmt: skip
 
 
+def repeated(project: str, base_id: str, jobs: list[JobState], request_id: str | None) -> Request | None:
+    """The attempt (or extension) that a repeated `rsk retry` (`rsk extend`) answers, as a repeated launch answers
+    its jobs (an answer lost, the command run again): the one `request_id` names, else the batch's (chain's)
+    latest, when it was launched from here (its kept request, as it was asked: a launch of it replays its jobs)."""
+    if request_id is None:
+        mine = [j.request_id for j in jobs if attempt_of(j.request_id)[0] == base_id]
+        request_id = max(mine, key=lambda r: attempt_of(r)[1], default=base_id)
+    prior = asked(project, request_id)
+    if prior is None or base_id not in (prior.request.attempt_of, prior.request.chain_of):
+        return None
+    return prior.request
+
+
+def again_hint(pending: PendingApproval, request: Request, again: str) -> None:
+    """A pending attempt's hint names the command that repeats it (the same retry or extend finds the same card)."""
+    hint = pending.hint or ""
+    at = hint.find(f"launch again with --request-id {request.request_id}")
+    if at >= 0:
+        end = hint.find(")", at)
+        pending.hint = hint[:at] + f"run `{again}` again" + (hint[end:] if end >= 0 else "")
+
+
 def retry(
     target: str, project: str, batch: str, *, named: list[str], failed: bool, request_id: str | None,
     requester: str, wait: float | None = None, progress: Progress | None = None, code: CodeSnapshot | None = None,
+    again: str = "",
 ) -> LaunchResult:  # fmt: skip
     """Plan the next attempt from the cluster's word on every attempt so far, then launch it like any launch:
-    on the batch's own code snapshot, or on `code` (a fix) when given."""
-    request = plan_retry(project, batch, status(target, project).jobs, named, failed, request_id, requester)
+    on the batch's own code snapshot, or on `code` (a fix) when given. The same retry again answers the attempt
+    it made (`again`: the command, for a pending attempt's hint)."""
+    request, replay = attempt_request(project, batch, status(target, project).jobs, named, failed, request_id,
+                                      requester)  # fmt: skip
     try:
-        return launch(target, request, wait=wait, progress=progress, code=code)
+        return launch(target, request, wait=wait, progress=progress, code=None if replay else code)
     except PendingApproval as pending:  # the same retry again files nothing new: it finds the same card
-        pending.hint = (pending.hint or "").replace(
-            f"launch again with --request-id {request.request_id}", f"run `rsk retry --batch {batch}` again"
-        )
+        again_hint(pending, request, again or f"rsk retry --batch {batch}" + (" --failed" if failed else ""))
         raise
+
+
+def attempt_request(
+    project: str, batch: str, jobs: list[JobState], named: list[str], failed: bool, request_id: str | None,
+    requester: str,
+) -> tuple[Request, bool]:  # fmt: skip
+    """The attempt a retry launches, and whether it is one made already: a retry repeated once its attempt was
+    submitted finds nothing left to retry (the tasks it chose run, or ended, in that attempt), or names that
+    attempt (-r), and answers it; else the next attempt (plan_retry)."""
+    base_id = attempt_of(batch)[0]
+    latest: dict[str, JobState] = {}
+    for j in sorted((j for j in jobs if attempt_of(j.request_id)[0] == base_id),
+                    key=lambda j: attempt_of(j.request_id)[1]):  # fmt: skip
+        if j.task:
+            latest[j.task] = j
+    left = named or ([k for k, j in latest.items() if j.state in RETRIED] if failed else [])
+    more = any(k not in latest or latest[k].state in RETRIED | {"lost"} for k in left)
+    named_attempt = request_id is not None and any(j.request_id == request_id for j in jobs)
+    if (named_attempt or not more) and (named or failed):
+        prior = repeated(project, base_id, jobs, request_id)
+        keys = {t.key for t in prior.tasks} if prior is not None else set()
+        if prior is not None and attempt_of(prior.request_id)[1] > 1 and (named_attempt or set(named) <= keys):
+            return prior, True
+    return plan_retry(project, batch, jobs, named, failed, request_id, requester), False
+
+
+def _planned(links: list[JobState]) -> int:
+    """The minutes a chain's links count against a new total: each that started or may still start, at its whole
+    limit (a link cancelled before it ran, or not needed: nothing)."""
+    return sum((j.limit_s or 0) for j in links if ran(j)) // 60
 
 
 def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int, request_id: str | None,
@@ -129,7 +182,7 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
                          "of success (yielded, time limit, budget spent) or was cancelled goes on",
                          "a chain that succeeded is done; one that failed is fixed and launched anew (a new "
                          "--request-id starts a new, empty RSK_WORK_DIR)")  # fmt: skip
-    planned = sum((j.limit_s or 0) for j in links if ran(j)) // 60  # a link cancelled before it ran: nothing
+    planned = _planned(links)
     first = base.tasks[0]
     link = first.time_min or 1
     if budget_min <= planned:
@@ -159,16 +212,34 @@ def plan_extend(project: str, chain: str, jobs: list[JobState], budget_min: int,
 def extend(
     target: str, project: str, chain: str, *, budget_min: int, request_id: str | None, requester: str,
     max_links: int = MAX_LINKS, wait: float | None = None, progress: Progress | None = None,
-    code: CodeSnapshot | None = None,
+    code: CodeSnapshot | None = None, again: str = "",
 ) -> LaunchResult:  # fmt: skip
     """Plan more links for a chain from the cluster's word on the links so far, then launch them like any launch:
-    on the chain's code snapshot, or on `code` (a fix) when given, in the chain's RSK_WORK_DIR either way."""
-    request = plan_extend(project, chain, status(target, project).jobs, budget_min, request_id, requester, max_links,
-                          new_code=code is not None)  # fmt: skip
+    on the chain's code snapshot, or on `code` (a fix) when given, in the chain's RSK_WORK_DIR either way. The
+    same extend again answers the extension it made (`again`: the command, for a pending extension's hint)."""
+    request, replay = extension_request(project, chain, status(target, project).jobs, budget_min, request_id,
+                                        requester, max_links, new_code=code is not None)  # fmt: skip
     try:
-        return launch(target, request, wait=wait, progress=progress, code=code)
+        return launch(target, request, wait=wait, progress=progress, code=None if replay else code)
     except PendingApproval as pending:  # the same extend again files nothing new: it finds the same card
-        pending.hint = (pending.hint or "").replace(
-            f"launch again with --request-id {request.request_id}", "run the same `rsk extend` again"
-        )
+        again_hint(pending, request, again or f"rsk extend --request-id {chain} --budget {budget_min}")
         raise
+
+
+def extension_request(project: str, chain: str, jobs: list[JobState], budget_min: int, request_id: str | None,
+                      requester: str, max_links: int = MAX_LINKS,
+                      new_code: bool = False) -> tuple[Request, bool]:  # fmt: skip
+    """The extension an extend launches, and whether it is one made already: an extend repeated once its links
+    were submitted (they still run, or the chain has the budget asked already) answers the chain's latest
+    extension; else new links (plan_extend)."""
+    base_id = attempt_of(chain)[0]
+    try:
+        return plan_extend(project, chain, jobs, budget_min, request_id, requester, max_links, new_code), False
+    except UsageError:
+        prior = repeated(project, base_id, jobs, request_id)
+        links = [j for j in jobs if attempt_of(j.request_id)[0] == base_id and j.link]
+        if prior is None or not prior.chain_of or not any(j.request_id == prior.request_id for j in jobs):
+            raise
+        if budget_min < _planned(links):  # less than the chain has already: not the extend that made it
+            raise
+        return prior, True

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from rsk.cluster.remote import Remote, remote_for
-from rsk.errors import not_ours
+from rsk.errors import UsageError, not_ours
 from rsk.ledger import guard
 from rsk.ledger.models import Ledger
 from rsk.ledger.store import Store
@@ -18,7 +18,7 @@ from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
 from rsk.wire.resources import Resources
-from rsk.wire.states import FINAL, State
+from rsk.wire.states import ATTENTION, FINAL, STATES, State
 
 
 class Model(BaseModel):
@@ -111,7 +111,8 @@ class ChainProgress(Model):
     run_time_s: int
     budget_s: int  # the limits of its links that started or may still start (as `rsk extend` counts them)
     left_s: int  # what its links not ended may still run: 0 once every link ended (extend to go on)
-    text: str  # "link K/N, run time H:MM:SS / H:MM:SS"
+    unused_s: int = 0  # the limits of its links that never started (not needed, cancelled first): given back
+    text: str  # "link K/N, run time H:MM:SS / H:MM:SS" (and what was given back)
 
 
 def chains_of(target: str, jobs: list[JobState]) -> list[ChainProgress]:
@@ -125,7 +126,7 @@ def chains_of(target: str, jobs: list[JobState]) -> list[ChainProgress]:
         view = BatchView(target, base, links)
         if (c := view.chain_facts) is not None:
             out.append(ChainProgress(request_id=base, link=c.link, links=c.links, run_time_s=c.run_time_s,
-                                     budget_s=c.budget_s, left_s=c.left_s,
+                                     budget_s=c.budget_s, left_s=c.left_s, unused_s=c.unused_s,
                                      text=view.chain))  # fmt: skip
     return out
 
@@ -147,7 +148,9 @@ class Status(Model):
     slurm: Literal["up", "down"]
     at: str
     jobs: list[JobState]
-    counts: dict[str, int] = {}  # jobs per state (after any filter)
+    counts: dict[str, int] = {}  # jobs per state: every job selected (the batch's, request's or project's)
+    omitted: int = 0  # jobs selected that `jobs` does not list (a state filter, a summary, a limit)
+    summary: bool = False  # `jobs` lists only the jobs that need attention (not succeeded, running or pending)
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
     levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
     chain: str = ""  # with --request-id, a chain: "link K/N, run time T / BUDGET"
@@ -404,7 +407,7 @@ def status_call(remote: Remote, target: str, project: str,
             j.request_id = held[j.job_id]
     explain_queued_steps(jobs)
     st = Status(target=target, project=project, slurm="up" if up else "down", at=answer.at,
-                jobs=jobs, chains=chains_of(target, jobs))  # fmt: skip
+                jobs=jobs, counts=count(jobs), chains=chains_of(target, jobs))  # fmt: skip
     st.warnings += [f"a job's line of the cluster's answer did not read and is left out (job {u}); tell the human"
                     for u in answer.unread]  # fmt: skip
     grown = _against_the_ledger(st, ledger)
@@ -532,9 +535,60 @@ def of_request(jobs: list[JobState], request_id: str) -> list[JobState]:
     return plain + list(latest.values())
 
 
+SUMMARY_ROWS = 50  # a summary lists at most this many jobs (those that need attention); `counts` has every one
+
+
+def count(jobs: list[JobState]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for j in jobs:
+        counts[j.state] = counts.get(j.state, 0) + 1
+    return counts
+
+
+def rows(jobs: list[JobState], *, states: list[str] | None = None, active: bool = False, summary: bool = False,
+         limit: int = 0) -> list[JobState]:  # fmt: skip
+    """The jobs of a selection worth listing: those in the states asked for (the live ones), or with a summary those
+    that need attention (rsk.wire.states.ATTENTION), at most `limit` (a summary's default: SUMMARY_ROWS), newest."""
+    if active:
+        jobs = [j for j in jobs if j.state not in FINAL]
+    if states:
+        jobs = [j for j in jobs if j.state in states]
+    elif summary:
+        jobs = [j for j in jobs if j.state in ATTENTION]
+    limit = limit or (SUMMARY_ROWS if summary else 0)
+    return jobs[-limit:] if limit else jobs
+
+
+def check_states(given: list[str] | None) -> list[str]:
+    """The states a filter names, each one rsk.wire.states defines."""
+    for s in given or []:
+        if s not in STATES:
+            raise UsageError(f"unknown state {s!r}", f"a job's state is one of: {', '.join(STATES)}")
+    return list(given or [])
+
+
+def summarise(summary: bool | None, selected: list[JobState]) -> bool:
+    """Whether to answer a summary: as asked, else (None) when more than SUMMARY_ROWS jobs are selected."""
+    return len(selected) > SUMMARY_ROWS if summary is None else summary
+
+
+def latest_attempts(jobs: list[JobState]) -> list[JobState]:
+    """Every job but those a later attempt of its task superseded (`rsk retry`): what the project's work is now."""
+    latest: dict[tuple[str, str], JobState] = {}
+    plain: list[JobState] = []
+    for j in sorted(jobs, key=lambda j: attempt_of(j.request_id)[1]):
+        if j.task:
+            latest[(attempt_of(j.request_id)[0], j.task)] = j
+        else:
+            plain.append(j)
+    return plain + list(latest.values())
+
+
 def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = None, active: bool = False,
-                limit: int = 0) -> Status:  # fmt: skip
-    """Only the jobs asked for (one job, one request's, the live ones, the newest `limit`), counted again."""
+                states: list[str] | None = None, summary: bool | None = False, limit: int = 0) -> Status:  # fmt: skip
+    """The selection (one job, one request's, or the project's) with its counts and levels, listing only the jobs
+    asked for (the live ones, those in `states`, a summary's: None makes one of a big selection, the newest
+    `limit`): `counts` describe the whole selection, never the jobs listed; `omitted` says how many are not."""
     jobs = st.jobs
     if job:
         jobs = [j for j in jobs if j.job_id == job]
@@ -542,20 +596,15 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
             raise not_ours(job, st.project, st.target)
     if request_id:
         jobs = of_request(jobs, request_id)
-    if active:
-        jobs = [j for j in jobs if j.state not in FINAL]
-    if limit:
-        jobs = jobs[-limit:]
-    counts: dict[str, int] = {}
-    for j in jobs:
-        counts[j.state] = counts.get(j.state, 0) + 1
+    summary = summarise(summary, jobs)
+    shown = rows(jobs, states=check_states(states), active=active, summary=summary, limit=limit)
     view = BatchView(st.target, request_id or "", jobs)
     levels = [dict(c) for c in view.levels] if request_id and not view.chain else []
-    shown = {j.request_id for j in jobs}
-    return st.model_copy(update={"jobs": jobs, "counts": counts, "levels": levels,
-                                 "chain": view.chain if request_id else "",
-                                 "chains": chains_of(st.target, jobs),
-                                 "costs": {r: c for r, c in st.costs.items() if r in shown}})  # fmt: skip
+    selected = {j.request_id for j in jobs}
+    return st.model_copy(update={"jobs": shown, "counts": count(jobs), "levels": levels,
+                                 "chain": view.chain if request_id else "", "omitted": len(jobs) - len(shown),
+                                 "summary": summary, "chains": chains_of(st.target, jobs),
+                                 "costs": {r: c for r, c in st.costs.items() if r in selected}})  # fmt: skip
 
 
 END = 999_999_999  # an AFTER past any journal's end: only the cursor comes back

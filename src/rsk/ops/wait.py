@@ -18,7 +18,19 @@ from pydantic import BaseModel, ConfigDict
 from rsk.cluster.remote import remote_for
 from rsk.errors import PendingApproval, UsageError, not_ours
 from rsk.ops.launch import LaunchResult
-from rsk.ops.status import ChainProgress, JobState, attempt_of, chains_of, of_request, outcome, status_call
+from rsk.ops.status import (
+    ChainProgress,
+    JobState,
+    attempt_of,
+    chains_of,
+    check_states,
+    count,
+    of_request,
+    outcome,
+    rows,
+    status_call,
+    summarise,
+)
 from rsk.ops.voice import CLI, Voice
 from rsk.wire.states import FINAL
 
@@ -35,8 +47,10 @@ class WaitResult(BaseModel):
     card_id: str | None = None
     request_id: str | None = None
     launch: LaunchResult | None = None  # a card that was approved while waiting: its launch
-    jobs: list[JobState] = []
-    counts: dict[str, int] = {}  # jobs per state
+    jobs: list[JobState] = []  # with a summary (a big batch's default), only those that need attention
+    counts: dict[str, int] = {}  # jobs per state: every job waited for, listed or not
+    omitted: int = 0  # jobs waited for that `jobs` does not list (a summary, a state filter)
+    summary: bool = False  # `jobs` lists only the jobs that need attention (not succeeded, running or pending)
     all_succeeded: bool | None = None  # done: whether every job succeeded (exit 11 when not); else None
     chain: ChainProgress | None = None  # a chain's: links done of all, run time used of its budget (rsk extend)
     waited_s: float = 0.0
@@ -92,6 +106,10 @@ def _hint(jobs: list[JobState], done: bool, voice: Voice = CLI) -> str:
             f"; once fixed, {voice.retry(attempt_of(first.request_id)[0])} runs them again "
             f"(add {voice.code_option()} to run your changed files)"
         )
+    if all(j.state == "cancelled" for j in bad):  # a cancel (rsk cancel, or in Slurm): nothing to fix
+        again = f"; if you still need them, {voice.retry(attempt_of(first.request_id)[0])} runs them again" \
+            if retry else ""  # fmt: skip
+        return f"{len(bad)} of {len(ends)} were cancelled before they ended (none failed){again}"
     return (
         f"{len(bad)} of {len(ends)} did not succeed; see {voice.logs(first.job_id, 'stderr')} "
         f"(and {voice.status()} for every state){retry}"
@@ -106,9 +124,13 @@ def _select(jobs: list[JobState], job: str | None, request_id: str | None) -> li
 
 def wait_jobs(
     target: str, project: str, *, job: str | None = None, request_id: str | None = None, timeout: float | None,
-    poll: float = 2.0, started: float | None = None, voice: Voice = CLI,
+    poll: float = 2.0, started: float | None = None, voice: Voice = CLI, states: list[str] | None = None,
+    summary: bool | None = None,
 ) -> WaitResult:  # fmt: skip
-    """Poll the project's status over one connection until the selected jobs have all ended."""
+    """Poll the project's status over one connection until the selected jobs have all ended. The answer lists the
+    jobs in `states`, or with a summary (None: when more than SUMMARY_ROWS are waited for) those that need
+    attention; its counts, hint and verdict are every job's."""
+    states = check_states(states)
     if (job is None) == (request_id is None):
         raise UsageError("wait for one thing: a JOB id, a --request-id or a --batch")
     t0 = started if started is not None else time.monotonic()
@@ -130,16 +152,17 @@ def wait_jobs(
             blocked = not done and all(j.state in FINAL or j.state == "blocked" for j in chosen)
             now = time.monotonic()
             if done or blocked or (deadline is not None and now >= deadline):
-                counts: dict[str, int] = {}
-                for j in chosen:
-                    counts[j.state] = counts.get(j.state, 0) + 1
+                brief = summarise(summary, chosen)
+                shown = rows(chosen, states=states, summary=brief)
                 return WaitResult(
                     status="done" if done else "blocked" if blocked else "running",
                     target=target,
                     project=project,
                     request_id=request_id,
-                    jobs=chosen,
-                    counts=counts,
+                    jobs=shown,
+                    counts=count(chosen),
+                    omitted=len(chosen) - len(shown),
+                    summary=brief,
                     all_succeeded=all(j.state == "succeeded" for j in outcome(chosen)) if done else None,
                     chain=next(iter(chains_of(target, chosen)), None),
                     waited_s=round(now - t0, 1),
@@ -149,7 +172,8 @@ def wait_jobs(
             poll = min(poll * 1.5, 10.0)
 
 
-def wait_card(card_id: str, project: str | None, timeout: float | None, voice: Voice = CLI) -> WaitResult:
+def wait_card(card_id: str, project: str | None, timeout: float | None, voice: Voice = CLI,
+              states: list[str] | None = None, summary: bool | None = None) -> WaitResult:  # fmt: skip
     """Wait for a human's decision on a card; once approved, launch it, then wait for its jobs. While a card
     waits (still, or anew: approved, but its plan changed and a new card was filed), the answer is `pending`
     with the card that waits, the sentence for the human and the next step, as a launch that waits has them."""
@@ -190,5 +214,5 @@ def wait_card(card_id: str, project: str | None, timeout: float | None, voice: V
         return pending(new, again.message)
     left = None if not timeout else max(timeout - (time.monotonic() - t0), 0.001)
     waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0,
-                       voice=voice)  # fmt: skip
+                       voice=voice, states=states, summary=summary)  # fmt: skip
     return waited.model_copy(update={"card_id": card_id, "launch": result.brief()})

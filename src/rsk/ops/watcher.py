@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from rsk.cluster.remote import Remote
 from rsk.errors import RskError
-from rsk.ops.status import Status, chains_of, status_call
+from rsk.ops.status import Status, chains_of, count, status_call
 
 MAX_BACKOFF = 300.0
 
@@ -51,6 +51,7 @@ class Watcher:
             if self.batch:
                 st.jobs = [j for j in st.jobs if j.request_id == self.batch]
                 st.chains = chains_of(ts.name, st.jobs)
+                st.counts = count(st.jobs)
             ts.last, ts.failures, ts.error, ts.last_ok = st, 0, "", time.time()
         except RskError as exc:
             ts.failures += 1

@@ -11,7 +11,7 @@ Nothing is guessed from missing evidence (docs/adr/0062): a state is final only 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 State = Literal[
     "pending",
@@ -32,6 +32,10 @@ FINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "timed-ou
 STOPPED: frozenset[str] = frozenset({"stopped", "timed-out"})
 # a workflow's task that did not succeed: a task that needs it to succeed never runs (it is `skipped`)
 UNSUCCESSFUL: frozenset[str] = frozenset(FINAL - {"succeeded"})
+# what a summary of many jobs lists row by row: every state but the ones a big batch is mostly made of (done well,
+# running, waiting its turn); `counts` say how many of those there are
+STATES: tuple[str, ...] = get_args(State)
+ATTENTION: frozenset[str] = frozenset(set(STATES) - {"succeeded", "running", "pending", "ending"})
 
 # Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
 # get one without a new submission: waiting (PENDING, CONFIGURING), put back in the queue (REQUEUED,
