@@ -47,6 +47,18 @@ def test_another_launch_of_a_request_that_ran_is_told_what_it_changes() -> None:
     assert (same.hint or "").startswith("request id r1 already ran as job(s) 101. You asked for the same work")
 
 
+def test_a_sweep_that_ran_is_named_in_a_hint_of_a_line_not_by_its_every_job() -> None:
+    """A 3,000-task sweep launched again under its id for another plan: the hint names a few jobs and the count (it
+    listed all 3,000, 33 KB on stderr); `details.jobs` keeps every one."""
+    cost = JobCost(gpu_hours_worst=0, cpu_hours_worst=1)
+    ran = Charge(grant_id="g", plan_hash="h", request_id="r1", target="lab", gpu_hours=0, cpu_hours=3000,
+                 state="submitted", job_costs={f"500_{i}": cost for i in range(3000)})  # fmt: skip
+    exc = _ran_before(ConflictError("m", code="request-conflict"), Ledger(project=P, charges=[ran]), "lab",
+                      _request(), None)  # fmt: skip
+    assert len(exc.details["jobs"]) == 3000 and len(exc.hint or "") < 600, exc.hint
+    assert "already ran as 3000 jobs (500_0, " in (exc.hint or "")
+
+
 def test_a_request_launched_elsewhere_says_nothing_it_does_not_know() -> None:
     exc = _ran_before(ConflictError("m", code="request-conflict"), Ledger(project=P), "lab", _request(), None)
     assert exc.message == "m" and "differs" not in exc.details

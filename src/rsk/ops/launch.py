@@ -117,6 +117,12 @@ def launch(
         return _launch(target_name, request, wait, progress, code)
 
 
+def _some_jobs(jobs: list[str], most: int = 10) -> str:
+    """Jobs for a sentence: a sweep's 10,000 are its first few and how many (`details.jobs` has them all)."""
+    shown = ", ".join(jobs[:most])
+    return f"job(s) {shown}" if len(jobs) <= most else f"{len(jobs)} jobs ({shown}, ...)"
+
+
 def _ran_before(exc: ConflictError, ledger: Ledger, target: str, request: Request,
                 code: CodeSnapshot | None = None) -> ConflictError:  # fmt: skip
     """A request id used for another plan: when the ledger recorded its jobs, the answer names them, and when the
@@ -142,7 +148,7 @@ def _ran_before(exc: ConflictError, ledger: Ledger, target: str, request: Reques
         exc.details["jobs"] = jobs
         same = before is not None and not exc.details.get("differs")
         exc.hint = (
-            f"request id {request_id} already ran as job(s) {', '.join(jobs)}. "
+            f"request id {request_id} already ran as {_some_jobs(jobs)}. "
             + ("You asked for the same work: " if same else "If you asked for the same work, ")
             + f"that is its job (rsk's own programs, bound in every plan, change with an upgrade): follow it with "
             f"`rsk wait -r {request_id}`, and do not launch it again under a new id. For different work, use a new "
