@@ -421,3 +421,23 @@ def test_a_job_that_can_never_start_is_blocked_and_wait_stops(lab: Lab, project:
         assert body["jobs"][0]["where"] == "(DependencyNeverSatisfied)" and "DependencyNeverSatisfied" in body["hint"]
     finally:
         subprocess.run(["scancel", blocker], check=False)
+
+
+def test_a_journal_read_with_a_limit_pages_from_its_cursor(lab: Lab, project: str) -> None:
+    """A sweep's journal is megabytes: `--limit N` (the MCP tool's default 200) gives the first N events after the
+    cursor, `more`, and the cursor of the last, from which the next call goes on; every event is read once."""
+    grant(project, "--jobs", "2")
+    for rid in ("pg1", "pg2"):
+        launched(launch(project, "-r", rid))
+    whole = json.loads(rsk("journal", "-t", "lab", "-p", project, "--json").out)
+    assert len(whole["events"]) >= 4 and not whole["more"]
+    pages, after = [], "0"
+    while True:
+        page = json.loads(rsk("journal", "-t", "lab", "-p", project, "--after", after, "--limit", "3", "--json").out)
+        assert len(page["events"]) <= 3 and page["chain_ok"]
+        pages += page["events"]
+        after = str(page["cursor"])
+        if not page["more"]:
+            break
+        assert page["cursor"] == page["events"][-1]["n"]
+    assert pages == whole["events"] and int(after) == whole["cursor"]

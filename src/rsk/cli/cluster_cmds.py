@@ -31,6 +31,14 @@ def journal(
     after: Annotated[
         str, typer.Option(help="Only events after this cursor: a line number, or a cursor `rsk events` gave.")
     ] = "0",
+    limit: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="At most this many events after the cursor (0: all); `more` and the cursor "
+            "say where the next call starts.",
+        ),
+    ] = 0,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.cli.common import err
@@ -39,7 +47,7 @@ def journal(
     from rsk.ops.events import cursor_line
     from rsk.ops.journal import journal as read_journal
 
-    j = read_journal(resolve_target(target), resolve_project(project), cursor_line(after))
+    j = read_journal(resolve_target(target), resolve_project(project), cursor_line(after), limit)
     for problem in j.chain_problems:  # a journal someone edited, cut short or left torn
         err().print(f"warning: {problem}")
     if json_out:
@@ -61,7 +69,7 @@ def journal(
         o.print(
             inert(f"{e.n:>5} {e.t} {e.event:<10} {e.request_id} plan={e.plan_hash[:12]} {extra}".rstrip()),
         )
-    o.print(f"cursor {j.cursor}")
+    o.print(f"cursor {j.cursor}" + (f" (more after it: rsk journal --after {j.cursor})" if j.more else ""))
 
 
 def logs(

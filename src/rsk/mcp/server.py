@@ -620,10 +620,14 @@ def build(pin: Pin) -> MCPServer:
     @guarded
     def journal(
         after: Annotated[int, Field(ge=0, description="Only lines after this one (a previous cursor).")] = 0,
+        limit: Annotated[
+            int,
+            Field(ge=1, le=5000, description="At most this many events; `more`: call again with `after` = the cursor."),
+        ] = 200,
     ) -> Journal:
         from rsk.ops.journal import journal as read_journal
 
-        return read_journal(pin.target, pin.project, after=after)
+        return read_journal(pin.target, pin.project, after=after, limit=limit)
 
     @server.tool(
         description="The project's approval cards (read only: a human approves or denies them in a terminal).",

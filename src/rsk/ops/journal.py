@@ -21,8 +21,9 @@ class Journal(BaseModel):
     schema_version: int = 1
     target: str
     project: str
-    cursor: int
+    cursor: int  # the last line read: the next call's AFTER (with `more`, the last event listed)
     events: list[JournalEvent]
+    more: bool = False  # a `limit` left events after the cursor: call again with it
     chain_ok: bool = True  # every seal matched, and the journal still holds what rsk saw before
     chain_problems: list[str] = []
 
@@ -70,8 +71,9 @@ def read_anchors(project: str) -> Anchors:
     return anchors
 
 
-def journal(target_name: str, project: str, after: int = 0) -> Journal:
-    """The journal after a cursor, its seals checked, and checked against the last seal rsk saw."""
+def journal(target_name: str, project: str, after: int = 0, limit: int = 0) -> Journal:
+    """The journal after a cursor, its seals checked, and checked against the last seal rsk saw; with `limit`, its
+    first `limit` events after the cursor, the cursor at the last of them (a sweep's journal is megabytes)."""
     anchors = read_anchors(project)
     anchor = anchors.targets.get(target_name)
     a_line, a_seal = (anchor.line, anchor.seal) if anchor else (0, "")
@@ -89,11 +91,17 @@ def journal(target_name: str, project: str, after: int = 0) -> Journal:
         anchors.targets[target_name] = Anchor(line=report.head_line, seal=report.head_seal)
         write_atomic(_anchors(project), anchors.model_dump_json().encode())
     events = [line.event for line in answer.lines if line.n > after]
+    cursor = answer.cursor if answer.cursor is not None else after
+    more = 0 < limit < len(events)
+    if more:
+        events = events[:limit]
+        cursor = events[-1].n
     return Journal(
         target=target_name,
         project=project,
-        cursor=answer.cursor if answer.cursor is not None else after,
+        cursor=cursor,
         events=events,
+        more=more,
         chain_ok=not problems,
         chain_problems=problems,
     )
