@@ -49,6 +49,7 @@ R = TypeVar("R")
 
 HUMAN_ONLY = tuple(sorted(HUMAN_ACTS))  # never tools: a human's acts (the audience table, rsk.commands)
 DEFAULT_MAX_WAIT = 50.0  # seconds: below Codex's default MCP tool timeout of 60 s
+BRIEF_TASKS = 50  # a plan or launch answer lists a batch's first tasks and how many more (status lists them all)
 
 
 @dataclass(frozen=True)
@@ -380,7 +381,7 @@ def build(pin: Pin) -> MCPServer:
                                next=TOOLS.wait(card=card),
                                closest_grant=cast(str | None, pending.details.get("closest_grant")),
                                closest_why=why)  # fmt: skip
-        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(),
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(BRIEF_TASKS),
                            request_id=result.request_id)  # fmt: skip
 
     @server.tool(
@@ -398,7 +399,7 @@ def build(pin: Pin) -> MCPServer:
         max_running: MaxRunning = None,
     ) -> PlanReport:  # fmt: skip
         request, snap = prepare(dict(locals()))
-        return preview(pin.target, request, snap)
+        return preview(pin.target, request, snap).brief(BRIEF_TASKS)
 
     @server.tool(
         description="Launch: plan on the cluster, decide from the ledger, submit exactly once. status pending means "

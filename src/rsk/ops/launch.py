@@ -57,6 +57,7 @@ class LaunchResult(BaseModel):
     request_id: str
     job_id: str  # the job; for a batch, the first task's
     tasks: list[TaskJob] = []  # a batch: each task's own job
+    tasks_omitted: int = 0  # a brief answer of a big batch lists its first tasks (`rsk status --batch` has all)
     plan_hash: str
     allowed_by: Allowed
     gpu_hours: float = 0.0  # the worst case the plan reserves (all its jobs)
@@ -66,9 +67,12 @@ class LaunchResult(BaseModel):
     note: str = ""
     warnings: list[str] = []  # what the caller should know: e.g. a lease step that leaves GPUs idle
 
-    def brief(self) -> LaunchResult:
-        """What an agent acts on: status, job ids, cost, what allowed it, the plan's hash; not the whole plan."""
-        return self.model_copy(update={"plan": None})
+    def brief(self, most: int = 0) -> LaunchResult:
+        """What an agent acts on: status, job ids, cost, what allowed it, the plan's hash; not the whole plan. With
+        `most`, a batch's first `most` tasks and how many more (an MCP answer stays small at 10,000 tasks)."""
+        cut = 0 < most < len(self.tasks)
+        return self.model_copy(update={"plan": None, "tasks": self.tasks[:most] if cut else self.tasks,
+                                       "tasks_omitted": len(self.tasks) - most if cut else 0})  # fmt: skip
 
 
 def submit_entry(request: Request) -> str:
@@ -333,6 +337,15 @@ class PlanReport(BaseModel):
     # with --code: the snapshot's files as the card would list them (the first 1000), and how many in all
     code_files: list[str] = []
     code_count: int = 0
+    tasks_omitted: int = 0  # a brief report of a big batch: its plan lists the first tasks (the card has them all)
+
+    def brief(self, most: int) -> PlanReport:
+        """The report with its plan's first `most` tasks and how many more: an MCP answer of 10,000 tasks stays
+        small (the hash binds them all; `rsk plan --json` lists every one)."""
+        if len(self.plan.tasks) <= most:
+            return self
+        return self.model_copy(update={"plan": self.plan.model_copy(update={"tasks": self.plan.tasks[:most]}),
+                                       "tasks_omitted": len(self.plan.tasks) - most})  # fmt: skip
 
 
 def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:

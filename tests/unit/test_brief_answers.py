@@ -1,0 +1,34 @@
+"""An MCP answer of a big batch stays small: a launch lists its first tasks' jobs and a plan its first tasks, each
+with how many more (`rsk status --batch` and the card have them all); a small batch is whole. Pure."""
+
+from __future__ import annotations
+
+from rsk.ledger.guard import Allowed
+from rsk.ops.launch import LaunchResult, PlanReport, TaskJob
+from rsk.wire.protocol import Plan, TaskPlan
+
+
+def test_a_brief_launch_answer_lists_a_big_batchs_first_tasks_and_how_many_more() -> None:
+    result = LaunchResult(status="submitted", target="lab", project="p", request_id="sw", job_id="7_0",
+                          tasks=[TaskJob(task=f"k{i}", job_id=f"7_{i}") for i in range(10_000)], plan_hash="h",
+                          allowed_by=Allowed(kind="grant", id="g-1"))  # fmt: skip
+    brief = result.brief(50)
+    assert [t.task for t in brief.tasks] == [f"k{i}" for i in range(50)] and brief.tasks_omitted == 9_950
+    assert len(brief.model_dump_json()) < 8_000
+    assert result.brief().tasks == result.tasks and result.brief().tasks_omitted == 0  # the CLI's: every task
+
+
+def test_a_brief_plan_report_keeps_the_first_tasks_of_its_plan() -> None:
+    tasks = [TaskPlan(nodes=1, cpus=1, mem_mb=64, gpus=0, time_min=1, argv=["python", "t.py", str(i)], key=f"k{i}")
+             for i in range(3_000)]  # fmt: skip
+    plan = Plan(hash="h" * 64, cluster="c", user="u", root="/r", hostkey="k", scripts="s", policy="p", project="p",
+                name="job", kind="batch", workdir="/w", path="", partition="cpu", account="", qos="", nodes=1, cpus=1,
+                mem_mb=64, gpus=0, time_min=1, env=[], argv=[], tasks=tasks)  # fmt: skip
+    report = PlanReport(target="lab", project="p", request_id="sw", plan_hash=plan.hash, would="ask",
+                        gpu_hours_worst=0, cpu_hours_worst=50, jobs=3_000, policy_verdict="ok", policy_reasons=[],
+                        estimate_start="", plan=plan)  # fmt: skip
+    brief = report.brief(50)
+    assert len(brief.plan.tasks) == 50 and brief.tasks_omitted == 2_950 and brief.plan.hash == plan.hash
+    assert len(report.plan.tasks) == 3_000  # the report itself is untouched
+    small = report.model_copy(update={"plan": plan.model_copy(update={"tasks": tasks[:20]})})
+    assert small.brief(50) is small
