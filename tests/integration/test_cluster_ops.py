@@ -184,6 +184,7 @@ def test_cancel_of_a_batch_of_hundreds_cancels_every_task_once_and_journals_each
         c = rsk("cancel", "-t", "lab", "-p", project, "--batch", "many", "--json")
         assert c.rc == 0, c.out + c.err
         results = json.loads(c.out)["results"]
+        assert json.loads(c.out)["counts"] == {"cancelled": n}
         assert sorted(x["job_id"] for x in results) == sorted(jobs.values())
         assert {x["result"] for x in results} == {"cancelled"} and {x["task"] for x in results} == set(jobs)
         active = lab.ssh("squeue -h -r -t PENDING,RUNNING,SUSPENDED -o %i").stdout.split()

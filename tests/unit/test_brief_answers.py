@@ -32,3 +32,15 @@ def test_a_brief_plan_report_keeps_the_first_tasks_of_its_plan() -> None:
     assert len(report.plan.tasks) == 3_000  # the report itself is untouched
     small = report.model_copy(update={"plan": plan.model_copy(update={"tasks": tasks[:20]})})
     assert small.brief(50) is small
+
+
+def test_a_brief_cancel_report_keeps_what_went_wrong_and_the_counts_of_all() -> None:
+    from rsk.ops.cancel import CancelReport, CancelResult
+
+    results = [CancelResult(job_id=f"9_{i}", result="cancelled") for i in range(1_000)]
+    results[700] = CancelResult(job_id="9_700", result="failed")
+    report = CancelReport(target="lab", project="p", counts={"cancelled": 999, "failed": 1}, results=results)
+    brief = report.brief(50)
+    assert [r.job_id for r in brief.results][:1] == ["9_700"] and len(brief.results) == 51
+    assert brief.results_omitted == 949 and brief.counts == {"cancelled": 999, "failed": 1}
+    assert report.brief(2_000) is report

@@ -612,7 +612,7 @@ def build(pin: Pin) -> MCPServer:
 
         report = do_cancel(pin.target, pin.project, job=job, request_id=request_id, batch=batch)
         refused(report)
-        return report
+        return report.brief(BRIEF_TASKS)
 
     @server.tool(
         description="The project's attempt journal on the cluster (intent, outcome, ...), its seals checked.",

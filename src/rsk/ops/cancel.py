@@ -39,11 +39,22 @@ class CancelReport(Model):
     schema_version: int = 2
     target: str
     project: str
+    counts: dict[str, int] = Field(default_factory=dict)  # every result's count, whatever `results` lists
     results: list[CancelResult]
+    results_omitted: int = 0  # a brief report (MCP) lists what went wrong and the first others
     charged: list[Charged] = Field(default_factory=list)  # per request the ledger charges (a card's or a grant's)
     # what the caller should know: the project's lock was held (by a job, or another command of the project), so the
     # cancel went on without it and the journal does not record it (docs/adr/0056)
     warnings: list[str] = Field(default_factory=list)
+
+    def brief(self, most: int) -> CancelReport:
+        """Every job this cancel could not cancel (`failed`, `not-ours`) and the first `most` of the others, with the
+        counts of all: an MCP answer of a 10,000-task cancel stays small."""
+        odd = [r for r in self.results if r.result in ("failed", "not-ours")]
+        rest = [r for r in self.results if r.result not in ("failed", "not-ours")]
+        if len(rest) <= most:
+            return self
+        return self.model_copy(update={"results": odd + rest[:most], "results_omitted": len(rest) - most})
 
 
 def cancel(target: str, project: str, *, job: str | None = None, request_id: str | None = None,
@@ -73,7 +84,10 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
     costs = guard.request_costs(store, store.view(), target, set(mine.values()))
     charged = [Charged(request_id=rid, never_started=sum(1 for j in gone if mine[j] == rid), **cost)
                for rid, cost in costs.items()]  # fmt: skip
-    return CancelReport(target=target, project=project, results=results, charged=charged,
+    counts: dict[str, int] = {}
+    for r in results:
+        counts[r.result] = counts.get(r.result, 0) + 1
+    return CancelReport(target=target, project=project, counts=counts, results=results, charged=charged,
                         warnings=answers.warnings(out))  # fmt: skip
 
 
