@@ -27,7 +27,7 @@ TYPE_CHECKING = False  # typing takes ~10 ms to import in the broker's client; m
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from contextlib import AbstractContextManager
-    from typing import Protocol
+    from typing import BinaryIO, Protocol
 
     class Client(Protocol):
         """The caller's client as the broker reaches it: one step asked, its answer (or its error raised)."""
@@ -133,26 +133,32 @@ class Place:
 
     def append(self, rel: str, offset: int, data: bytes) -> None:
         """`data` at `offset` of `rel`'s part, which is cut there first (the whole blocks before it stay)."""
-        with self._in(rel) as (where, name):
-            fh, have = where.open_to_write(name + PART)
-            with fh:
-                if offset > have:
-                    raise StateError(f"{where.path / (name + PART)} changed during the fetch: nothing more was "
-                                     "written", "run the same command again")  # fmt: skip
-                fh.truncate(offset)
-                fh.seek(offset)
-                fh.write(data)
+        with self._part(rel, offset) as (_, _, fh):
+            fh.seek(offset)
+            fh.write(data)
 
     def finish(self, rel: str, size: int) -> None:
         """`rel`'s part, cut to `size` bytes, becomes `rel` by one rename."""
-        with self._in(rel) as (where, name):
-            fh, have = where.open_to_write(name + PART)
-            with fh:
-                if size > have:
-                    raise StateError(f"{where.path / (name + PART)} changed during the fetch: nothing more was "
-                                     "written", "run the same command again")  # fmt: skip
-                fh.truncate(size)
+        with self._part(rel, size) as (where, name, _):
             where.rename(name + PART, where, name)
+
+    def _part(self, rel: str, cut: int) -> AbstractContextManager[tuple[Dir, str, BinaryIO]]:
+        """`rel`'s part, open to write and cut to `cut` bytes, which it must hold already (else it changed under
+        the fetch), and the directory that holds it."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def opened() -> Iterator[tuple[Dir, str, BinaryIO]]:
+            with self._in(rel) as (where, name):
+                fh, have = where.open_to_write(name + PART)
+                with fh:
+                    if cut > have:
+                        raise StateError(f"{where.path / (name + PART)} changed during the fetch: nothing more was "
+                                         "written", "run the same command again")  # fmt: skip
+                    fh.truncate(cut)
+                    yield where, name, fh
+
+        return opened()
 
     # whole files, and a result's stage ----------------------------------------------------------------------
     def put(self, rel: str, data: bytes) -> None:
