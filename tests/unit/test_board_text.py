@@ -43,3 +43,17 @@ def test_a_sweep_of_ten_thousand_jobs_is_a_table_a_terminal_can_show_failures_fi
     assert len(shown.splitlines()) < 60
     assert "t9999" in shown and "failed" in shown  # the one that failed, though it is the last
     assert "9960 more" in shown and "10000 job(s)" in shown and "5000 succeeded" in shown
+
+
+def test_a_retried_batch_reads_as_its_tasks_latest_attempts_as_status_of_the_batch_does() -> None:
+    """`rsk watch` and `rsk status` of the project: a batch of 4 whose 2 failures a retry (B.a2) ran again is one
+    row of counts, 4 succeeded, as `rsk status --batch B` says; not 2 failed beside a block of the retry."""
+
+    def job(rid: str, i: int, state: str) -> JobState:
+        return JobState(request_id=rid, task=f"t{i}", job_id=f"{rid}-{i}", state=state, exit_code=None, signal=None,
+                        elapsed_s=1, limit_s=60, where="n1", submitted="")  # fmt: skip
+
+    jobs = [job("B", i, "failed" if i < 2 else "succeeded") for i in range(4)] + [job("B.a2", i, "succeeded")
+                                                                                    for i in range(2)]  # fmt: skip
+    shown = _shown(Status(target="lab", project="p", slurm="up", at="", jobs=jobs), terminal=False)
+    assert "4 succeeded" in shown and "failed" not in shown and "= B.a2" not in shown, shown

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rsk.local.inert import inert
-from rsk.ops.board import BatchView, batches, duration
+from rsk.ops.board import BatchView, batches, duration, with_attempts
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -31,6 +31,18 @@ STYLE = {
 
 FOLD_JOBS = 40  # a batch of more jobs shows this many, those a human looks at first; --json lists every one
 _FIRST = {"failed": 0, "timed-out": 0, "lost": 0, "blocked": 0, "unknown": 0, "cancelled": 1, "running": 2}
+
+
+def latest_views(statuses: list[Status]) -> list[BatchView]:
+    """Each request with its later attempts as one view of each task's latest attempt, as `rsk status --batch B`
+    counts it: a batch retried reads what it is now, not its first try's failures beside a block of the retry."""
+    from rsk.ops.status import of_request
+
+    views = with_attempts(batches(statuses))
+    for v in views:
+        if v.attempts and not v.request_id.startswith("lease "):
+            v.jobs = of_request(v.jobs, v.request_id)
+    return views
 
 
 def fold_jobs(jobs: list[JobState]) -> list[JobState]:
@@ -71,7 +83,7 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
     table.add_column("resources", overflow="fold")
     table.add_column("node/reason", overflow="fold")
     table.add_column("exit", overflow="fold")
-    for view in batches(statuses):
+    for view in latest_views(statuses):
         shown = fold_jobs(view.jobs)
         for j in shown:
             state = _cell(j.state, STYLE.get(j.state, ""))
@@ -121,9 +133,13 @@ def render_status(statuses: list[Status], stale: dict[str, str] | None = None, t
 
 
 def _cost(view: BatchView, statuses: list[Status]) -> str:
-    """What the request costs: the books' charge of it (status's `costs`), else an estimate from its jobs' times."""
-    c = next((st.costs[view.request_id] for st in statuses
-              if st.target == view.target and view.request_id in st.costs), None)  # fmt: skip
+    """What the request costs, its later attempts with it: the books' charges of them (status's `costs`), else an
+    estimate from its jobs' times."""
+    held = [st.costs[r] for st in statuses if st.target == view.target
+            for r in (view.request_id, *view.attempts) if r in st.costs]  # fmt: skip
+    c = None
+    if held:
+        c = held[0].model_copy(update={k: sum(getattr(x, k) for x in held) for k in type(held[0]).model_fields})
     if c is None:
         return (f"~{view.cpu_hours_used:.2f} CPU-h, {view.gpu_hours_used:.2f} GPU-h used; "
                 f"{view.cpu_hours_reserved:.2f} CPU-h, {view.gpu_hours_reserved:.2f} GPU-h reserved")  # fmt: skip
