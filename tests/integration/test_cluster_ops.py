@@ -12,7 +12,7 @@ from tests.integration.helpers import finished_output, grant, grant_view, jfield
 
 
 def status(project: str) -> dict[str, dict[str, object]]:
-    r = rsk("status", "--target", "lab", "--project", project, "--json")
+    r = rsk("status", "--target", "lab", "--project", project, "--all", "--json")  # every job, at any size
     assert r.rc == 0, r.err
     return {f"{j['request_id']}/{j['task'] or ''}": j for j in json.loads(r.out)["jobs"]}
 
