@@ -19,7 +19,8 @@ if [ -n "$need_pkgs" ]; then
     apt-get install -y -qq $need_pkgs >/dev/null
 fi
 PY=${RSK_PYTHON:-python3}
-if ! "$PY" -c 'import rsk, pytest, xdist, hypothesis, paramiko, mcp, playwright' 2>/dev/null || ! command -v bats >/dev/null 2>&1; then
+# (rsk.entry, not rsk: an install whose checkout is gone leaves rsk an empty namespace that imports)
+if ! "$PY" -c 'import rsk.entry, pytest, xdist, hypothesis, paramiko, mcp, playwright' 2>/dev/null || ! command -v bats >/dev/null 2>&1; then
     printf 'setup: pip install -e .[dev]\n' >&2
     "$PY" -m pip install -q -e '.[dev]'
 fi

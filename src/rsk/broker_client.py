@@ -138,11 +138,20 @@ def expected_uid(path: str) -> int | None:
 
 
 def _read_into(files: dict[str, str], unread: dict[str, object], path: str) -> None:
-    """The file's text as this process may read it; else why not, for the command to say: the first byte that
-    is not UTF-8 (an int, as a direct run reports it), or the reason it could not be read."""
+    """The file's text as this process may read it, reached from `/` without following a link (as a direct run
+    reads it: rsk.local.nolink); else why not, for the command to say: the first byte that is not UTF-8 (an int,
+    as a direct run reports it), rsk's own error (a link on the way: `link-refused`), or the reason."""
+    from pathlib import Path
+
+    from rsk.errors import RskError
+    from rsk.local.nolink import Dir
+
     try:
-        with open(path, "rb") as f:
+        with Dir.open(Path(path).parent) as where, where.open_to_read(Path(path).name) as f:
             data = f.read(MAX_CONTENT + 1)
+    except RskError as exc:
+        unread[path] = exc.to_json()
+        return
     except OSError as exc:
         unread[path] = exc.strerror or "it cannot be read"
         return

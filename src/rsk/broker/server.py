@@ -115,7 +115,7 @@ class Sent(BaseModel):
 
     files: dict[str, str] = {}
     # the files the client could not send, and why: the first byte that is not UTF-8, or the reason
-    unread: dict[str, int | str] = {}
+    unread: dict[str, int | str | dict[str, object]] = {}  # (a dict: rsk's error, e.g. link-refused)
     code: CodeUpload | None = None
 
 
@@ -496,7 +496,7 @@ class Broker:
 
     def _ask(
         self, conn: socket.socket, send: Callable[[dict[str, object]], None], argv: list[str], cwd: Path
-    ) -> tuple[dict[str, str], dict[str, int | str], Upload | None] | None:
+    ) -> tuple[dict[str, str], dict[str, int | str | dict[str, object]], Upload | None] | None:
         """The files and the directory argv names, as the client sends them, and why a file did not come; None:
         the request ended here."""
         want = self.reader(argv, lambda name: cwd / name)

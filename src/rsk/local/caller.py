@@ -75,7 +75,8 @@ class Caller:
     tty: bool = False  # the client's stdout is a terminal
     columns: int = 200
     files: Mapping[str, str] = field(default_factory=dict)  # --script and --tasks files, as the client read them
-    unread: Mapping[str, int | str] = field(default_factory=dict)  # why the client could not: a byte not UTF-8
+    # why the client could not: a byte not UTF-8, rsk's error (a link on the way), or the reason
+    unread: Mapping[str, int | str | dict[str, object]] = field(default_factory=dict)
     upload: Upload | None = None  # --code's files, as the client read them
     client: Client | None = None  # the caller's client, which writes where a fetch writes (rsk.local.handover)
     stdio: tuple[TextIOBase, TextIOBase] | None = None  # rsk mcp's input and output: the client's, over the socket
@@ -215,6 +216,10 @@ def sent_text(name: Path | str) -> str | None:
     if (why := c.unread.get(str(p))) is not None:  # what the client found reading it
         if isinstance(why, int):
             raise UnicodeDecodeError("utf-8", b"", why, why + 1, "not UTF-8")
+        if isinstance(why, dict):  # rsk's own error, as the client's read raised it (a link on the way)
+            from rsk.errors import from_json
+
+            raise from_json(why)
         raise OSError(why)
     raise PermissionError("its content did not come with the request; the broker opens no file a caller names")
 
