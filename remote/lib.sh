@@ -323,7 +323,9 @@ rsk_unqueue() {
 # gone from where it was listed read where it went: no step missed nor listed twice.
 rsk_lease_steps() {
     for rsk_d in "$RSK_ROOT/leases/$1"/*/; do
-        for rsk_f in "$rsk_d"q/*.step "$rsk_d"run/*.step "$rsk_d"end/*.step; do [ ! -f "$rsk_f" ] || printf '%s\n' "$rsk_f"; done
+        for rsk_f in "$rsk_d"q/*.step "$rsk_d"run/*.step "$rsk_d"end/*.step; do # (one moved on since is read where it went)
+            case $rsk_f in *"/*.step") ;; *) printf '%s\n' "$rsk_f" ;; esac
+        done
     done | awk "$RSK_AWK"'
         function one(f,    l) { l = ""; if ((getline l < f) <= 0) l = ""; close(f); return l }
         {
