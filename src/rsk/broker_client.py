@@ -144,13 +144,17 @@ def _read_into(files: dict[str, str], unread: dict[str, object], path: str) -> N
     from pathlib import Path
 
     from rsk.errors import RskError
-    from rsk.local.nolink import Dir
+    from rsk.local.nolink import Dir, LinkRefused
 
     try:
         with Dir.open(Path(path).parent) as where, where.open_to_read(Path(path).name) as f:
             data = f.read(MAX_CONTENT + 1)
-    except RskError as exc:
+    except LinkRefused as exc:
         unread[path] = exc.to_json()
+        return
+    except RskError as exc:  # the walk could not open it: the system's reason, as a direct run says it
+        cause = exc.__context__
+        unread[path] = (cause.strerror if isinstance(cause, OSError) and cause.strerror else None) or exc.message
         return
     except OSError as exc:
         unread[path] = exc.strerror or "it cannot be read"
