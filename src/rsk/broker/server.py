@@ -376,17 +376,18 @@ class Broker:
         return Caller(env={}, cwd=Path("/"), rights=rights, ppid=os.getpid(), pool=self.pool)
 
     def close(self) -> None:
-        """Stop listening, remove the socket, let go of the lock (once, whichever thread asks first)."""
+        """Stop listening, remove the socket, let go of the lock (once, whichever thread asks first; a second
+        caller returns only when the first is done, so neither sees the socket still there after close)."""
         self.stopping.set()
         with self.lock:
             listener, self.listener = self.listener, None
             lock_fd, self._lock_fd = self._lock_fd, None
-        if listener is not None:
-            listener.close()
-            with contextlib.suppress(FileNotFoundError):
-                self.config.socket.unlink()
-        if lock_fd is not None:
-            os.close(lock_fd)
+            if listener is not None:
+                listener.close()
+                with contextlib.suppress(FileNotFoundError):
+                    self.config.socket.unlink()
+            if lock_fd is not None:
+                os.close(lock_fd)
 
     def stale(self, force: bool = False) -> bool:
         """Whether the package's or the cluster programs' files changed on disk since this broker started
