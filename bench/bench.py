@@ -854,8 +854,9 @@ def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
     try:
         op("status", sleeping, ("status", "--batch", s_rid, "--all"), lambda d: len(d["jobs"]) == n,
            "not every task listed", calls=3)  # fmt: skip
-        op("cancel", sleeping, ("cancel", "--batch", s_rid),
-           lambda d: all(r["result"] == "cancelled" for r in d["results"]), "not every task cancelled")  # fmt: skip
+        op("cancel", sleeping, ("cancel", "--batch", s_rid, "--all"),
+           lambda d: len(d["results"]) == n and all(r["result"] == "cancelled" for r in d["results"]),
+           "not every task cancelled")  # fmt: skip
     finally:
         cancel_jobs()  # whatever happened: no sleeping task is left holding the lab's CPUs
     drain(sleeping, s_rid, "the cancelled sweep")
@@ -874,7 +875,7 @@ def scale_size(n: int, env: dict[str, str]) -> dict[str, float | str]:
        lambda d: d["fetched"] == (n + 1) // 2, "not every result fetched")  # fmt: skip
     op("fetch-again", working, ("fetch", "--batch", w_rid, "--result", "--to", str(WORK / f"results{n}")),
        lambda d: d["fetched"] == (n + 1) // 2 and d["bytes"] == 0, "not every result found there", calls=3)  # fmt: skip
-    op("retry", working, ("retry", "--batch", w_rid, "--failed"), lambda d: len(d["tasks"]) == n // 2,
+    op("retry", working, ("retry", "--batch", w_rid, "--failed", "--all"), lambda d: len(d["tasks"]) == n // 2,
        "not the failed half retried")  # fmt: skip
     cancel_jobs()  # the retried half would only fail again
     drain(working, f"{w_rid}.a2", "the retried half")

@@ -176,12 +176,15 @@ def test_cancel_of_a_batch_of_hundreds_cancels_every_task_once_and_journals_each
     grant(project, "--jobs", str(n))
     tasks = tmp_path / "t.jsonl"
     tasks.write_text("".join(json.dumps({"key": f"k{i}", "argv": ["sleep", "600"]}) + "\n" for i in range(n)))
-    r = rsk("launch", "-t", "lab", "-p", project, "-r", "many", "--time", "15", "--mem", "10M", "--tasks", str(tasks),
-            "--json")  # fmt: skip
+    shape = ("-t", "lab", "-p", project, "-r", "many", "--time", "15", "--mem", "10M", "--tasks", str(tasks), "--json")
+    plan = json.loads(rsk("plan", *shape).out)  # a big batch: its first 50 tasks, and how many more
+    assert len(plan["plan"]["tasks"]) == 50 and plan["tasks_omitted"] == n - 50 and plan["jobs"] == n
+    assert len(json.loads(rsk("plan", *shape, "--all").out)["plan"]["tasks"]) == n  # every one, asked
+    r = rsk("launch", *shape, "--all")
     jobs = {t["task"]: t["job_id"] for t in launched(r)["tasks"]}
     assert len(set(jobs.values())) == n
     try:
-        c = rsk("cancel", "-t", "lab", "-p", project, "--batch", "many", "--json")
+        c = rsk("cancel", "-t", "lab", "-p", project, "--batch", "many", "--json", "--all")
         assert c.rc == 0, c.out + c.err
         results = json.loads(c.out)["results"]
         assert json.loads(c.out)["counts"] == {"cancelled": n}
@@ -192,7 +195,8 @@ def test_cancel_of_a_batch_of_hundreds_cancels_every_task_once_and_journals_each
         cancelled = [line for line in lab.journal(project) if " ev=cancelled rid=many " in line]
         assert sorted(jfield(line, "job") or "" for line in cancelled) == sorted(jobs.values())
         again = json.loads(rsk("cancel", "-t", "lab", "-p", project, "--batch", "many", "--json").out)
-        assert len(again["results"]) == n and {x["result"] for x in again["results"]} == {"finished"}
+        assert len(again["results"]) == 50 and {x["result"] for x in again["results"]} == {"finished"}
+        assert again["results_omitted"] == n - 50 and again["counts"] == {"finished": n}
         assert status(project)["many/k0"]["state"] == "cancelled"
     finally:
         lab.ssh(f"scancel {' '.join(sorted({j.split('_')[0] for j in jobs.values()}))}")

@@ -1,5 +1,6 @@
-"""An MCP answer of a big batch stays small: a launch lists its first tasks' jobs and a plan its first tasks, each
-with how many more (`rsk status --batch` and the card have them all); a small batch is whole. Pure."""
+"""An answer of a big batch (the CLI's --json and MCP's) stays small: a launch lists its first tasks' jobs and a
+plan its first tasks, each with how many more (`rsk status --batch` and the card have them all); a small batch is
+whole. Pure."""
 
 from __future__ import annotations
 
@@ -44,3 +45,38 @@ def test_a_brief_cancel_report_keeps_what_went_wrong_and_the_counts_of_all() -> 
     assert [r.job_id for r in brief.results][:1] == ["9_700"] and len(brief.results) == 51
     assert brief.results_omitted == 949 and brief.counts == {"cancelled": 999, "failed": 1}
     assert report.brief(2_000) is report
+
+
+def test_a_verbose_brief_launch_answer_keeps_the_plan_with_its_first_tasks() -> None:
+    """`rsk launch --json --verbose` of a big batch: the plan, cut as the task list is (`--all` keeps every one)."""
+    tasks = [TaskPlan(nodes=1, cpus=1, mem_mb=64, gpus=0, time_min=1, argv=["true"], key=f"k{i}") for i in range(200)]
+    plan = Plan(hash="h" * 64, cluster="c", user="u", root="/r", hostkey="k", scripts="s", policy="p", project="p",
+                name="job", kind="batch", workdir="/w", path="", partition="cpu", account="", qos="", nodes=1, cpus=1,
+                mem_mb=64, gpus=0, time_min=1, env=[], argv=[], tasks=tasks)  # fmt: skip
+    result = LaunchResult(status="submitted", target="lab", project="p", request_id="sw", job_id="7_0", plan=plan,
+                          tasks=[TaskJob(task=f"k{i}", job_id=f"7_{i}") for i in range(200)], plan_hash=plan.hash,
+                          allowed_by=Allowed(kind="grant", id="g-1"))  # fmt: skip
+    verbose = result.brief(50, plan=True)
+    assert verbose.plan is not None and len(verbose.plan.tasks) == 50 and verbose.plan.hash == plan.hash
+    assert len(verbose.tasks) == 50 and verbose.tasks_omitted == 150
+    assert result.brief(50).plan is None  # without --verbose: no plan
+    every = result.brief(0, plan=True)
+    assert every.plan is not None and len(every.plan.tasks) == 200 and len(every.tasks) == 200
+
+
+def test_a_brief_cancel_refusal_names_every_job_it_could_not_cancel_and_the_counts() -> None:
+    """A cancel whose error document is its answer (`not-ours`, `cancel-failed`) is as brief as its report."""
+    import pytest
+
+    from rsk.errors import UnavailableError
+    from rsk.ops.cancel import CancelReport, CancelResult, refused
+
+    results = [CancelResult(job_id=f"9_{i}", result="cancelled") for i in range(1_000)]
+    results[3] = results[999] = CancelResult(job_id="9_x", result="failed")
+    report = CancelReport(target="lab", project="p", counts={"cancelled": 998, "failed": 2}, results=results)
+    with pytest.raises(UnavailableError) as raised:
+        refused(report.brief(50))
+    details = raised.value.details
+    said = details["results"]
+    assert isinstance(said, list) and len(said) == 52 and [r["result"] for r in said[:2]] == ["failed", "failed"]
+    assert details["counts"] == {"cancelled": 998, "failed": 2} and details["results_omitted"] == 948

@@ -50,6 +50,14 @@ SummaryOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (for agents).")]
+AllTasksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help="With --json, list every task of a batch; without it a batch of more than 50 lists its first 50 and "
+        "says how many more (tasks_omitted; `rsk status --batch ID --all --json` lists every job).",
+    ),
+]
 YesOpt = Annotated[
     bool,
     typer.Option("--yes", help="Confirm without a terminal. A deliberate act: agents must not pass it."),

@@ -5,7 +5,18 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, StateOpt, SummaryOpt, TargetOpt, err, out, print_json, resolve_target
+from rsk.cli.common import (
+    AllTasksOpt,
+    JsonOpt,
+    ProjectOpt,
+    StateOpt,
+    SummaryOpt,
+    TargetOpt,
+    err,
+    out,
+    print_json,
+    resolve_target,
+)
 from rsk.commands import help_for
 
 if TYPE_CHECKING:
@@ -195,6 +206,7 @@ def launch(
     ] = None,
     wait: WaitOpt = None,
     verbose: VerboseOpt = False,
+    every: AllTasksOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
@@ -233,12 +245,12 @@ def launch(
     target_name = resolve_target(target)
     snap = _snapshot(code, exclude)
     if ctx.info_name == "plan":
-        _print_plan(target_name, request, json_out, snap)
+        _print_plan(target_name, request, json_out, snap, every)
         return
     result = do_launch(target_name, request, wait=wait, progress=progress, code=snap)
     for line in result.warnings:  # the core's own (a step that leaves its lease's GPUs idle)
         err().print(f"rsk: warning: {line}")
-    _print_result(result, json_out, verbose)
+    _print_result(result, json_out, verbose, every)
 
 
 def _progress(json_out: bool) -> "Callable[[str], None] | None":
@@ -247,11 +259,12 @@ def _progress(json_out: bool) -> "Callable[[str], None] | None":
     return None if json_out else (lambda msg: console.print(f"rsk: {msg}"))
 
 
-def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None:
+def _print_result(result: "LaunchResult", json_out: bool, verbose: bool, every: bool) -> None:
     from rsk.local.project import scope
+    from rsk.ops.status import SUMMARY_ROWS
 
-    if json_out:
-        print_json(result if verbose else result.brief())
+    if json_out:  # a big batch's first tasks unless --all: an agent's answer stays small at 10,000 tasks
+        print_json(result.brief(0 if every else SUMMARY_ROWS, plan=verbose))
         return
     o = out()
     verb = "already submitted:" if result.status == "replayed" else "submitted"
@@ -264,7 +277,7 @@ def _print_result(result: "LaunchResult", json_out: bool, verbose: bool) -> None
         for t in result.tasks[:10]:
             o.print(f"  {t.task:<24} job {t.job_id}")
         if len(result.tasks) > 10:
-            o.print(f"  ... and {len(result.tasks) - 10} more (--json lists all)")
+            o.print(f"  ... and {len(result.tasks) - 10} more (--json --all lists all)")
     elif result.plan is not None and result.plan.is_step:
         o.print(f"{verb} step {result.job_id} into lease {result.plan.placement.lease} on {result.target}")
     else:
@@ -315,6 +328,7 @@ def retry(
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
+    every: AllTasksOpt = False,
 ) -> None:
     import shlex
 
@@ -330,7 +344,7 @@ def retry(
     result = do_retry(where, chosen, batch, named=list(task or []), failed=failed, request_id=request_id,
                       requester=requester(), wait=wait, progress=_progress(json_out), code=_snapshot(code, exclude),
                       again=again)  # fmt: skip
-    _print_result(result, json_out, verbose)
+    _print_result(result, json_out, verbose, every)
 
 
 def extend(
@@ -361,6 +375,7 @@ def extend(
     wait: WaitOpt = None,
     json_out: JsonOpt = False,
     verbose: VerboseOpt = False,
+    every: AllTasksOpt = False,
 ) -> None:
     import shlex
 
@@ -379,18 +394,19 @@ def extend(
                        budget_min=parse_seconds(budget) // 60, request_id=None, requester=requester(),
                        max_links=max_links or MAX_LINKS, wait=wait, progress=_progress(json_out),
                        code=_snapshot(code, exclude), again=shlex.join(words) + scope(chosen, where))  # fmt: skip
-    _print_result(result, json_out, verbose)
+    _print_result(result, json_out, verbose, every)
 
 
-def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None") -> None:
+def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None", every: bool) -> None:
     from rsk.local.inert import inert
     from rsk.ops.launch import preview
+    from rsk.ops.status import SUMMARY_ROWS
 
     report = preview(target, request, code)
     for line in report.warnings:  # the core's own (a step that leaves its lease's GPUs idle)
         err().print(f"rsk: warning: {line}")
-    if json_out:
-        print_json(report)
+    if json_out:  # the plan's first tasks unless --all (the hash binds them all; the card shows them all)
+        print_json(report if every else report.brief(SUMMARY_ROWS))
         return
     o = out()
     p = report.plan

@@ -70,21 +70,31 @@ def cancel(
     project: ProjectOpt = None,
     request_id: Annotated[str | None, typer.Option("--request-id", "-r", help="Cancel this request's job.")] = None,
     batch: Annotated[str | None, typer.Option("--batch", "-b", help="Cancel every task of this batch.")] = None,
+    every: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="List every job's result; without it a cancel of more than 50 lists those it could not cancel "
+            "and the first 50 others (counts has them all; --json: results_omitted).",
+        ),
+    ] = False,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.local.project import resolve_project, scope
     from rsk.ops.cancel import cancel as do_cancel
     from rsk.ops.cancel import refused
+    from rsk.ops.status import SUMMARY_ROWS
 
     report = do_cancel(resolve_target(target), resolve_project(project), job=job, request_id=request_id, batch=batch)
     for line in report.warnings:
         err().print(f"rsk: warning: {line}")
+    shown = report if every else report.brief(SUMMARY_ROWS)
     if json_out:
-        refused(report)  # a job that is not this project's, or that Slurm kept: an error document
-        print_json(report)
+        refused(shown)  # a job that is not this project's, or that Slurm kept: an error document
+        print_json(shown)
         return
     o = out()
-    for r in report.results:
+    for r in shown.results:
         what = f"job {r.job_id}" + (f" ({r.request_id}{'/' + r.task if r.task else ''})" if r.request_id else "")
         text = {
             "cancelled": "cancelled",
@@ -93,7 +103,10 @@ def cancel(
             "failed": "could not be cancelled",
         }[r.result]
         o.print(f"{what} {text}")
-    refused(report)
+    if shown.results_omitted:
+        counts = ", ".join(f"{n} {word}" for word, n in sorted(report.counts.items()))
+        o.print(f"... and {shown.results_omitted} more (all of them: {counts}; --all lists every one)")
+    refused(shown)
     o.print(f"next: rsk status{scope(report.project, report.target)}")
 
 

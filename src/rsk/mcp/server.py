@@ -36,7 +36,7 @@ from rsk.ops.launch import LaunchResult, PlanReport, preview
 from rsk.ops.launch import launch as do_launch
 from rsk.ops.leases import CloseReport, LeaseList
 from rsk.ops.logs import LogSet, LogTail
-from rsk.ops.status import Status
+from rsk.ops.status import SUMMARY_ROWS, Status
 from rsk.ops.voice import TOOLS, for_tools
 from rsk.ops.wait import WaitResult
 from rsk.request.code import CodeSnapshot
@@ -49,7 +49,6 @@ R = TypeVar("R")
 
 HUMAN_ONLY = tuple(sorted(HUMAN_ACTS))  # never tools: a human's acts (the audience table, rsk.commands)
 DEFAULT_MAX_WAIT = 50.0  # seconds: below Codex's default MCP tool timeout of 60 s
-BRIEF_TASKS = 50  # a plan or launch answer lists a batch's first tasks and how many more (status lists them all)
 
 
 @dataclass(frozen=True)
@@ -381,7 +380,7 @@ def build(pin: Pin) -> MCPServer:
                                next=TOOLS.wait(card=card),
                                closest_grant=cast(str | None, pending.details.get("closest_grant")),
                                closest_why=why)  # fmt: skip
-        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(BRIEF_TASKS),
+        return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(SUMMARY_ROWS),
                            request_id=result.request_id)  # fmt: skip
 
     @server.tool(
@@ -399,7 +398,7 @@ def build(pin: Pin) -> MCPServer:
         max_running: MaxRunning = None,
     ) -> PlanReport:  # fmt: skip
         request, snap = prepare(dict(locals()))
-        return preview(pin.target, request, snap).brief(BRIEF_TASKS)
+        return preview(pin.target, request, snap).brief(SUMMARY_ROWS)
 
     @server.tool(
         description="Launch: plan on the cluster, decide from the ledger, submit exactly once. status pending means "
@@ -610,9 +609,9 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.cancel import cancel as do_cancel
         from rsk.ops.cancel import refused
 
-        report = do_cancel(pin.target, pin.project, job=job, request_id=request_id, batch=batch)
-        refused(report)
-        return report.brief(BRIEF_TASKS)
+        report = do_cancel(pin.target, pin.project, job=job, request_id=request_id, batch=batch).brief(SUMMARY_ROWS)
+        refused(report)  # keeps every job it could not cancel
+        return report
 
     @server.tool(
         description="The project's attempt journal on the cluster (intent, outcome, ...), its seals checked.",

@@ -93,13 +93,16 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
 
 def refused(report: CancelReport) -> None:
     """A job that is not this project's, or that Slurm did not cancel, makes the answer an error document (`error`
-    is the reason: `not-ours`, exit 2, or `cancel-failed`, exit 69), carrying every job's result as `results`."""
+    is the reason: `not-ours`, exit 2, or `cancel-failed`, exit 69), carrying the report's `results` and `counts` (a
+    brief report's `results` has every job it could not cancel, and `results_omitted`)."""
     theirs = [r for r in report.results if r.result == "not-ours"]
     failed = [r for r in report.results if r.result == "failed"]
-    results = [r.model_dump() for r in report.results]
+    results: dict[str, object] = {"results": [r.model_dump() for r in report.results], "counts": report.counts}
+    if report.results_omitted:  # a brief report keeps every job it could not cancel
+        results["results_omitted"] = report.results_omitted
     if theirs:
         exc: UsageError | UnavailableError = not_ours(theirs[0].job_id, report.project, report.target)
-        exc.details = {"results": results}
+        exc.details = results
         raise exc
     if failed:
         raise UnavailableError(
@@ -107,5 +110,5 @@ def refused(report: CancelReport) -> None:
             + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""),
             "run the same cancel again in a minute; `rsk status` shows whether it still runs",
             code="cancel-failed",
-            details={"results": results},
+            details=results,
         )

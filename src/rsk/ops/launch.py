@@ -67,11 +67,15 @@ class LaunchResult(BaseModel):
     note: str = ""
     warnings: list[str] = []  # what the caller should know: e.g. a lease step that leaves GPUs idle
 
-    def brief(self, most: int = 0) -> LaunchResult:
-        """What an agent acts on: status, job ids, cost, what allowed it, the plan's hash; not the whole plan. With
-        `most`, a batch's first `most` tasks and how many more (an MCP answer stays small at 10,000 tasks)."""
+    def brief(self, most: int = 0, *, plan: bool = False) -> LaunchResult:
+        """What an agent acts on: status, job ids, cost, what allowed it, the plan's hash; the whole plan only with
+        `plan`. With `most`, a batch's first `most` tasks (the plan's too) and how many more: an answer stays small
+        at 10,000 tasks."""
         cut = 0 < most < len(self.tasks)
-        return self.model_copy(update={"plan": None, "tasks": self.tasks[:most] if cut else self.tasks,
+        kept = self.plan if plan else None
+        if kept is not None and 0 < most < len(kept.tasks):
+            kept = kept.model_copy(update={"tasks": kept.tasks[:most]})
+        return self.model_copy(update={"plan": kept, "tasks": self.tasks[:most] if cut else self.tasks,
                                        "tasks_omitted": len(self.tasks) - most if cut else 0})  # fmt: skip
 
 
@@ -340,8 +344,8 @@ class PlanReport(BaseModel):
     tasks_omitted: int = 0  # a brief report of a big batch: its plan lists the first tasks (the card has them all)
 
     def brief(self, most: int) -> PlanReport:
-        """The report with its plan's first `most` tasks and how many more: an MCP answer of 10,000 tasks stays
-        small (the hash binds them all; `rsk plan --json` lists every one)."""
+        """The report with its plan's first `most` tasks and how many more: an answer of 10,000 tasks stays small
+        (the hash binds them all, the card shows them all; `rsk plan --json --all` lists every one)."""
         if len(self.plan.tasks) <= most:
             return self
         return self.model_copy(update={"plan": self.plan.model_copy(update={"tasks": self.plan.tasks[:most]}),
