@@ -137,6 +137,9 @@ def test_twenty_one_gpu_steps_share_two_nodes_of_four_gpus(
     g = json.loads(rsk("grant", "list", "--project", project, "--json").out)["grants"][0]
     assert g["gpu_hours_reserved"] == 0 and 0 < g["gpu_hours_spent"] < 2.0
     assert g["jobs_spent"] == 1  # the lease; its twenty steps cost no jobs of the grant
+    # and the close says what the lease cost, as the books have it: what it held, nothing still reserved
+    assert report["cost"]["gpu_hours_used"] == pytest.approx(g["gpu_hours_spent"], abs=0.01), report
+    assert report["cost"]["gpu_hours_reserved"] == 0 and report["cost"]["cpu_hours_used"] > 0
 
 
 def test_gpus_of_a_lease_name_the_steps_holding_them(lab: Lab, project: str, leases: list[str]) -> None:

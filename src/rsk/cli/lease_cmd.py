@@ -162,3 +162,8 @@ def close(name: NameArg, target: TargetOpt = None, project: ProjectOpt = None, j
         f"closed lease {report.name} (job {report.job_id}): {how}; {report.queued_cancelled} queued step(s) "
         f"cancelled; charge {'settled to what it held' if report.settled else 'settles at the next rsk status'}"
     )
+    c = report.cost
+    if c is not None:
+        out().print(f"  cost  {c.cpu_hours_used:.2f} CPU-h, {c.gpu_hours_used:.2f} GPU-h used"
+                    + (f"; {c.cpu_hours_reserved:.2f} CPU-h, {c.gpu_hours_reserved:.2f} GPU-h still reserved"
+                       if c.cpu_hours_reserved or c.gpu_hours_reserved else ""))  # fmt: skip

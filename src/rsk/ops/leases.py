@@ -21,6 +21,7 @@ from rsk.ledger.models import Ledger, now
 from rsk.ledger.store import Store
 from rsk.local.paths import check_token, new_request_id
 from rsk.ops.gpus import GpuInventory, inventory_from, node_types, owners
+from rsk.ops.status import RequestCost
 from rsk.request.units import parse_mem, parse_time
 from rsk.wire import answers
 from rsk.wire.answers import LeaseLine
@@ -157,6 +158,8 @@ class CloseReport(BaseModel):
     result: Literal["cancelled", "ended"]  # the allocation was ended now, or had ended already
     queued_cancelled: int
     settled: bool  # the lease's charge now counts what the allocation held, not its worst case
+    # what the books charge the lease's request (`rsk status`'s costs): used once settled, else still reserved
+    cost: RequestCost | None = None
 
 
 def _info(r: LeaseLine, ledger: Ledger, target: str) -> LeaseInfo:
@@ -226,6 +229,7 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
     check_token("lease name", name)
     from rsk.ops.status import status_call
 
+    cost: RequestCost | None = None
     store = Store(project)
     with remote_for(target) as remote:
         out = _call(remote, "close", project, name)
@@ -239,6 +243,7 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
         while True:
             st, _ = status_call(remote, target, project)
             mine = [j for j in st.jobs if j.job_id == job]
+            cost = st.costs.get(mine[0].request_id) if mine else None
             if not mine or mine[0].state not in ("pending", "blocked", "running"):
                 settled = bool(mine)
                 break
@@ -253,6 +258,7 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
         result="cancelled" if closed.result == "cancelled" else "ended",
         queued_cancelled=closed.queued,
         settled=settled,
+        cost=cost,
     )
 
 
