@@ -182,6 +182,27 @@ def test_a_request_id_that_ran_says_what_another_launch_of_it_changes_under_code
     assert again["status"] == "replayed" and again["job_id"] == first["job_id"]
 
 
+def test_a_command_that_names_a_file_here_without_code_is_told_before_a_human_looks(
+    lab: Lab, project: str, tmp_path: Path
+) -> None:
+    """`python3 train.py` from a directory that has train.py, without --code: the job would run in the cluster
+    account's home, where train.py is not. The plan and the launch that files a card say so (and how to send it);
+    with --code the same command says nothing."""
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    scope = ("-t", "lab", "-p", project, "--json")
+    planned = rsk("plan", *scope, "--", "python3", "train.py", cwd=tmp_path)
+    said = json.loads(planned.out)["warnings"]
+    assert planned.rc == 0 and len(said) == 1 and said[0].startswith("train.py is a file here"), planned.out
+    assert "--code ." in said[0] and "rsk: warning: train.py is a file here" in planned.err
+    pending = rsk("launch", *scope, "-r", "unsent", "--", "python3", "train.py", cwd=tmp_path)
+    doc = json.loads(pending.out)
+    assert pending.rc == Exit.PENDING and doc["warnings"] == said, doc
+    sent = rsk("plan", *scope, "--code", ".", "--", "python3", "train.py", cwd=tmp_path)
+    assert sent.rc == 0 and json.loads(sent.out)["warnings"] == [], sent.out
+    elsewhere = rsk("plan", *scope, "--", "python3", "train.py", cwd=tmp_path.parent)  # no train.py there
+    assert json.loads(elsewhere.out)["warnings"] == [], elsewhere.out
+
+
 def test_hostile_arguments_and_environment_reach_the_job_byte_for_byte(lab: Lab, project: str) -> None:
     grant(project, "--jobs", "1")
     hostile = ["it's", 'a "quote"', "$(touch /tmp/pwned)", "`id`", "a;b", "*", "new\nline", "é ü 漢", "  sp  ", ""]

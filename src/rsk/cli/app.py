@@ -120,6 +120,9 @@ def main(argv: list[str] | None = None) -> None:
         from rsk.cli.common import err
 
         console = err()
+        said = exc.details.get("warnings")
+        for line in said if isinstance(said, list) else []:  # a pending launch's (what its plan said)
+            console.print(f"rsk: warning: {line}")
         console.print(f"error: {exc.message}")
         if exc.hint:
             console.print(f"hint: {exc.hint}")

@@ -86,6 +86,7 @@ class LaunchReply(BaseModel):
     next: str = ""  # with pending: what the agent does next (wait on the card)
     closest_grant: str | None = None  # with pending: the grant nearest to covering it, and why it does not
     closest_why: list[str] = []
+    warnings: list[str] = []  # with pending: what its plan said (a file the command names that no code sends)
 
 
 def _own_path(what: str, name: str) -> Path:
@@ -375,11 +376,12 @@ def build(pin: Pin) -> MCPServer:
         except PendingApproval as pending:
             card = str(pending.details.get("card_id"))
             why = [str(w) for w in cast(list[object], pending.details.get("closest_why") or [])]
+            said = [str(w) for w in cast(list[object], pending.details.get("warnings") or [])]
             return LaunchReply(status="pending", card_id=card, request_id=request.request_id, message=pending.message,
                                tell_human=str(pending.details.get("tell_human") or pending.hint or ""),
                                next=TOOLS.wait(card=card),
                                closest_grant=cast(str | None, pending.details.get("closest_grant")),
-                               closest_why=why)  # fmt: skip
+                               closest_why=why, warnings=said)  # fmt: skip
         return LaunchReply(status=result.status, job_id=result.job_id, launch=result.brief(SUMMARY_ROWS),
                            request_id=result.request_id)  # fmt: skip
 

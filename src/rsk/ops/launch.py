@@ -121,8 +121,26 @@ def launch(
     code: CodeSnapshot | None = None,
 ) -> LaunchResult:
     """The whole path: plan, ledger, expect, journal. `wait`: seconds to wait for a human (None: don't)."""
+    said = unsent_warnings(request, code)
     with attempts.attempt():  # what this launch holds in the ledger, no other launch gives back
-        return _launch(target_name, request, wait, progress, code)
+        try:
+            result = _launch(target_name, request, wait, progress, code)
+        except PendingApproval as pending:  # the agent reads it before the human has to
+            if said:
+                pending.details["warnings"] = said
+            raise
+    result.warnings = said + [w for w in result.warnings if w not in said]
+    return result
+
+
+def unsent_warnings(request: Request, code: CodeSnapshot | None) -> list[str]:
+    """What a plan should say about files its commands name here that no --code sends (rsk.local.unsent)."""
+    from rsk.local.unsent import warning
+
+    if code is not None or request.code or request.script is not None or request.lease_open:
+        return []
+    said = warning([request.argv, *(t.argv for t in request.tasks)], request.workdir)
+    return [said] if said else []
 
 
 def _some_jobs(jobs: list[str], most: int = 10) -> str:
@@ -354,6 +372,12 @@ class PlanReport(BaseModel):
 
 def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:
     """Plan on the cluster and say how the ledger would decide now (rsk plan)."""
+    report = _preview(target_name, request, code)
+    report.warnings = unsent_warnings(request, code) + report.warnings
+    return report
+
+
+def _preview(target_name: str, request: Request, code: CodeSnapshot | None) -> PlanReport:
     from rsk.ledger.decide import decide
     from rsk.ledger.guard import card_plan, count_active, facts, replaceable
 
