@@ -187,8 +187,8 @@ def test_concurrent_agents_launching_and_cancelling_agree(lab: Lab, project: str
     assert view["jobs_spent"] == 60 and view["jobs_reserved"] == 0
     slurm = {line.split(" ")[0]: line.split(" ")[2] for line in lab.jobs_named(f"rsk:{project}:")}
     assert set(slurm) <= set(launched_jobs.values())
-    for rid in cancelled:
-        assert slurm.get(launched_jobs[rid], "CANCELLED") == "CANCELLED"
+    for rid in cancelled:  # (a cancelled job's node may still be ending it: COMPLETING on a busy lab)
+        assert slurm.get(launched_jobs[rid], "CANCELLED") in ("CANCELLED", "COMPLETING")
     for rid, job in launched_jobs.items():
         if rid not in cancelled:
             assert slurm.get(job) in ("PENDING", "RUNNING", "COMPLETED", "COMPLETING", None)

@@ -227,13 +227,14 @@ teardown() { teardown_root; }
     mkdir -p "$ROOT/journal"
     printf 'v=1 t=x ev=intent rid=seen plan=p\nv=1 t=x ev=intent rid=gone plan=q\n' >"$ROOT/journal/$PROJECT.log"
     chown -R "$LAB_USER" "$ROOT/journal"
-    before=$(runuser -u "$LAB_USER" -- squeue -h | wc -l)
+    mine() { runuser -u "$LAB_USER" -- squeue -h -o %j | awk -v p="rsk:$PROJECT:" 'index($0, p) == 1 { n++ } END { print n + 0 }'; }
+    before=$(mine) # this project's jobs: other suites share the lab's account and queue
     run remote reconcile "$PROJECT"
     [ "$status" -eq 0 ]
     printf '%s\n' "$output" | grep -q "^@@reconcile rid=seen idx=0 task= plan=p result=reconciled job=$job"
     printf '%s\n' "$output" | grep -q '^@@reconcile rid=gone idx=0 task= plan=q result=abandoned'
     [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 2 ] # one line per open intent, nothing else
-    [ "$(runuser -u "$LAB_USER" -- squeue -h | wc -l)" -eq "$before" ]
+    [ "$(mine)" -eq "$before" ]
     run remote reconcile "$PROJECT"
     [ "$(field reconciled open)" = 0 ]
     [ "$(printf '%s\n' "$output" | grep -c '^@@reconcile ')" -eq 0 ]
