@@ -474,3 +474,22 @@ def test_opening_the_same_lease_again_without_a_request_id_answers_with_it(
     close(project, "twice")
     third = open_lease(project, "twice", *shape)  # closed: opening it again is a new lease
     assert third["status"] == "submitted" and third["job_id"] != first["job_id"], third
+
+
+def test_waiting_on_a_lease_card_returns_once_the_lease_runs(lab: Lab, project: str, leases: list[str]) -> None:
+    """A lease no grant covers files a card; the agent waits on it as the answer says. Once a human approves, that
+    wait opens the lease and returns when it runs (`open`, exit 0, how to queue steps), not when its time is over."""
+    r = rsk("lease", "open", "carded", "--target", "lab", "--project", project, "--partition", "gpu", "--nodes", "1",
+            "--gpus", "1", "--cpus", "1", "--mem", "500", "--time", "10", "--json")  # fmt: skip
+    pending = json.loads(r.out)
+    assert r.rc == Exit.PENDING and pending["next"] == f"rsk wait {pending['card_id']} --project {project}", pending
+    assert f"rsk lease open carded --request-id {pending['request_id']}" in pending["hint"], pending["hint"]
+    leases.append("carded")
+    assert rsk("approve", pending["card_id"], "--project", project, "--yes").rc == 0
+    w = rsk("wait", pending["card_id"], "--target", "lab", "--project", project, "--timeout", "240", "--json")
+    answer = json.loads(w.out)
+    assert w.rc == 0 and answer["status"] == "open", answer
+    assert answer["hint"].startswith("lease carded is open: queue steps with `rsk launch --lease carded -- CMD`")
+    assert lease_info(project, "carded")["state"] in ("starting", "running")
+    ran = launched(step(project, "carded", "--gpus", "1", "--mem", "100", "--time", "2", secs=1))
+    assert ran["allowed_by"]["kind"] == "lease"

@@ -400,7 +400,12 @@ def authorize_in(
         + (f"; closest grant {d.closest_grant}: {'; '.join(d.closest_why)}" if d.closest_grant else "")
         + ")",
         f"tell the human: {tell_human} Then run `{then}` "
-        f"(or launch again with --request-id {rid}{scope(store.project, target)}).",
+        + (
+            f"(it returns once the lease runs; or `rsk lease open {plan.lease_open} --request-id {rid}"
+            f"{scope(store.project, target)}` again)."
+            if plan.lease_open
+            else f"(or launch again with --request-id {rid}{scope(store.project, target)})."
+        ),
         details={
             "card_id": card.id,
             "plan_hash": plan.hash,

@@ -56,6 +56,12 @@ class Voice:
     def info(self) -> str:
         return self._say("info", "info", {})
 
+    def step(self, lease: str) -> str:
+        return self._say(f"launch --lease {lease} -- CMD", "launch", {"lease": lease, "command": "CMD"})
+
+    def close(self, lease: str) -> str:
+        return self._say(f"lease close {lease}", "lease_close", {"name": lease})
+
 
 CLI = Voice()
 TOOLS = Voice(tools=True)

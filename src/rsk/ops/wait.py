@@ -41,7 +41,7 @@ class WaitResult(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     schema_version: int = 1
-    status: Literal["done", "blocked", "running", "pending"]
+    status: Literal["done", "blocked", "running", "pending", "open"]  # open: a lease the card opened runs
     target: str | None
     project: str
     card_id: str | None = None
@@ -125,11 +125,12 @@ def _select(jobs: list[JobState], job: str | None, request_id: str | None) -> li
 def wait_jobs(
     target: str, project: str, *, job: str | None = None, request_id: str | None = None, timeout: float | None,
     poll: float = 2.0, started: float | None = None, voice: Voice = CLI, states: list[str] | None = None,
-    summary: bool | None = None,
+    summary: bool | None = None, lease: str = "",
 ) -> WaitResult:  # fmt: skip
-    """Poll the project's status over one connection until the selected jobs have all ended. The answer lists the
-    jobs in `states`, or with a summary (None: when more than SUMMARY_ROWS are waited for) those that need
-    attention; its counts, hint and verdict are every job's."""
+    """Poll the project's status over one connection until the selected jobs have all ended (`lease`: until that
+    lease's job runs, `open`, and steps can be queued into it). The answer lists the jobs in `states`, or with a
+    summary (None: when more than SUMMARY_ROWS are waited for) those that need attention; its counts, hint and
+    verdict are every job's."""
     states = check_states(states)
     if (job is None) == (request_id is None):
         raise UsageError("wait for one thing: a JOB id, a --request-id or a --batch")
@@ -150,12 +151,13 @@ def wait_jobs(
                 )
             done = all(j.state in FINAL for j in chosen)
             blocked = not done and all(j.state in FINAL or j.state == "blocked" for j in chosen)
+            opened = bool(lease) and not done and not blocked and all(j.state == "running" for j in chosen)
             now = time.monotonic()
-            if done or blocked or (deadline is not None and now >= deadline):
+            if done or blocked or opened or (deadline is not None and now >= deadline):
                 brief = summarise(summary, chosen)
                 shown = rows(chosen, states=states, summary=brief)
                 return WaitResult(
-                    status="done" if done else "blocked" if blocked else "running",
+                    status="done" if done else "blocked" if blocked else "open" if opened else "running",
                     target=target,
                     project=project,
                     request_id=request_id,
@@ -166,7 +168,11 @@ def wait_jobs(
                     all_succeeded=all(j.state == "succeeded" for j in outcome(chosen)) if done else None,
                     chain=next(iter(chains_of(target, chosen)), None),
                     waited_s=round(now - t0, 1),
-                    hint=_hint(chosen, done or blocked, voice),
+                    hint=(
+                        f"lease {lease} is open: queue steps with {voice.step(lease)}; {voice.close(lease)} ends it"
+                        if opened
+                        else _hint(chosen, done or blocked, voice)
+                    ),
                 )
             time.sleep(min(poll, max((deadline or now + poll) - now, 0.1)))
             poll = min(poll * 1.5, 10.0)
@@ -213,6 +219,7 @@ def wait_card(card_id: str, project: str | None, timeout: float | None, voice: V
                 )
         return pending(new, again.message)
     left = None if not timeout else max(timeout - (time.monotonic() - t0), 0.001)
+    lease = card.plan.lease_open  # a lease is ready once it runs, not once it ends
     waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0,
-                       voice=voice, states=states, summary=summary)  # fmt: skip
+                       voice=voice, states=states, summary=summary, lease=lease)  # fmt: skip
     return waited.model_copy(update={"card_id": card_id, "launch": result.brief()})
