@@ -45,8 +45,11 @@ def test_a_sweep_past_the_largest_array_is_one_card_and_runs_each_task_as_itself
         assert rsk("approve", card, "--project", project, "--yes").rc == 0
         launched = rsk("wait", card, *scope, "--timeout", "1", "--json")
         assert launched.rc in (Exit.OK, Exit.RUNNING, Exit.UNSUCCESSFUL), launched.err
-        jobs = {t["task"]: t["job_id"] for t in json.loads(launched.out)["launch"]["tasks"]}
-        assert len(jobs) == N
+        brief = json.loads(launched.out)["launch"]  # the launch the approval made: its first 50 tasks' jobs
+        assert len(brief["tasks"]) == 50 and brief["tasks_omitted"] == N - 50, launched.out[:300]
+        every = rsk("wait", card, *scope, "--timeout", "1", "--json", "--all")  # the same launch, every task
+        jobs = {t["task"]: t["job_id"] for t in json.loads(every.out)["launch"]["tasks"]}
+        assert len(jobs) == N and [jobs[t["task"]] for t in brief["tasks"]] == [t["job_id"] for t in brief["tasks"]]
         first_array, second_array = jobs["s0"].split("_")[0], jobs["s1000"].split("_")[0]
         assert first_array != second_array and jobs["s999"] == f"{first_array}_999"
         assert [jobs[f"s{i}"] for i in (1000, 1004)] == [f"{second_array}_0", f"{second_array}_4"]

@@ -80,3 +80,29 @@ def test_a_brief_cancel_refusal_names_every_job_it_could_not_cancel_and_the_coun
     said = details["results"]
     assert isinstance(said, list) and len(said) == 52 and [r["result"] for r in said[:2]] == ["failed", "failed"]
     assert details["counts"] == {"cancelled": 998, "failed": 2} and details["results_omitted"] == 948
+
+
+def test_a_brief_batch_fetch_lists_what_lacks_first_then_what_came_now() -> None:
+    """`rsk fetch --batch B --result` of 300 tasks: those without a result, then the ones fetched by this call, then
+    those already there, 50 in all; `without`, `fetched` and `already` count every task."""
+    from rsk.ops.fetch import BatchFetchReport, BatchResultReport, ResultReport, TaskFetch, TaskResult
+
+    def res(i: int) -> TaskResult:
+        if i % 100 == 7:
+            return TaskResult(task=f"k{i}", job_id=f"5_{i}", state="failed", result=None, why="exit 1")
+        got = ResultReport(target="lab", project="p", job_id=f"5_{i}", to=f"/r/k{i}", files=[], file_count=1,
+                           bytes=0 if i < 250 else 10, already=i < 250)  # fmt: skip
+        return TaskResult(task=f"k{i}", job_id=f"5_{i}", state="succeeded", result=got)
+
+    tasks = [res(i) for i in range(300)]
+    report = BatchResultReport(target="lab", project="p", batch="b", to="/r", tasks=tasks, fetched=297, already=247,
+                               without=["k7", "k107", "k207"], bytes=500)  # fmt: skip
+    brief = report.brief(50)
+    assert [t.task for t in brief.tasks[:3]] == ["k7", "k107", "k207"]  # no result: first
+    assert all(t.result is not None and not t.result.already for t in brief.tasks[3:50])  # then what came now
+    assert brief.tasks_omitted == 250 and brief.without == report.without and brief.fetched == 297
+    assert report.brief(300) is report
+    files = [TaskFetch(task=f"k{i}", job_id=f"5_{i}", state="succeeded", files=[], missing=["m.json"] if i == 280
+                       else []) for i in range(300)]  # fmt: skip
+    fetched = BatchFetchReport(target="lab", project="p", batch="b", tasks=files, bytes=0).brief(50)
+    assert fetched.tasks[0].task == "k280" and len(fetched.tasks) == 50 and fetched.tasks_omitted == 250

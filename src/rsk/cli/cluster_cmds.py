@@ -6,7 +6,17 @@ from typing import Annotated
 
 import typer
 
-from rsk.cli.common import JsonOpt, ProjectOpt, TargetOpt, err, out, print_json, resolve_target, to_terminal
+from rsk.cli.common import (
+    AllTasksOpt,
+    JsonOpt,
+    ProjectOpt,
+    TargetOpt,
+    err,
+    out,
+    print_json,
+    resolve_target,
+    to_terminal,
+)
 from rsk.commands import help_for
 from rsk.local import caller
 
@@ -269,6 +279,7 @@ def fetch(
     ] = 1024**3,
     target: TargetOpt = None,
     project: ProjectOpt = None,
+    every: AllTasksOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     from rsk.errors import UsageError
@@ -276,6 +287,7 @@ def fetch(
     from rsk.local.project import resolve_project
     from rsk.ops.fetch import default_dest, fetch_batch
     from rsk.ops.fetch import fetch as do_fetch
+    from rsk.ops.status import SUMMARY_ROWS
 
     if request_id is not None and not (result or partial):
         raise UsageError("--request-id goes with --result", "files of a job: rsk fetch JOB PATH...; of a batch: "
@@ -299,7 +311,8 @@ def fetch(
             from rsk.ops.fetch import fetch_batch_results
 
             dest = to if to is not None else default_dest(batch)
-            many = fetch_batch_results(*where, batch, caller.path(str(dest)), max_bytes)
+            whole = fetch_batch_results(*where, batch, caller.path(str(dest)), max_bytes)
+            many = whole if every else whole.brief(SUMMARY_ROWS)  # those without a result first, then new ones
             if json_out:
                 print_json(many)
                 return
@@ -309,8 +322,11 @@ def fetch(
                 else:
                     done = "already there" if tr.result.already else f"{tr.result.bytes} bytes, checked"
                     out().print(f"{tr.task:<24} job {tr.job_id}: result in {tr.result.to} ({done})")
+            if many.tasks_omitted:
+                out().print(f"... and {many.tasks_omitted} more task(s) (--all lists every one)")
             out().print(
-                f"{many.fetched} of {len(many.tasks)} task(s) of batch {batch} have their result in {dest}/KEY/"
+                f"{whole.fetched} of {len(whole.tasks)} task(s) of batch {batch} have their result in {dest}/KEY/"
+                + (f" ({whole.already} already there)" if whole.already else "")
             )
             return
         named = job or request_id or ""  # a request's result is named for it (a chain's: for the chain, not a link)
@@ -333,7 +349,8 @@ def fetch(
     assert job is not None
     if batch is not None:  # JOB is the first path: `rsk fetch --batch B out/metrics.json logs/`
         dest = to if to is not None else default_dest(batch)
-        report = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(dest)), max_bytes)
+        full = fetch_batch(*where, batch, [job, *(paths or [])], caller.path(str(dest)), max_bytes)
+        report = full if every else full.brief(SUMMARY_ROWS)  # those that lack a path first
         if json_out:
             print_json(report)
             return
@@ -341,7 +358,9 @@ def fetch(
             lack = f"; missing: {', '.join(t.missing)}" if t.missing else ""
             lack += f"; left out (names rsk does not fetch): {len(t.skipped)}" if t.skipped else ""
             out().print(f"{t.task:<24} job {t.job_id} ({t.state}): {len(t.files)} file(s){lack}")
-        out().print(f"fetched {report.bytes} bytes from {len(report.tasks)} task(s) of batch {batch} into {dest}/KEY/")
+        if report.tasks_omitted:
+            out().print(f"... and {report.tasks_omitted} more task(s) (--all lists every one)")
+        out().print(f"fetched {full.bytes} bytes from {len(full.tasks)} task(s) of batch {batch} into {dest}/KEY/")
         return
     dest = to if to is not None else default_dest(job)
     report1 = do_fetch(*where, job, list(paths or []), caller.path(str(dest)), max_bytes)

@@ -694,7 +694,7 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.fetch import default_dest, fetch_batch
 
         dest = _own_path("fetch", to or str(default_dest(check_token("batch", batch))))
-        return fetch_batch(pin.target, pin.project, batch, paths, dest, max_bytes=max_bytes)
+        return fetch_batch(pin.target, pin.project, batch, paths, dest, max_bytes=max_bytes).brief(SUMMARY_ROWS)
 
     @server.tool(
         description="fetch_result for every task of a batch: each task's published result (its latest attempt's) "
@@ -711,7 +711,7 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.fetch import default_dest, fetch_batch_results
 
         dest = _own_path("fetch", to or str(default_dest(check_token("batch", batch))))
-        return fetch_batch_results(pin.target, pin.project, batch, dest)
+        return fetch_batch_results(pin.target, pin.project, batch, dest).brief(SUMMARY_ROWS)
 
     @server.tool(
         description="Bring back a job's published result (what it wrote under $RSK_OUT and exited 0), every file "

@@ -179,7 +179,16 @@ class BatchFetchReport(BaseModel):
     project: str
     batch: str
     tasks: list[TaskFetch]
+    tasks_omitted: int = 0  # a brief report lists the tasks that lack something first, then the first others
     bytes: int
+
+    def brief(self, most: int) -> BatchFetchReport:
+        """Every task that lacks a path, then the first others, `most` in all, and how many more: an answer of a
+        10,000-task batch stays small (`--all` lists every task)."""
+        if len(self.tasks) <= most:
+            return self
+        ordered = [t for t in self.tasks if t.missing] + [t for t in self.tasks if not t.missing]
+        return self.model_copy(update={"tasks": ordered[:most], "tasks_omitted": len(self.tasks) - most})
 
 
 def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to: Path,
@@ -449,9 +458,23 @@ class BatchResultReport(BaseModel):
     batch: str
     to: str
     tasks: list[TaskResult]
+    tasks_omitted: int = 0  # a brief report lists tasks without a result, then those fetched now, then the rest
     fetched: int  # tasks whose result is in DIR/KEY now (fetched by this call or already there)
+    already: int = 0  # of those, the tasks whose result was there before this call (nothing fetched for them)
     without: list[str]  # tasks with no published result: their keys
     bytes: int
+
+    def brief(self, most: int) -> BatchResultReport:
+        """The tasks without a result, then those fetched now, then those already there, `most` in all, and how
+        many more (`without` names every task without one): an answer of a 10,000-task batch stays small."""
+        if len(self.tasks) <= most:
+            return self
+
+        def order(t: TaskResult) -> int:
+            return 0 if t.result is None else 2 if t.result.already else 1
+
+        ordered = sorted(self.tasks, key=order)  # stable: each group in the batch's order
+        return self.model_copy(update={"tasks": ordered[:most], "tasks_omitted": len(self.tasks) - most})
 
 
 def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,
@@ -506,4 +529,5 @@ def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,
     got = [t for t in tasks if t.result is not None]
     return BatchResultReport(target=target_name, project=project, batch=batch, to=str(to), tasks=tasks,
                              fetched=len(got), without=[t.task for t in tasks if t.result is None],
+                             already=sum(1 for t in got if t.result is not None and t.result.already),
                              bytes=sum(t.result.bytes for t in got if t.result is not None))  # fmt: skip

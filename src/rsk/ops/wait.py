@@ -19,6 +19,7 @@ from rsk.cluster.remote import remote_for
 from rsk.errors import PendingApproval, UsageError, not_ours
 from rsk.ops.launch import LaunchResult
 from rsk.ops.status import (
+    SUMMARY_ROWS,
     ChainProgress,
     JobState,
     attempt_of,
@@ -222,4 +223,5 @@ def wait_card(card_id: str, project: str | None, timeout: float | None, voice: V
     lease = card.plan.lease_open  # a lease is ready once it runs, not once it ends
     waited = wait_jobs(card.target, store.project, request_id=result.request_id, timeout=left, started=t0,
                        voice=voice, states=states, summary=summary, lease=lease)  # fmt: skip
-    return waited.model_copy(update={"card_id": card_id, "launch": result.brief()})
+    most = 0 if summary is False else SUMMARY_ROWS  # a big batch's first tasks' jobs, as its launch answers
+    return waited.model_copy(update={"card_id": card_id, "launch": result.brief(most)})
