@@ -189,6 +189,7 @@ def test_cancel_of_a_batch_of_hundreds_cancels_every_task_once_and_journals_each
         results = json.loads(c.out)["results"]
         assert json.loads(c.out)["counts"] == {"cancelled": n}
         assert sorted(x["job_id"] for x in results) == sorted(jobs.values())
+        assert [x["task"] for x in results] == [f"k{i}" for i in range(n)]  # in the batch's order (k2 before k10)
         assert {x["result"] for x in results} == {"cancelled"} and {x["task"] for x in results} == set(jobs)
         active = lab.ssh("squeue -h -r -t PENDING,RUNNING,SUSPENDED -o %i").stdout.split()
         assert not set(active) & set(jobs.values())

@@ -112,3 +112,10 @@ def test_wire_values_are_literal_only_when_safe() -> None:
     for hostile in ("a b", "$(x)", "`id`", "a;b", "*", "it's", "new\nline", "é", "=x"):
         wire = enc(hostile)
         assert not wire.startswith("=") and unb64(wire) == hostile
+
+
+def test_job_ids_sort_in_slurms_order_numbers_as_numbers() -> None:
+    from rsk.wire.protocol import job_order
+
+    ids = ["7_10", "7_2", "10", "9", "7s3", "7_1", "7"]
+    assert sorted(ids, key=job_order) == ["7", "7_1", "7_2", "7_10", "7s3", "9", "10"]

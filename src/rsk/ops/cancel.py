@@ -13,7 +13,7 @@ from rsk.ledger.store import Store
 from rsk.local.paths import check_token
 from rsk.ops.status import Model, attempt_of
 from rsk.wire import answers
-from rsk.wire.protocol import raise_for_error
+from rsk.wire.protocol import job_order, raise_for_error
 
 
 class CancelResult(Model):
@@ -74,8 +74,9 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
         out = remote.call("cancel", project, mode, value, stdin=guard.held_line(mine))
     raise_for_error(out)
     lines = answers.cancel(out)
-    results = [
-        CancelResult(job_id=c.job, request_id=c.rid or None, task=c.task or None, result=c.result) for c in lines
+    results = [  # in Slurm's order of the jobs (a batch: its tasks in order), whatever order the cluster answered
+        CancelResult(job_id=c.job, request_id=c.rid or None, task=c.task or None, result=c.result)
+        for c in sorted(lines, key=lambda c: job_order(c.job))
     ]
     # a pending task Slurm dropped at the cancel left no record to settle on later: it settles now, at 0
     store = Store(project)

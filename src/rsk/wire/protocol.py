@@ -52,6 +52,11 @@ def is_job_id(value: str) -> bool:
     return bool(_JOB_ID.fullmatch(value))
 
 
+def job_order(job_id: str) -> tuple[int | str, ...]:
+    """A sort key of job ids in Slurm's order: 7_2 before 7_10, 9 before 10 (the numbers as numbers)."""
+    return tuple(int(x) if i % 2 else x for i, x in enumerate(re.split(r"(\d+)", job_id)))
+
+
 class Placement(BaseModel):
     """Where a job runs: on Slurm as a job of its own, or as a step in a lease (the lease's name and its
     Slurm job). The one reading of that on the client: a step's id is LEASEJOBsSEQ."""
