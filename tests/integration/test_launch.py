@@ -167,17 +167,21 @@ def test_a_request_id_that_ran_says_what_another_launch_of_it_changes_under_code
     first = launched(launch(project, "-r", "ran-code", "--code", str(code), command=("python3", "train.py")))
     (code / "extra.txt").write_text("x\n")
     (code / "old.txt").unlink()
+    (code / "train.py").write_text("print('fixed')\n")  # a fix: the same file, other content
     other = launch(project, "-r", "ran-code", "--code", str(code), "--time", "3", command=("python3", "train.py"))
     doc = json.loads(other.out)
     assert other.rc == Exit.CONFLICT and doc["error"] == "request-conflict", doc
     assert doc["differs"] == ["code", "time_min"] and doc["jobs"] == [str(first["job_id"])], doc
+    assert doc["job_count"] == 1, doc
     assert doc["code_added"] == ["extra.txt"] and doc["code_removed"] == ["old.txt"], doc
-    assert "added under --code: extra.txt; gone under --code: old.txt" in doc["message"], doc
+    assert doc["code_changed"] == ["train.py"], doc
+    assert "added under --code: extra.txt; gone under --code: old.txt; changed under --code: train.py" in doc["message"]
     planned = rsk("plan", "-t", "lab", "-p", project, "-r", "ran-code", "--code", str(code), "--json", "--",
                   "python3", "train.py")  # fmt: skip
     assert planned.rc == Exit.CONFLICT and json.loads(planned.out)["differs"] == ["code"], planned.out
     (code / "extra.txt").unlink()
     (code / "old.txt").write_text("o\n")
+    (code / "train.py").write_text("print('hi')\n")
     again = launched(launch(project, "-r", "ran-code", "--code", str(code), command=("python3", "train.py")))
     assert again["status"] == "replayed" and again["job_id"] == first["job_id"]
 

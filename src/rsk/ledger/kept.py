@@ -10,6 +10,7 @@ file, written atomically.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,24 +34,40 @@ _ASKED = ("argv", "workdir", "code", "path", "partition", "account", "qos", "nod
 
 
 class Kept(BaseModel):
-    """One accepted launch's request, and its code snapshot's paths (all of them, up to KEPT_FILES; `files_known`
-    False when there were more, or it ran without --code)."""
+    """One accepted launch's request, and its code snapshot's paths and their sha256 (all of them, up to KEPT_FILES;
+    `files_known` False when there were more, or it ran without --code). Version 2 added `code_sums`; a version-1
+    record reads with none (what changed within a file is then not said)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: int = 1
+    schema_version: int = 2
     request: Request
     code_files: list[str] = []
+    code_sums: list[str] = []  # the sha256 of each of code_files, in its order
     files_known: bool = False
 
-    def differs(self, other: Request, code: CodeSnapshot | None) -> tuple[list[str], list[str], list[str]]:
-        """What `other` (a launch of the same request id) asks differently: the fields, and the files under --code
-        only one of the two snapshots holds (when both lists are known)."""
+    def differs(self, other: Request, code: CodeSnapshot | None) -> Differs:
+        """What `other` (a launch of the same request id) asks differently: the fields, and under --code the files
+        only one of the two snapshots holds and those both hold with other content (when both lists are known)."""
         fields = [k for k in _ASKED if getattr(self.request, k) != getattr(other, k)]
         if "code" not in fields or not self.files_known or code is None or len(code.files) > KEPT_FILES:
-            return fields, [], []
-        mine, theirs = set(self.code_files), {f.path for f in code.files}
-        return fields, sorted(theirs - mine), sorted(mine - theirs)
+            return Differs(fields)
+        theirs = {f.path: f.sha256 for f in code.files}
+        mine = dict(zip(self.code_files, self.code_sums, strict=True)) if self.code_sums else {}
+        changed = sorted(p for p, s in mine.items() if p in theirs and theirs[p] != s)
+        return Differs(fields, sorted(set(theirs) - set(self.code_files)), sorted(set(self.code_files) - set(theirs)),
+                       changed)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Differs:
+    """What a launch of a request id asks differently from the one that ran: the fields, and the files under --code
+    added, gone and changed (each empty when unknown)."""
+
+    fields: list[str]
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
 
 
 def _kept(project: str, request_id: str) -> Path:
@@ -61,8 +78,13 @@ def keep(request: Request, code: CodeSnapshot | None = None) -> None:
     """Keep an accepted launch's request (its own file: a launch never reads another's)."""
     if not request.request_id:
         return
-    files = [f.path for f in code.files] if code is not None and code.digest == request.code else []
-    record = Kept(request=request, code_files=files[:KEPT_FILES], files_known=0 < len(files) <= KEPT_FILES)
+    files = code.files if code is not None and code.digest == request.code else []
+    record = Kept(
+        request=request,
+        code_files=[f.path for f in files[:KEPT_FILES]],
+        code_sums=[f.sha256 for f in files[:KEPT_FILES]],
+        files_known=0 < len(files) <= KEPT_FILES,
+    )
     write_atomic(_kept(request.project, request.request_id), record.model_dump_json().encode())
 
 

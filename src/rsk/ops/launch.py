@@ -27,7 +27,7 @@ from rsk.ledger.guard import (
 from rsk.ledger.kept import keep
 from rsk.ledger.models import now
 from rsk.wire import answers
-from rsk.wire.protocol import Accepted, Plan, Request, raise_for_error
+from rsk.wire.protocol import Accepted, Plan, Request, job_order, raise_for_error
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -144,7 +144,7 @@ def unsent_warnings(request: Request, code: CodeSnapshot | None) -> list[str]:
 
 
 def _some_jobs(jobs: list[str], most: int = 10) -> str:
-    """Jobs for a sentence: a sweep's 10,000 are its first few and how many (`details.jobs` has them all)."""
+    """Jobs for a sentence: a sweep's 10,000 are its first few and how many (`details.jobs` the first 50)."""
     shown = ", ".join(jobs[:most])
     return f"job(s) {shown}" if len(jobs) <= most else f"{len(jobs)} jobs ({shown}, ...)"
 
@@ -163,15 +163,19 @@ def _ran_before(exc: ConflictError, ledger: Ledger, target: str, request: Reques
     request_id = request.request_id
     before = asked(request.project, request_id)
     if before is not None:
-        fields, added, removed = before.differs(request, code)
-        exc.details.update(differs=fields, code_added=added, code_removed=removed)
-        files = "".join(f"; {w} under --code: {', '.join(f[:10])}" for w, f in (("added", added), ("gone", removed))
-                        if f)  # fmt: skip
+        d = before.differs(request, code)
+        fields = d.fields
+        exc.details.update(differs=fields, code_added=d.added, code_removed=d.removed, code_changed=d.changed)
+        files = "".join(f"; {w} under --code: {', '.join(f[:10])}" for w, f in (("added", d.added),
+                        ("gone", d.removed), ("changed", d.changed)) if f)  # fmt: skip
         alike = ": you asked for the same work as then (rsk's programs or the cluster changed since)"
         exc.message += f": it differs in {', '.join(fields)}{files}" if fields else alike
-    jobs = request_jobs(ledger, request_id, target)
+    jobs = sorted(request_jobs(ledger, request_id, target), key=job_order)
     if jobs:
-        exc.details["jobs"] = jobs
+        from rsk.ops.status import SUMMARY_ROWS
+
+        exc.details["jobs"] = jobs[:SUMMARY_ROWS]  # a sweep's first jobs, and how many in all
+        exc.details["job_count"] = len(jobs)
         same = before is not None and not exc.details.get("differs")
         exc.hint = (
             f"request id {request_id} already ran as {_some_jobs(jobs)}. "
