@@ -17,7 +17,7 @@ P = "p"
 
 def _snap(*paths: str, fixed: str = "") -> CodeSnapshot:
     files = [CodeFile(path=x, sha256=("1" if x == fixed else "0") * 64, size=1, executable=False) for x in paths]
-    return CodeSnapshot(root="/c", files=files, digest="d-" + "-".join(paths), total_bytes=len(files))
+    return CodeSnapshot(root="/c", files=files, digest="d-" + "-".join(paths) + fixed, total_bytes=len(files))
 
 
 def _request(**kw: object) -> Request:
