@@ -2,8 +2,8 @@
 # rsk lease status|drain|resume|close|gpus PROJECT [NAME]: a project's leases, as their directories and
 # controllers say (docs/protocol.md, "lease"); a lease's job is touched only while it carries rsk:PROJECT:RID.
 
-lease_read() { # lease_read NAME: the lease (rsk_lease); fails when it does not exist
-    rsk_lease "$project" "$1"
+lease_read() { # lease_read NAME [JOB RID]: the lease (rsk_lease); fails when it does not exist
+    rsk_lease "$project" "$1" "${2:-}" "${3:-}"
     [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $project has no lease $1 on this cluster"
 }
 count() { K=0; for rsk_f in "$@"; do [ ! -f "$rsk_f" ] || K=$((K + 1)); done; } # count GLOB...: K, how many files exist
@@ -28,8 +28,8 @@ do_status() {
 }
 do_close() {
     rsk_lock "$project"
-    lease_read "$name" # under the lock: Slurm's word on the lease's job is read now
-    printf 'job=%s\n' "$L_job" >"$LDIR/closed"
+    lease_read "$name" "$held_job" "$held_rid" # under the lock: Slurm's word on the (ledger's) lease job is read now
+    rm -f "$LDIR/closed" && printf 'job=%s\n' "$L_job" >"$LDIR/closed" # a file, never through a link a job made
     rsk_block_start
     n=0
     for f in "$LDIR"/q/*.step; do
@@ -87,8 +87,10 @@ do_gpus() {
 main() {
     rsk_start
     case ${1:-} in status | drain | resume | close | gpus) ;; *) set -- ;; esac
-    if [ $# -lt 2 ] || [ $# -gt 3 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: lease status|drain|resume|close|gpus PROJECT [NAME]"; fi
-    project=$2 name=${3:-}
+    if [ $# -lt 2 ] || [ $# -gt 5 ]; then rsk_fail "$RSK_E_USAGE" usage "usage: lease status|drain|resume|close|gpus PROJECT [NAME [JOB RID]]"; fi
+    project=$2 name=${3:-} held_job=${4:-} held_rid=${5:-}
+    [ -z "$held_job" ] || rsk_is_uint "$held_job" || rsk_fail "$RSK_E_USAGE" usage "a lease's job is a number"
+    [ -z "$held_rid" ] || rsk_need_token request "$held_rid"
     rsk_need_token project "$project"
     [ -z "$name" ] || rsk_need_token lease "$name"
     [ -n "$name" ] || [ "$1" = status ] || rsk_fail "$RSK_E_USAGE" usage "lease $1 needs a lease name"

@@ -289,21 +289,22 @@ rsk_script_runs() {
 }
 
 # leases (docs/leases.md, "On the cluster") ------------------------------------------
-# rsk_lease PROJECT NAME: the one reader of a lease: LDIR, L (its file's line, "" for none), L_job, L_rid, L_ctl (its
-# controller's line, "" unless it speaks for L_job), L_sq (L_job's state while it is active AND named rsk:PROJECT:RID,
-# else "": a reused job id is never taken for the lease) and L_state (closed or ended without an allocation, pending
-# while it waits for one, else what its controller says, starting before it says)
+# rsk_lease PROJECT NAME [JOB RID]: the one reader of a lease: LDIR, L (its file's line, "" for none), L_job and L_rid
+# (the file's, or JOB and RID: the ledger's, which no job of the account can rewrite), L_ctl (its controller's line, ""
+# unless it speaks for L_job), L_sq (L_job's state while it is active AND named rsk:PROJECT:RID, or is the ledger's JOB
+# whatever its name, else "": a reused job id is never taken for the lease from the file) and L_state (closed or ended
+# without an allocation, pending while it waits for one, else what its controller says, starting before it says)
 rsk_lease() {
     LDIR=$RSK_ROOT/leases/$1/$2 L='' L_ctl='' L_sq=''
     [ ! -f "$LDIR/lease" ] || IFS= read -r L <"$LDIR/lease" || true
     [ ! -f "$LDIR/ctl" ] || IFS= read -r L_ctl <"$LDIR/ctl" || true
-    rsk_get "$L" rid; L_rid=$RSK_F
-    rsk_get "$L" job; L_job=$RSK_F
+    rsk_get "$L" rid; L_rid=${4:-$RSK_F}
+    rsk_get "$L" job; L_job=${3:-$RSK_F}
     rsk_get "$L_ctl" job
     [ "$RSK_F" = "$L_job" ] || L_ctl=''
     [ -n "$RSK_SLURM" ] || rsk_squeue
-    ! rsk_is_uint "$L_job" || L_sq=$(printf '%s\n' "$RSK_SQ" | awk -v j="$L_job" -v n="rsk:$1:$L_rid" "$RSK_AWK"'
-        { sq($0) } SQ_ID == j && SQ_NAME == n && active(SQ_STATE) { print SQ_STATE; exit }')
+    ! rsk_is_uint "$L_job" || L_sq=$(printf '%s\n' "$RSK_SQ" | awk -v j="$L_job" -v n="rsk:$1:$L_rid" -v held="${3:+1}" "$RSK_AWK"'
+        { sq($0) } SQ_ID == j && (held || SQ_NAME == n) && active(SQ_STATE) { print SQ_STATE; exit }')
     rsk_get "$L_ctl" state
     case $L_sq in
         '') if [ -f "$LDIR/closed" ]; then L_state=closed; else L_state=ended; fi ;;

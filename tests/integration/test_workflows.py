@@ -106,6 +106,12 @@ def test_a_failure_skips_exactly_what_needs_it_an_ended_edge_runs_and_a_retry_ru
     assert rc == 0, jobs  # every task's latest attempt succeeded
     assert {k: j["attempt"] for k, j in jobs.items() if j["attempt"] > 1} == {"train1": 2, "eval1": 2, "report": 2}
     assert [h["state"] for h in jobs["train1"]["history"]] == ["failed"]
+    # the project's status counts the work as it is now: each retried task once, as its latest attempt
+    now = json.loads(rsk("status", "--target", "lab", "--project", project, "--json").out)
+    assert "failed" not in now["counts"] and "skipped" not in now["counts"] and now["superseded"] == 3, now["counts"]
+    assert sum(now["counts"].values()) == len(jobs), now["counts"]
+    first = rsk("status", jobs["train1"]["history"][0]["job_id"], "--target", "lab", "--project", project, "--json")
+    assert json.loads(first.out)["jobs"][0]["state"] == "failed"  # an earlier attempt is still read by its id
     ran = stamps(lab, stamp)
     assert set(ran) == {"train1.start", "train1.end", "eval1.start", "eval1.end", "report.start", "report.end"}
     assert ran["eval1.start"] >= ran["train1.end"] and ran["report.start"] >= ran["eval1.end"]

@@ -231,12 +231,16 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
 
     cost: RequestCost | None = None
     store = Store(project)
+    # the ledger's lease, when it holds one open: its job is the one to end, whatever the cluster's file says (a job
+    # of the account can rewrite that file; the ledger it cannot)
+    held = [x for x in store.view().leases if x.target == target and x.name == name and x.closed is None]
+    ledger_job = [held[-1].job_id, held[-1].request_id] if held else []
     with remote_for(target) as remote:
-        out = _call(remote, "close", project, name)
+        out = _call(remote, "close", project, name, *ledger_job)
         if out.first("closed") is None:
             raise UsageError(f"the cluster did not report closing lease {name}")
         closed = answers.lease_closed(out)
-        job = closed.job
+        job = ledger_job[0] if ledger_job else closed.job  # (the program closed the ledger's, and says so)
         close_lease(store, target, name, by)
         settled = False
         deadline = time.monotonic() + settle_wait

@@ -150,6 +150,9 @@ class Status(Model):
     jobs: list[JobState]
     counts: dict[str, int] = {}  # jobs per state: every job selected (the batch's, request's or project's)
     omitted: int = 0  # jobs selected that `jobs` does not list (a state filter, a summary, a limit)
+    # the project's jobs a later attempt of their task replaced (`rsk retry`): neither listed nor counted (`rsk status
+    # --batch B` shows each task's attempts); `rsk status JOB` still reads one
+    superseded: int = 0
     summary: bool = False  # `jobs` lists only the jobs that need attention (not succeeded, running or pending)
     warnings: list[str] = []  # what a human must look at: steps the ledger never decided
     levels: list[dict[str, int]] = []  # with --batch, a workflow: each level's tasks per state
@@ -590,12 +593,17 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     asked for (the live ones, those in `states`, a summary's: None makes one of a big selection, the newest
     `limit`): `counts` describe the whole selection, never the jobs listed; `omitted` says how many are not."""
     jobs = st.jobs
+    superseded = 0
     if job:
         jobs = [j for j in jobs if j.job_id == job]
         if not jobs:
             raise not_ours(job, st.project, st.target)
     if request_id:
         jobs = of_request(jobs, request_id)
+    if not job and not request_id:  # the project's work now: a retried task counts once, as its latest attempt
+        now = {id(j) for j in latest_attempts(jobs)}
+        superseded = len(jobs) - len(now)
+        jobs = [j for j in jobs if id(j) in now]
     summary = summarise(summary, jobs)
     shown = rows(jobs, states=check_states(states), active=active, summary=summary, limit=limit)
     view = BatchView(st.target, request_id or "", jobs)
@@ -603,7 +611,7 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     selected = {j.request_id for j in jobs}
     return st.model_copy(update={"jobs": shown, "counts": count(jobs), "levels": levels,
                                  "chain": view.chain if request_id else "", "omitted": len(jobs) - len(shown),
-                                 "summary": summary, "chains": chains_of(st.target, jobs),
+                                 "summary": summary, "chains": chains_of(st.target, jobs), "superseded": superseded,
                                  "costs": {r: c for r, c in st.costs.items() if r in selected}})  # fmt: skip
 
 
