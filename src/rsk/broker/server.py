@@ -228,6 +228,7 @@ class Broker:
         self.running = 0
         self.serving: dict[int, int] = {}  # uid -> connections being served
         self.answering: dict[int, int] = {}  # uid -> connections being told the broker is busy
+        self.sessions: set[socket.socket] = set()  # the connections of MCP sessions: streams of new commands
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.listener: socket.socket | None = None
@@ -292,7 +293,18 @@ class Broker:
                 self._dispatch(conn)
         finally:
             self.close()  # no new command: the socket is gone (and a new broker may start beside this one)
+            self.end_sessions()
             self.drain()
+
+    def end_sessions(self) -> None:
+        """An MCP session is no bounded command but a stream of new ones: a stopping broker reads no more of it
+        (its server sees the end of its input and ends; the tool call in flight finishes), so `rsk broker stop` cuts
+        an agent's open session off, and the agent's host starts it again under whatever broker runs now."""
+        with self.lock:
+            sessions = list(self.sessions)
+        for conn in sessions:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RD)
 
     def drain(self, limit_s: float = DRAIN_LIMIT) -> bool:
         """Let the commands in flight end (each is bounded: a wait, a follow, a launch) before the connections
@@ -471,6 +483,13 @@ class Broker:
                 return
             files, unread, upload = got
             mcp = req.argv[:1] == ["mcp"]
+            if mcp:
+                with self.lock:
+                    if self.stopping.is_set():  # (stopped since the request came: take no session)
+                        send({"e": "error: the broker is stopping\nhint: run the command again\n"})
+                        send({"rc": 75})
+                        return
+                    self.sessions.add(conn)
             stdio = _stdio(conn, send) if mcp else None
             client = None if mcp else _Client(conn, send)  # what its client writes for it (rsk.local.caller.place)
             sent = req.project_file
@@ -484,6 +503,7 @@ class Broker:
             if upload is not None and upload.local is not None:
                 shutil.rmtree(upload.local, ignore_errors=True)
             with self.lock:
+                self.sessions.discard(conn)
                 self.running -= 1
                 self.last = time.monotonic()
 
