@@ -55,11 +55,43 @@ def test_a_request_with_code_a_script_or_a_lease_to_open_has_nothing_to_say(here
     assert len(unsent_warnings(batch, None)) == 1
 
 
-def test_another_users_request_through_the_broker_is_not_looked_at(here: Path) -> None:
-    other = Caller(env={}, cwd=here, rights=Rights(uid=os.getuid() + 4242, user="agent", owner=False), ppid=1)
-    with acting_for(other):
-        assert local_files([["python", "train.py"]]) == []
-    mine = Caller(env={}, cwd=here, rights=Rights(uid=os.getuid(), user="me"), ppid=1)
-    with acting_for(mine), pytest.MonkeyPatch.context() as m:
-        m.chdir("/")  # the broker's own cwd is not the caller's
-        assert local_files([["python", "train.py"]]) == ["train.py"]
+class _Client:
+    """The caller's client as the broker reaches it: each step done by rsk.local.handover.serve, as the client
+    does it (here in this process; `sees` stands in for what the caller's own process can see)."""
+
+    def __init__(self, sees: bool = True) -> None:
+        self.sees, self.asked = sees, 0
+
+    def ask(self, put: dict[str, object], data: bytes = b"") -> object:
+        from rsk.local.handover import answer, serve
+
+        self.asked += 1
+        if not self.sees:
+            return {"ok": []}
+        return answer(serve(put, data, {}))
+
+
+def test_in_the_broker_the_callers_client_looks_never_the_broker(here: Path) -> None:
+    """Through the broker the look is the caller's own (its client's), so no caller learns through the broker which
+    files exist where it cannot see; an MCP session in the broker (no client) is told nothing."""
+    other = Rights(uid=os.getuid() + 4242, user="agent", owner=False)
+    mine = Rights(uid=os.getuid(), user="me")
+    for rights in (other, mine):
+        blind = _Client(sees=False)  # the file is there, but not for the caller: the broker does not say it is
+        with acting_for(Caller(env={}, cwd=here, rights=rights, ppid=1, client=blind)):  # type: ignore[arg-type]
+            assert local_files([["python", "train.py"]]) == [] and blind.asked == 1
+        seeing = _Client()
+        with (
+            acting_for(Caller(env={}, cwd=here, rights=rights, ppid=1, client=seeing)),
+            pytest.MonkeyPatch.context() as m,
+        ):  # type: ignore[arg-type]
+            m.chdir("/")  # the broker's own cwd is not the caller's
+            assert local_files([["python", "train.py", "-c", "conf/a.yaml"]]) == ["train.py", "conf/a.yaml"]
+        with acting_for(Caller(env={}, cwd=here, rights=rights, ppid=1)):  # an MCP session: no client
+            assert local_files([["python", "train.py"]]) == []
+
+
+def test_a_file_name_reaches_the_warning_inert(here: Path) -> None:
+    (here / "x\x1b[2J\x1b]52;c;aGk\x07.py").write_text("")
+    said = warning([["python", "x\x1b[2J\x1b]52;c;aGk\x07.py"]], "")
+    assert said is not None and "\x1b" not in said and "\x07" not in said

@@ -222,6 +222,16 @@ class Place:
                     out[name] = held.read(MANIFEST).decode("utf-8", "replace")
         return out
 
+    def regular(self, names: list[str]) -> list[str]:
+        """Which of these paths, relative to this directory, are regular files (a look as this process's user, which
+        is the caller: rsk.local.unsent). Nothing is opened or made."""
+        found: list[str] = []
+        for name in names:
+            with suppress(OSError, ValueError):
+                if stat.S_ISREG((self.path / name).stat().st_mode):
+                    found.append(name)
+        return found
+
     def promote(self, rel: str, name: str) -> None:
         """`rel` (below this directory) becomes `name` here, by one rename: a result appears whole."""
         with self._in(rel, create=False) as (where, last):
@@ -280,6 +290,10 @@ class Handed:
             return {}
         return {n: t for n, t in got.items() if isinstance(n, str) and isinstance(t, str) and n in jobs}
 
+    def regular(self, names: list[str]) -> list[str]:
+        got = self._ask("regular", names)
+        return [n for n in got if isinstance(n, str) and n in names] if isinstance(got, list) else []
+
     def promote(self, rel: str, name: str) -> None:
         self._ask("promote", rel, name)
 
@@ -315,6 +329,8 @@ def serve(put: dict[str, object], data: bytes, places: dict[str, Place]) -> dict
             return {"ok": place.there(str(args[0]), None if args[1] is None else str(args[1]))}
         elif op == "present":
             return {"ok": place.present([str(n) for n in args[0]])}
+        elif op == "regular":
+            return {"ok": place.regular([str(n) for n in args[0]])}
         elif op == "fetched":
             return {"ok": place.fetched({str(n): str(j) for n, j in dict(args[0]).items()})}
         elif op == "promote":

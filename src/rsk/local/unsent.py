@@ -2,16 +2,17 @@
 
 Without `--code`, a job runs in its working directory on the cluster (the account's home unless `--workdir`),
 which holds only what is there: `python train.py` planned from a directory that has train.py would be approved,
-queued and then fail at once on the cluster. rsk says so when it plans, before a human spends a look on it. It
-only looks (stat): nothing is read, and for another OS user's request through the broker it does not look at all
-(the broker opens no path a caller names, ADR 0064).
+queued and then fail at once on the cluster. rsk says so when it plans, before a human spends a look on it (ADR
+0074). It only looks (stat), and always as the caller: in the caller's own process, or, in the broker, by asking
+the caller's client (rsk.local.handover, ADR 0065), so that no caller learns through the broker whether a file it
+cannot see exists. An MCP session the broker serves has no client to ask: it is told nothing.
 """
 
 from __future__ import annotations
 
-import stat
 from collections.abc import Iterable
 
+from rsk.errors import RskError
 from rsk.local import caller
 
 MOST_WORDS = 2_000  # distinct words looked at: a 10,000-task sweep costs at most this many stats
@@ -21,27 +22,29 @@ MOST_NAMED = 3  # files named in the warning
 def local_files(argvs: Iterable[list[str]]) -> list[str]:
     """The first few words of these commands that name a regular file in the caller's working directory: a
     relative path after the command (the command itself only with a `/`, as `./run.sh`)."""
-    if not caller.is_owner():
-        return []
-    here = caller.cwd()
-    seen: set[str] = set()
-    found: list[str] = []
+    words: dict[str, None] = {}  # (in order, once each)
     for argv in argvs:
         for i, word in enumerate(argv):
-            if word in seen or not _pathlike(word, first=i == 0):
-                continue
-            seen.add(word)
-            if len(seen) > MOST_WORDS:
-                return found
-            try:
-                mode = (here / word).stat().st_mode  # a look, not a read
-            except (OSError, ValueError):
-                continue
-            if stat.S_ISREG(mode):
-                found.append(word)
-                if len(found) == MOST_NAMED:
-                    return found
-    return found
+            if word not in words and _pathlike(word, first=i == 0):
+                words[word] = None
+                if len(words) == MOST_WORDS:
+                    break
+        if len(words) == MOST_WORDS:
+            break
+    if not words:
+        return []
+    from rsk.local.handover import Handed, Place
+
+    if caller.opens_paths():
+        found = Place(caller.cwd()).regular(list(words))
+    elif (client := caller.client()) is not None:
+        try:
+            found = Handed(client, caller.cwd()).regular(list(words))
+        except RskError:  # a client that cannot look (an older one): nothing to say
+            return []
+    else:
+        return []
+    return found[:MOST_NAMED]
 
 
 def _pathlike(word: str, *, first: bool) -> bool:
@@ -55,7 +58,9 @@ def warning(argvs: Iterable[list[str]], workdir: str) -> str | None:
     found = local_files(argvs)
     if not found:
         return None
-    names = ", ".join(found)
+    from rsk.local.inert import inert
+
+    names = ", ".join(inert(f) for f in found)  # a file's name is the agent's text: no escape reaches a terminal
     where = f"in {workdir}" if workdir else "in your home directory"
     return (
         f"{names} {'is a file' if len(found) == 1 else 'are files'} here, but without --code the job runs {where} "

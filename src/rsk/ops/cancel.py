@@ -94,11 +94,16 @@ def cancel(target: str, project: str, *, job: str | None = None, request_id: str
 
 def refused(report: CancelReport) -> None:
     """A job that is not this project's, or that Slurm did not cancel, makes the answer an error document (`error`
-    is the reason: `not-ours`, exit 2, or `cancel-failed`, exit 69), carrying the report's `results` and `counts` (a
-    brief report's `results` has every job it could not cancel, and `results_omitted`)."""
+    is the reason: `not-ours`, exit 2, or `cancel-failed`, exit 69), carrying the report's `results`, `counts`,
+    `charged` and `warnings` (a brief report's `results` has every job it could not cancel, and `results_omitted`)."""
     theirs = [r for r in report.results if r.result == "not-ours"]
     failed = [r for r in report.results if r.result == "failed"]
-    results: dict[str, object] = {"results": [r.model_dump() for r in report.results], "counts": report.counts}
+    results: dict[str, object] = {
+        "results": [r.model_dump() for r in report.results],
+        "counts": report.counts,
+        "charged": [c.model_dump() for c in report.charged],
+        "warnings": report.warnings,
+    }
     if report.results_omitted:  # a brief report keeps every job it could not cancel
         results["results_omitted"] = report.results_omitted
     if theirs:

@@ -71,12 +71,12 @@ class LaunchResult(BaseModel):
         """What an agent acts on: status, job ids, cost, what allowed it, the plan's hash; the whole plan only with
         `plan`. With `most`, a batch's first `most` tasks (the plan's too) and how many more: an answer stays small
         at 10,000 tasks."""
-        cut = 0 < most < len(self.tasks)
         kept = self.plan if plan else None
-        if kept is not None and 0 < most < len(kept.tasks):
-            kept = kept.model_copy(update={"tasks": kept.tasks[:most]})
-        return self.model_copy(update={"plan": kept, "tasks": self.tasks[:most] if cut else self.tasks,
-                                       "tasks_omitted": len(self.tasks) - most if cut else 0})  # fmt: skip
+        many = max(len(self.tasks), len(kept.tasks) if kept is not None else 0)
+        if not 0 < most < many:
+            return self.model_copy(update={"plan": kept})
+        return self.model_copy(update={"plan": kept.cut(most) if kept is not None else None,
+                                       "tasks": self.tasks[:most], "tasks_omitted": many - most})  # fmt: skip
 
 
 def submit_entry(request: Request) -> str:
@@ -368,10 +368,11 @@ class PlanReport(BaseModel):
     def brief(self, most: int) -> PlanReport:
         """The report with its plan's first `most` tasks and how many more: an answer of 10,000 tasks stays small
         (the hash binds them all, the card shows them all; `rsk plan --json --all` lists every one)."""
-        if len(self.plan.tasks) <= most:
+        many = max(len(self.plan.tasks), len(self.plan.prior), len(self.plan.active_jobs))
+        if many <= most:
             return self
-        return self.model_copy(update={"plan": self.plan.model_copy(update={"tasks": self.plan.tasks[:most]}),
-                                       "tasks_omitted": len(self.plan.tasks) - most})  # fmt: skip
+        return self.model_copy(update={"plan": self.plan.cut(most),
+                                       "tasks_omitted": max(len(self.plan.tasks) - most, 0)})  # fmt: skip
 
 
 def preview(target_name: str, request: Request, code: CodeSnapshot | None = None) -> PlanReport:

@@ -425,6 +425,12 @@ class Plan(BaseModel):
     def is_step(self) -> bool:
         return self.placement.kind == "lease"
 
+    def cut(self, most: int) -> Plan:
+        """The plan as a brief answer shows it: its first `most` tasks, and of its other lists that grow with a batch
+        (the tasks that ran before, the project's active jobs) the first `most` (its hash binds them all)."""
+        return self.model_copy(update={"tasks": self.tasks[:most], "prior": self.prior[:most],
+                                       "active_jobs": self.active_jobs[:most]})  # fmt: skip
+
     @property
     def jobs(self) -> int:
         return len(self.tasks)
