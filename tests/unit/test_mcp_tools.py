@@ -58,6 +58,9 @@ def test_an_argument_a_tool_does_not_take_is_refused_never_dropped() -> None:
 
     failed, text = asyncio.run(run())
     assert failed and "batc" in text and "xtra" in text, text  # pydantic: "Extra inputs are not permitted"
+    doc = json.loads(text)  # the CLI's JSON error, as every other refusal of a tool
+    assert doc["error"] == "bad-arguments" and doc["exit_code"] == 2 and doc["message"].startswith("status: batc: ")
+    assert "tools/list" in doc["hint"] and "wf-2" not in text  # the field, never the value sent
     schema = listing()["tools"]["status"]["input"]
     assert schema.get("additionalProperties") is False
 

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec, TypeVar, cast
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rsk import __version__
 from rsk.cluster.targets import TargetList
@@ -119,6 +120,23 @@ def _tool_error(exc: RskError) -> CallToolResult:
             body[key] = for_tools(str(body[key]))
     return CallToolResult(content=[TextContent(type="text", text=json.dumps(body))], structured_content=body,
                           is_error=True)  # fmt: skip
+
+
+class _Server(MCPServer[Any]):
+    """The SDK's server, whose refusal of a tool's arguments (an unknown one, a wrong type, a state that is none)
+    is the CLI's JSON error (`bad-arguments`, exit 2, with a hint), as every other refusal is, not pydantic's text."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if not isinstance(exc.__cause__, ValidationError):
+                raise
+            said = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.__cause__.errors()[:10]
+            )  # fmt: skip (no value: it is the caller's data)
+            return _tool_error(UsageError(f"{name}: {said}", f"tools/list gives the arguments of {name} and their types",
+                                          code="bad-arguments"))  # fmt: skip
 
 
 CALL_SLACK_S = 8.0  # a call's bound beyond max_wait: a wait answers at max_wait, then reads the queue once
@@ -252,7 +270,7 @@ def build(pin: Pin) -> MCPServer:
     from rsk.wire.bundle import data_dir
 
     guarded = _guarded(pin.max_wait + CALL_SLACK_S)
-    server = MCPServer(
+    server = _Server(
         name="rsk",
         version=__version__,
         log_level="WARNING",  # stderr stays quiet but for real trouble; stdout is the protocol's
