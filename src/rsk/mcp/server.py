@@ -132,11 +132,11 @@ class _Server(MCPServer[Any]):
         except ToolError as exc:
             if not isinstance(exc.__cause__, ValidationError):
                 raise
-            said = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in exc.__cause__.errors()[:10]
-            )  # fmt: skip (no value: it is the caller's data)
-            return _tool_error(UsageError(f"{name}: {said}", f"tools/list gives the arguments of {name} and their types",
-                                          code="bad-arguments"))  # fmt: skip
+            # each field and what it must be; never the value sent (the caller's data)
+            said = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                             for e in exc.__cause__.errors()[:10])  # fmt: skip
+            hint = f"tools/list gives the arguments of {name} and their types"
+            return _tool_error(UsageError(f"{name}: {said}", hint, code="bad-arguments"))
 
 
 CALL_SLACK_S = 8.0  # a call's bound beyond max_wait: a wait answers at max_wait, then reads the queue once

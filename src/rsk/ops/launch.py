@@ -501,8 +501,8 @@ def _result(target: str, request: Request, plan: Plan, allowed: Allowed, accepte
         tasks=[TaskJob(task=a.task, job_id=a.job_id) for a in accepted if a.task],
         plan_hash=plan.hash,
         allowed_by=allowed,
-        gpu_hours=plan.gpu_hours,
-        cpu_hours=plan.cpu_hours,
+        gpu_hours=round(plan.gpu_hours, 4),  # as rsk plan says it (no float noise)
+        cpu_hours=round(plan.cpu_hours, 4),
         code=plan.code,
         plan=plan,
     )
