@@ -3,9 +3,9 @@
 #   sh tests/run.sh --quick   static checks and the tests that need neither root nor the lab (ruff, mypy,
 #                             ShellCheck if installed, pytest -m "not lab": unit and CLI); any user, offline
 #   sh tests/run.sh           everything, as root, against the lab cluster (sets up what is missing first):
-#                             the static checks, then bats (the remote programs under dash, install.sh)
-#                             beside the lab tests in parallel, then the tests that disturb the whole lab
-#                             alone, then the CLI and agent-loop suites again through a broker
+#                             the static checks, then the lab tests with the unit and CLI tests and bats
+#                             (the remote programs under dash, install.sh) beside them, then the tests that
+#                             disturb the whole lab alone, then the CLI and agent-loop suites through a broker
 #   sh tests/run.sh ARGS...   the static checks and bats, then pytest ARGS (one file, -k, ...)
 # RSK_TEST_WORKERS: pytest workers (default 3 for the lab tests, one per core for --quick's); 0 runs them in one
 # process.
@@ -63,33 +63,40 @@ workers=${RSK_TEST_WORKERS:-3}
 xdist=""
 [ "$workers" = 0 ] || xdist="-n $workers --dist loadfile -p no:benchmark"  # (pytest-benchmark, when installed, warns per worker)
 status=0
-echo "== pytest: unit and CLI" >&2
-t=$(date +%s)
-# shellcheck disable=SC2086  # (in a worker per core, as --quick does)
-"$PY" -m pytest -q ${xdist:+-n auto --dist loadfile -p no:benchmark} -m "not lab" || status=1
-took "pytest unit and CLI" "$t"
-# bats runs as the cluster user against the lab's Slurm while the lab tests run: each suite has remote
-# roots, projects and (for fault injection) shims of its own; its output follows when both are done
-bats_log=$(mktemp)
-(
-    t=$(date +%s)
+beside() { # beside LOG NAME CMD...: a suite in the background, what it says (and its time) into LOG
+    beside_log=$1 beside_name=$2
+    shift 2
+    (
+        t=$(date +%s)
+        rc=0
+        "$@" || rc=$?
+        took "$beside_name" "$t"
+        exit "$rc"
+    ) >"$beside_log" 2>&1 &
+}
+report() { # report TITLE PID LOG: wait for a suite run beside, then print what it said
     rc=0
-    bats tests/shell tests/install || rc=$?
-    took bats "$t"
-    exit "$rc"
-) >"$bats_log" 2>&1 &
+    wait "$2" || rc=$?
+    echo "== $1" >&2
+    cat "$3"
+    rm -f "$3"
+    [ "$rc" = 0 ] || status=1
+}
+# the unit and CLI tests (in one process) and bats (as the cluster user, against the lab's Slurm) run while the
+# lab tests run, which mostly wait on Slurm: each suite has remote roots, projects and (for fault injection) shims
+# of its own; what they said follows when all three are done
+unit_log=$(mktemp) bats_log=$(mktemp)
+beside "$unit_log" "pytest unit and CLI" "$PY" -m pytest -q -p no:cacheprovider -m "not lab"
+unit_pid=$!
+beside "$bats_log" bats bats tests/shell tests/install
 bats_pid=$!
 t=$(date +%s)
-echo "== pytest: lab (${workers} workers), with bats beside it" >&2
+echo "== pytest: lab (${workers} workers), with the unit and CLI tests and bats beside it" >&2
 # shellcheck disable=SC2086  # the xdist options split on purpose
-"$PY" -m pytest -q $xdist -m "lab and not serial" || status=1
+"$PY" -m pytest -q $xdist --durations=15 -m "lab and not serial" || status=1
 took "pytest lab" "$t"
-bats_rc=0
-wait "$bats_pid" || bats_rc=$?
-echo "== bats (remote scripts under dash, against the lab)" >&2
-cat "$bats_log"
-rm -f "$bats_log"
-[ "$bats_rc" = 0 ] || status=1
+report "pytest: unit and CLI" "$unit_pid" "$unit_log"
+report "bats (remote scripts under dash, against the lab)" "$bats_pid" "$bats_log"
 echo "== pytest: tests that disturb the whole lab, alone" >&2
 t=$(date +%s)
 "$PY" -m pytest -q -m serial || status=1
