@@ -137,6 +137,9 @@ def _ask(broker: Any, argv: list[str], cwd: Path) -> tuple[int | None, str]:
             frame = json.loads(line)
             if "want" in frame:
                 a.sendall(b'{"files": {}}\n')  # the client sends none of it
+            if "put" in frame:  # a step asked of the client (a look, rsk.local.unsent): it answers, with nothing
+                frames.read(int(frame["put"].get("size", 0)))  # (its bytes, if any)
+                a.sendall(b'{"ok": null}\n')
             text += str(frame.get("e", "")) + str(frame.get("o", ""))
             if "rc" in frame:
                 rc = int(frame["rc"])

@@ -287,7 +287,7 @@ def fetch(
     from rsk.local.project import resolve_project
     from rsk.ops.fetch import default_dest, fetch_batch
     from rsk.ops.fetch import fetch as do_fetch
-    from rsk.ops.status import SUMMARY_ROWS
+    from rsk.wire.states import SUMMARY_ROWS
 
     if request_id is not None and not (result or partial):
         raise UsageError("--request-id goes with --result", "files of a job: rsk fetch JOB PATH...; of a batch: "

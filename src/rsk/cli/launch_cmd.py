@@ -261,7 +261,7 @@ def _progress(json_out: bool) -> "Callable[[str], None] | None":
 
 def _print_result(result: "LaunchResult", json_out: bool, verbose: bool, every: bool) -> None:
     from rsk.local.project import scope
-    from rsk.ops.status import SUMMARY_ROWS
+    from rsk.wire.states import SUMMARY_ROWS
 
     if json_out:  # a big batch's first tasks unless --all: an agent's answer stays small at 10,000 tasks
         print_json(result.brief(0 if every else SUMMARY_ROWS, plan=verbose))
@@ -400,7 +400,7 @@ def extend(
 def _print_plan(target: str, request: "Request", json_out: bool, code: "CodeSnapshot | None", every: bool) -> None:
     from rsk.local.inert import inert
     from rsk.ops.launch import preview
-    from rsk.ops.status import SUMMARY_ROWS
+    from rsk.wire.states import SUMMARY_ROWS
 
     report = preview(target, request, code)
     for line in report.warnings:  # the core's own (a step that leaves its lease's GPUs idle)

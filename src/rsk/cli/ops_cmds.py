@@ -83,7 +83,7 @@ def cancel(
     from rsk.local.project import resolve_project, scope
     from rsk.ops.cancel import cancel as do_cancel
     from rsk.ops.cancel import refused
-    from rsk.ops.status import SUMMARY_ROWS
+    from rsk.wire.states import SUMMARY_ROWS
 
     report = do_cancel(resolve_target(target), resolve_project(project), job=job, request_id=request_id, batch=batch)
     for line in report.warnings:

@@ -37,13 +37,13 @@ from rsk.ops.launch import LaunchResult, PlanReport, preview
 from rsk.ops.launch import launch as do_launch
 from rsk.ops.leases import CloseReport, LeaseList
 from rsk.ops.logs import LogSet, LogTail
-from rsk.ops.status import SUMMARY_ROWS, Status
+from rsk.ops.status import Status
 from rsk.ops.voice import TOOLS, for_tools
 from rsk.ops.wait import WaitResult
 from rsk.request.code import CodeSnapshot
 from rsk.request.tasks import TaskLine
 from rsk.wire.protocol import Request
-from rsk.wire.states import State
+from rsk.wire.states import SUMMARY_ROWS, State
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -172,7 +172,7 @@ def _ran_before(exc: ConflictError, ledger: Ledger, target: str, request: Reques
         exc.message += f": it differs in {', '.join(fields)}{files}" if fields else alike
     jobs = sorted(request_jobs(ledger, request_id, target), key=job_order)
     if jobs:
-        from rsk.ops.status import SUMMARY_ROWS
+        from rsk.wire.states import SUMMARY_ROWS
 
         exc.details["jobs"] = jobs[:SUMMARY_ROWS]  # a sweep's first jobs, and how many in all
         exc.details["job_count"] = len(jobs)

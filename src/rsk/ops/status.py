@@ -18,7 +18,7 @@ from rsk.wire import answers, states
 from rsk.wire.answers import JobFacts
 from rsk.wire.protocol import Output, Placement, placement, raise_for_error
 from rsk.wire.resources import Resources
-from rsk.wire.states import ATTENTION, FINAL, STATES, State
+from rsk.wire.states import ATTENTION, FINAL, STATES, SUMMARY_ROWS, State
 
 
 class Model(BaseModel):
@@ -536,9 +536,6 @@ def of_request(jobs: list[JobState], request_id: str) -> list[JobState]:
             j.needs = [*before.needs, *(k for k in j.needs if k not in before.needs)]  # a retry keeps only some
         latest[j.task] = j
     return plain + list(latest.values())
-
-
-SUMMARY_ROWS = 50  # a summary lists at most this many jobs (those that need attention); `counts` has every one
 
 
 def count(jobs: list[JobState]) -> dict[str, int]:

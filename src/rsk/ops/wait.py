@@ -19,7 +19,6 @@ from rsk.cluster.remote import remote_for
 from rsk.errors import PendingApproval, UsageError, not_ours
 from rsk.ops.launch import LaunchResult
 from rsk.ops.status import (
-    SUMMARY_ROWS,
     ChainProgress,
     JobState,
     attempt_of,
@@ -33,7 +32,7 @@ from rsk.ops.status import (
     summarise,
 )
 from rsk.ops.voice import CLI, Voice
-from rsk.wire.states import FINAL
+from rsk.wire.states import FINAL, SUMMARY_ROWS
 
 DEFAULT_TIMEOUT = 100.0
 

@@ -36,6 +36,9 @@ UNSUCCESSFUL: frozenset[str] = frozenset(FINAL - {"succeeded"})
 # running, waiting its turn); `counts` say how many of those there are
 STATES: tuple[str, ...] = get_args(State)
 ATTENTION: frozenset[str] = frozenset(set(STATES) - {"succeeded", "running", "pending", "ending"})
+# a brief answer of a big selection or batch lists at most this many jobs or tasks (those that need attention first;
+# `counts` have every one): status, wait, plan, launch, cancel, fetch (ADR 0070, 0073)
+SUMMARY_ROWS = 50
 
 # Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
 # get one without a new submission: waiting (PENDING, CONFIGURING), put back in the queue (REQUEUED,
