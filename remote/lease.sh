@@ -7,8 +7,8 @@ lease_read() { # lease_read NAME [JOB RID]: the lease (rsk_lease); fails when it
     [ -n "$L" ] || rsk_fail "$RSK_E_USAGE" no-lease "project $project has no lease $1 on this cluster"
 }
 count() { K=0; for rsk_f in "$@"; do [ ! -f "$rsk_f" ] || K=$((K + 1)); done; } # count GLOB...: K, how many files exist
-lease_emit() { # lease_emit NAME
-    lease_read "$1"
+lease_emit() { # lease_emit NAME (held_job, held_rid: the ledger's, when the client named one lease)
+    lease_read "$1" "$held_job" "$held_rid"
     set -- "name=$1" "job=$L_job" "rid=$L_rid" "state=$L_state"
     for k in nodes gpus cpus mem time partition drain overrun; do rsk_get "$L" "$k"; set -- "$@" "$k=$RSK_F"; done
     for k in hosts:nodes start end; do rsk_get "$L_ctl" "${k#*:}"; set -- "$@" "${k%:*}=$RSK_F"; done

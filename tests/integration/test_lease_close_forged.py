@@ -39,6 +39,8 @@ def test_a_lease_close_ends_the_ledgers_lease_whatever_the_lease_file_says(lab: 
         # what a job of the account does: another job id in the lease's file, `closed` a link the controller skips
         forged = lab.ssh(f"sed -i 's/^job=[0-9]*/job=1/' {d}/lease && ln -s /dev/null {d}/closed && cat {d}/lease")
         assert forged.returncode == 0 and forged.stdout.startswith("job=1 "), forged.stderr
+        seen = json.loads(rsk("lease", "status", "forged", "-t", "lab", "-p", project, "--json").out)["leases"][0]
+        assert seen["job_id"] == job and seen["state"] != "ended", seen  # the ledger's lease, as Slurm has it
         _closes(lab, project, "forged", job)
         assert lab.ssh(f"test -f {d}/closed && ! test -L {d}/closed").returncode == 0  # the close wrote its own
     finally:

@@ -194,6 +194,13 @@ def _call(remote: Remote, *args: str) -> Output:
     return out
 
 
+def _held(store: Store, target: str, name: str) -> list[str]:
+    """The ledger's open lease of this name, as the program's JOB RID arguments ([] when the ledger holds none): a
+    job of the account can rewrite the lease's file on the cluster (its job, its request), the ledger it cannot."""
+    held = [x for x in store.view().leases if x.target == target and x.name == name and x.closed is None]
+    return [held[-1].job_id, held[-1].request_id] if held else []
+
+
 def status(target: str, project: str, name: str | None = None) -> LeaseList:
     if name is not None:
         check_token("lease name", name)
@@ -201,7 +208,7 @@ def status(target: str, project: str, name: str | None = None) -> LeaseList:
 
     store = Store(project)
     with remote_for(target) as remote:
-        out = _call(remote, "status", project, *([name] if name else []))
+        out = _call(remote, "status", project, *([name, *_held(store, target, name)] if name else []))
         jobs, _ = status_call(remote, target, project)  # which steps the ledger never decided
     ledger = store.load()  # once, for every lease the answer lists
     leases = [_info(r, ledger, target) for r in answers.leases(out)]
@@ -231,10 +238,7 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
 
     cost: RequestCost | None = None
     store = Store(project)
-    # the ledger's lease, when it holds one open: its job is the one to end, whatever the cluster's file says (a job
-    # of the account can rewrite that file; the ledger it cannot)
-    held = [x for x in store.view().leases if x.target == target and x.name == name and x.closed is None]
-    ledger_job = [held[-1].job_id, held[-1].request_id] if held else []
+    ledger_job = _held(store, target, name)  # the job to end, whatever the cluster's file says
     with remote_for(target) as remote:
         out = _call(remote, "close", project, name, *ledger_job)
         if out.first("closed") is None:
