@@ -29,7 +29,7 @@ do_status() {
 do_close() {
     rsk_lock "$project"
     lease_read "$name" "$held_job" "$held_rid" # under the lock: Slurm's word on the (ledger's) lease job is read now
-    rm -f "$LDIR/closed" && printf 'job=%s\n' "$L_job" >"$LDIR/closed" # a file, never through a link a job made
+    rm -rf "$LDIR/closed" && printf 'job=%s\n' "$L_job" >"$LDIR/closed" # a file, never through a link a job made
     rsk_block_start
     n=0
     for f in "$LDIR"/q/*.step; do

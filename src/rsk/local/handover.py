@@ -292,7 +292,8 @@ class Handed:
 
     def regular(self, names: list[str]) -> list[str]:
         got = self._ask("regular", names)
-        return [n for n in got if isinstance(n, str) and n in names] if isinstance(got, list) else []
+        asked = set(names)  # (the client names only words it was asked, each once)
+        return list(dict.fromkeys(n for n in got if isinstance(n, str) and n in asked)) if isinstance(got, list) else []
 
     def promote(self, rel: str, name: str) -> None:
         self._ask("promote", rel, name)

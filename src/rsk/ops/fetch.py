@@ -179,15 +179,16 @@ class BatchFetchReport(BaseModel):
     project: str
     batch: str
     tasks: list[TaskFetch]
-    tasks_omitted: int = 0  # a brief report lists the tasks that lack something first, then the first others
+    tasks_omitted: int = 0  # a brief report lists the tasks that lack a path or left files out first
     bytes: int
 
     def brief(self, most: int) -> BatchFetchReport:
-        """Every task that lacks a path, then the first others, `most` in all, and how many more: an answer of a
-        10,000-task batch stays small (`--all` lists every task)."""
+        """Every task that lacks a path or left files out, then the first others, `most` in all, and how many more:
+        an answer of a 10,000-task batch stays small (`--all` lists every task)."""
         if len(self.tasks) <= most:
             return self
-        ordered = [t for t in self.tasks if t.missing] + [t for t in self.tasks if not t.missing]
+        odd = [t for t in self.tasks if t.missing or t.skipped]
+        ordered = odd + [t for t in self.tasks if not (t.missing or t.skipped)]
         return self.model_copy(update={"tasks": ordered[:most], "tasks_omitted": len(self.tasks) - most})
 
 

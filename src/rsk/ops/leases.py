@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, StrictInt
 from rsk.cluster.remote import Remote, remote_for
 from rsk.errors import RskError, UsageError
 from rsk.ledger.guard import close_lease
-from rsk.ledger.models import Ledger, now
+from rsk.ledger.models import Lease, Ledger, now
 from rsk.ledger.store import Store
 from rsk.local.paths import check_token, new_request_id
 from rsk.ops.gpus import GpuInventory, inventory_from, node_types, owners
@@ -160,6 +160,7 @@ class CloseReport(BaseModel):
     settled: bool  # the lease's charge now counts what the allocation held, not its worst case
     # what the books charge the lease's request (`rsk status`'s costs): used once settled, else still reserved
     cost: RequestCost | None = None
+    warnings: list[str] = []  # what the human must know: more than one open lease of the name was closed
 
 
 def _info(r: LeaseLine, ledger: Ledger, target: str) -> LeaseInfo:
@@ -194,10 +195,16 @@ def _call(remote: Remote, *args: str) -> Output:
     return out
 
 
+def _open_leases(store: Store, target: str, name: str) -> list[Lease]:
+    """The ledger's open leases of this name, oldest first: a job of the account can rewrite the lease's file on the
+    cluster (its job, its request), the ledger it cannot."""
+    return sorted((x for x in store.view().leases if x.target == target and x.name == name and x.closed is None),
+                  key=lambda x: x.opened)  # fmt: skip
+
+
 def _held(store: Store, target: str, name: str) -> list[str]:
-    """The ledger's open lease of this name, as the program's JOB RID arguments ([] when the ledger holds none): a
-    job of the account can rewrite the lease's file on the cluster (its job, its request), the ledger it cannot."""
-    held = [x for x in store.view().leases if x.target == target and x.name == name and x.closed is None]
+    """The ledger's newest open lease of this name as the program's JOB RID arguments ([] when it holds none)."""
+    held = _open_leases(store, target, name)
     return [held[-1].job_id, held[-1].request_id] if held else []
 
 
@@ -238,13 +245,20 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
 
     cost: RequestCost | None = None
     store = Store(project)
-    ledger_job = _held(store, target, name)  # the job to end, whatever the cluster's file says
+    # the jobs to end, whatever the cluster's file says: every lease of the name the ledger holds open (a job that
+    # rewrote the file could have let the name be opened twice), the newest last, as the answer names it
+    held = _open_leases(store, target, name)
+    warnings = [f"the ledger held {len(held)} open leases named {name} (jobs {', '.join(x.job_id for x in held)}): "
+                "each was closed; a job of the account may have rewritten the lease's file (tell the human)"
+                ] if len(held) > 1 else []  # fmt: skip
     with remote_for(target) as remote:
-        out = _call(remote, "close", project, name, *ledger_job)
+        said = [_call(remote, "close", project, name, x.job_id, x.request_id) for x in held[:-1]]
+        out = _call(remote, "close", project, name, *([held[-1].job_id, held[-1].request_id] if held else []))
         if out.first("closed") is None:
             raise UsageError(f"the cluster did not report closing lease {name}")
         closed = answers.lease_closed(out)
-        job = ledger_job[0] if ledger_job else closed.job  # (the program closed the ledger's, and says so)
+        job = held[-1].job_id if held else closed.job  # (the program closed the ledger's, and says so)
+        earlier = [answers.lease_closed(o) for o in said if o.first("closed") is not None]
         close_lease(store, target, name, by)
         settled = False
         deadline = time.monotonic() + settle_wait
@@ -263,10 +277,11 @@ def close(target: str, project: str, name: str, by: str, settle_wait: float = 20
         project=project,
         name=name,
         job_id=job,
-        result="cancelled" if closed.result == "cancelled" else "ended",
-        queued_cancelled=closed.queued,
+        result="cancelled" if "cancelled" in {c.result for c in (closed, *earlier)} else "ended",
+        queued_cancelled=closed.queued + sum(c.queued for c in earlier),
         settled=settled,
         cost=cost,
+        warnings=warnings,
     )
 
 
