@@ -189,3 +189,21 @@ def test_mcp_help_shows_how_a_host_registers_the_server_and_what_fixes_the_proje
     assert '{"mcpServers": {"rsk": {"command": "/path/to/rsk", "args": ["mcp"]}}}' in text
     assert "working directory the host starts it in" in text and '"--project", "P"' in text
     assert '"mcpServers"' in (SNAPSHOT.parents[3] / "docs" / "mcp.md").read_text()
+
+
+def test_an_unknown_tool_is_the_clis_json_error_and_a_time_may_be_a_number(rsk_env: Path) -> None:
+    """A tool that does not exist (a human's act, say) is refused as every refusal is: the CLI's JSON error. A time
+    limit given as a JSON number is minutes, as `--time 30` is (it was refused as no string)."""
+
+    async def run() -> tuple[str, str]:
+        async with Client(build(Pin(project="p", target="nowhere"))) as client:
+            forged = await client.call_tool("approve", {"card": "c-1"})
+            timed = await client.call_tool("plan", {"command": ["true"], "time": 2})
+            return (" ".join(getattr(c, "text", "") for c in forged.content),
+                    " ".join(getattr(c, "text", "") for c in timed.content))  # fmt: skip
+
+    forged, timed = asyncio.run(run())
+    doc = json.loads(forged)
+    assert doc["error"] == "unknown-tool" and doc["message"] == "Unknown tool: approve" and "human" in doc["hint"]
+    assert "bad-arguments" not in timed and "time" not in json.loads(timed).get("message", "").split(":")[0], timed
+

@@ -90,6 +90,11 @@ class LaunchReply(BaseModel):
     warnings: list[str] = []  # with pending: what its plan said (a file the command names that no code sends)
 
 
+def _minutes(time: object) -> str | None:
+    """A time limit as rsk reads it: a number is minutes, as `--time 30` is (a JSON number from an agent)."""
+    return str(time) if isinstance(time, int) and not isinstance(time, bool) else cast(str | None, time)
+
+
 def _own_path(what: str, name: str) -> Path:
     """A local path a tool opens: the caller's (relative to its directory), and only when this server is the
     caller's own process. A session the broker serves has no client that reads or writes its paths, and the
@@ -127,6 +132,9 @@ class _Server(MCPServer[Any]):
     is the CLI's JSON error (`bad-arguments`, exit 2, with a hint), as every other refusal is, not pydantic's text."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self._tool_manager.get_tool(name) is None:  # (a human's act among them: approve, grant, deny)
+            hint = "tools/list gives the tools; approving, granting and denying are the human's acts: no tool does them"
+            return _tool_error(UsageError(f"Unknown tool: {name}", hint, code="unknown-tool"))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -224,7 +232,7 @@ Gpus = Annotated[int | None, Field(ge=0, strict=True, description="GPUs per node
 Nodes = Annotated[int | None, Field(ge=1, strict=True, description="Nodes (default 1).")]
 Cpus = Annotated[int | None, Field(ge=1, strict=True, description="CPUs per node (default 1).")]
 Mem = Annotated[str | None, Field(description="Memory per node: 4096, 512M, 16G.")]
-Time = Annotated[str | None, Field(description="Time limit: 30, 2:00:00, 1-00:00:00.")]
+Time = Annotated[str | int | None, Field(description='Time limit: 30 (minutes), "2:00:00", "1-00:00:00".')]
 Env = Annotated[
     list[str] | dict[str, str] | None,
     Field(description='Passed to the job: NAME=VALUE entries, or an object {"NAME": "VALUE"} as in tasks.'),
@@ -291,6 +299,7 @@ def build(pin: Pin) -> MCPServer:
         # locals() of a tool: its arguments, and the closure's names it uses, which are left out here
         a = {k: v for k, v in args.items() if k in LaunchSpec.model_fields or k in ("command", "code", "exclude")}
         code, exclude, command, tasks = a.pop("code"), a.pop("exclude"), a.pop("command"), a.pop("tasks")
+        a["time"] = _minutes(a.get("time"))
         read = TaskFile([])
         if tasks:
             read = read_tasks("\n".join(t.model_dump_json(exclude_none=True) for t in tasks), "tasks")
@@ -352,7 +361,7 @@ def build(pin: Pin) -> MCPServer:
     def lease_open(
         name: Annotated[str, Field(description="The lease's name (A-Z a-z 0-9 . _ -).")],
         nodes: Nodes = None, gpus: Gpus = None, cpus: Cpus = None, mem: Mem = None,
-        time: Annotated[str | None, Field(description="How long to hold it: 30, 2:00:00.")] = None,
+        time: Annotated[str | int | None, Field(description='How long to hold it: 30 (minutes), "2:00:00".')] = None,
         partition: Text = None, request_id: RequestId = None,
         drain_min: Annotated[int | None, Field(ge=0, strict=True, description="Start no step in the last MINUTES.")]
         = None,
@@ -362,8 +371,8 @@ def build(pin: Pin) -> MCPServer:
         from rsk.ops.launch import requester
         from rsk.ops.leases import LeaseSpec, open_lease, open_request
 
-        spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=time, partition=partition,
-                         request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
+        spec = LeaseSpec(name=name, nodes=nodes, gpus=gpus, cpus=cpus, mem=mem, time=_minutes(time),
+                         partition=partition, request_id=request_id, drain_min=drain_min, overrun=overrun)  # fmt: skip
         request = open_request(spec, pin.spending(), f"mcp: {requester()}", pin.target)
         return open_lease(spec, request, _reply)
 
