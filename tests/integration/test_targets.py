@@ -185,7 +185,7 @@ def test_watch_renders_and_updates_in_a_real_terminal(lab: Lab, project: str, rs
             return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
 
         def wait_for(text: str) -> str:
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + 180  # (a job starts once the lab, shared with other suites, has room)
             while time.monotonic() < deadline:
                 s = screen()
                 if text in s:

@@ -206,4 +206,3 @@ def test_an_unknown_tool_is_the_clis_json_error_and_a_time_may_be_a_number(rsk_e
     doc = json.loads(forged)
     assert doc["error"] == "unknown-tool" and doc["message"] == "Unknown tool: approve" and "human" in doc["hint"]
     assert "bad-arguments" not in timed and "time" not in json.loads(timed).get("message", "").split(":")[0], timed
-
