@@ -3,9 +3,10 @@
 #   sh tests/run.sh --quick   static checks and the tests that need neither root nor the lab (ruff, mypy,
 #                             ShellCheck if installed, pytest -m "not lab": unit and CLI); any user, offline
 #   sh tests/run.sh           everything, as root, against the lab cluster (sets up what is missing first):
-#                             the static checks, then the lab tests with the unit and CLI tests and bats
-#                             (the remote programs under dash, install.sh) beside them, then the tests that
-#                             disturb the whole lab alone, then the CLI and agent-loop suites through a broker
+#                             the static checks, then the lab tests with bats (the remote programs under dash,
+#                             install.sh) beside them, then the tests that disturb the whole lab with the unit
+#                             and CLI suites (also through a broker) beside them, then the agent's loop on the
+#                             lab through a broker
 #   sh tests/run.sh ARGS...   the static checks and bats, then pytest ARGS (one file, -k, ...)
 # RSK_TEST_WORKERS: pytest workers (default 3 for the lab tests, one per core for --quick's); 0 runs them in one
 # process.
@@ -82,32 +83,37 @@ report() { # report TITLE PID LOG: wait for a suite run beside, then print what 
     rm -f "$3"
     [ "$rc" = 0 ] || status=1
 }
-# the unit and CLI tests (in one process) and bats (as the cluster user, against the lab's Slurm) run while the
-# lab tests run, which mostly wait on Slurm: each suite has remote roots, projects and (for fault injection) shims
-# of its own; what they said follows when all three are done
-unit_log=$(mktemp) bats_log=$(mktemp)
-beside "$unit_log" "pytest unit and CLI" "$PY" -m pytest -q -p no:cacheprovider -m "not lab"
-unit_pid=$!
+# bats (as the cluster user, against the lab's Slurm) runs while the lab tests run: each suite has remote roots,
+# projects and (for fault injection) shims of its own; what it said follows when both are done
+bats_log=$(mktemp)
 beside "$bats_log" bats bats tests/shell tests/install
 bats_pid=$!
 t=$(date +%s)
-echo "== pytest: lab (${workers} workers), with the unit and CLI tests and bats beside it" >&2
+echo "== pytest: lab (${workers} workers), with bats beside it" >&2
 # shellcheck disable=SC2086  # the xdist options split on purpose
 "$PY" -m pytest -q $xdist --durations=15 -m "lab and not serial" || status=1
 took "pytest lab" "$t"
-report "pytest: unit and CLI" "$unit_pid" "$unit_log"
 report "bats (remote scripts under dash, against the lab)" "$bats_pid" "$bats_log"
-echo "== pytest: tests that disturb the whole lab, alone" >&2
+# the tests that disturb the whole lab run alone on it; the suites that need no cluster run beside them, while they
+# mostly wait for slurmctld: the unit and CLI tests, and the CLI suite again with every rsk call through a broker
+# (outputs and exit codes must not change; any other suite runs the same way: RSK_TEST_BROKER=1 pytest FILE)
+unit_log=$(mktemp) cli_log=$(mktemp)
+beside "$unit_log" "pytest unit and CLI" "$PY" -m pytest -q -p no:cacheprovider -m "not lab"
+unit_pid=$!
+beside "$cli_log" "pytest CLI through a broker" env RSK_TEST_BROKER=1 "$PY" -m pytest -q -p no:cacheprovider tests/cli
+cli_pid=$!
+echo "== pytest: tests that disturb the whole lab, alone, with the unit and CLI suites beside them" >&2
 t=$(date +%s)
 "$PY" -m pytest -q -m serial || status=1
 took "pytest serial" "$t"
-# the same suites again with every rsk call through a broker: outputs and exit codes must not change
-# (the CLI suite and the agent's loop on the lab; any other suite runs the same way:
-# RSK_TEST_BROKER=1 pytest tests/integration/test_guard.py)
-echo "== pytest through a broker (RSK_TEST_BROKER=1)" >&2
+report "pytest: unit and CLI" "$unit_pid" "$unit_log"
+report "pytest: the CLI suite through a broker (RSK_TEST_BROKER=1)" "$cli_pid" "$cli_log"
+# the agent's loop on the lab through a broker, a test per worker (its tests share no module state)
+echo "== pytest: the agent's loop on the lab through a broker (RSK_TEST_BROKER=1)" >&2
 t=$(date +%s)
 # shellcheck disable=SC2086
-RSK_TEST_BROKER=1 "$PY" -m pytest -q $xdist tests/cli tests/integration/test_agent_loop.py || status=1
-took "pytest through a broker" "$t"
+RSK_TEST_BROKER=1 "$PY" -m pytest -q ${xdist:+-n $workers --dist load -p no:benchmark} tests/integration/test_agent_loop.py \
+    || status=1
+took "pytest agent loop through a broker" "$t"
 took "after setup, everything" "$started"
 exit "$status"
