@@ -65,3 +65,22 @@ def test_the_projects_summary_counts_each_task_once_as_its_latest_attempt() -> N
         job("wf.a3", "eval", "succeeded"),
     ]
     assert count(latest_attempts(jobs)) == {"succeeded": 4}
+
+
+def test_the_projects_status_lists_a_retried_task_once_and_keeps_what_every_attempt_cost() -> None:
+    """Project-wide, a task a retry replaced is neither listed nor counted (`superseded` says how many), and the costs
+    still name every attempt's request: a batch whose every task was retried costs what its first try ran too."""
+    from rsk.ops.status import RequestCost
+
+    def job(rid: str, task: str, state: str) -> JobState:
+        return JobState(request_id=rid, task=task, job_id=f"{rid}-{task}", state=state, exit_code=None, signal=None,
+                        elapsed_s=1, limit_s=60, where="", submitted="")  # fmt: skip
+
+    cost = RequestCost(cpu_hours_used=1.0, gpu_hours_used=0.0, cpu_hours_reserved=0.0, gpu_hours_reserved=0.0)
+    jobs = [job("sw", "t0", "failed"), job("sw", "t1", "failed"), job("sw.a2", "t0", "succeeded"),
+            job("sw.a2", "t1", "succeeded")]  # fmt: skip
+    st = Status(target="lab", project="p", slurm="up", at="", jobs=jobs, costs={"sw": cost, "sw.a2": cost})
+    now = filter_jobs(st)
+    assert [j.job_id for j in now.jobs] == ["sw.a2-t0", "sw.a2-t1"] and now.counts == {"succeeded": 2}
+    assert now.superseded == 2 and set(now.costs) == {"sw", "sw.a2"}
+    assert filter_jobs(st, job="sw-t0").jobs[0].state == "failed"  # an earlier attempt, read by its id

@@ -597,6 +597,8 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
             raise not_ours(job, st.project, st.target)
     if request_id:
         jobs = of_request(jobs, request_id)
+    # what the selection cost: every attempt's request, the superseded ones (and a task's history) too
+    selected = {r for j in jobs for r in (j.request_id, *(h.request_id for h in j.history))}
     if not job and not request_id:  # the project's work now: a retried task counts once, as its latest attempt
         now = {id(j) for j in latest_attempts(jobs)}
         superseded = len(jobs) - len(now)
@@ -605,7 +607,6 @@ def filter_jobs(st: Status, *, job: str | None = None, request_id: str | None = 
     shown = rows(jobs, states=check_states(states), active=active, summary=summary, limit=limit)
     view = BatchView(st.target, request_id or "", jobs)
     levels = [dict(c) for c in view.levels] if request_id and not view.chain else []
-    selected = {j.request_id for j in jobs}
     return st.model_copy(update={"jobs": shown, "counts": count(jobs), "levels": levels,
                                  "chain": view.chain if request_id else "", "omitted": len(jobs) - len(shown),
                                  "summary": summary, "chains": chains_of(st.target, jobs), "superseded": superseded,
