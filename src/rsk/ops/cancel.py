@@ -14,6 +14,7 @@ from rsk.local.paths import check_token
 from rsk.ops.status import Model, attempt_of
 from rsk.wire import answers
 from rsk.wire.protocol import job_order, raise_for_error
+from rsk.wire.states import first
 
 
 class CancelResult(Model):
@@ -50,11 +51,13 @@ class CancelReport(Model):
     def brief(self, most: int) -> CancelReport:
         """Every job this cancel could not cancel (`failed`, `not-ours`) and the first `most` of the others, with the
         counts of all: an MCP answer of a 10,000-task cancel stays small."""
-        odd = [r for r in self.results if r.result in ("failed", "not-ours")]
-        rest = [r for r in self.results if r.result not in ("failed", "not-ours")]
-        if len(rest) <= most:
-            return self
-        return self.model_copy(update={"results": odd + rest[:most], "results_omitted": len(rest) - most})
+
+        def rank(r: CancelResult) -> int:
+            return 0 if r.result in ("failed", "not-ours") else 1
+
+        odd = sum(1 for r in self.results if rank(r) == 0)
+        kept, left = first(self.results, odd + most, rank)
+        return self.model_copy(update={"results": kept, "results_omitted": left}) if left else self
 
 
 def cancel(target: str, project: str, *, job: str | None = None, request_id: str | None = None,

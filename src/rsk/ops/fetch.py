@@ -16,6 +16,7 @@ from rsk.errors import StateError, UsageError, not_ours
 from rsk.local import caller
 from rsk.wire import answers
 from rsk.wire.protocol import raise_for_error
+from rsk.wire.states import first
 
 if TYPE_CHECKING:
     from rsk.local.handover import Dest
@@ -185,11 +186,8 @@ class BatchFetchReport(BaseModel):
     def brief(self, most: int) -> BatchFetchReport:
         """Every task that lacks a path or left files out, then the first others, `most` in all, and how many more:
         an answer of a 10,000-task batch stays small (`--all` lists every task)."""
-        if len(self.tasks) <= most:
-            return self
-        odd = [t for t in self.tasks if t.missing or t.skipped]
-        ordered = odd + [t for t in self.tasks if not (t.missing or t.skipped)]
-        return self.model_copy(update={"tasks": ordered[:most], "tasks_omitted": len(self.tasks) - most})
+        kept, left = first(self.tasks, most, lambda t: 0 if t.missing or t.skipped else 1)
+        return self.model_copy(update={"tasks": kept, "tasks_omitted": left}) if left else self
 
 
 def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to: Path,
@@ -468,14 +466,8 @@ class BatchResultReport(BaseModel):
     def brief(self, most: int) -> BatchResultReport:
         """The tasks without a result, then those fetched now, then those already there, `most` in all, and how
         many more (`without` names every task without one): an answer of a 10,000-task batch stays small."""
-        if len(self.tasks) <= most:
-            return self
-
-        def order(t: TaskResult) -> int:
-            return 0 if t.result is None else 2 if t.result.already else 1
-
-        ordered = sorted(self.tasks, key=order)  # stable: each group in the batch's order
-        return self.model_copy(update={"tasks": ordered[:most], "tasks_omitted": len(self.tasks) - most})
+        kept, left = first(self.tasks, most, lambda t: 0 if t.result is None else 2 if t.result.already else 1)
+        return self.model_copy(update={"tasks": kept, "tasks_omitted": left}) if left else self
 
 
 def fetch_batch_results(target_name: str, project: str, batch: str, to: Path,

@@ -10,8 +10,11 @@ Nothing is guessed from missing evidence (docs/adr/0062): a state is final only 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal, TypeVar, get_args
+
+T = TypeVar("T")
 
 State = Literal[
     "pending",
@@ -39,6 +42,15 @@ ATTENTION: frozenset[str] = frozenset(set(STATES) - {"succeeded", "running", "pe
 # a brief answer of a big selection or batch lists at most this many jobs or tasks (those that need attention first;
 # `counts` have every one): status, wait, plan, launch, cancel, fetch (ADR 0070, 0073)
 SUMMARY_ROWS = 50
+
+
+def first(items: Sequence[T], most: int, rank: Callable[[T], int] = lambda _: 0) -> tuple[list[T], int]:
+    """A brief answer's list: `most` of the items (0: every one), those of the lowest rank first (what needs
+    attention), each rank in the items' order, and how many it leaves out."""
+    if not 0 < most < len(items):
+        return list(items), 0
+    return sorted(items, key=rank)[:most], len(items) - most
+
 
 # Slurm's job state codes (squeue(1), JOB STATE CODES). A job is active while it holds an allocation or will
 # get one without a new submission: waiting (PENDING, CONFIGURING), put back in the queue (REQUEUED,
