@@ -104,5 +104,6 @@ def test_a_brief_batch_fetch_lists_what_lacks_first_then_what_came_now() -> None
     assert report.brief(300) is report
     files = [TaskFetch(task=f"k{i}", job_id=f"5_{i}", state="succeeded", files=[], missing=["m.json"] if i == 280
                        else []) for i in range(300)]  # fmt: skip
-    fetched = BatchFetchReport(target="lab", project="p", batch="b", tasks=files, bytes=0).brief(50)
+    fetched = BatchFetchReport(target="lab", project="p", batch="b", tasks=files, bytes=0, incomplete=1).brief(50)
     assert fetched.tasks[0].task == "k280" and len(fetched.tasks) == 50 and fetched.tasks_omitted == 250
+    assert fetched.incomplete == 1

@@ -181,6 +181,7 @@ class BatchFetchReport(BaseModel):
     batch: str
     tasks: list[TaskFetch]
     tasks_omitted: int = 0  # a brief report lists the tasks that lack a path or left files out first
+    incomplete: int = 0  # the tasks that lack a path or left files out, listed or not
     bytes: int
 
     def brief(self, most: int) -> BatchFetchReport:
@@ -216,7 +217,14 @@ def fetch_batch(target_name: str, project: str, batch: str, paths: list[str], to
             tasks.append(TaskFetch(task=j.task, job_id=j.job_id, state=j.state, files=got, missing=missing,
                                    skipped=skipped))  # fmt: skip
     total = sum(f.size for t in tasks for f in t.files)
-    return BatchFetchReport(target=target_name, project=project, batch=batch, tasks=tasks, bytes=total)
+    return BatchFetchReport(
+        target=target_name,
+        project=project,
+        batch=batch,
+        tasks=tasks,
+        bytes=total,
+        incomplete=sum(1 for t in tasks if t.missing or t.skipped),
+    )
 
 
 # results: absent or complete ------------------------------------------------------------------------
